@@ -1,0 +1,46 @@
+//! # railyard-core
+//!
+//! The hot path of an RDMA transfer engine, without the verbs.
+//!
+//! `railyard-core` owns every posted work request between `ibv_post_send` and
+//! the completion that retires it. It is `#![no_std]`: with the `alloc`
+//! feature, pools and tables are allocated once at construction; after that
+//! the hot path never allocates, never locks and never calls the OS. Time is
+//! passed in as `now_ns`, so every policy is deterministic and testable.
+//!
+//! | module | RFC | concept |
+//! |---|---|---|
+//! | [`token`] | 3136 | wr_id names one posted *attempt* from a fixed pool |
+//! | [`slice`] | 3136 | slice attempt identity; exactly one terminal state |
+//! | [`endpoint`] | 3136 | endpoint generations and the one retire API |
+//! | [`cc`] | 4162 | byte-window AIMD admission and path health |
+//! | [`classify`] | 4162 | WC status / async event / signal classification |
+//! | [`evidence`] | 4162 | per-task anomaly evidence |
+//! | [`credit`] | 2849 | receiver-advertised credits |
+//! | [`wire`] | 2849 | the versioned credit wire schema |
+//! | [`rail`] | 4534 | inverse-score NIC selection, per-peer ledger |
+//! | [`time`] | — | nanosecond time passed in by the caller |
+//!
+//! Core contains no verbs types: WC statuses and event codes are plain
+//! numbers with ibverbs' values.
+#![no_std]
+#![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub(crate) mod sync;
+
+pub mod cc;
+pub mod classify;
+pub mod credit;
+pub mod endpoint;
+pub mod evidence;
+pub mod rail;
+pub mod slice;
+pub mod time;
+pub mod token;
+pub mod wire;
