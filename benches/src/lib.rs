@@ -1,0 +1,1 @@
+//! Benchmarks live in `benches/`; see each file for its baselines and measured ratios.
