@@ -13,6 +13,7 @@
 //! | [`token`] | 3136 | wr_id names one posted *attempt* from a fixed pool |
 //! | [`slice`] | 3136 | slice attempt identity; exactly one terminal state |
 //! | [`endpoint`] | 3136 | endpoint generations and the one retire API |
+//! | `completion` | 3136 | the ownership protocol composed (needs `alloc`) |
 //! | [`cc`] | 4162 | byte-window AIMD admission and path health |
 //! | [`classify`] | 4162 | WC status / async event / signal classification |
 //! | [`evidence`] | 4162 | per-task anomaly evidence |
@@ -36,6 +37,8 @@ pub(crate) mod sync;
 
 pub mod cc;
 pub mod classify;
+#[cfg(feature = "alloc")]
+pub mod completion;
 pub mod credit;
 pub mod endpoint;
 pub mod evidence;
