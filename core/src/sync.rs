@@ -52,3 +52,27 @@ impl<T> UnsafeCell<T> {
 
 #[cfg(railyard_loom)]
 pub(crate) use loom::cell::UnsafeCell;
+
+/// A plain atomic store, except under loom, where it is a `swap`.
+///
+/// loom mis-models a plain store racing with another thread's
+/// read-modify-write (tokio-rs/loom#254: the RMW may read a value older than
+/// the store and still win). In C11 both are the same here: the value is
+/// stored with `order`; only the instruction flavour differs, and only in
+/// the model. Use it for every store that can race with a CAS.
+#[inline(always)]
+pub(crate) fn store_u64(a: &AtomicU64, v: u64, order: Ordering) {
+    #[cfg(railyard_loom)]
+    a.swap(v, order);
+    #[cfg(not(railyard_loom))]
+    a.store(v, order);
+}
+
+/// [`store_u64`] for `AtomicU32`.
+#[inline(always)]
+pub(crate) fn store_u32(a: &AtomicU32, v: u32, order: Ordering) {
+    #[cfg(railyard_loom)]
+    a.swap(v, order);
+    #[cfg(not(railyard_loom))]
+    a.store(v, order);
+}

@@ -2,7 +2,7 @@
 //! each endpoint's resource is boxed by crossbeam-epoch when it is opened).
 
 use super::*;
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{store_u64, AtomicU64, Ordering};
 use crate::time::{expired, Nanos};
 use alloc::{boxed::Box, vec::Vec};
 use crossbeam_epoch::{Atomic, Collector, Guard, LocalHandle, Owned, Shared};
@@ -165,7 +165,8 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
             }
             let generation = w.generation();
             slot.resource.store(Owned::new(resource), Ordering::Release);
-            slot.word.store(
+            store_u64(
+                &slot.word,
                 Word::new(generation, Phase::Active, false, 0).0,
                 Ordering::Release,
             );
@@ -457,10 +458,13 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
         let next = generation.wrapping_add(1);
         let q = usize::from(self.cfg.qps_per_endpoint);
         for d in &self.qp_depth[i * q..(i + 1) * q] {
-            d.store(depth_word(next, 0), Ordering::Release);
+            store_u64(d, depth_word(next, 0), Ordering::Release);
         }
-        slot.word
-            .store(Word::new(next, Phase::Free, false, 0).0, Ordering::Release);
+        store_u64(
+            &slot.word,
+            Word::new(next, Phase::Free, false, 0).0,
+            Ordering::Release,
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 use core::fmt;
 
 use super::{TokenError, TokenRecord, WrId};
-use crate::sync::{AtomicU32, AtomicU64, Ordering, UnsafeCell};
+use crate::sync::{store_u32, AtomicU32, AtomicU64, Ordering, UnsafeCell};
 use alloc::{boxed::Box, vec::Vec};
 
 /// Index value meaning "no slot" in the free list.
@@ -162,7 +162,7 @@ impl<R: Copy> TokenPool<R> {
             // this thread has exclusive access to the record.
             unsafe { p.write(record) }
         });
-        slot.seq.store(seq, PUBLISH);
+        store_u32(&slot.seq, seq, PUBLISH);
         Ok(make_wr_id(seq, index))
     }
 
