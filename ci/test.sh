@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The test command (README): installs what a fresh Debian machine lacks,
+# then runs every check CI runs. Each checker also has its own script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+step() { echo; echo "=== $* ($(( $(date +%s) - start ))s)"; }
+
+step "setup"
+export PATH="$HOME/.cargo/bin:$PATH"
+rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy || true
+command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+
+step "fmt"
+cargo fmt --all -- --check
+
+step "clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "core without default features (no_std, no alloc)"
+cargo build -p railyard-core --no-default-features
+cargo build -p railyard-core --no-default-features --features alloc
+
+step "tests"
+cargo test --workspace
+
+step "benches compile"
+cargo bench -p railyard-benches --no-run
+
+step "loom"
+bash ci/loom.sh
+
+step "fuzz"
+FUZZ_SECONDS="${FUZZ_SECONDS:-15}" bash ci/fuzz.sh
+
+step "all checks passed"

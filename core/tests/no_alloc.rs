@@ -1,0 +1,102 @@
+//! The hot path never allocates: a counting global allocator watches
+//! claim/complete, slice transitions, endpoint admission/release and the
+//! composed post/complete protocol, after construction.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use railyard_core::completion::{Owner, PostRequest, WcOutcome};
+use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+use railyard_core::slice::{Outcome, SliceTable};
+use railyard_core::token::{TokenPool, TokenRecord};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls
+// (in a thread-local, so the test harness's other threads do not count).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as our caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as our caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(|c| c.get())
+}
+
+#[test]
+fn counting_allocator_sees_allocations() {
+    // The counter works: a Vec allocates.
+    let before = allocs();
+    let v: Vec<u64> = Vec::with_capacity(8);
+    assert!(allocs() > before);
+    drop(v);
+}
+
+#[test]
+fn claim_and_complete_never_allocate() {
+    let pool: TokenPool = TokenPool::new(64).unwrap();
+    let rec = TokenRecord {
+        bytes: 65536,
+        ..TokenRecord::default()
+    };
+    let before = allocs();
+    for _ in 0..10_000 {
+        let a = pool.claim(rec).unwrap();
+        let b = pool.claim(rec).unwrap();
+        pool.complete(a).unwrap();
+        pool.complete(b).unwrap();
+        // Error paths too.
+        assert!(pool.complete(b).is_err());
+    }
+    let mut held = [0u64; 64];
+    for h in held.iter_mut() {
+        *h = pool.claim(rec).unwrap();
+    }
+    assert!(pool.claim(rec).is_err());
+    for h in held {
+        pool.complete(h).unwrap();
+    }
+    assert_eq!(allocs(), before, "claim/complete allocated");
+}
+
+#[test]
+fn post_and_complete_protocol_never_allocates() {
+    let tokens: TokenPool = TokenPool::new(64).unwrap();
+    let slices = SliceTable::new(64).unwrap();
+    let eps = EndpointTable::<()>::new(EndpointConfig::default()).unwrap();
+    let ep = eps.open(()).unwrap();
+    let owner = Owner::new(&tokens, &slices, &eps);
+    let before = allocs();
+    for i in 0..10_000u32 {
+        let s = slices.open(i % 64).unwrap();
+        let wr = owner.post(PostRequest::new(s, ep, 0, 4096, 0)).unwrap();
+        let d = owner.complete(wr, WcOutcome::Retryable).unwrap();
+        let s2 = match d.slice {
+            railyard_core::completion::SliceEffect::Retry(s2) => s2,
+            other => panic!("{other:?}"),
+        };
+        let wr = owner.post(PostRequest::new(s2, ep, 1, 4096, 0)).unwrap();
+        owner.unposted(wr).unwrap();
+        slices.settle(s2, Outcome::Canceled).unwrap();
+    }
+    assert_eq!(allocs(), before, "post/complete allocated");
+}
