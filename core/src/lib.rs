@@ -26,6 +26,9 @@
 //! numbers with ibverbs' values.
 #![no_std]
 #![deny(missing_docs)]
+// `unsafe` lives in the token pool and the endpoint table's epoch-managed
+// resource cell only; each of those modules opts back in.
+#![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 #[cfg(feature = "alloc")]

@@ -1,5 +1,6 @@
 //! The endpoint table itself (needs `alloc`: slots are allocated once, and
 //! each endpoint's resource is boxed by crossbeam-epoch when it is opened).
+#![allow(unsafe_code)]
 
 use super::*;
 use crate::sync::{store_u64, AtomicU64, Ordering};

@@ -1,4 +1,5 @@
 //! The lock-free pool itself (needs `alloc`: slots are allocated once).
+#![allow(unsafe_code)]
 
 use core::fmt;
 
