@@ -31,6 +31,6 @@ pub mod wire;
 pub use error::VerbsError;
 pub use verbs::{
     devices, Access, CompletionQueue, Context, DeviceCaps, DeviceInfo, MemoryRegion, Mtu, PortInfo,
-    ProtectionDomain, QpCaps, QpConfig, QpState, QueuePair, RemoteQp, WorkCompletion, PORT_ACTIVE,
-    WC_SUCCESS, WC_WR_FLUSH_ERR,
+    PostError, ProtectionDomain, QpCaps, QpConfig, QpState, QueuePair, RdmaOp, RdmaWr, RemoteQp,
+    WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE, WC_SUCCESS, WC_WR_FLUSH_ERR,
 };

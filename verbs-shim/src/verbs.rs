@@ -862,6 +862,7 @@ pub struct RemoteQp {
 pub struct QueuePair {
     qp: NonNull<sys::ibv_qp>,
     state: AtomicU8,
+    caps: QpCaps,
     send_cq: Arc<CqInner>,
     _recv_cq: Arc<CqInner>,
     _pd: Arc<PdInner>,
@@ -882,10 +883,12 @@ impl std::fmt::Debug for QueuePair {
     }
 }
 
-/// Which RDMA operation a post performs.
+/// Which RDMA operation a work request performs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum RdmaOp {
+pub enum RdmaOp {
+    /// RDMA WRITE: local → remote.
     Write,
+    /// RDMA READ: remote → local.
     Read,
 }
 
@@ -927,6 +930,14 @@ impl QueuePair {
         Ok(Self {
             qp,
             state: AtomicU8::new(QpState::Reset as u8),
+            // ibv_create_qp wrote back the sizes actually granted.
+            caps: QpCaps {
+                max_send_wr: attr.cap.max_send_wr,
+                max_recv_wr: attr.cap.max_recv_wr,
+                max_send_sge: attr.cap.max_send_sge,
+                max_recv_sge: attr.cap.max_recv_sge,
+                max_inline_data: attr.cap.max_inline_data,
+            },
             send_cq: send_cq.inner.clone(),
             _recv_cq: recv_cq.inner.clone(),
             _pd: pd.inner.clone(),
@@ -1074,7 +1085,13 @@ impl QueuePair {
         self.modify(&mut a, sys::ibv_qp_attr_mask::IBV_QP_STATE, QpState::Error)
     }
 
-    /// Posts a signaled RDMA WRITE of `local[local_off..local_off+len]` to
+    /// The work-queue sizes the provider actually granted (at least what
+    /// was asked for).
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// Posts one signaled RDMA WRITE of `local[local_off..local_off+len]` to
     /// `remote[remote_off..remote_off+len]`.
     ///
     /// # Safety
@@ -1082,7 +1099,6 @@ impl QueuePair {
     /// `local` must stay alive (registered) until the completion carrying
     /// `wr_id` has been polled, or until this QP has been moved to ERR and
     /// the completion flushed. The NIC reads it asynchronously.
-    #[allow(clippy::too_many_arguments)]
     pub unsafe fn post_write(
         &self,
         wr_id: u64,
@@ -1092,27 +1108,26 @@ impl QueuePair {
         remote: &SegmentDescriptor,
         remote_off: u64,
     ) -> Result<(), VerbsError> {
+        let wr = RdmaWr {
+            wr_id,
+            op: RdmaOp::Write,
+            local,
+            local_off,
+            len,
+            remote: *remote,
+            remote_off,
+            signaled: true,
+        };
         // SAFETY: forwarded from the caller's promise.
-        unsafe {
-            self.post_rdma(
-                RdmaOp::Write,
-                wr_id,
-                local,
-                local_off,
-                len,
-                remote,
-                remote_off,
-            )
-        }
+        unsafe { self.post_batch(&[wr]) }.map_err(|e| e.error)
     }
 
-    /// Posts a signaled RDMA READ of `remote[remote_off..remote_off+len]` into
-    /// `local[local_off..local_off+len]`.
+    /// Posts one signaled RDMA READ of `remote[remote_off..remote_off+len]`
+    /// into `local[local_off..local_off+len]`.
     ///
     /// # Safety
     ///
     /// As [`post_write`](Self::post_write); here the NIC also *writes* `local`.
-    #[allow(clippy::too_many_arguments)]
     pub unsafe fn post_read(
         &self,
         wr_id: u64,
@@ -1122,82 +1137,195 @@ impl QueuePair {
         remote: &SegmentDescriptor,
         remote_off: u64,
     ) -> Result<(), VerbsError> {
+        let wr = RdmaWr {
+            wr_id,
+            op: RdmaOp::Read,
+            local,
+            local_off,
+            len,
+            remote: *remote,
+            remote_off,
+            signaled: true,
+        };
         // SAFETY: forwarded from the caller's promise.
-        unsafe {
-            self.post_rdma(
-                RdmaOp::Read,
-                wr_id,
-                local,
-                local_off,
-                len,
-                remote,
-                remote_off,
-            )
-        }
+        unsafe { self.post_batch(&[wr]) }.map_err(|e| e.error)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn post_rdma(
-        &self,
-        op: RdmaOp,
-        wr_id: u64,
-        local: &MemoryRegion,
-        local_off: usize,
-        len: u32,
-        remote: &SegmentDescriptor,
-        remote_off: u64,
-    ) -> Result<(), VerbsError> {
-        self.expect("post", QpState::Rts)?;
-        if len == 0 {
-            return Err(VerbsError::ZeroLength);
+    /// Posts up to [`MAX_POST_BATCH`] work requests with one `ibv_post_send`
+    /// (one doorbell), without allocating.
+    ///
+    /// Every request is validated first (QP in RTS, non-zero length, both
+    /// ranges inside their regions); if any fails, nothing is posted and
+    /// `posted` is 0. If the provider refuses part of the chain, `bad_wr` is
+    /// mapped back to an index: `wrs[..posted]` are on the wire and will
+    /// complete, `wrs[posted..]` were not posted and are the caller's to
+    /// release or retry. [`CompletionQueue::outstanding`] counts only the
+    /// signaled requests that were actually posted.
+    ///
+    /// # Safety
+    ///
+    /// For every request that was posted: its `local` region must stay alive
+    /// until that request's completion (or, for an unsignaled request, the
+    /// completion of a later signaled request on this QP) has been polled, or
+    /// until the QP has been moved to ERR and flushed.
+    pub unsafe fn post_batch(&self, wrs: &[RdmaWr<'_>]) -> Result<(), PostError> {
+        let fail = |error| Err(PostError { posted: 0, error });
+        if wrs.is_empty() {
+            return Ok(());
         }
-        local.range(local_off, len as usize)?;
-        let raddr = remote
-            .addr_of(remote_off, u64::from(len))
-            .ok_or(VerbsError::OutOfBounds {
-                side: "remote",
-                offset: remote_off,
-                len: u64::from(len),
-                region_len: remote.len,
-            })?;
-        let mut sge = sys::ibv_sge {
-            addr: local.addr() + local_off as u64,
-            length: len,
-            lkey: local.lkey(),
-        };
-        // SAFETY: plain C data (pointers/unions); all-zero is valid.
-        let mut wr: sys::ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.next = ptr::null_mut();
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
-        wr.opcode = match op {
-            RdmaOp::Write => sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-            RdmaOp::Read => sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
-        };
-        wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
-        wr.wr.rdma = sys::rdma_t {
-            remote_addr: raddr,
-            rkey: remote.rkey,
-        };
-        // Count before posting: the completion may be polled by another
-        // thread before ibv_post_send even returns.
-        self.send_cq.outstanding.fetch_add(1, Ordering::AcqRel);
+        if wrs.len() > MAX_POST_BATCH {
+            return fail(VerbsError::InvalidConfig {
+                what: "post batch size",
+                value: wrs.len() as u64,
+                allowed: "1..=MAX_POST_BATCH (32)",
+            });
+        }
+        if let Err(e) = self.expect("post", QpState::Rts) {
+            return fail(e);
+        }
+        let mut sges = [sys::ibv_sge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        }; MAX_POST_BATCH];
+        // SAFETY: ibv_send_wr is plain C data (pointers/unions); all-zero is valid.
+        let mut chain: [sys::ibv_send_wr; MAX_POST_BATCH] = unsafe { std::mem::zeroed() };
+        let mut signaled = 0u64;
+        for (i, w) in wrs.iter().enumerate() {
+            if w.len == 0 {
+                return fail(VerbsError::ZeroLength);
+            }
+            if let Err(e) = w.local.range(w.local_off, w.len as usize) {
+                return fail(e);
+            }
+            let Some(raddr) = w.remote.addr_of(w.remote_off, u64::from(w.len)) else {
+                return fail(VerbsError::OutOfBounds {
+                    side: "remote",
+                    offset: w.remote_off,
+                    len: u64::from(w.len),
+                    region_len: w.remote.len,
+                });
+            };
+            sges[i] = sys::ibv_sge {
+                addr: w.local.addr() + w.local_off as u64,
+                length: w.len,
+                lkey: w.local.lkey(),
+            };
+            let wr = &mut chain[i];
+            wr.wr_id = w.wr_id;
+            wr.num_sge = 1;
+            wr.opcode = match w.op {
+                RdmaOp::Write => sys::ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+                RdmaOp::Read => sys::ibv_wr_opcode::IBV_WR_RDMA_READ,
+            };
+            if w.signaled {
+                wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
+                signaled += 1;
+            }
+            wr.wr.rdma = sys::rdma_t {
+                remote_addr: raddr,
+                rkey: w.remote.rkey,
+            };
+        }
+        let n = wrs.len();
+        // Link the chain through raw pointers derived once from each array,
+        // with no references into them alive afterwards.
+        let base = chain.as_mut_ptr();
+        let sge_base = sges.as_mut_ptr();
+        for i in 0..n {
+            // SAFETY: i < n <= MAX_POST_BATCH, so `base.add(i)`,
+            // `sge_base.add(i)` and (when i + 1 < n) `base.add(i + 1)` are in
+            // bounds of their arrays, which outlive the post below.
+            unsafe {
+                let wr = base.add(i);
+                (*wr).sg_list = sge_base.add(i);
+                (*wr).next = if i + 1 < n {
+                    base.add(i + 1)
+                } else {
+                    ptr::null_mut()
+                };
+            }
+        }
+        // Count before posting: a completion may be polled by another thread
+        // before ibv_post_send returns.
+        self.send_cq
+            .outstanding
+            .fetch_add(signaled, Ordering::AcqRel);
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
-        // SAFETY: live QP in RTS; `wr` and `sge` outlive the call (verbs
-        // copies them); the local buffer's lifetime is the caller's promise.
-        let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), &mut wr, &mut bad) };
-        if rc != 0 {
-            // Nothing was posted (single WR): give the count back.
-            let _ =
-                self.send_cq
-                    .outstanding
-                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1));
-            return check_rc("ibv_post_send", rc);
+        // SAFETY: live QP in RTS; `chain` and `sges` outlive the call (verbs
+        // copies them into the send queue); the local buffers' lifetime is the
+        // caller's promise.
+        let rc = unsafe { sys::ibv_post_send(self.qp.as_ptr(), base, &mut bad) };
+        if rc == 0 {
+            return Ok(());
         }
-        Ok(())
+        let error = match check_rc("ibv_post_send", rc) {
+            Err(e) => e,
+            Ok(()) => VerbsError::Os {
+                op: "ibv_post_send",
+                errno: libc::EIO,
+            },
+        };
+        // Map bad_wr back to an index. If the provider did not point into our
+        // chain, assume nothing was posted (verbs sets it on every failure).
+        let at =
+            (bad as usize).wrapping_sub(base as usize) / std::mem::size_of::<sys::ibv_send_wr>();
+        let posted = if !bad.is_null() && at < n { at } else { 0 };
+        let unposted_signaled = wrs[posted..].iter().filter(|w| w.signaled).count() as u64;
+        let _ = self
+            .send_cq
+            .outstanding
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                v.checked_sub(unposted_signaled)
+            });
+        Err(PostError { posted, error })
     }
 }
+
+/// Most work requests [`QueuePair::post_batch`] takes at once.
+pub const MAX_POST_BATCH: usize = 32;
+
+/// One RDMA work request for [`QueuePair::post_batch`].
+#[derive(Clone, Copy, Debug)]
+pub struct RdmaWr<'a> {
+    /// Caller's id, returned in the completion (railyard's core: a token id).
+    pub wr_id: u64,
+    /// WRITE or READ.
+    pub op: RdmaOp,
+    /// Local registered memory.
+    pub local: &'a MemoryRegion,
+    /// Offset in `local`.
+    pub local_off: usize,
+    /// Bytes to move (> 0).
+    pub len: u32,
+    /// The peer's segment (from the handshake).
+    pub remote: SegmentDescriptor,
+    /// Offset in `remote`.
+    pub remote_off: u64,
+    /// Generate a completion for this request.
+    pub signaled: bool,
+}
+
+/// A partially or wholly refused [`QueuePair::post_batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PostError {
+    /// How many leading requests were posted (and will complete).
+    pub posted: usize,
+    /// Why the rest were not.
+    pub error: VerbsError,
+}
+
+impl std::fmt::Display for PostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "posted {} work requests, then: {}",
+            self.posted, self.error
+        )
+    }
+}
+
+impl std::error::Error for PostError {}
 
 impl Drop for QueuePair {
     fn drop(&mut self) {

@@ -11,8 +11,8 @@
 use railyard_verbs::handshake::Handshake;
 use railyard_verbs::wire::{EndpointDescriptor, QpEndpoint};
 use railyard_verbs::{
-    Access, CompletionQueue, Context, MemoryRegion, QpCaps, QpConfig, QpState, QueuePair, RemoteQp,
-    VerbsError, WorkCompletion, PORT_ACTIVE, WC_SUCCESS,
+    Access, CompletionQueue, Context, MemoryRegion, QpCaps, QpConfig, QpState, QueuePair, RdmaOp,
+    RdmaWr, RemoteQp, VerbsError, WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE, WC_SUCCESS,
 };
 use std::io::Write;
 use std::net::TcpListener;
@@ -79,41 +79,55 @@ fn config(ctx: &Context) -> QpConfig {
     }
 }
 
-/// One end of a connection: its own context, PD, CQ, QP and MR.
+/// Shape of one side.
+#[derive(Clone, Copy)]
+struct Shape {
+    mr_len: usize,
+    n_qps: usize,
+    max_send_wr: u32,
+}
+
+/// One end of a connection: its own context, PD, one CQ shared by its QPs,
+/// `n_qps` RC QPs and one MR.
 struct Side {
     ctx: Context,
     cfg: QpConfig,
     cq: CompletionQueue,
-    qp: QueuePair,
+    qps: Vec<QueuePair>,
     mr: MemoryRegion,
-    psn: u32,
+    psn_base: u32,
 }
 
 impl Side {
-    fn new(ctx: Context, mr_len: usize, psn: u32) -> Self {
+    fn new(ctx: Context, shape: Shape, psn_base: u32) -> Self {
         let cfg = config(&ctx);
         let pd = ctx.alloc_pd().expect("ibv_alloc_pd");
-        let cq = ctx.create_cq(512).expect("ibv_create_cq");
-        let qp = QueuePair::create_rc(
-            &pd,
-            &cq,
-            &cq,
-            QpCaps {
-                max_send_wr: 256,
-                ..QpCaps::default()
-            },
-        )
-        .expect("ibv_create_qp");
-        assert_eq!(qp.state(), QpState::Reset);
-        let mr = MemoryRegion::alloc(&pd, mr_len, Access::ALL_RDMA).expect("ibv_reg_mr");
+        let cq = ctx.create_cq(1024).expect("ibv_create_cq");
+        let caps = QpCaps {
+            max_send_wr: shape.max_send_wr,
+            ..QpCaps::default()
+        };
+        let qps: Vec<QueuePair> = (0..shape.n_qps)
+            .map(|_| QueuePair::create_rc(&pd, &cq, &cq, caps).expect("ibv_create_qp"))
+            .collect();
+        for qp in &qps {
+            assert_eq!(qp.state(), QpState::Reset);
+            assert!(qp.caps().max_send_wr >= shape.max_send_wr);
+        }
+        let mr = MemoryRegion::alloc(&pd, shape.mr_len, Access::ALL_RDMA).expect("ibv_reg_mr");
         Self {
             ctx,
             cfg,
             cq,
-            qp,
+            qps,
             mr,
-            psn,
+            psn_base,
         }
+    }
+
+    /// Distinct 24-bit PSNs per QP, so a mixed-up QP order cannot connect.
+    fn psn(&self, i: usize) -> u32 {
+        (self.psn_base + 0x1111 * i as u32) & 0xff_ffff
     }
 
     fn descriptor(&self) -> EndpointDescriptor {
@@ -123,24 +137,29 @@ impl Side {
                 .gid(PORT, self.cfg.gid_index)
                 .expect("ibv_query_gid"),
             lid: self.ctx.port(PORT).expect("ibv_query_port").lid,
-            qps: vec![QpEndpoint {
-                qpn: self.qp.qpn(),
-                psn: self.psn,
-            }],
+            qps: (0..self.qps.len())
+                .map(|i| QpEndpoint {
+                    qpn: self.qps[i].qpn(),
+                    psn: self.psn(i),
+                })
+                .collect(),
             segments: vec![self.mr.descriptor()],
         }
     }
 
     fn connect(&mut self, peer: &EndpointDescriptor) {
-        let remote = RemoteQp {
-            qp: peer.qps[0],
-            gid: peer.gid,
-            lid: peer.lid,
-        };
-        self.qp
-            .connect(&self.cfg, self.psn, &remote)
-            .expect("INIT -> RTR -> RTS");
-        assert_eq!(self.qp.state(), QpState::Rts);
+        assert_eq!(peer.qps.len(), self.qps.len(), "peer QP count");
+        let psns: Vec<u32> = (0..self.qps.len()).map(|i| self.psn(i)).collect();
+        for ((qp, remote), psn) in self.qps.iter_mut().zip(&peer.qps).zip(psns) {
+            let remote = RemoteQp {
+                qp: *remote,
+                gid: peer.gid,
+                lid: peer.lid,
+            };
+            qp.connect(&self.cfg, psn, &remote)
+                .expect("INIT -> RTR -> RTS");
+            assert_eq!(qp.state(), QpState::Rts);
+        }
     }
 }
 
@@ -179,11 +198,12 @@ struct Pair {
     target: thread::JoinHandle<Side>,
 }
 
-fn connect_pair(ctx: Context, init_len: usize, target_len: usize) -> Pair {
+fn connect_pair(ctx: Context, init: Shape, target: Shape) -> Pair {
+    let (init_shape, target_shape) = (init, target);
     let (tx, rx) = mpsc::channel();
     let target_ctx = Context::open(Some(ctx.name())).expect("open the device a second time");
     let target = thread::spawn(move || {
-        let mut side = Side::new(target_ctx, target_len, 0x00_5eed);
+        let mut side = Side::new(target_ctx, target_shape, 0x00_5eed);
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         tx.send(l.local_addr().unwrap()).unwrap();
         let hs = Handshake::accept(&l, HS_TIMEOUT).expect("accept");
@@ -197,12 +217,11 @@ fn connect_pair(ctx: Context, init_len: usize, target_len: usize) -> Pair {
         side
     });
     let addr = rx.recv_timeout(HS_TIMEOUT).expect("target listening");
-    let mut init = Side::new(ctx, init_len, 0xabcdef);
+    let mut init = Side::new(ctx, init_shape, 0xabcdef);
     let hs = Handshake::connect(addr, HS_TIMEOUT).expect("connect");
     let (peer, mut hs) = hs
         .exchange_as_initiator(&init.descriptor())
         .expect("initiator exchange");
-    assert_eq!(peer.qps.len(), 1);
     assert_eq!(peer.segments.len(), 1);
     init.connect(&peer);
     hs.barrier().expect("initiator: RTS barrier");
@@ -211,6 +230,15 @@ fn connect_pair(ctx: Context, init_len: usize, target_len: usize) -> Pair {
         peer,
         hs,
         target,
+    }
+}
+
+/// One QP, 256-deep send queue, `mr_len` bytes.
+fn one(mr_len: usize) -> Shape {
+    Shape {
+        mr_len,
+        n_qps: 1,
+        max_send_wr: 256,
     }
 }
 
@@ -245,7 +273,7 @@ fn rdma_write_then_read_back_verifies() {
         rcur += ro + len as u64 + 64;
     }
     let dst_base = lcur;
-    let pair = connect_pair(ctx, 2 * lcur, rcur as usize);
+    let pair = connect_pair(ctx, one(2 * lcur), one(rcur as usize));
     let Pair {
         init,
         peer,
@@ -258,24 +286,21 @@ fn rdma_write_then_read_back_verifies() {
     // Bounds are checked before anything is posted, and nothing leaks.
     // SAFETY: `init.mr` outlives every completion polled in this test.
     unsafe {
-        let e = init
-            .qp
+        let e = init.qps[0]
             .post_write(1, &init.mr, init.mr.len() - 3, 4, &remote, 0)
             .unwrap_err();
         assert!(
             matches!(e, VerbsError::OutOfBounds { side: "local", .. }),
             "{e}"
         );
-        let e = init
-            .qp
+        let e = init.qps[0]
             .post_read(1, &init.mr, 0, 4, &remote, remote.len - 3)
             .unwrap_err();
         assert!(
             matches!(e, VerbsError::OutOfBounds { side: "remote", .. }),
             "{e}"
         );
-        let e = init
-            .qp
+        let e = init.qps[0]
             .post_write(1, &init.mr, 0, 0, &remote, 0)
             .unwrap_err();
         assert_eq!(e, VerbsError::ZeroLength);
@@ -288,11 +313,8 @@ fn rdma_write_then_read_back_verifies() {
         let wr = 1000 + 2 * case as u64;
         let n = u32::try_from(len).unwrap();
         // SAFETY: `init.mr` lives until after this completion is polled below.
-        unsafe {
-            init.qp
-                .post_write(wr, &init.mr, src_at[case], n, &remote, remote_at[case])
-        }
-        .expect("post RDMA WRITE");
+        unsafe { init.qps[0].post_write(wr, &init.mr, src_at[case], n, &remote, remote_at[case]) }
+            .expect("post RDMA WRITE");
         assert_eq!(init.cq.outstanding(), 1);
         let wc = wait_one(&init.cq);
         assert_eq!(
@@ -300,15 +322,12 @@ fn rdma_write_then_read_back_verifies() {
             (wr, WC_SUCCESS),
             "write case {case} ({len} B): {wc:?}"
         );
-        assert_eq!(wc.qp_num, init.qp.qpn());
+        assert_eq!(wc.qp_num, init.qps[0].qpn());
 
         let dst = dst_base + src_at[case] + 1; // a different, odd offset
                                                // SAFETY: as above.
-        unsafe {
-            init.qp
-                .post_read(wr + 1, &init.mr, dst, n, &remote, remote_at[case])
-        }
-        .expect("post RDMA READ");
+        unsafe { init.qps[0].post_read(wr + 1, &init.mr, dst, n, &remote, remote_at[case]) }
+            .expect("post RDMA READ");
         let wc = wait_one(&init.cq);
         assert_eq!(
             (wc.wr_id, wc.status),
@@ -371,7 +390,7 @@ fn many_outstanding_writes_drain_to_zero() {
         peer,
         mut hs,
         target,
-    } = connect_pair(ctx, N * LEN, N * LEN);
+    } = connect_pair(ctx, one(N * LEN), one(N * LEN));
     let remote = peer.segments[0];
     for i in 0..N {
         init.mr.write_at(i * LEN, &pattern(i, LEN)).unwrap();
@@ -379,7 +398,7 @@ fn many_outstanding_writes_drain_to_zero() {
     for i in 0..N {
         // SAFETY: `init.mr` outlives the completions drained below.
         unsafe {
-            init.qp.post_write(
+            init.qps[0].post_write(
                 i as u64,
                 &init.mr,
                 i * LEN,
@@ -434,30 +453,26 @@ fn bad_rkey_completes_with_error_and_flushes_to_zero() {
         peer,
         mut hs,
         target,
-    } = connect_pair(ctx, 8192, 8192);
+    } = connect_pair(ctx, one(8192), one(8192));
     let mut bad = peer.segments[0];
     bad.rkey ^= 0x00ff_ff00; // a key the target never issued
                              // SAFETY: `init.mr` outlives the completions polled below.
-    unsafe { init.qp.post_read(7, &init.mr, 0, 64, &bad, 0) }.expect("post");
+    unsafe { init.qps[0].post_read(7, &init.mr, 0, 64, &bad, 0) }.expect("post");
     // SAFETY: as above.
-    unsafe {
-        init.qp
-            .post_write(8, &init.mr, 64, 64, &peer.segments[0], 0)
-    }
-    .expect("post");
+    unsafe { init.qps[0].post_write(8, &init.mr, 64, 64, &peer.segments[0], 0) }.expect("post");
     let first = wait_one(&init.cq);
     assert_eq!(first.wr_id, 7);
     assert_eq!(first.status, WC_REM_ACCESS_ERR, "{first:?}");
     // The QP is now in error; what follows is flushed (or, if it raced ahead,
     // succeeded). Move it to ERR explicitly and drain: nothing may stay
     // outstanding.
-    init.qp.to_error().expect("to ERR");
+    init.qps[0].to_error().expect("to ERR");
     let second = wait_one(&init.cq);
     assert_eq!(second.wr_id, 8);
     assert_ne!(second.status, WC_REM_ACCESS_ERR);
     assert_eq!(init.cq.outstanding(), 0);
     // SAFETY: as above.
-    let e = unsafe { init.qp.post_write(9, &init.mr, 0, 1, &peer.segments[0], 0) }.unwrap_err();
+    let e = unsafe { init.qps[0].post_write(9, &init.mr, 0, 1, &peer.segments[0], 0) }.unwrap_err();
     assert!(
         matches!(e, VerbsError::WrongState { state: "ERR", .. }),
         "{e}"
@@ -480,4 +495,214 @@ fn discovery_reports_the_device_or_skips() {
     let e = Context::open(Some("railyard-no-such-device")).unwrap_err();
     assert!(matches!(e, VerbsError::DeviceNotFound { .. }), "{e}");
     say!("RAN discovery_reports_the_device_or_skips: {devs:?}, gid {gid:02x?}");
+}
+
+/// Drains exactly `n` completions, all successful, each wr_id once; returns
+/// them in arrival order.
+fn drain(cq: &CompletionQueue, n: usize) -> Vec<WorkCompletion> {
+    let mut out = Vec::with_capacity(n);
+    let mut wcs = [WorkCompletion::default(); 32];
+    let start = Instant::now();
+    while out.len() < n {
+        let k = cq.poll(&mut wcs[..(n - out.len()).min(32)]).unwrap();
+        for wc in &wcs[..k] {
+            assert_eq!(wc.status, WC_SUCCESS, "{wc:?}");
+            assert!(
+                out.iter().all(|o: &WorkCompletion| o.wr_id != wc.wr_id),
+                "wr_id {} twice",
+                wc.wr_id
+            );
+            out.push(*wc);
+        }
+        assert!(
+            start.elapsed() < CQ_TIMEOUT,
+            "only {}/{n} completions",
+            out.len()
+        );
+        if k == 0 {
+            thread::yield_now();
+        }
+    }
+    out
+}
+
+#[test]
+fn four_qps_per_endpoint_each_carry_traffic() {
+    let Some(ctx) = open_or_skip("four_qps_per_endpoint_each_carry_traffic") else {
+        return;
+    };
+    const Q: usize = 4;
+    const LEN: usize = 65_536 + 5;
+    let shape = Shape {
+        mr_len: 2 * Q * LEN,
+        n_qps: Q,
+        max_send_wr: 64,
+    };
+    let Pair {
+        init,
+        peer,
+        mut hs,
+        target,
+    } = connect_pair(ctx, shape, shape);
+    assert_eq!(peer.qps.len(), Q);
+    let remote = peer.segments[0];
+    // QP i writes region i; then QP (i+1)%Q reads it back: every QP pairing
+    // must have been wired to the right peer QP for the data to line up.
+    for i in 0..Q {
+        init.mr.write_at(i * LEN, &pattern(100 + i, LEN)).unwrap();
+        // SAFETY: `init.mr` outlives the completions drained below.
+        unsafe {
+            init.qps[i].post_write(
+                i as u64,
+                &init.mr,
+                i * LEN,
+                LEN as u32,
+                &remote,
+                (i * LEN) as u64,
+            )
+        }
+        .unwrap();
+    }
+    let wcs = drain(&init.cq, Q);
+    for wc in &wcs {
+        assert_eq!(
+            wc.qp_num,
+            init.qps[wc.wr_id as usize].qpn(),
+            "completion on the wrong QP"
+        );
+    }
+    for i in 0..Q {
+        let reader = &init.qps[(i + 1) % Q];
+        // SAFETY: as above.
+        unsafe {
+            reader.post_read(
+                10 + i as u64,
+                &init.mr,
+                (Q + i) * LEN,
+                LEN as u32,
+                &remote,
+                (i * LEN) as u64,
+            )
+        }
+        .unwrap();
+    }
+    drain(&init.cq, Q);
+    for i in 0..Q {
+        let mut b = vec![0u8; LEN];
+        init.mr.read_at((Q + i) * LEN, &mut b).unwrap();
+        assert!(b == pattern(100 + i, LEN), "QP {i}: read back differs");
+    }
+    assert_eq!(init.cq.outstanding(), 0);
+    hs.barrier().unwrap();
+    target.join().unwrap();
+    say!("RAN four_qps_per_endpoint_each_carry_traffic: {Q} QPs x {LEN} B");
+}
+
+#[test]
+fn batch_post_refused_tail_is_reported_and_reposted() {
+    let Some(ctx) = open_or_skip("batch_post_refused_tail_is_reported_and_reposted") else {
+        return;
+    };
+    const LEN: usize = 1000;
+    let shape = Shape {
+        mr_len: 4 * MAX_POST_BATCH * LEN,
+        n_qps: 1,
+        max_send_wr: 8,
+    };
+    let Pair {
+        init,
+        peer,
+        mut hs,
+        target,
+    } = connect_pair(ctx, shape, shape);
+    let remote = peer.segments[0];
+    let qp = &init.qps[0];
+    let depth = qp.caps().max_send_wr as usize;
+    assert!(
+        depth < 3 * MAX_POST_BATCH,
+        "provider granted a {depth}-deep SQ; test expects < {}",
+        3 * MAX_POST_BATCH
+    );
+    for i in 0..4 * MAX_POST_BATCH {
+        init.mr.write_at(i * LEN, &pattern(300 + i, LEN)).unwrap();
+    }
+    let wr = |i: usize| RdmaWr {
+        wr_id: i as u64,
+        op: RdmaOp::Write,
+        local: &init.mr,
+        local_off: i * LEN,
+        len: LEN as u32,
+        remote,
+        remote_off: (i * LEN) as u64,
+        signaled: true,
+    };
+
+    // A bad request anywhere in the batch: nothing is posted.
+    let mut bad_batch: Vec<RdmaWr> = (0..4).map(wr).collect();
+    bad_batch[2].remote_off = remote.len;
+    // SAFETY: `init.mr` outlives every completion drained in this test.
+    let e = unsafe { qp.post_batch(&bad_batch) }.unwrap_err();
+    assert_eq!(e.posted, 0);
+    assert!(
+        matches!(e.error, VerbsError::OutOfBounds { side: "remote", .. }),
+        "{e}"
+    );
+    assert_eq!(init.cq.outstanding(), 0);
+
+    // Fill the send queue without polling until the provider refuses part
+    // of a batch: the refused tail is reported by index, never counted.
+    let mut next = 0;
+    let refused = loop {
+        let batch: Vec<RdmaWr> = (next..next + MAX_POST_BATCH / 2).map(wr).collect();
+        // SAFETY: as above.
+        match unsafe { qp.post_batch(&batch) } {
+            Ok(()) => next += batch.len(),
+            Err(e) => {
+                assert!(e.posted < batch.len(), "{e}");
+                assert!(
+                    matches!(
+                        e.error,
+                        VerbsError::Os {
+                            op: "ibv_post_send",
+                            ..
+                        }
+                    ),
+                    "{e}"
+                );
+                next += e.posted;
+                break batch.len() - e.posted;
+            }
+        }
+        assert!(
+            next <= 3 * MAX_POST_BATCH,
+            "send queue of {depth} never filled"
+        );
+    };
+    assert!(
+        next >= depth.min(8),
+        "only {next} posted before refusal; depth {depth}"
+    );
+    assert_eq!(
+        init.cq.outstanding(),
+        next as u64,
+        "only posted requests are outstanding"
+    );
+    drain(&init.cq, next);
+    assert_eq!(init.cq.outstanding(), 0);
+    // The refused tail is the caller's to retry: post it now, it completes.
+    let tail: Vec<RdmaWr> = (next..next + refused.min(MAX_POST_BATCH)).map(wr).collect();
+    // SAFETY: as above.
+    unsafe { qp.post_batch(&tail) }.unwrap();
+    drain(&init.cq, tail.len());
+    assert_eq!(init.cq.outstanding(), 0);
+    assert_eq!(init.cq.unexpected_completions(), 0);
+    let total = next + tail.len();
+    hs.barrier().unwrap();
+    let t = target.join().unwrap();
+    for i in 0..total {
+        let mut b = vec![0u8; LEN];
+        t.mr.read_at(i * LEN, &mut b).unwrap();
+        assert!(b == pattern(300 + i, LEN), "write {i} landed wrong");
+    }
+    say!("RAN batch_post_refused_tail_is_reported_and_reposted: SQ depth {depth}, refused after {next}, {refused} re-posted");
 }
