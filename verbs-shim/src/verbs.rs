@@ -422,7 +422,9 @@ impl std::ops::BitOr for Access {
     }
 }
 
-/// A registered memory region that owns its (page-aligned, zeroed) buffer.
+/// A registered memory region: either a buffer it owns ([`alloc`](Self::alloc):
+/// page-aligned, zeroed, freed on drop) or caller memory
+/// ([`register`](Self::register): e.g. a KV-cache pool the engine does not own).
 ///
 /// The buffer is never exposed as a Rust reference, because the NIC may
 /// write it at any time: it is read and written by copying
@@ -431,12 +433,15 @@ impl std::ops::BitOr for Access {
 pub struct MemoryRegion {
     mr: NonNull<sys::ibv_mr>,
     buf: NonNull<u8>,
-    layout: Layout,
+    len: usize,
+    /// `Some` when we allocated the buffer and must free it.
+    owned: Option<Layout>,
     _pd: Arc<PdInner>,
 }
 
-// SAFETY: the buffer is owned and only accessed through raw copies; the MR
-// handle is only used by thread-safe verbs and freed in Drop.
+// SAFETY: the buffer is owned (or, for `register`, promised valid by the
+// caller) and only accessed through raw copies; the MR handle is only used by
+// thread-safe verbs and freed in Drop.
 unsafe impl Send for MemoryRegion {}
 // SAFETY: as above: shared access never creates references into the buffer.
 unsafe impl Sync for MemoryRegion {}
@@ -477,7 +482,8 @@ impl MemoryRegion {
             Some(mr) => Ok(Self {
                 mr,
                 buf,
-                layout,
+                len,
+                owned: Some(layout),
                 _pd: pd.inner.clone(),
             }),
             None => {
@@ -490,6 +496,45 @@ impl MemoryRegion {
                 })
             }
         }
+    }
+
+    /// Registers `len` bytes of caller memory at `addr`.
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must be valid for reads and writes for as long as
+    /// the returned region lives, must not be accessed through Rust
+    /// references while the NIC may touch it, and must outlive every posted
+    /// work request that names it (see [`QueuePair::post_batch`]).
+    pub unsafe fn register(
+        pd: &ProtectionDomain,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<Self, VerbsError> {
+        if len == 0 {
+            return Err(VerbsError::ZeroLength);
+        }
+        let buf = NonNull::new(addr).ok_or(VerbsError::InvalidConfig {
+            what: "memory region address",
+            value: 0,
+            allowed: "non-null",
+        })?;
+        let flags = i32::try_from(access.0).unwrap_or(0);
+        // SAFETY: the caller promises the range is valid while we live; the
+        // PD is live.
+        let mr = unsafe { sys::ibv_reg_mr(pd.inner.pd.as_ptr(), addr.cast(), len, flags) };
+        let mr = NonNull::new(mr).ok_or(VerbsError::Os {
+            op: "ibv_reg_mr",
+            errno: errno(),
+        })?;
+        Ok(Self {
+            mr,
+            buf,
+            len,
+            owned: None,
+            _pd: pd.inner.clone(),
+        })
     }
 
     fn raw(&self) -> &sys::ibv_mr {
@@ -505,7 +550,7 @@ impl MemoryRegion {
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 
     /// Always false: a memory region has at least one byte.
@@ -547,8 +592,9 @@ impl MemoryRegion {
     /// Copies `src` into the region at `offset`.
     pub fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), VerbsError> {
         self.range(offset, src.len())?;
-        // SAFETY: range checked; the buffer is owned by us and never
-        // referenced, so a raw copy cannot alias a Rust reference.
+        // SAFETY: range checked; the buffer is owned by us (or promised valid
+        // by `register`'s caller) and never referenced, so a raw copy cannot
+        // alias a Rust reference.
         unsafe { ptr::copy_nonoverlapping(src.as_ptr(), self.buf.as_ptr().add(offset), src.len()) };
         Ok(())
     }
@@ -566,11 +612,13 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
-        // SAFETY: registered in alloc; deregistered once, before the buffer
-        // is freed, so the NIC loses access first.
+        // SAFETY: registered in alloc/register; deregistered once, before an
+        // owned buffer is freed, so the NIC loses access first.
         unsafe { sys::ibv_dereg_mr(self.mr.as_ptr()) };
-        // SAFETY: allocated in alloc with this layout.
-        unsafe { std::alloc::dealloc(self.buf.as_ptr(), self.layout) };
+        if let Some(layout) = self.owned {
+            // SAFETY: allocated in alloc with this layout.
+            unsafe { std::alloc::dealloc(self.buf.as_ptr(), layout) };
+        }
     }
 }
 
@@ -719,6 +767,15 @@ impl Default for QpCaps {
 }
 
 /// Connection parameters for INIT → RTR → RTS.
+///
+/// ```
+/// use railyard_verbs::{Mtu, QpConfig, VerbsError};
+/// let cfg = QpConfig { gid_index: 3, mtu: Mtu::from_bytes(4096)?, timeout: 18, retry_cnt: 5, ..QpConfig::default() };
+/// assert!(cfg.validate().is_ok());
+/// let bad = QpConfig { retry_cnt: 9, ..cfg };
+/// assert_eq!(bad.validate().unwrap_err().to_string(), "invalid retry count 9: allowed 0..=7");
+/// # Ok::<(), VerbsError>(())
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QpConfig {
     /// Port number (from 1).

@@ -85,6 +85,26 @@ impl SegmentDescriptor {
 }
 
 /// Everything one side tells the other during the handshake.
+///
+/// ```
+/// use railyard_verbs::wire::{DecodeError, EndpointDescriptor, QpEndpoint, SegmentDescriptor};
+/// let d = EndpointDescriptor {
+///     gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
+///     lid: 0,
+///     qps: vec![QpEndpoint { qpn: 0x11, psn: 0x1234 }],
+///     segments: vec![SegmentDescriptor { addr: 0x7f00_0000_0000, len: 1 << 20, rkey: 0x2a }],
+/// };
+/// let frame = d.encode()?;
+/// assert_eq!(EndpointDescriptor::decode_frame(&frame), Ok(d));
+/// // A peer speaking a newer layout is refused, not misread.
+/// let mut newer = frame.clone();
+/// newer[8] = 2;
+/// assert_eq!(
+///     EndpointDescriptor::decode_frame(&newer),
+///     Err(DecodeError::UnknownVersion { got: 2, supported: 1 })
+/// );
+/// # Ok::<(), railyard_verbs::wire::EncodeError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointDescriptor {
     /// Raw GID of the port the QPs use.

@@ -11,8 +11,9 @@
 use railyard_verbs::handshake::Handshake;
 use railyard_verbs::wire::{EndpointDescriptor, QpEndpoint};
 use railyard_verbs::{
-    Access, CompletionQueue, Context, MemoryRegion, QpCaps, QpConfig, QpState, QueuePair, RdmaOp,
-    RdmaWr, RemoteQp, VerbsError, WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE, WC_SUCCESS,
+    Access, CompletionQueue, Context, MemoryRegion, ProtectionDomain, QpCaps, QpConfig, QpState,
+    QueuePair, RdmaOp, RdmaWr, RemoteQp, VerbsError, WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE,
+    WC_SUCCESS,
 };
 use std::io::Write;
 use std::net::TcpListener;
@@ -91,6 +92,7 @@ struct Shape {
 /// `n_qps` RC QPs and one MR.
 struct Side {
     ctx: Context,
+    pd: ProtectionDomain,
     cfg: QpConfig,
     cq: CompletionQueue,
     qps: Vec<QueuePair>,
@@ -117,6 +119,7 @@ impl Side {
         let mr = MemoryRegion::alloc(&pd, shape.mr_len, Access::ALL_RDMA).expect("ibv_reg_mr");
         Self {
             ctx,
+            pd,
             cfg,
             cq,
             qps,
@@ -705,4 +708,56 @@ fn batch_post_refused_tail_is_reported_and_reposted() {
         assert!(b == pattern(300 + i, LEN), "write {i} landed wrong");
     }
     say!("RAN batch_post_refused_tail_is_reported_and_reposted: SQ depth {depth}, refused after {next}, {refused} re-posted");
+}
+
+#[test]
+fn caller_memory_registration_is_a_read_target() {
+    let Some(ctx) = open_or_skip("caller_memory_registration_is_a_read_target") else {
+        return;
+    };
+    const LEN: usize = 12_345;
+    let Pair {
+        init,
+        peer,
+        mut hs,
+        target,
+    } = connect_pair(ctx, one(2 * LEN), one(2 * LEN));
+    let remote = peer.segments[0];
+    let data = pattern(900, LEN);
+    init.mr.write_at(7, &data).unwrap();
+    // SAFETY: `init.mr` outlives the completion drained below.
+    unsafe { init.qps[0].post_write(1, &init.mr, 7, LEN as u32, &remote, 3) }.unwrap();
+    drain(&init.cq, 1);
+
+    // Memory the shim does not own (as an engine's KV-cache pool would be).
+    let mut pool = vec![0u8; LEN + 10].into_boxed_slice();
+    // SAFETY: `pool` outlives `ext` (dropped below, before `pool` is read
+    // again) and is not touched through references while `ext` lives.
+    let ext = unsafe {
+        MemoryRegion::register(&init.pd, pool.as_mut_ptr(), pool.len(), Access::ALL_RDMA)
+    }
+    .expect("register caller memory");
+    assert_eq!(ext.addr(), pool.as_ptr() as u64);
+    // SAFETY: `ext` (and `pool` behind it) outlive the completion drained below.
+    unsafe { init.qps[0].post_read(2, &ext, 5, LEN as u32, &remote, 3) }.unwrap();
+    drain(&init.cq, 1);
+    assert_eq!(init.cq.outstanding(), 0);
+    drop(ext);
+    assert_eq!(
+        &pool[..5],
+        &[0; 5],
+        "bytes before the READ target were touched"
+    );
+    assert!(
+        pool[5..5 + LEN] == data[..],
+        "READ into caller memory differs"
+    );
+    assert_eq!(
+        &pool[5 + LEN..],
+        &[0; 5],
+        "bytes after the READ target were touched"
+    );
+    hs.barrier().unwrap();
+    target.join().unwrap();
+    say!("RAN caller_memory_registration_is_a_read_target");
 }
