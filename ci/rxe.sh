@@ -7,7 +7,10 @@
 #    RAILYARD_REQUIRE_RDMA=1 (a missing device fails instead of skipping), then
 #    a reference ib_write_bw loopback (server + client on rxe0) to prove the
 #    harness and give a same-guest baseline.
-# 4. Fails if any test failed, any test printed SKIP, or no device test ran.
+# 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
+#    across them (target on node 1, initiator on node 0); RXE_CI_TWO=0 skips it.
+# 5. Fails if any test failed, any test printed SKIP, no device test ran, or
+#    the two-node run failed.
 #
 # Env: RXE_CI_TIMEOUT (guest wall-clock limit, default 420 s),
 #      RXE_CI_BW_SECS (ib_write_bw duration, default 3).
@@ -30,7 +33,10 @@ fi
 mapfile -t bins < <(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$build_log")
 rm -f "$build_log"
 [[ ${#bins[@]} -gt 0 ]] || { echo "rxe: FAIL: no test binaries found" >&2; exit 1; }
-echo "rxe: built ${#bins[@]} test binaries in $(( $(date +%s) - t ))s: ${bins[*]}"
+timeout 900 cargo build -p railyard-verbs --example rdma_pair >&2 || { echo "rxe: FAIL: building rdma_pair" >&2; exit 1; }
+tdir="${CARGO_TARGET_DIR:-target}"; [[ "$tdir" = /* ]] || tdir="$PWD/$tdir"
+pair="$tdir/debug/examples/rdma_pair"
+echo "rxe: built ${#bins[@]} test binaries + rdma_pair in $(( $(date +%s) - t ))s: ${bins[*]}"
 
 mkdir -p "$CACHE"
 guest="$CACHE/ci-guest.sh"
@@ -69,6 +75,19 @@ echo "rxe: guest run (boot + tests + ib_write_bw) took $(( $(date +%s) - t ))s"
 
 fail=0
 if [[ $rc != 0 ]]; then echo "rxe: FAIL: guest run exited $rc" >&2; fail=1; fi
+
+if [[ "${RXE_CI_TWO:-1}" == 1 ]]; then
+  # Two guests over a socket netdev: handshake over real TCP between nodes,
+  # RC WRITE/READ with verification on both sides.
+  t=$(date +%s)
+  if scripts/rxe-vm --two --timeout "$TIMEOUT" --peer-cmd "$pair target 10.77.0.2:18600" -- \
+       "$pair" initiator 10.77.0.2:18600 2>&1 | tee "$CACHE/ci-two.log"; then
+    grep -q 'rdma_pair target: OK' "$CACHE/ci-two.log" || { echo "rxe: FAIL: target did not verify" >&2; fail=1; }
+  else
+    echo "rxe: FAIL: two-node rdma_pair" >&2; fail=1
+  fi
+  echo "rxe: two-guest run took $(( $(date +%s) - t ))s"
+fi
 if grep -q 'SKIP ' "$log"; then
   echo "rxe: FAIL: tests skipped inside the guest:" >&2; grep 'SKIP ' "$log" >&2; fail=1
 fi
