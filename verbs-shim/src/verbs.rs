@@ -879,6 +879,10 @@ pub enum QpState {
     Rtr = 2,
     /// Ready to send.
     Rts = 3,
+    /// Send queue drained (only reported by [`QueuePair::query_state`]).
+    SqDrain = 4,
+    /// Send queue error (only reported by [`QueuePair::query_state`]).
+    SqError = 5,
     /// Error: outstanding work requests flush with [`WC_WR_FLUSH_ERR`].
     Error = 6,
 }
@@ -890,6 +894,8 @@ impl QpState {
             Self::Init => "INIT",
             Self::Rtr => "RTR",
             Self::Rts => "RTS",
+            Self::SqDrain => "SQD",
+            Self::SqError => "SQE",
             Self::Error => "ERR",
         }
     }
@@ -899,6 +905,8 @@ impl QpState {
             1 => Self::Init,
             2 => Self::Rtr,
             3 => Self::Rts,
+            4 => Self::SqDrain,
+            5 => Self::SqError,
             _ => Self::Error,
         }
     }
@@ -1007,9 +1015,33 @@ impl QueuePair {
         unsafe { self.qp.as_ref() }.qp_num
     }
 
-    /// The state this shim last moved the QP to.
+    /// The state this shim last moved the QP to (no syscall). The device
+    /// may since have moved the QP to ERR on its own, after an error
+    /// completion; [`query_state`](Self::query_state) asks it.
     pub fn state(&self) -> QpState {
         QpState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// The state the device reports (`ibv_query_qp`; a syscall on most
+    /// providers, so not for the hot path). Updates [`state`](Self::state).
+    pub fn query_state(&self) -> Result<QpState, VerbsError> {
+        // SAFETY: plain C data; all-zero is valid.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: sys::ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: live QP; valid out-pointers.
+        let rc = unsafe {
+            sys::ibv_query_qp(
+                self.qp.as_ptr(),
+                &mut a,
+                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32,
+                &mut init,
+            )
+        };
+        check_rc("ibv_query_qp", rc)?;
+        let st = QpState::from_u8(u8::try_from(a.qp_state).unwrap_or(QpState::Error as u8));
+        self.state.store(st as u8, Ordering::Release);
+        Ok(st)
     }
 
     fn modify(
@@ -1459,6 +1491,8 @@ mod tests {
         );
         assert_eq!(QpState::Error as u32, sys::ibv_qp_state::IBV_QPS_ERR);
         assert_eq!(QpState::Rts as u32, sys::ibv_qp_state::IBV_QPS_RTS);
+        assert_eq!(QpState::SqDrain as u32, sys::ibv_qp_state::IBV_QPS_SQD);
+        assert_eq!(QpState::SqError as u32, sys::ibv_qp_state::IBV_QPS_SQE);
     }
 
     /// On a machine without RDMA (the CI host) discovery must be a typed

@@ -466,6 +466,13 @@ fn bad_rkey_completes_with_error_and_flushes_to_zero() {
     let first = wait_one(&init.cq);
     assert_eq!(first.wr_id, 7);
     assert_eq!(first.status, WC_REM_ACCESS_ERR, "{first:?}");
+    // The device moved the QP to ERR by itself; the cached state cannot know.
+    assert_eq!(init.qps[0].state(), QpState::Rts);
+    assert_eq!(
+        init.qps[0].query_state().expect("ibv_query_qp"),
+        QpState::Error
+    );
+    assert_eq!(init.qps[0].state(), QpState::Error);
     // The QP is now in error; what follows is flushed (or, if it raced ahead,
     // succeeded). Move it to ERR explicitly and drain: nothing may stay
     // outstanding.
