@@ -36,6 +36,9 @@ rm -f "$build_log"
 timeout 900 cargo build -p railyard-verbs --example rdma_pair >&2 || { echo "rxe: FAIL: building rdma_pair" >&2; exit 1; }
 tdir="${CARGO_TARGET_DIR:-target}"; [[ "$tdir" = /* ]] || tdir="$PWD/$tdir"
 pair="$tdir/debug/examples/rdma_pair"
+# A target dir outside the checkout must be shared into the guest too.
+share=()
+case "$tdir/" in "$PWD"/*) ;; *) share=(--rw "$tdir") ;; esac
 echo "rxe: built ${#bins[@]} test binaries + rdma_pair in $(( $(date +%s) - t ))s: ${bins[*]}"
 
 mkdir -p "$CACHE"
@@ -67,7 +70,7 @@ sed -i "s/BW_SECS/$BW_SECS/g" "$guest"
 log="$CACHE/ci.log"
 t=$(date +%s)
 set +e
-scripts/rxe-vm --timeout "$TIMEOUT" -e RAILYARD_REQUIRE_RDMA=1 -e RUST_BACKTRACE=1 -- \
+scripts/rxe-vm "${share[@]}" --timeout "$TIMEOUT" -e RAILYARD_REQUIRE_RDMA=1 -e RUST_BACKTRACE=1 -- \
   bash "$guest" "${bins[@]}" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
@@ -80,7 +83,7 @@ if [[ "${RXE_CI_TWO:-1}" == 1 ]]; then
   # Two guests over a socket netdev: handshake over real TCP between nodes,
   # RC WRITE/READ with verification on both sides.
   t=$(date +%s)
-  if scripts/rxe-vm --two --timeout "$TIMEOUT" --peer-cmd "$pair target 10.77.0.2:18600" -- \
+  if scripts/rxe-vm "${share[@]}" --two --timeout "$TIMEOUT" --peer-cmd "$pair target 10.77.0.2:18600" -- \
        "$pair" initiator 10.77.0.2:18600 2>&1 | tee "$CACHE/ci-two.log"; then
     grep -q 'rdma_pair target: OK' "$CACHE/ci-two.log" || { echo "rxe: FAIL: target did not verify" >&2; fail=1; }
   else
