@@ -1,0 +1,435 @@
+//! Out-of-band TCP handshake: each side sends its [`EndpointDescriptor`] and
+//! receives the peer's, framed as described in [`crate::wire`].
+//!
+//! The initiator (the side that connects) sends first and then reads; the
+//! target (the side that accepts) reads first and then sends, so the exchange
+//! never depends on socket buffer sizes. Every read and write has a deadline.
+//!
+//! Any error (malformed, oversized or unknown-version input, a timeout, the
+//! peer closing early) consumes the [`Handshake`] and shuts the socket down,
+//! so a misbehaving peer is dropped rather than left half-spoken-to.
+//!
+//! After both QPs are in RTS, [`Handshake::barrier`] lets the two sides agree
+//! that neither will post before the other can receive.
+//!
+//! ```no_run
+//! use railyard_verbs::handshake::Handshake;
+//! # use railyard_verbs::wire::{EndpointDescriptor, QpEndpoint};
+//! # fn local() -> EndpointDescriptor { EndpointDescriptor { gid: [0; 16], lid: 0,
+//! #     qps: vec![QpEndpoint { qpn: 1, psn: 2 }], segments: vec![] } }
+//! use std::time::Duration;
+//! let hs = Handshake::connect("10.0.0.2:18515", Duration::from_secs(5))?;
+//! let (peer, mut hs) = hs.exchange_as_initiator(&local())?;
+//! // ... move QPs to RTR/RTS with `peer` ...
+//! hs.barrier()?;
+//! # Ok::<(), railyard_verbs::handshake::HandshakeError>(())
+//! ```
+
+use crate::wire::{self, DecodeError, EncodeError, EndpointDescriptor};
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Byte both sides send and expect in [`Handshake::barrier`].
+pub const BARRIER_BYTE: u8 = 0xB1;
+
+/// Why a handshake failed. The connection has been dropped in every case.
+#[derive(Debug)]
+pub enum HandshakeError {
+    /// The peer closed the connection before the exchange completed.
+    ConnectionClosed {
+        /// What we were doing.
+        during: &'static str,
+    },
+    /// A read or write hit its deadline.
+    Timeout {
+        /// What we were doing.
+        during: &'static str,
+    },
+    /// Any other socket error.
+    Io {
+        /// What we were doing.
+        during: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The peer sent bytes that are not a valid descriptor (oversized,
+    /// truncated, unknown version, bad magic, out-of-range fields).
+    Decode(DecodeError),
+    /// Our own descriptor is not encodable.
+    Encode(EncodeError),
+    /// The peer sent something other than the barrier byte.
+    BarrierMismatch(u8),
+}
+
+impl fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ConnectionClosed { during } => {
+                write!(f, "handshake peer closed the connection while {during}")
+            }
+            Self::Timeout { during } => write!(f, "handshake timed out while {during}"),
+            Self::Io { during, source } => {
+                write!(f, "handshake I/O error while {during}: {source}")
+            }
+            Self::Decode(e) => write!(f, "handshake: peer sent {e}"),
+            Self::Encode(e) => write!(f, "handshake: cannot send local descriptor: {e}"),
+            Self::BarrierMismatch(b) => {
+                write!(
+                    f,
+                    "handshake barrier: expected {BARRIER_BYTE:#04x}, got {b:#04x}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Io { source, .. } => Some(source),
+            Self::Decode(e) => Some(e),
+            Self::Encode(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+fn io_err(during: &'static str, e: io::Error) -> HandshakeError {
+    match e.kind() {
+        io::ErrorKind::UnexpectedEof
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted
+        | io::ErrorKind::BrokenPipe => HandshakeError::ConnectionClosed { during },
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => HandshakeError::Timeout { during },
+        _ => HandshakeError::Io { during, source: e },
+    }
+}
+
+/// One side of an out-of-band handshake connection.
+#[derive(Debug)]
+pub struct Handshake {
+    stream: TcpStream,
+}
+
+impl Handshake {
+    /// Connects to a listening target, with `timeout` for the connect and for
+    /// every later read and write.
+    pub fn connect(addr: impl ToSocketAddrs, timeout: Duration) -> Result<Self, HandshakeError> {
+        let mut last = None;
+        let addrs = addr
+            .to_socket_addrs()
+            .map_err(|e| io_err("resolving the peer", e))?;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, timeout) {
+                Ok(s) => return Self::from_stream(s, timeout),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(io_err(
+            "connecting",
+            last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address")),
+        ))
+    }
+
+    /// Accepts one initiator on `listener`. The accept itself blocks; later
+    /// reads and writes use `timeout`.
+    pub fn accept(listener: &TcpListener, timeout: Duration) -> Result<Self, HandshakeError> {
+        let (s, _) = listener.accept().map_err(|e| io_err("accepting", e))?;
+        Self::from_stream(s, timeout)
+    }
+
+    /// Wraps an already-connected stream.
+    pub fn from_stream(stream: TcpStream, timeout: Duration) -> Result<Self, HandshakeError> {
+        let setup = |s: &TcpStream| -> io::Result<()> {
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(timeout))?;
+            s.set_write_timeout(Some(timeout))
+        };
+        match setup(&stream) {
+            Ok(()) => Ok(Self { stream }),
+            Err(e) => {
+                let _ = stream.shutdown(Shutdown::Both);
+                Err(io_err("configuring the socket", e))
+            }
+        }
+    }
+
+    /// Sends `local`, then receives the target's descriptor.
+    pub fn exchange_as_initiator(
+        mut self,
+        local: &EndpointDescriptor,
+    ) -> Result<(EndpointDescriptor, Self), HandshakeError> {
+        let r = self.send(local).and_then(|()| self.recv());
+        self.finish(r)
+    }
+
+    /// Receives the initiator's descriptor, then sends `local`.
+    pub fn exchange_as_target(
+        mut self,
+        local: &EndpointDescriptor,
+    ) -> Result<(EndpointDescriptor, Self), HandshakeError> {
+        let r = self.recv().and_then(|peer| self.send(local).map(|()| peer));
+        self.finish(r)
+    }
+
+    /// Both sides send one byte and wait for the other's: after it returns,
+    /// the peer has reached the same point (e.g. its QPs are in RTS).
+    pub fn barrier(&mut self) -> Result<(), HandshakeError> {
+        let r = self.barrier_inner();
+        if r.is_err() {
+            let _ = self.stream.shutdown(Shutdown::Both);
+        }
+        r
+    }
+
+    fn barrier_inner(&mut self) -> Result<(), HandshakeError> {
+        self.stream
+            .write_all(&[BARRIER_BYTE])
+            .map_err(|e| io_err("sending the barrier", e))?;
+        let mut b = [0u8; 1];
+        self.stream
+            .read_exact(&mut b)
+            .map_err(|e| io_err("waiting for the barrier", e))?;
+        if b[0] != BARRIER_BYTE {
+            return Err(HandshakeError::BarrierMismatch(b[0]));
+        }
+        Ok(())
+    }
+
+    /// The underlying stream (e.g. to learn the peer address).
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    fn finish(
+        self,
+        r: Result<EndpointDescriptor, HandshakeError>,
+    ) -> Result<(EndpointDescriptor, Self), HandshakeError> {
+        match r {
+            Ok(d) => Ok((d, self)),
+            Err(e) => {
+                let _ = self.stream.shutdown(Shutdown::Both);
+                Err(e)
+            }
+        }
+    }
+
+    fn send(&mut self, d: &EndpointDescriptor) -> Result<(), HandshakeError> {
+        let frame = d.encode().map_err(HandshakeError::Encode)?;
+        self.stream
+            .write_all(&frame)
+            .map_err(|e| io_err("sending the descriptor", e))?;
+        self.stream
+            .flush()
+            .map_err(|e| io_err("sending the descriptor", e))
+    }
+
+    fn recv(&mut self) -> Result<EndpointDescriptor, HandshakeError> {
+        let mut prefix = [0u8; 4];
+        self.stream
+            .read_exact(&mut prefix)
+            .map_err(|e| io_err("reading the descriptor length", e))?;
+        // Bound the length before allocating or waiting for the body.
+        let len = wire::check_len(u32::from_le_bytes(prefix)).map_err(HandshakeError::Decode)?;
+        let mut body = vec![0u8; len];
+        self.stream
+            .read_exact(&mut body)
+            .map_err(|e| io_err("reading the descriptor", e))?;
+        EndpointDescriptor::decode_payload(&body).map_err(HandshakeError::Decode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{QpEndpoint, SegmentDescriptor, MAX_FRAME_LEN};
+    use std::thread;
+
+    const T: Duration = Duration::from_secs(5);
+
+    fn desc(qpn: u32) -> EndpointDescriptor {
+        EndpointDescriptor {
+            gid: [qpn as u8; 16],
+            lid: 0,
+            qps: vec![QpEndpoint { qpn, psn: qpn + 1 }],
+            segments: vec![SegmentDescriptor {
+                addr: 4096,
+                len: 8192,
+                rkey: qpn + 2,
+            }],
+        }
+    }
+
+    fn listener() -> (TcpListener, std::net::SocketAddr) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        (l, a)
+    }
+
+    /// The peer's socket sees EOF after we dropped the connection.
+    fn peer_sees_eof(s: &mut TcpStream) {
+        let mut rest = Vec::new();
+        s.set_read_timeout(Some(T)).unwrap();
+        // read_to_end returns Ok on orderly EOF; a reset is also a drop.
+        let _ = s.read_to_end(&mut rest);
+    }
+
+    #[test]
+    fn exchange_and_barrier() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let hs = Handshake::accept(&l, T).unwrap();
+            let (peer, mut hs) = hs.exchange_as_target(&desc(20)).unwrap();
+            hs.barrier().unwrap();
+            peer
+        });
+        let hs = Handshake::connect(a, T).unwrap();
+        let (peer, mut hs) = hs.exchange_as_initiator(&desc(10)).unwrap();
+        hs.barrier().unwrap();
+        assert_eq!(peer, desc(20));
+        assert_eq!(t.join().unwrap(), desc(10));
+    }
+
+    #[test]
+    fn oversized_input_is_refused_and_connection_dropped() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let mut s = TcpStream::connect(a).unwrap();
+            s.write_all(&(MAX_FRAME_LEN as u32 + 1).to_le_bytes())
+                .unwrap();
+            peer_sees_eof(&mut s);
+        });
+        let hs = Handshake::accept(&l, T).unwrap();
+        let e = hs.exchange_as_target(&desc(1)).unwrap_err();
+        assert!(
+            matches!(e, HandshakeError::Decode(DecodeError::Oversized { .. })),
+            "{e}"
+        );
+        assert!(e.to_string().contains("exceeds"), "{e}");
+        t.join().unwrap(); // would hang (until T) if we had kept the socket open
+    }
+
+    #[test]
+    fn unknown_version_is_refused() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let mut s = TcpStream::connect(a).unwrap();
+            let mut f = desc(3).encode().unwrap();
+            f[8..10].copy_from_slice(&9u16.to_le_bytes());
+            s.write_all(&f).unwrap();
+            peer_sees_eof(&mut s);
+        });
+        let hs = Handshake::accept(&l, T).unwrap();
+        let e = hs.exchange_as_target(&desc(1)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                HandshakeError::Decode(DecodeError::UnknownVersion {
+                    got: 9,
+                    supported: 1
+                })
+            ),
+            "{e}"
+        );
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn malformed_input_is_refused() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let mut s = TcpStream::connect(a).unwrap();
+            let mut f = desc(3).encode().unwrap();
+            f[4] = b'X';
+            s.write_all(&f).unwrap();
+            peer_sees_eof(&mut s);
+        });
+        let hs = Handshake::accept(&l, T).unwrap();
+        let e = hs.exchange_as_target(&desc(1)).unwrap_err();
+        assert!(
+            matches!(e, HandshakeError::Decode(DecodeError::BadMagic(_))),
+            "{e}"
+        );
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn peer_dropping_mid_frame_is_connection_closed() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let mut s = TcpStream::connect(a).unwrap();
+            let f = desc(3).encode().unwrap();
+            s.write_all(&f[..f.len() / 2]).unwrap();
+            // dropped here, mid-frame
+        });
+        let hs = Handshake::accept(&l, T).unwrap();
+        let e = hs.exchange_as_target(&desc(1)).unwrap_err();
+        assert!(matches!(e, HandshakeError::ConnectionClosed { .. }), "{e}");
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn peer_dropping_before_reply_is_connection_closed() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let hs = Handshake::accept(&l, T).unwrap();
+            drop(hs); // target accepts and vanishes without answering
+        });
+        let hs = Handshake::connect(a, T).unwrap();
+        let e = hs.exchange_as_initiator(&desc(1)).unwrap_err();
+        assert!(matches!(e, HandshakeError::ConnectionClosed { .. }), "{e}");
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn silent_peer_times_out() {
+        let (l, a) = listener();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = thread::spawn(move || {
+            let _s = TcpStream::connect(a).unwrap();
+            let _ = rx.recv(); // hold the socket open, say nothing
+        });
+        let hs = Handshake::accept(&l, Duration::from_millis(200)).unwrap();
+        let e = hs.exchange_as_target(&desc(1)).unwrap_err();
+        assert!(matches!(e, HandshakeError::Timeout { .. }), "{e}");
+        tx.send(()).unwrap();
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn barrier_mismatch_is_typed() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let mut s = TcpStream::connect(a).unwrap();
+            s.write_all(&[0x00]).unwrap();
+            peer_sees_eof(&mut s);
+        });
+        let mut hs = Handshake::accept(&l, T).unwrap();
+        assert!(matches!(
+            hs.barrier(),
+            Err(HandshakeError::BarrierMismatch(0))
+        ));
+        drop(hs);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn unencodable_local_descriptor_is_typed() {
+        let (l, a) = listener();
+        let t = thread::spawn(move || {
+            let mut s = TcpStream::connect(a).unwrap();
+            peer_sees_eof(&mut s);
+        });
+        let hs = Handshake::accept(&l, T).unwrap();
+        let mut d = desc(1);
+        d.qps.clear();
+        let e = hs.exchange_as_initiator(&d).unwrap_err();
+        assert!(
+            matches!(e, HandshakeError::Encode(EncodeError::QpCount(0))),
+            "{e}"
+        );
+        t.join().unwrap();
+    }
+}

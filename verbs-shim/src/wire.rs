@@ -1,0 +1,725 @@
+//! Versioned endpoint descriptors and their wire encoding.
+//!
+//! Two peers exchange one [`EndpointDescriptor`] each over an out-of-band TCP
+//! connection (see [`crate::handshake`]) before their RC QPs can be moved to
+//! RTR: each side needs the other's QP numbers, initial PSNs and GID, and the
+//! address, length and rkey of every memory segment it may target.
+//!
+//! # Frame layout (all integers little-endian)
+//!
+//! | bytes | field | notes |
+//! |---|---|---|
+//! | 4 | `frame_len` | length of everything after this field; at most [`MAX_FRAME_LEN`] |
+//! | 4 | `magic` | [`MAGIC`] (`b"RYHS"`) |
+//! | 2 | `version` | [`VERSION`]; any other value is [`DecodeError::UnknownVersion`] |
+//! | 2 | `flags` | reserved, must be 0 in version 1 |
+//! | 16 | `gid` | raw GID bytes, network order as `ibv_query_gid` returns them |
+//! | 2 | `lid` | 0 on RoCE |
+//! | 2 | `n_qps` | 1..=[`MAX_QPS`] |
+//! | 2 | `n_segments` | 0..=[`MAX_SEGMENTS`] |
+//! | 8 × n_qps | qp | `qpn: u32`, `psn: u32`, both < 2^24 |
+//! | 20 × n_segments | segment | `addr: u64`, `len: u64` (> 0, `addr + len` must not overflow), `rkey: u32` |
+//!
+//! The decoder is strict: the length prefix must match the payload exactly
+//! (no trailing bytes), and the length prefix is checked against
+//! [`MAX_FRAME_LEN`] *before* anything is allocated or read, so a hostile
+//! prefix cannot make the receiver allocate or wait for gigabytes.
+//!
+//! A future layout change bumps [`VERSION`]; a receiver refuses versions it
+//! does not know with a typed error (and the handshake drops the connection)
+//! rather than guessing.
+
+use core::fmt;
+
+/// Frame magic, `b"RYHS"` read as a little-endian u32.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"RYHS");
+/// The only descriptor version this crate speaks.
+pub const VERSION: u16 = 1;
+/// Most QPs one endpoint descriptor may carry.
+pub const MAX_QPS: usize = 64;
+/// Most memory segments one endpoint descriptor may carry.
+pub const MAX_SEGMENTS: usize = 1024;
+/// Fixed part of the payload (after the length prefix).
+pub const HEADER_LEN: usize = 4 + 2 + 2 + 16 + 2 + 2 + 2;
+/// Encoded size of one QP entry.
+pub const QP_ENTRY_LEN: usize = 8;
+/// Encoded size of one segment entry.
+pub const SEGMENT_ENTRY_LEN: usize = 20;
+/// Largest payload a receiver accepts (the largest valid descriptor).
+pub const MAX_FRAME_LEN: usize =
+    HEADER_LEN + MAX_QPS * QP_ENTRY_LEN + MAX_SEGMENTS * SEGMENT_ENTRY_LEN;
+/// Largest PSN / QP number: both are 24-bit quantities in the BTH.
+pub const MAX_24BIT: u32 = (1 << 24) - 1;
+
+/// One RC QP as the peer needs to know it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct QpEndpoint {
+    /// QP number (24 bits).
+    pub qpn: u32,
+    /// Initial packet sequence number of this QP's send queue (24 bits); the
+    /// peer uses it as its receive PSN.
+    pub psn: u32,
+}
+
+/// One registered memory region the peer may target with RDMA READ/WRITE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentDescriptor {
+    /// Virtual address of the first byte (the MR's iova).
+    pub addr: u64,
+    /// Length in bytes, > 0.
+    pub len: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+impl SegmentDescriptor {
+    /// Address of byte `offset..offset + len` inside the segment, or `None`
+    /// when that range does not lie fully inside it.
+    pub fn addr_of(&self, offset: u64, len: u64) -> Option<u64> {
+        let end = offset.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        self.addr.checked_add(offset)
+    }
+}
+
+/// Everything one side tells the other during the handshake.
+///
+/// ```
+/// use railyard_verbs::wire::{DecodeError, EndpointDescriptor, QpEndpoint, SegmentDescriptor};
+/// let d = EndpointDescriptor {
+///     gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
+///     lid: 0,
+///     qps: vec![QpEndpoint { qpn: 0x11, psn: 0x1234 }],
+///     segments: vec![SegmentDescriptor { addr: 0x7f00_0000_0000, len: 1 << 20, rkey: 0x2a }],
+/// };
+/// let frame = d.encode()?;
+/// assert_eq!(EndpointDescriptor::decode_frame(&frame), Ok(d));
+/// // A peer speaking a newer layout is refused, not misread.
+/// let mut newer = frame.clone();
+/// newer[8] = 2;
+/// assert_eq!(
+///     EndpointDescriptor::decode_frame(&newer),
+///     Err(DecodeError::UnknownVersion { got: 2, supported: 1 })
+/// );
+/// # Ok::<(), railyard_verbs::wire::EncodeError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointDescriptor {
+    /// Raw GID of the port the QPs use.
+    pub gid: [u8; 16],
+    /// LID (InfiniBand only; 0 on RoCE).
+    pub lid: u16,
+    /// The endpoint's RC QPs, in connection order: QP `i` here talks to QP `i`
+    /// of the peer.
+    pub qps: Vec<QpEndpoint>,
+    /// Memory the peer may target.
+    pub segments: Vec<SegmentDescriptor>,
+}
+
+/// Why a descriptor could not be encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EncodeError {
+    /// No QPs, or more than [`MAX_QPS`].
+    QpCount(usize),
+    /// More than [`MAX_SEGMENTS`] segments.
+    SegmentCount(usize),
+    /// A QP number or PSN does not fit in 24 bits.
+    Not24Bit {
+        /// Which field.
+        field: &'static str,
+        /// The offending value.
+        value: u32,
+    },
+    /// A segment is empty or its end overflows u64.
+    BadSegment {
+        /// Index of the segment.
+        index: usize,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::QpCount(n) => write!(f, "descriptor has {n} QPs; must be 1..={MAX_QPS}"),
+            Self::SegmentCount(n) => {
+                write!(f, "descriptor has {n} segments; at most {MAX_SEGMENTS}")
+            }
+            Self::Not24Bit { field, value } => {
+                write!(f, "{field} {value:#x} does not fit in 24 bits")
+            }
+            Self::BadSegment { index } => {
+                write!(f, "segment {index} is empty or its end overflows u64")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EncodeError {}
+
+/// Why received bytes are not a valid descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The length prefix announces more than [`MAX_FRAME_LEN`] bytes.
+    Oversized {
+        /// Announced payload length.
+        len: u64,
+        /// The limit.
+        max: usize,
+    },
+    /// The payload ends before the fields it announces.
+    Truncated {
+        /// Bytes needed so far.
+        needed: usize,
+        /// Bytes present.
+        got: usize,
+    },
+    /// The payload is longer than the fields it announces.
+    TrailingBytes {
+        /// Extra bytes.
+        extra: usize,
+    },
+    /// Not a railyard handshake frame.
+    BadMagic(u32),
+    /// A descriptor version this build does not speak.
+    UnknownVersion {
+        /// Version found.
+        got: u16,
+        /// Version supported.
+        supported: u16,
+    },
+    /// Reserved flags set.
+    ReservedFlags(u16),
+    /// Field values out of range (counts, 24-bit values, empty segments).
+    Invalid(EncodeError),
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Oversized { len, max } => {
+                write!(
+                    f,
+                    "descriptor frame of {len} bytes exceeds the {max}-byte limit"
+                )
+            }
+            Self::Truncated { needed, got } => {
+                write!(f, "descriptor truncated: needs {needed} bytes, got {got}")
+            }
+            Self::TrailingBytes { extra } => {
+                write!(f, "descriptor has {extra} unexpected trailing bytes")
+            }
+            Self::BadMagic(m) => write!(f, "bad handshake magic {m:#010x}"),
+            Self::UnknownVersion { got, supported } => write!(
+                f,
+                "unknown descriptor version {got} (this build speaks version {supported})"
+            ),
+            Self::ReservedFlags(x) => write!(f, "reserved descriptor flags set: {x:#06x}"),
+            Self::Invalid(e) => write!(f, "invalid descriptor: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+fn check(qps: &[QpEndpoint], segments: &[SegmentDescriptor]) -> Result<(), EncodeError> {
+    if qps.is_empty() || qps.len() > MAX_QPS {
+        return Err(EncodeError::QpCount(qps.len()));
+    }
+    if segments.len() > MAX_SEGMENTS {
+        return Err(EncodeError::SegmentCount(segments.len()));
+    }
+    for q in qps {
+        if q.qpn > MAX_24BIT {
+            return Err(EncodeError::Not24Bit {
+                field: "qpn",
+                value: q.qpn,
+            });
+        }
+        if q.psn > MAX_24BIT {
+            return Err(EncodeError::Not24Bit {
+                field: "psn",
+                value: q.psn,
+            });
+        }
+    }
+    for (index, s) in segments.iter().enumerate() {
+        if s.len == 0 || s.addr.checked_add(s.len).is_none() {
+            return Err(EncodeError::BadSegment { index });
+        }
+    }
+    Ok(())
+}
+
+impl EndpointDescriptor {
+    /// Payload length (without the 4-byte length prefix) of the encoding.
+    pub fn payload_len(&self) -> usize {
+        HEADER_LEN + self.qps.len() * QP_ENTRY_LEN + self.segments.len() * SEGMENT_ENTRY_LEN
+    }
+
+    /// Checks the field ranges the wire format requires.
+    pub fn validate(&self) -> Result<(), EncodeError> {
+        check(&self.qps, &self.segments)
+    }
+
+    /// Encodes the descriptor as one length-prefixed frame appended to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        self.validate()?;
+        let payload = self.payload_len();
+        debug_assert!(payload <= MAX_FRAME_LEN);
+        out.reserve(4 + payload);
+        // Lossless: validate() bounds the payload by MAX_FRAME_LEN (< 2^32).
+        out.extend_from_slice(&(payload as u32).to_le_bytes());
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&self.gid);
+        out.extend_from_slice(&self.lid.to_le_bytes());
+        // Lossless: counts are bounded by MAX_QPS / MAX_SEGMENTS (< 2^16).
+        out.extend_from_slice(&(self.qps.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(self.segments.len() as u16).to_le_bytes());
+        for q in &self.qps {
+            out.extend_from_slice(&q.qpn.to_le_bytes());
+            out.extend_from_slice(&q.psn.to_le_bytes());
+        }
+        for s in &self.segments {
+            out.extend_from_slice(&s.addr.to_le_bytes());
+            out.extend_from_slice(&s.len.to_le_bytes());
+            out.extend_from_slice(&s.rkey.to_le_bytes());
+        }
+        Ok(())
+    }
+
+    /// Encodes the descriptor as one length-prefixed frame.
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut v = Vec::new();
+        self.encode_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// Decodes one whole frame (length prefix included).
+    pub fn decode_frame(frame: &[u8]) -> Result<Self, DecodeError> {
+        let len = frame_len(frame)?;
+        let body = &frame[4..];
+        if body.len() < len {
+            return Err(DecodeError::Truncated {
+                needed: 4 + len,
+                got: frame.len(),
+            });
+        }
+        if body.len() > len {
+            return Err(DecodeError::TrailingBytes {
+                extra: body.len() - len,
+            });
+        }
+        Self::decode_payload(body)
+    }
+
+    /// Decodes a payload (the bytes after the length prefix).
+    pub fn decode_payload(p: &[u8]) -> Result<Self, DecodeError> {
+        if p.len() > MAX_FRAME_LEN {
+            return Err(DecodeError::Oversized {
+                len: p.len() as u64,
+                max: MAX_FRAME_LEN,
+            });
+        }
+        let mut r = Reader { buf: p, pos: 0 };
+        let magic = r.u32()?;
+        if magic != MAGIC {
+            return Err(DecodeError::BadMagic(magic));
+        }
+        let version = r.u16()?;
+        if version != VERSION {
+            return Err(DecodeError::UnknownVersion {
+                got: version,
+                supported: VERSION,
+            });
+        }
+        let flags = r.u16()?;
+        if flags != 0 {
+            return Err(DecodeError::ReservedFlags(flags));
+        }
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(r.take(16)?);
+        let lid = r.u16()?;
+        let n_qps = usize::from(r.u16()?);
+        let n_segments = usize::from(r.u16()?);
+        if n_qps == 0 || n_qps > MAX_QPS {
+            return Err(DecodeError::Invalid(EncodeError::QpCount(n_qps)));
+        }
+        if n_segments > MAX_SEGMENTS {
+            return Err(DecodeError::Invalid(EncodeError::SegmentCount(n_segments)));
+        }
+        // Check the announced size before allocating for it.
+        let needed = HEADER_LEN + n_qps * QP_ENTRY_LEN + n_segments * SEGMENT_ENTRY_LEN;
+        if p.len() < needed {
+            return Err(DecodeError::Truncated {
+                needed,
+                got: p.len(),
+            });
+        }
+        if p.len() > needed {
+            return Err(DecodeError::TrailingBytes {
+                extra: p.len() - needed,
+            });
+        }
+        let mut qps = Vec::with_capacity(n_qps);
+        for _ in 0..n_qps {
+            qps.push(QpEndpoint {
+                qpn: r.u32()?,
+                psn: r.u32()?,
+            });
+        }
+        let mut segments = Vec::with_capacity(n_segments);
+        for _ in 0..n_segments {
+            segments.push(SegmentDescriptor {
+                addr: r.u64()?,
+                len: r.u64()?,
+                rkey: r.u32()?,
+            });
+        }
+        check(&qps, &segments).map_err(DecodeError::Invalid)?;
+        Ok(Self {
+            gid,
+            lid,
+            qps,
+            segments,
+        })
+    }
+}
+
+/// Reads and bounds-checks the 4-byte length prefix at the start of `frame`.
+pub fn frame_len(frame: &[u8]) -> Result<usize, DecodeError> {
+    let Some(prefix) = frame.get(..4) else {
+        return Err(DecodeError::Truncated {
+            needed: 4,
+            got: frame.len(),
+        });
+    };
+    let mut b = [0u8; 4];
+    b.copy_from_slice(prefix);
+    check_len(u32::from_le_bytes(b))
+}
+
+/// Checks a decoded length prefix against [`MAX_FRAME_LEN`].
+pub fn check_len(len: u32) -> Result<usize, DecodeError> {
+    let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
+    if len_usize > MAX_FRAME_LEN {
+        return Err(DecodeError::Oversized {
+            len: u64::from(len),
+            max: MAX_FRAME_LEN,
+        });
+    }
+    Ok(len_usize)
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(DecodeError::Truncated {
+                needed: self.pos.saturating_add(n),
+                got: self.buf.len(),
+            })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        let mut b = [0u8; 2];
+        b.copy_from_slice(self.take(2)?);
+        Ok(u16::from_le_bytes(b))
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> EndpointDescriptor {
+        EndpointDescriptor {
+            gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 77, 1, 1],
+            lid: 0,
+            qps: vec![
+                QpEndpoint {
+                    qpn: 0x11,
+                    psn: 0x9274e9,
+                },
+                QpEndpoint { qpn: 0x12, psn: 7 },
+            ],
+            segments: vec![SegmentDescriptor {
+                addr: 0x5625_e06a_c000,
+                len: 1 << 20,
+                rkey: 0x26b,
+            }],
+        }
+    }
+
+    #[test]
+    fn round_trip_and_exact_layout() {
+        let d = sample();
+        let f = d.encode().unwrap();
+        assert_eq!(f.len(), 4 + d.payload_len());
+        assert_eq!(&f[..4], &(d.payload_len() as u32).to_le_bytes());
+        assert_eq!(&f[4..8], b"RYHS");
+        assert_eq!(&f[8..10], &[1, 0]); // version 1, little-endian
+        assert_eq!(&f[10..12], &[0, 0]);
+        assert_eq!(&f[12..28], &d.gid);
+        // first QP's qpn right after the header
+        assert_eq!(
+            &f[4 + HEADER_LEN..4 + HEADER_LEN + 4],
+            &0x11u32.to_le_bytes()
+        );
+        assert_eq!(EndpointDescriptor::decode_frame(&f).unwrap(), d);
+    }
+
+    #[test]
+    fn every_truncation_is_a_typed_error() {
+        let f = sample().encode().unwrap();
+        for cut in 0..f.len() {
+            let e = EndpointDescriptor::decode_frame(&f[..cut]).unwrap_err();
+            assert!(
+                matches!(e, DecodeError::Truncated { .. }),
+                "cut {cut}: {e:?}"
+            );
+            // A consistent prefix with a short payload is also caught.
+            if cut >= 4 {
+                let body = &f[4..cut];
+                let e = EndpointDescriptor::decode_payload(body).unwrap_err();
+                assert!(
+                    matches!(e, DecodeError::Truncated { .. }),
+                    "payload cut {cut}: {e:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_prefix_is_refused_before_reading() {
+        let mut f = vec![0u8; 4];
+        f[..4].copy_from_slice(&(MAX_FRAME_LEN as u32 + 1).to_le_bytes());
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Oversized {
+                len: MAX_FRAME_LEN as u64 + 1,
+                max: MAX_FRAME_LEN
+            })
+        );
+        assert!(matches!(
+            check_len(u32::MAX),
+            Err(DecodeError::Oversized { .. })
+        ));
+        assert_eq!(check_len(MAX_FRAME_LEN as u32), Ok(MAX_FRAME_LEN));
+        let e = EndpointDescriptor::decode_payload(&vec![0; MAX_FRAME_LEN + 1]).unwrap_err();
+        assert!(matches!(e, DecodeError::Oversized { .. }));
+    }
+
+    #[test]
+    fn unknown_version_bad_magic_flags_and_trailing() {
+        let f = sample().encode().unwrap();
+        let mut v = f.clone();
+        v[8..10].copy_from_slice(&2u16.to_le_bytes());
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&v),
+            Err(DecodeError::UnknownVersion {
+                got: 2,
+                supported: 1
+            })
+        );
+        let mut m = f.clone();
+        m[4] ^= 0xff;
+        assert!(matches!(
+            EndpointDescriptor::decode_frame(&m),
+            Err(DecodeError::BadMagic(_))
+        ));
+        let mut fl = f.clone();
+        fl[10] = 1;
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&fl),
+            Err(DecodeError::ReservedFlags(1))
+        );
+        let mut t = f.clone();
+        t.push(0);
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&t),
+            Err(DecodeError::TrailingBytes { extra: 1 })
+        );
+        // Prefix and payload agree, but the payload is longer than its counts say.
+        let mut t2 = f[4..].to_vec();
+        t2.extend_from_slice(&[0; 3]);
+        assert_eq!(
+            EndpointDescriptor::decode_payload(&t2),
+            Err(DecodeError::TrailingBytes { extra: 3 })
+        );
+    }
+
+    #[test]
+    fn out_of_range_fields() {
+        let mut d = sample();
+        d.qps[0].psn = 1 << 24;
+        assert_eq!(
+            d.encode(),
+            Err(EncodeError::Not24Bit {
+                field: "psn",
+                value: 1 << 24
+            })
+        );
+        // The decoder refuses the same value when a buggy peer sends it.
+        let mut f = sample().encode().unwrap();
+        let at = 4 + HEADER_LEN + 4;
+        f[at..at + 4].copy_from_slice(&(1u32 << 24).to_le_bytes());
+        assert!(matches!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Invalid(EncodeError::Not24Bit {
+                field: "psn",
+                ..
+            }))
+        ));
+
+        let mut d = sample();
+        d.qps.clear();
+        assert_eq!(d.encode(), Err(EncodeError::QpCount(0)));
+        let mut d = sample();
+        d.qps = vec![QpEndpoint { qpn: 1, psn: 1 }; MAX_QPS + 1];
+        assert_eq!(d.encode(), Err(EncodeError::QpCount(MAX_QPS + 1)));
+        let mut d = sample();
+        d.segments[0].len = 0;
+        assert_eq!(d.encode(), Err(EncodeError::BadSegment { index: 0 }));
+        let mut d = sample();
+        d.segments[0].addr = u64::MAX;
+        assert_eq!(d.encode(), Err(EncodeError::BadSegment { index: 0 }));
+
+        // Count fields larger than the limits are refused before allocation.
+        let mut f = sample().encode().unwrap();
+        f[4 + 26..4 + 28].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Invalid(EncodeError::QpCount(
+                u16::MAX as usize
+            )))
+        );
+        let mut f = sample().encode().unwrap();
+        f[4 + 28..4 + 30].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Invalid(EncodeError::SegmentCount(
+                u16::MAX as usize
+            )))
+        );
+        // Counts within limits but larger than the payload: truncated, not a panic.
+        let mut f = sample().encode().unwrap();
+        f[4 + 28..4 + 30].copy_from_slice(&5u16.to_le_bytes());
+        assert!(matches!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn largest_descriptor_fits_the_limit() {
+        let d = EndpointDescriptor {
+            gid: [1; 16],
+            lid: 3,
+            qps: vec![
+                QpEndpoint {
+                    qpn: MAX_24BIT,
+                    psn: MAX_24BIT
+                };
+                MAX_QPS
+            ],
+            segments: vec![
+                SegmentDescriptor {
+                    addr: 0,
+                    len: u64::MAX,
+                    rkey: 9
+                };
+                MAX_SEGMENTS
+            ],
+        };
+        let f = d.encode().unwrap();
+        assert_eq!(f.len(), 4 + MAX_FRAME_LEN);
+        assert_eq!(EndpointDescriptor::decode_frame(&f).unwrap(), d);
+    }
+
+    #[test]
+    fn segment_addr_of_bounds() {
+        let s = SegmentDescriptor {
+            addr: 1000,
+            len: 100,
+            rkey: 1,
+        };
+        assert_eq!(s.addr_of(0, 100), Some(1000));
+        assert_eq!(s.addr_of(99, 1), Some(1099));
+        assert_eq!(s.addr_of(99, 2), None);
+        assert_eq!(s.addr_of(u64::MAX, 2), None);
+    }
+
+    fn arb_desc() -> impl Strategy<Value = EndpointDescriptor> {
+        (
+            any::<[u8; 16]>(),
+            any::<u16>(),
+            prop::collection::vec((0..=MAX_24BIT, 0..=MAX_24BIT), 1..=MAX_QPS),
+            prop::collection::vec((any::<u32>(), 1..=u32::MAX as u64, any::<u32>()), 0..40),
+        )
+            .prop_map(|(gid, lid, qps, segs)| EndpointDescriptor {
+                gid,
+                lid,
+                qps: qps
+                    .into_iter()
+                    .map(|(qpn, psn)| QpEndpoint { qpn, psn })
+                    .collect(),
+                segments: segs
+                    .into_iter()
+                    .map(|(a, len, rkey)| SegmentDescriptor {
+                        addr: u64::from(a),
+                        len,
+                        rkey,
+                    })
+                    .collect(),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn prop_round_trip(d in arb_desc()) {
+            let f = d.encode().unwrap();
+            prop_assert_eq!(EndpointDescriptor::decode_frame(&f).unwrap(), d);
+        }
+
+        #[test]
+        fn prop_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+            let _ = EndpointDescriptor::decode_frame(&bytes);
+            let _ = EndpointDescriptor::decode_payload(&bytes);
+        }
+
+        #[test]
+        fn prop_bit_flips_decode_or_error(d in arb_desc(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
+            let mut f = d.encode().unwrap();
+            let i = at.index(f.len());
+            f[i] ^= 1 << bit;
+            // Either a typed error or a descriptor that re-encodes to the same bytes.
+            if let Ok(d2) = EndpointDescriptor::decode_frame(&f) {
+                prop_assert_eq!(d2.encode().unwrap(), f);
+            }
+        }
+    }
+}
