@@ -8,6 +8,16 @@ step() { echo; echo "=== $* ($(( $(date +%s) - start ))s)"; }
 
 step "setup"
 export PATH="$HOME/.cargo/bin:$PATH"
+# Build dependencies of railyard-verbs (rdma-sys runs bindgen on the headers).
+pkgs=(libibverbs-dev librdmacm-dev libclang-dev pkg-config clang bc valgrind)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_=sudo
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy || true
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
@@ -29,6 +39,9 @@ cargo bench -p railyard-benches --no-run
 
 step "loom"
 bash ci/loom.sh
+
+step "real verbs on Soft-RoCE (qemu guests)"
+bash ci/rxe.sh
 
 step "fuzz"
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}" bash ci/fuzz.sh
