@@ -386,20 +386,20 @@ impl Selector {
         let mut inv = [0u64; MAX_DEVICES];
         let mut sum: u128 = 0;
         let (mut best, mut best_score) = (0, self.score(0, peer, b, fallback));
-        for d in 0..len {
+        for (d, w) in inv.iter_mut().enumerate().take(len) {
             let s = self.score(d, peer, b, fallback);
             if s.better_than(best_score) {
                 best = d;
                 best_score = s;
             }
-            inv[d] = s.inverse_q32().max(1);
-            sum += u128::from(inv[d]);
+            *w = s.inverse_q32().max(1);
+            sum += u128::from(*w);
         }
         let mut given: u32 = 0;
-        for d in 0..len {
-            // share <= slices, since inv[d] <= sum.
-            let share = (u128::from(slices) * u128::from(inv[d]) / sum) as u32;
-            counts[d] = share;
+        for (c, &w) in counts.iter_mut().zip(&inv[..len]) {
+            // share <= slices, since w <= sum.
+            let share = (u128::from(slices) * u128::from(w) / sum) as u32;
+            *c = share;
             given += share;
         }
         counts[best] += slices - given;

@@ -207,8 +207,14 @@ impl Score {
 /// `latency_ns`, with a zero latency read as 1 ns).
 #[inline]
 pub fn bandwidth_sample(bytes: u64, latency_ns: Nanos) -> u64 {
-    let bps = u128::from(bytes) * 1_000_000_000 / u128::from(latency_ns.max(1));
-    u64::try_from(bps).unwrap_or(u64::MAX)
+    let lat = latency_ns.max(1);
+    match bytes.checked_mul(1_000_000_000) {
+        // Any u32 slice size fits: stay in 64-bit division.
+        Some(n) => n / lat,
+        None => {
+            u64::try_from(u128::from(bytes) * 1_000_000_000 / u128::from(lat)).unwrap_or(u64::MAX)
+        }
+    }
 }
 
 /// Clamps `bw` to `[nominal × floor_q8 / 256, nominal × ceil_q8 / 256]`,
@@ -237,9 +243,9 @@ pub fn ewma_step(
     }
     let a = u128::from(alpha_q16);
     let next = if sample >= old {
-        u128::from(old) + (u128::from(sample - old) * a >> 16)
+        u128::from(old) + ((u128::from(sample - old) * a) >> 16)
     } else {
-        u128::from(old) - (u128::from(old - sample) * a >> 16)
+        u128::from(old) - ((u128::from(old - sample) * a) >> 16)
     };
     clamp_bw(
         u64::try_from(next).unwrap_or(u64::MAX),
@@ -400,5 +406,7 @@ mod tests {
         assert_eq!(ewma_step(2000, 2000, 65536, 1000, 64, 256), 1000);
         assert_eq!(bandwidth_sample(1000, 1_000), 1_000_000_000);
         assert_eq!(bandwidth_sample(1, 0), 1_000_000_000);
+        assert_eq!(bandwidth_sample(u64::MAX, 1_000_000_000), u64::MAX);
+        assert_eq!(bandwidth_sample(1 << 62, 2_000_000_000), 1 << 61);
     }
 }
