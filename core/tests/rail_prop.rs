@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 
 use proptest::prelude::*;
-use railyard_core::rail::{DeviceSpec, Outcome, RailCharge, RailConfig, Selector, Variant};
+use railyard_core::rail::{
+    sample_state, DeviceSpec, Outcome, RailCharge, RailConfig, SampleState, Selector, Variant,
+};
 use railyard_core::token::TokenRecord;
 
 #[derive(Clone, Debug)]
@@ -143,7 +145,25 @@ proptest! {
         for op in ops {
             match op {
                 Op::Pick { peer, bytes } => {
-                    let p = m.sel.pick(peer.map(u32::from), bytes, now);
+                    let peer32 = peer.map(u32::from);
+                    let argmin = |fb: bool| {
+                        let scores: Vec<_> = (0..devs.len()).map(|d| m.sel.score_of(d, peer32, bytes, fb)).collect();
+                        (0..devs.len()).fold(0, |b, d| if scores[d].better_than(scores[b]) { d } else { b })
+                    };
+                    let expect = [argmin(false), argmin(true)];
+                    let stale = peer32.is_some_and(|p| {
+                        (0..devs.len()).any(|d| {
+                            sample_state(m.sel.peer_view(d, p).as_ref(), now, cfg.peer_ttl_ns) != SampleState::Fresh
+                        })
+                    });
+                    let expect_fb = m.sel.peer_accounting() && cfg.variant.uses_peer_feedback() && stale;
+                    let p = m.sel.pick(peer32, bytes, now);
+                    prop_assert_eq!(p.fallback, expect_fb, "whole-set fallback rule");
+                    if !p.probe {
+                        // The decision is the lowest score under its own
+                        // (whole-set) feedback choice.
+                        prop_assert_eq!(usize::from(p.charge.device()), expect[usize::from(p.fallback)]);
+                    }
                     prop_assert_eq!(p.charge.bytes(), bytes);
                     prop_assert!(p.charge.peer().is_none() || p.charge.peer() == peer.map(u32::from));
                     m.take(p.charge, now);

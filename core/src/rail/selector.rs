@@ -290,6 +290,75 @@ impl Selector {
         (best, best_score)
     }
 
+    /// The single-slice decision: best device, its score, whole-set
+    /// fallback, trace.
+    #[inline]
+    fn decide(
+        &self,
+        peer: Option<u32>,
+        b: u64,
+        now_ns: Nanos,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        #[cfg(feature = "peer-feedback")]
+        if let Some((l, p, v)) = self.peer_mode(peer) {
+            if v.uses_peer_feedback() && !self.cfg.trace {
+                return self.decide_peer_feedback(l, p, v, b, now_ns);
+            }
+        }
+        let (fallback, trace) = self.feedback_state(peer, now_ns);
+        let (d, s) = self.best(peer, b, fallback);
+        (d, s, fallback, trace)
+    }
+
+    /// V2/V3 in one pass over the candidates: one ledger read per device,
+    /// tracking the best with peer feedback and the best with NIC feedback,
+    /// then keeping the one the whole-set rule calls for.
+    #[cfg(feature = "peer-feedback")]
+    #[inline]
+    fn decide_peer_feedback(
+        &self,
+        l: &PeerLedger,
+        p: u32,
+        v: Variant,
+        b: u64,
+        now_ns: Nanos,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        let (mut missing, mut expired) = (0u64, 0u64);
+        let worst = Score {
+            num: u64::MAX,
+            den: 1,
+        };
+        let (mut best_p, mut best_f) = ((0, worst), (0, worst));
+        for (d, dev) in self.devices.iter().enumerate() {
+            let nic = dev.nic_view();
+            let view = l.view(d, p);
+            match sample_state(view.as_ref(), now_ns, self.cfg.peer_ttl_ns) {
+                SampleState::Fresh => {}
+                SampleState::Missing => missing += 1,
+                SampleState::Expired => expired += 1,
+            }
+            let sp = Score::new(score_input(v, &nic, view.as_ref(), false), b, dev.tier_q8);
+            let sf = Score::new(score_input(v, &nic, view.as_ref(), true), b, dev.tier_q8);
+            if d == 0 || sp.better_than(best_p.1) {
+                best_p = (d, sp);
+            }
+            if d == 0 || sf.better_than(best_f.1) {
+                best_f = (d, sf);
+            }
+        }
+        if missing + expired == 0 {
+            return (best_p.0, best_p.1, false, None);
+        }
+        self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        if missing > 0 {
+            self.counters.missing.fetch_add(missing, Ordering::Relaxed);
+        }
+        if expired > 0 {
+            self.counters.expired.fetch_add(expired, Ordering::Relaxed);
+        }
+        (best_f.0, best_f.1, true, None)
+    }
+
     /// The probe target for decision `n`: the next device in round-robin
     /// order, other than `best`, whose score is within the probe bound.
     #[cold]
@@ -319,9 +388,8 @@ impl Selector {
     #[inline]
     pub fn pick(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos) -> Pick {
         let (n, probe_due) = self.tick();
-        let (fallback, trace) = self.feedback_state(peer, now_ns);
         let b = u64::from(bytes);
-        let (mut device, score) = self.best(peer, b, fallback);
+        let (mut device, score, fallback, trace) = self.decide(peer, b, now_ns);
         let mut probe = false;
         if probe_due {
             if let Some(d) = self.probe_target(n, device, score, peer, b, fallback) {
