@@ -276,6 +276,7 @@ impl Selector {
     }
 
     /// Lowest score over all candidates (lowest index on ties).
+    #[cfg(feature = "peer-feedback")]
     #[inline]
     fn best(&self, peer: Option<u32>, bytes: u64, fallback: bool) -> (usize, Score) {
         let mut best = 0;
@@ -295,19 +296,51 @@ impl Selector {
     #[inline]
     fn decide(
         &self,
-        peer: Option<u32>,
+        _peer: Option<u32>,
         b: u64,
-        now_ns: Nanos,
+        _now_ns: Nanos,
     ) -> (usize, Score, bool, Option<Option<Nanos>>) {
         #[cfg(feature = "peer-feedback")]
-        if let Some((l, p, v)) = self.peer_mode(peer) {
-            if v.uses_peer_feedback() && !self.cfg.trace {
-                return self.decide_peer_feedback(l, p, v, b, now_ns);
+        if let Some(l) = &self.ledger {
+            let v = self.cfg.variant;
+            if let (Some(p), true, false) = (_peer, v.uses_peer_feedback(), self.cfg.trace) {
+                return self.decide_peer_feedback(l, p, v, b, _now_ns);
+            }
+            let (fallback, trace) = self.feedback_state(_peer, _now_ns);
+            let (d, s) = match v {
+                Variant::V0 => self.best_by(b, |dev| ScoreInput {
+                    inflight: 0,
+                    bw: dev.nominal,
+                }),
+                Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback),
+                _ => self.best_by(b, |dev| ScoreInput {
+                    inflight: dev.inflight.load(Ordering::Relaxed),
+                    bw: dev.bw.load(Ordering::Relaxed),
+                }),
+            };
+            return (d, s, fallback, trace);
+        }
+        // No ledger (flag off or not compiled): NIC in-flight, NIC EWMA.
+        let (d, s) = self.best_by(b, |dev| ScoreInput {
+            inflight: dev.inflight.load(Ordering::Relaxed),
+            bw: dev.bw.load(Ordering::Relaxed),
+        });
+        (d, s, false, None)
+    }
+
+    /// Lowest score over all candidates with inputs from `input` (no
+    /// ledger in the loop); lowest index on ties.
+    #[inline(always)]
+    fn best_by(&self, b: u64, input: impl Fn(&DeviceState) -> ScoreInput) -> (usize, Score) {
+        let first = &self.devices[0];
+        let mut best = (0, Score::new(input(first), b, first.tier_q8));
+        for (d, dev) in self.devices.iter().enumerate().skip(1) {
+            let s = Score::new(input(dev), b, dev.tier_q8);
+            if s.better_than(best.1) {
+                best = (d, s);
             }
         }
-        let (fallback, trace) = self.feedback_state(peer, now_ns);
-        let (d, s) = self.best(peer, b, fallback);
-        (d, s, fallback, trace)
+        best
     }
 
     /// V2/V3 in one pass over the candidates: one ledger read per device,
