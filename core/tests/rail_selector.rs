@@ -367,3 +367,33 @@ fn flag_off_keeps_no_peer_state() {
         .unwrap();
     assert_eq!(sel.reclaim_idle(u64::MAX), 0);
 }
+
+#[test]
+fn selector_is_shareable_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Selector>();
+    let sel = std::sync::Arc::new(Selector::new(&[DeviceSpec::new(GBPS); 2], no_probe()).unwrap());
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let sel = sel.clone();
+            std::thread::spawn(move || {
+                for i in 0..1000u32 {
+                    let p = sel.pick(Some(t), 1 + i % 4096, u64::from(i));
+                    sel.release(
+                        p.charge,
+                        Outcome::Completed {
+                            post_ns: u64::from(i),
+                        },
+                        u64::from(i) + 500,
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(sel.nic_inflight(0) + sel.nic_inflight(1), 0);
+    assert_eq!(sel.counters().decisions, 4000);
+}

@@ -99,3 +99,41 @@ fn reclaim_never_takes_an_entry_with_charged_bytes() {
 fn broken_rail_unpin_first() {
     reclaim_release_model();
 }
+
+/// Two first charges of the same new peer on the same device race to
+/// insert it: the device never holds two entries for one peer, and each
+/// charge is either on that one entry or (insert lock busy) at NIC scope.
+fn first_charges_model() {
+    loom::model(|| {
+        let sel = Arc::new(selector(u64::MAX, 2));
+        let spawn = |bytes: u32| {
+            let s = sel.clone();
+            thread::spawn(move || s.charge(0, Some(1), bytes, 0).unwrap())
+        };
+        let (a, b) = (spawn(100), spawn(50));
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        assert!(sel.peer_entries(0) <= 1, "one entry per peer and device");
+        let on_peer: u64 = [&a, &b]
+            .iter()
+            .filter(|c| c.peer().is_some())
+            .map(|c| u64::from(c.bytes()))
+            .sum();
+        assert_eq!(peer_inflight(&sel), on_peer);
+        assert_eq!(sel.nic_inflight(0), 150);
+        sel.release(a, Outcome::Failed, 1).unwrap();
+        sel.release(b, Outcome::Failed, 1).unwrap();
+        assert_eq!((sel.nic_inflight(0), peer_inflight(&sel)), (0, 0));
+    });
+}
+
+#[test]
+fn a_peer_never_gets_two_entries_on_one_device() {
+    first_charges_model();
+}
+
+#[cfg(railyard_broken = "rail_insert_without_rescan")]
+#[test]
+#[should_panic]
+fn broken_rail_insert_without_rescan() {
+    first_charges_model();
+}

@@ -244,6 +244,8 @@ impl PeerLedger {
         // Under the lock no entry can be inserted or reclaimed by others,
         // so one full scan is authoritative.
         let home = self.home(peer);
+        // BROKEN twin (loom): insert without rescanning under the lock.
+        #[cfg(not(railyard_broken = "rail_insert_without_rescan"))]
         for i in 0..=self.mask {
             let e = self.slot(device, home + i);
             let k = e.key.load(Ordering::Acquire);
