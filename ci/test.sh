@@ -33,6 +33,9 @@ cargo build -p railyard-core --no-default-features --features alloc
 
 step "tests"
 cargo test --workspace
+# Feature-gated parts of core (the RFC 4534 peer ledger).
+cargo test -p railyard-core --features peer-feedback
+cargo clippy -p railyard-core --all-targets --features peer-feedback -- -D warnings
 
 step "benches compile"
 cargo bench -p railyard-benches --no-run

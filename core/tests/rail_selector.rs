@@ -246,6 +246,7 @@ fn a_peer_accounting_error_never_strands_the_nic_charge() {
     assert_eq!(real.peer, None, "flag off: the peer is not charged");
     let mut forged = TokenRecord {
         peer: Some(5),
+        holds: real.holds | TokenRecord::HOLDS_RAIL_PEER_CHARGE,
         ..real
     };
     let err = sel.release_record(&mut forged, true, 10).unwrap_err();

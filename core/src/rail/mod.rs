@@ -436,9 +436,9 @@ pub enum Outcome {
 ///
 /// Not `Clone`: the only ways out are [`Selector::release`] and
 /// [`RailCharge::record_into`], which moves it into a
-/// [`TokenRecord`] (`device`, `peer`, `bytes`, and `HOLDS_RAIL_CHARGE`).
-/// `peer` is `Some` only when the peer was actually charged: with the flag
-/// off, an anonymous request or a NIC-scope fallback it is `None`.
+/// [`TokenRecord`] (`device`, `bytes`, `HOLDS_RAIL_CHARGE`, and, when the
+/// peer was charged, `peer` plus `HOLDS_RAIL_PEER_CHARGE`). The peer is
+/// charged only with the flag on, a known peer and no NIC-scope fallback.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "a rail charge must be released exactly once"]
 pub struct RailCharge {
@@ -463,16 +463,19 @@ impl RailCharge {
         self.bytes
     }
 
-    /// Moves the charge into `record`: sets `device`, `peer`, `bytes` and
-    /// `HOLDS_RAIL_CHARGE`.
-    ///
-    /// `record.peer` afterwards names the *charged* peer: `None` if the
-    /// peer was not charged (flag off, or NIC-scope fallback).
+    /// Moves the charge into `record`: sets `device`, `bytes` and
+    /// `HOLDS_RAIL_CHARGE`; if the peer was charged, also sets `peer` and
+    /// `HOLDS_RAIL_PEER_CHARGE`. A record's `peer` otherwise keeps naming
+    /// the destination, charged or not.
     pub fn record_into(self, record: &mut TokenRecord) {
         record.device = self.device;
-        record.peer = self.peer;
         record.bytes = self.bytes;
         record.holds |= TokenRecord::HOLDS_RAIL_CHARGE;
+        record.holds &= !TokenRecord::HOLDS_RAIL_PEER_CHARGE;
+        if let Some(p) = self.peer {
+            record.peer = Some(p);
+            record.holds |= TokenRecord::HOLDS_RAIL_PEER_CHARGE;
+        }
     }
 
     /// Takes the charge back out of `record`, clearing `HOLDS_RAIL_CHARGE`
@@ -481,10 +484,11 @@ impl RailCharge {
         if record.holds & TokenRecord::HOLDS_RAIL_CHARGE == 0 {
             return None;
         }
-        record.holds &= !TokenRecord::HOLDS_RAIL_CHARGE;
+        let peer_charged = record.holds & TokenRecord::HOLDS_RAIL_PEER_CHARGE != 0;
+        record.holds &= !(TokenRecord::HOLDS_RAIL_CHARGE | TokenRecord::HOLDS_RAIL_PEER_CHARGE);
         Some(RailCharge {
             device: record.device,
-            peer: record.peer,
+            peer: if peer_charged { record.peer } else { None },
             bytes: record.bytes,
         })
     }
