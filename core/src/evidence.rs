@@ -389,5 +389,6 @@ fn is_older(new: &Observation, old: &Observation) -> bool {
     if new.slice.attempt != old.slice.attempt {
         return new.slice.attempt < old.slice.attempt;
     }
-    matches!((new.generation, old.generation), (Observed::Value(n), Observed::Value(o)) if n < o)
+    // Generations wrap: compare by signed distance.
+    matches!((new.generation, old.generation), (Observed::Value(n), Observed::Value(o)) if (o.wrapping_sub(n) as i32) > 0)
 }
