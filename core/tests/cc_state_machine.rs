@@ -90,7 +90,7 @@ impl Rig {
         }
         assert_eq!(self.route(r), Health::Quarantined);
     }
-    fn to_probing(&mut self, r: u32) {
+    fn drive_to_probing(&mut self, r: u32) {
         self.quarantine(r);
         self.epoch(GO); // starts the cooldown
         for _ in 0..10 {
@@ -194,7 +194,7 @@ fn congested_to_suspect_on_hard_error() {
 
 #[test]
 fn suspect_to_healthy_on_success() {
-    let mut t = Rig::new();
+    let t = Rig::new();
     t.hard_error(0);
     t.success(0, 0);
     assert_eq!(t.route(0), Health::Healthy);
@@ -213,7 +213,7 @@ fn suspect_to_congested_on_success_while_pressured() {
 
 #[test]
 fn suspect_to_quarantined_at_threshold_and_avoided() {
-    let mut t = Rig::new();
+    let t = Rig::new();
     t.hard_error(0);
     t.hard_error(0);
     assert_eq!(t.route(0), Health::Suspect, "below the threshold");
@@ -226,7 +226,7 @@ fn suspect_to_quarantined_at_threshold_and_avoided() {
 }
 
 #[test]
-fn quarantined_to_probing_after_cooldown_on_new_generation() {
+fn quarantined_drive_to_probing_after_cooldown_on_new_generation() {
     let mut t = Rig::new();
     let g0 = t.gen(0);
     t.quarantine(0);
@@ -255,7 +255,7 @@ fn quarantined_to_probing_after_cooldown_on_new_generation() {
 #[test]
 fn probing_admits_one_slice_larger_than_the_probe_window_then_blocks() {
     let mut t = Rig::new();
-    t.to_probing(0);
+    t.drive_to_probing(0);
     let p = t.acquire(0, 0, 800);
     assert!(
         matches!(t.c.try_acquire(0, 0, 1, 0).unwrap(), Admission::Defer(d) if d.domain == DomainKind::Route)
@@ -266,7 +266,7 @@ fn probing_admits_one_slice_larger_than_the_probe_window_then_blocks() {
 #[test]
 fn probing_to_healthy_on_success_recovers_from_min_window() {
     let mut t = Rig::new();
-    t.to_probing(0);
+    t.drive_to_probing(0);
     t.success(0, 0);
     assert_eq!(t.route(0), Health::Healthy);
     assert_eq!(t.c.route_snapshot(0).unwrap().window, 1_000);
@@ -275,7 +275,7 @@ fn probing_to_healthy_on_success_recovers_from_min_window() {
 #[test]
 fn probing_to_quarantined_on_failure_starts_a_new_cooldown() {
     let mut t = Rig::new();
-    t.to_probing(0);
+    t.drive_to_probing(0);
     t.hard_error(0);
     assert_eq!(t.route(0), Health::Quarantined);
     t.epoch(GO);
@@ -292,7 +292,7 @@ fn late_old_generation_feedback_only_settles_accounting() {
     let mut t = Rig::new();
     let old = t.acquire(0, 0, 300);
     let g_old = t.gen(0);
-    t.to_probing(0);
+    t.drive_to_probing(0);
     // A late hard error and a late success from the old generation.
     t.c.route_feedback(0, g_old, Effect::HardError).unwrap();
     assert_eq!(t.route(0), Health::Probing);
