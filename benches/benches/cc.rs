@@ -23,6 +23,7 @@
 //!
 //! RESULTS_TABLE
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use railyard_core::cc::{Admission, Bypass, CcConfig, Controller, Mode};
@@ -31,6 +32,9 @@ use railyard_core::classify::Effect;
 use railyard_core::token::TokenRecord;
 
 const SLICE: u32 = 64 * 1024;
+
+#[repr(align(64))]
+struct Padded(AtomicU64);
 
 fn config(mode: Mode) -> CcConfig {
     CcConfig {
@@ -41,6 +45,23 @@ fn config(mode: Mode) -> CcConfig {
 
 fn per_slice(c: &mut Criterion) {
     let mut g = c.benchmark_group("cc_per_slice");
+
+    // Hardware floor of any two-domain scheme: one RMW per domain on
+    // admission and one on release (4 uncontended locked RMWs, separate lines).
+    let floor = [Padded(AtomicU64::new(0)), Padded(AtomicU64::new(0))];
+    g.bench_function("floor_4_rmw", |b| {
+        b.iter(|| {
+            let f = black_box(&floor);
+            f[0].0
+                .fetch_add(black_box(u64::from(SLICE)), Ordering::AcqRel);
+            f[1].0
+                .fetch_add(black_box(u64::from(SLICE)), Ordering::AcqRel);
+            f[1].0
+                .fetch_sub(black_box(u64::from(SLICE)), Ordering::AcqRel);
+            f[0].0
+                .fetch_sub(black_box(u64::from(SLICE)), Ordering::AcqRel)
+        })
+    });
 
     let (bypass, _) = Bypass::new(&config(Mode::Enforce), 1, &[0]).unwrap();
     g.bench_function("compiled_out", |b| {

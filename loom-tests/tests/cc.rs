@@ -58,6 +58,7 @@ fn reservations_model() {
         let c2 = c.clone();
         let t = thread::spawn(move || acquire_check_release(&c2, 0, 60));
         acquire_check_release(&c, 0, 60);
+        acquire_check_release(&c, 0, 30);
         t.join().unwrap();
         assert_eq!(c.device_snapshot(0).unwrap().in_flight, 0);
         assert_eq!(c.route_snapshot(0).unwrap().in_flight, 0);

@@ -17,18 +17,26 @@ use crate::time::{elapsed, Nanos};
 use crate::token::TokenRecord;
 
 /// One admission domain (a device or a route). Cache-line aligned so two
-/// routes never share a line.
+/// routes never share a line; every field fits in that one line.
+///
+/// In-flight bytes are `acquired - released`, two monotonic (wrapping)
+/// totals: admission CASes `acquired` against the window, release CASes
+/// `released` and refuses to pass `acquired` (never negative). The
+/// `released` total doubles as the drain counter the monitor samples, so a
+/// slice costs two CASes per domain and nothing else.
 #[derive(Debug)]
 #[repr(align(64))]
 struct Domain {
-    /// Reserved bytes; changed only by CAS loops that refuse to underflow.
-    in_flight: AtomicU64,
+    /// Total bytes ever reserved.
+    acquired: AtomicU64,
+    /// Total bytes ever released (never passes `acquired`).
+    released: AtomicU64,
+    /// Bytes of `released` that were admission rollbacks (never drained).
+    rolled_back: AtomicU64,
     /// Current AIMD window; written by the monitor (and by probe recovery).
     window: AtomicU64,
     /// Packed [`HealthWord`].
     health: AtomicU64,
-    /// Bytes of successful completions since the last epoch.
-    completed: AtomicU64,
     /// Cooldown deadline while quarantined (0 = none), for snapshots.
     cooldown_until: AtomicU64,
     /// Software timeouts since the last epoch (current generation at report time).
@@ -42,10 +50,11 @@ struct Domain {
 impl Domain {
     fn new(window: u64, device: u32) -> Self {
         Self {
-            in_flight: AtomicU64::new(0),
+            acquired: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            rolled_back: AtomicU64::new(0),
             window: AtomicU64::new(window),
             health: AtomicU64::new(HealthWord::new(0).0),
-            completed: AtomicU64::new(0),
             cooldown_until: AtomicU64::new(0),
             timeouts: AtomicU32::new(0),
             rnr: AtomicU32::new(0),
@@ -58,37 +67,49 @@ impl Domain {
         HealthWord(self.health.load(Ordering::Acquire))
     }
 
+    /// In-flight bytes. `released` is read first: `acquired` only grows and
+    /// never trails `released`, so the difference is never negative.
+    #[inline]
+    fn in_flight(&self) -> u64 {
+        let r = self.released.load(Ordering::Acquire);
+        let a = self.acquired.load(Ordering::Acquire);
+        a.wrapping_sub(r)
+    }
+
     /// Reserves `bytes` if the domain is empty or the window has room:
-    /// the bound is max(window, one slice).
+    /// the bound is max(window, one slice). A stale `released` only
+    /// overestimates in-flight bytes (conservative).
     #[inline]
     fn try_reserve(&self, bytes: u64) -> Result<(), (u64, u64)> {
         let window = self.window.load(Ordering::Relaxed);
+        let r = self.released.load(Ordering::Acquire);
         #[cfg(railyard_broken = "cc_reserve_check_then_add")]
         {
             // BROKEN: the check and the add are separate steps.
-            let cur = self.in_flight.load(Ordering::Acquire);
+            let cur = self.acquired.load(Ordering::Acquire).wrapping_sub(r);
             if cur != 0 && cur.saturating_add(bytes) > window {
                 return Err((window, cur));
             }
-            self.in_flight.fetch_add(bytes, Ordering::AcqRel);
+            self.acquired.fetch_add(bytes, Ordering::AcqRel);
             Ok(())
         }
         #[cfg(not(railyard_broken = "cc_reserve_check_then_add"))]
         {
-            let mut cur = self.in_flight.load(Ordering::Relaxed);
+            let mut a = self.acquired.load(Ordering::Relaxed);
             loop {
-                let next = match cur.checked_add(bytes) {
-                    Some(n) if cur == 0 || n <= window => n,
+                let cur = a.wrapping_sub(r);
+                match cur.checked_add(bytes) {
+                    Some(n) if cur == 0 || n <= window => {}
                     _ => return Err((window, cur)),
-                };
-                match self.in_flight.compare_exchange_weak(
-                    cur,
-                    next,
+                }
+                match self.acquired.compare_exchange_weak(
+                    a,
+                    a.wrapping_add(bytes),
                     Ordering::AcqRel,
                     Ordering::Relaxed,
                 ) {
                     Ok(_) => return Ok(()),
-                    Err(actual) => cur = actual,
+                    Err(actual) => a = actual,
                 }
             }
         }
@@ -99,39 +120,43 @@ impl Domain {
     #[inline]
     fn reserve_unbounded(&self, bytes: u64) -> bool {
         let window = self.window.load(Ordering::Relaxed);
-        let mut cur = self.in_flight.load(Ordering::Relaxed);
+        let r = self.released.load(Ordering::Acquire);
+        let a = self.acquired.fetch_add(bytes, Ordering::AcqRel);
+        let cur = a.wrapping_sub(r);
+        cur != 0 && cur.saturating_add(bytes) > window
+    }
+
+    /// Returns `bytes`; refuses (and reports) an underflow instead of
+    /// wrapping: `released` never passes `acquired`.
+    #[inline]
+    fn unreserve(&self, bytes: u64) -> Result<(), ()> {
+        // Acquire on `released`: a release or rollback we observe was
+        // preceded by its `acquired` increment, which we must then also see
+        // (loom found the Relaxed version refusing a legitimate release).
+        let mut r = self.released.load(Ordering::Acquire);
         loop {
-            let next = cur.saturating_add(bytes);
-            match self.in_flight.compare_exchange_weak(
-                cur,
-                next,
+            let a = self.acquired.load(Ordering::Acquire);
+            if bytes > a.wrapping_sub(r) {
+                return Err(());
+            }
+            match self.released.compare_exchange_weak(
+                r,
+                r.wrapping_add(bytes),
                 Ordering::AcqRel,
-                Ordering::Relaxed,
+                Ordering::Acquire,
             ) {
-                Ok(_) => return cur != 0 && next > window,
-                Err(actual) => cur = actual,
+                Ok(_) => return Ok(()),
+                Err(actual) => r = actual,
             }
         }
     }
 
-    /// Returns `bytes`; refuses (and reports) an underflow instead of wrapping.
+    /// Rolls back an admission reservation (not counted as drained).
     #[inline]
-    fn unreserve(&self, bytes: u64) -> Result<(), ()> {
-        let mut cur = self.in_flight.load(Ordering::Relaxed);
-        loop {
-            let Some(next) = cur.checked_sub(bytes) else {
-                return Err(());
-            };
-            match self.in_flight.compare_exchange_weak(
-                cur,
-                next,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return Ok(()),
-                Err(actual) => cur = actual,
-            }
-        }
+    fn roll_back(&self, bytes: u64) -> Result<(), ()> {
+        self.unreserve(bytes)?;
+        self.rolled_back.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -245,7 +270,6 @@ impl Controller {
                 .map(|_| PolicyState::default())
                 .collect(),
             devices: (0..devices).map(|_| PolicyState::default()).collect(),
-            device_drained: (0..devices).map(|_| 0).collect(),
             last_epoch: None,
         };
         let c = Self {
@@ -302,7 +326,7 @@ impl Controller {
     ///
     /// In [`Mode::Off`] every slice is admitted without any accounting; in
     /// [`Mode::Observe`] every slice is admitted and accounted.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(
         &self,
         device: u16,
@@ -313,6 +337,16 @@ impl Controller {
         if self.mode == Mode::Off {
             return Ok(Admission::Admit(Permit::new(device, route, 0, bytes)));
         }
+        self.acquire_accounted(device, route, bytes)
+    }
+
+    #[inline]
+    fn acquire_accounted(
+        &self,
+        device: u16,
+        route: u32,
+        bytes: u32,
+    ) -> Result<Admission, AcquireError> {
         if bytes == 0 {
             return Err(AcquireError::ZeroBytes);
         }
@@ -347,7 +381,7 @@ impl Controller {
             }
             if let Err((window, in_flight)) = r.try_reserve(b) {
                 #[cfg(not(railyard_broken = "cc_no_rollback"))]
-                if d.unreserve(b).is_err() {
+                if d.roll_back(b).is_err() {
                     bump(&self.counters.underflow_refusals);
                 }
                 return Ok(Admission::Defer(Deferral::byte_window(
@@ -391,15 +425,18 @@ impl Controller {
     /// Releases a permit exactly once (it is consumed) and applies `effect`.
     /// Accounting is always settled; `effect` is applied only if the permit's
     /// route generation is still current ([`Settlement::Stale`] otherwise).
-    #[inline]
+    #[inline(always)]
     pub fn release(&self, permit: Permit, effect: Effect) -> Result<Settlement, ReleaseError> {
         let (device, route, generation, bytes) = permit.into_parts();
+        if self.mode == Mode::Off {
+            return Ok(Settlement::Current);
+        }
         self.settle(device, route, generation, bytes, effect)
     }
 
     /// Releases the permit recorded in `record` (completion path), clearing
     /// `HOLDS_PERMIT` so a second release of the same record is refused.
-    #[inline]
+    #[inline(always)]
     pub fn release_record(
         &self,
         record: &mut TokenRecord,
@@ -409,6 +446,9 @@ impl Controller {
             return Err(ReleaseError::NotHeld);
         }
         record.holds &= !TokenRecord::HOLDS_PERMIT;
+        if self.mode == Mode::Off {
+            return Ok(Settlement::Current);
+        }
         self.settle(
             record.device,
             record.route,
@@ -418,6 +458,7 @@ impl Controller {
         )
     }
 
+    #[inline]
     fn settle(
         &self,
         device: u16,
@@ -438,28 +479,25 @@ impl Controller {
             .get(route as usize)
             .ok_or(ReleaseError::NoSuchRoute(route))?;
         let b = u64::from(bytes);
-        let rr = r.unreserve(b);
-        let dr = d.unreserve(b);
-        if rr.is_err() || dr.is_err() {
+        if r.unreserve(b).is_err() {
             bump(&self.counters.underflow_refusals);
-            let domain = if rr.is_err() {
-                DomainKind::Route
-            } else {
-                DomainKind::Device
-            };
-            return Err(ReleaseError::Underflow { domain });
+            return Err(ReleaseError::Underflow {
+                domain: DomainKind::Route,
+            });
         }
-        Ok(self.apply(d, r, generation, b, effect))
+        if d.unreserve(b).is_err() {
+            // Restore the route so both domains stay consistent.
+            r.acquired.fetch_add(b, Ordering::AcqRel);
+            bump(&self.counters.underflow_refusals);
+            return Err(ReleaseError::Underflow {
+                domain: DomainKind::Device,
+            });
+        }
+        Ok(self.apply(d, r, generation, effect))
     }
 
-    fn apply(
-        &self,
-        d: &Domain,
-        r: &Domain,
-        generation: u32,
-        bytes: u64,
-        effect: Effect,
-    ) -> Settlement {
+    #[inline]
+    fn apply(&self, d: &Domain, r: &Domain, generation: u32, effect: Effect) -> Settlement {
         let w = r.word();
         if w.generation() != generation {
             bump(&self.counters.stale_feedback);
@@ -468,9 +506,6 @@ impl Controller {
         match effect {
             Effect::None => {}
             Effect::Success => {
-                if bytes != 0 {
-                    r.completed.fetch_add(bytes, Ordering::Relaxed);
-                }
                 if matches!(w.health(), Health::Suspect | Health::Probing) {
                     self.recover(r, Some(generation));
                 }
@@ -567,7 +602,7 @@ impl Controller {
             .devices
             .get(dev as usize)
             .ok_or(ReleaseError::NoSuchDevice(dev as u16))?;
-        Ok(self.apply(d, r, generation, 0, effect))
+        Ok(self.apply(d, r, generation, effect))
     }
 
     /// Device-scope fatal evidence (`IBV_EVENT_DEVICE_FATAL`, RDMA CM device
@@ -638,7 +673,7 @@ impl Controller {
             generation: w.generation(),
             errors: w.errors(),
             window: d.window.load(Ordering::Relaxed),
-            in_flight: d.in_flight.load(Ordering::Relaxed),
+            in_flight: d.in_flight(),
             cooldown_until: if w.health() == Health::Quarantined && until != 0 {
                 Observed::Value(until)
             } else {
@@ -678,6 +713,24 @@ struct PolicyState {
     aimd: Aimd,
     /// Quarantine entry seen (sequence) and its cooldown deadline.
     quarantine: Option<(u8, Nanos)>,
+    /// `released` / `rolled_back` totals at the previous epoch.
+    last_released: u64,
+    last_rolled_back: u64,
+}
+
+impl PolicyState {
+    /// Bytes that left the domain since the last epoch (completions of any
+    /// outcome and unposted releases), excluding admission rollbacks.
+    fn drained(&mut self, dom: &Domain) -> u64 {
+        let rel = dom.released.load(Ordering::Relaxed);
+        let rb = dom.rolled_back.load(Ordering::Relaxed);
+        let d = rel
+            .wrapping_sub(self.last_released)
+            .saturating_sub(rb.wrapping_sub(self.last_rolled_back));
+        self.last_released = rel;
+        self.last_rolled_back = rb;
+        d
+    }
 }
 
 /// The policy side of the controller: runs from the monitor thread, never
@@ -687,7 +740,6 @@ struct PolicyState {
 pub struct Monitor {
     routes: Box<[PolicyState]>,
     devices: Box<[PolicyState]>,
-    device_drained: Box<[u64]>,
     last_epoch: Option<Nanos>,
 }
 
@@ -710,13 +762,8 @@ impl Monitor {
             return report;
         }
         let stalled = poller == PollerStatus::Stalled;
-        self.device_drained.iter_mut().for_each(|d| *d = 0);
         for (st, r) in self.routes.iter_mut().zip(ctl.routes.iter()) {
-            let drained = r.completed.swap(0, Ordering::Relaxed);
-            let dev = r.device.load(Ordering::Relaxed) as usize;
-            if let Some(acc) = self.device_drained.get_mut(dev) {
-                *acc = acc.saturating_add(drained);
-            }
+            let drained = st.drained(r);
             let timeouts = r.timeouts.swap(0, Ordering::Relaxed);
             if timeouts > 0 {
                 if stalled {
@@ -746,7 +793,7 @@ impl Monitor {
             );
         }
         for (i, (st, d)) in self.devices.iter_mut().zip(ctl.devices.iter()).enumerate() {
-            let drained = self.device_drained.get(i).copied().unwrap_or(0);
+            let drained = st.drained(d);
             Self::policy(
                 ctl,
                 st,
@@ -812,7 +859,7 @@ impl Monitor {
             // No verdict from an epoch in which the poller did not run.
             return;
         }
-        let in_flight = dom.in_flight.load(Ordering::Relaxed);
+        let in_flight = dom.in_flight();
         let window = dom.window.load(Ordering::Relaxed);
         let sample = Sample {
             pressured: epoch_pressured(in_flight, drained, epoch_ns, p.target_drain_ns),
