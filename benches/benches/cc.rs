@@ -3,6 +3,8 @@
 //!
 //! All arms run in the same process and run:
 //!
+//! * `floor_4_rmw` — four bare locked RMWs on two cache lines: the hardware
+//!   floor of any scheme that reserves in two shared domains;
 //! * `compiled_out` — [`Bypass`], the exact type `cc::Controller` is when
 //!   `adaptive-cc` is compiled out (baseline);
 //! * `off` — the compiled-in controller in `Mode::Off`;
@@ -21,7 +23,30 @@
 //!
 //! ## Last measured (2-core shared VM, `--warm-up-time 1 --measurement-time 3`)
 //!
-//! RESULTS_TABLE
+//! Load average was 5–7 on 2 cores (other agents compiling), so absolute
+//! numbers move by ±30 % between runs; ratios within one run are what count.
+//!
+//! | arm | median | vs compiled_out | vs floor_4_rmw |
+//! |---|---|---|---|
+//! | `floor_4_rmw` (4 bare `fetch_add`/`fetch_sub`) | 35.3 ns | — | 1.00× |
+//! | `compiled_out` | 1.00 ns | 1.00× | — |
+//! | `off` | 1.60 ns | +0.60 ns | — |
+//! | `observe` | 37.9 ns | — | 1.07× |
+//! | `enforce` (two domains) | 42.1 ns | — | 1.19× |
+//! | `enforce_record` (record → `release_record`) | 35.4 ns | — | 1.00× |
+//!
+//! `--no-default-features` run (controller compiled out): `compiled_out`
+//! 1.38 ns, `controller_compiled_out` 1.60 ns (same code; noise), floor 38.9 ns.
+//!
+//! Goals: **off ≤ 1 ns over compiled out — met** (+0.60 ns; the off path is
+//! one load and compare of the mode on acquire and on release).
+//! **enforce ≤ 39 ns — not met on this machine** (42.1 ns; 35–71 ns across
+//! runs): a two-domain reservation needs one locked RMW per domain on admit
+//! and on release, and those four RMWs alone (`floor_4_rmw`) cost ~35 ns on
+//! this VM (≈ 9 ns each, versus 4–6 ns on bare-metal x86), so the controller
+//! adds ~0–7 ns over the hardware floor. Meeting 39 ns here would need fewer
+//! shared RMWs per slice (e.g. per-worker leases of window bytes), which
+//! changes the admission bound and is not done.
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
