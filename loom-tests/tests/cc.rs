@@ -8,6 +8,9 @@
 //! * `concurrent_feedback_takes_only_diagram_arrows` — a success and a hard
 //!   error racing on a SUSPECT route move it only along arrows of the
 //!   diagram; broken twin `cc_health_blind_store`.
+//! * `old_generation_feedback_cannot_fail_the_new_probe` — a late hard error
+//!   of the quarantined generation racing QUARANTINED → PROBING (new
+//!   generation) only settles; broken twin `cc_unfenced_feedback`.
 #![cfg(railyard_loom)]
 
 use loom::sync::Arc;
@@ -147,4 +150,42 @@ fn concurrent_feedback_takes_only_diagram_arrows() {
 #[should_panic]
 fn broken_cc_health_blind_store() {
     feedback_model();
+}
+
+fn fencing_model() {
+    loom::model(|| {
+        let (c, mut m) = controller(&[0]);
+        let g = c.route_generation(0).unwrap();
+        c.route_feedback(0, g, Effect::Quarantine).unwrap();
+        m.on_epoch(&c, 0, PollerStatus::Progressing); // starts the cooldown
+        let c = Arc::new(c);
+        let c2 = c.clone();
+        // A late hard error of the quarantined generation races the monitor
+        // moving the route to PROBING on a new generation.
+        let t = thread::spawn(move || {
+            c2.route_feedback(0, g, Effect::HardError).unwrap();
+        });
+        m.on_epoch(&c, u64::MAX / 2, PollerStatus::Progressing);
+        t.join().unwrap();
+        let s = c.route_snapshot(0).unwrap();
+        assert_eq!(s.generation, g + 1);
+        assert_eq!(
+            s.health,
+            Health::Probing,
+            "old-generation feedback changed the new generation's state"
+        );
+        assert_eq!(c.stats().illegal_transitions, 0);
+    });
+}
+
+#[test]
+fn old_generation_feedback_cannot_fail_the_new_probe() {
+    fencing_model();
+}
+
+#[test]
+#[cfg(railyard_broken = "cc_unfenced_feedback")]
+#[should_panic]
+fn broken_cc_unfenced_feedback() {
+    fencing_model();
 }

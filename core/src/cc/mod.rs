@@ -155,6 +155,25 @@ impl Permit {
     /// Moves the permit into `record` (device, route, route_generation,
     /// bytes, `holds |= HOLDS_PERMIT`). If the record already holds a
     /// permit, nothing changes and the permit is handed back.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode, ReleaseError};
+    /// use railyard_core::classify::classify_wc;
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(permit) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// // A chain of two WRs: the second was rejected at bad_wr.
+    /// let (posted, unposted) = permit.split(1024).unwrap();
+    /// cc.release(unposted, classify_wc(0, 0).effect).unwrap(); // only the unposted part
+    /// let mut record = TokenRecord::default();
+    /// posted.record_into(&mut record).unwrap();
+    /// // ... the completion path only has the record:
+    /// let wc = classify_wc(0 /* IBV_WC_SUCCESS */, 0);
+    /// cc.release_record(&mut record, wc.effect).unwrap();
+    /// assert_eq!(cc.release_record(&mut record, wc.effect), Err(ReleaseError::NotHeld));
+    /// ```
     pub fn record_into(self, record: &mut TokenRecord) -> Result<(), Permit> {
         if record.holds & TokenRecord::HOLDS_PERMIT != 0 {
             return Err(self);
