@@ -323,6 +323,30 @@ fn enforce_avoids_a_quarantined_route_without_counting_again() {
 }
 
 #[test]
+fn topology_is_validated_at_construction() {
+    assert_eq!(
+        Controller::new(&cfg(Mode::Enforce), 2, &[0, 2]).err(),
+        Some(railyard_core::cc::ConfigError::RouteDeviceOutOfRange {
+            route: 1,
+            device: 2,
+            devices: 2
+        })
+    );
+    let (c, _m, err) = Controller::new_or_off(&cfg(Mode::Enforce), 2, &[0, 2]);
+    assert!(err.is_some());
+    assert_eq!(c.mode(), Mode::Off);
+}
+
+#[test]
+fn controller_is_shareable_across_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Controller>();
+    fn assert_send<T: Send>() {}
+    assert_send::<Monitor>();
+    assert_send::<Permit>();
+}
+
+#[test]
 fn invalid_config_stays_off() {
     let mut bad = cfg(Mode::Enforce);
     bad.min_window_bytes = 0;

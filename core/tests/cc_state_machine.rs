@@ -226,7 +226,44 @@ fn suspect_to_quarantined_at_threshold_and_avoided() {
 }
 
 #[test]
-fn quarantined_drive_to_probing_after_cooldown_on_new_generation() {
+fn quarantine_evidence_carries_window_in_flight_and_cooldown() {
+    use railyard_core::evidence::{Observed, PathId, Reason, TaskState};
+    let mut t = Rig::new();
+    t.quarantine(0);
+    t.epoch(GO);
+    let snap = t.c.route_snapshot(0).unwrap();
+    let o = snap.observation(
+        Reason::PathQuarantined,
+        PathId {
+            device: 0,
+            route: 0,
+        },
+        t.now + 4 * MS,
+    );
+    assert_eq!(o.task_state(), TaskState::LongUnavailable);
+    assert_eq!(o.cooldown_remaining_ns, Observed::Value(6 * MS));
+    assert_eq!(o.window, Observed::Value(4_000));
+    assert_eq!(o.in_flight, Observed::Value(0));
+    assert_eq!(o.generation, Observed::Value(t.gen(0)));
+    assert_eq!(
+        o.scope,
+        Observed::Unobserved,
+        "the caller fills the scope it has evidence for"
+    );
+    // A healthy route has no cooldown to report.
+    let h = t.c.route_snapshot(1).unwrap().observation(
+        Reason::ByteWindow,
+        PathId {
+            device: 0,
+            route: 1,
+        },
+        t.now,
+    );
+    assert_eq!(h.cooldown_remaining_ns, Observed::Unobserved);
+}
+
+#[test]
+fn quarantined_to_probing_after_cooldown_on_new_generation() {
     let mut t = Rig::new();
     let g0 = t.gen(0);
     t.quarantine(0);

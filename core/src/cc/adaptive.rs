@@ -229,6 +229,7 @@ impl Controller {
         route_devices: &[u16],
     ) -> Result<(Self, Monitor), ConfigError> {
         let params = cfg.validate()?;
+        super::config::check_topology(devices, route_devices)?;
         Ok(Self::build(params, devices, route_devices))
     }
 
@@ -240,7 +241,10 @@ impl Controller {
         devices: u16,
         route_devices: &[u16],
     ) -> (Self, Monitor, Option<ConfigError>) {
-        match cfg.validate() {
+        match cfg
+            .validate()
+            .and_then(|p| super::config::check_topology(devices, route_devices).map(|()| p))
+        {
             Ok(p) => {
                 let (c, m) = Self::build(p, devices, route_devices);
                 (c, m, None)

@@ -34,6 +34,7 @@ impl Bypass {
         route_devices: &[u16],
     ) -> Result<(Self, BypassMonitor), ConfigError> {
         cfg.validate()?;
+        super::config::check_topology(devices, route_devices)?;
         Ok((
             Self {
                 devices,
@@ -55,7 +56,9 @@ impl Bypass {
                 routes: route_devices.len(),
             },
             BypassMonitor,
-            cfg.validate().err(),
+            cfg.validate()
+                .and_then(|_| super::config::check_topology(devices, route_devices))
+                .err(),
         )
     }
 

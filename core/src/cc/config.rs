@@ -134,6 +134,15 @@ pub enum ConfigError {
     /// A value is larger than the controller supports (the error counter is
     /// 16 bits, epoch counters 32 bits).
     TooLarge(Param),
+    /// A route is bound to a device index that does not exist.
+    RouteDeviceOutOfRange {
+        /// The route.
+        route: u32,
+        /// Its device.
+        device: u16,
+        /// Number of devices.
+        devices: u16,
+    },
 }
 
 impl fmt::Display for ConfigError {
@@ -157,6 +166,14 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::DecreaseOutOfRange(v) => write!(f, "decrease percent {v} outside 1..=99"),
             ConfigError::TooLarge(p) => write!(f, "{} is too large", p.env_name()),
+            ConfigError::RouteDeviceOutOfRange {
+                route,
+                device,
+                devices,
+            } => write!(
+                f,
+                "route {route} is bound to device {device}, but there are {devices} devices"
+            ),
         }
     }
 }
@@ -241,6 +258,18 @@ pub struct Params {
     pub additive_increase: u64,
     /// Percent kept on decrease.
     pub decrease_percent: u64,
+}
+
+/// Checks that every route is bound to an existing device.
+pub(crate) fn check_topology(devices: u16, route_devices: &[u16]) -> Result<(), ConfigError> {
+    match route_devices.iter().position(|&d| d >= devices) {
+        Some(i) => Err(ConfigError::RouteDeviceOutOfRange {
+            route: i as u32,
+            device: route_devices[i],
+            devices,
+        }),
+        None => Ok(()),
+    }
 }
 
 impl CcConfig {
