@@ -263,7 +263,11 @@ pub enum Effect {
     HardError,
     /// One software route timeout: counted at the next epoch unless the poller stalled.
     Timeout,
-    /// Immediately fatal evidence for the scope: quarantine it.
+    /// Immediately fatal evidence for the scope: quarantine it. The caller
+    /// applies it at the classification's scope and no wider: CQ → the
+    /// routes whose QPs use that CQ (`cc::Controller::route_feedback`),
+    /// port → the routes on that port, device →
+    /// `cc::Controller::quarantine_device`.
     Quarantine,
 }
 
