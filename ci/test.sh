@@ -33,6 +33,12 @@ cargo build -p railyard-core --no-default-features --features alloc
 
 step "tests"
 cargo test --workspace
+# Feature-gated parts of core: std (env configs), the RFC 4534 peer ledger,
+# and the controller compiled out.
+cargo test -p railyard-core --features std,peer-feedback
+cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
+cargo test -p railyard-core --no-default-features --features alloc
+RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,peer-feedback
 
 step "benches compile"
 cargo bench -p railyard-benches --no-run

@@ -39,7 +39,10 @@ fn take(seq: &[AtomicU32], rec: &[AtomicU64], wr: u64) -> (u32, u64) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let which = args.next().unwrap_or_else(|| "railyard".into());
-    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     let seq: Vec<AtomicU32> = (0..CAP).map(|_| AtomicU32::new(0)).collect();
     let rec: Vec<AtomicU64> = (0..CAP).map(|_| AtomicU64::new(0)).collect();
     let mut acc = 0u64;

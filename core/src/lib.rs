@@ -11,7 +11,7 @@
 //! | module | RFC | concept |
 //! |---|---|---|
 //! | [`token`] | 3136 | wr_id names one posted *attempt* from a fixed pool |
-//! | [`slice`] | 3136 | slice attempt identity; exactly one terminal state |
+//! | [`slice`](mod@slice) | 3136 | slice attempt identity; exactly one terminal state |
 //! | [`endpoint`] | 3136 | endpoint generations and the one retire API |
 //! | `completion` | 3136 | the ownership protocol composed (needs `alloc`) |
 //! | [`cc`] | 4162 | byte-window AIMD admission and path health |

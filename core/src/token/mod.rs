@@ -113,6 +113,8 @@ impl TokenRecord {
     pub const HOLDS_CREDIT: u8 = 1 << 2;
     /// The attempt is counted in its endpoint's outstanding posts.
     pub const HOLDS_OUTSTANDING: u8 = 1 << 3;
+    /// The rail charge includes the peer entry for `peer` (RFC 4534 ledger).
+    pub const HOLDS_RAIL_PEER_CHARGE: u8 = 1 << 4;
 }
 
 /// Why a token operation was refused. Every refusal is a value, never a

@@ -1,0 +1,888 @@
+//! The compiled-in controller: fixed arrays of atomic domains, allocated once.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use super::aimd::{epoch_pressured, Aimd, Sample};
+use super::config::{CcConfig, ConfigError, Mode, Params};
+use super::health::{arrow_exists, needs_escalation, step, Event, Health, HealthWord};
+use super::{
+    AcquireError, Admission, Avoidance, CcStats, Deferral, DomainKind, DomainSnapshot, EpochReport,
+    Permit, PollerStatus, ReleaseError, Settlement,
+};
+use crate::classify::Effect;
+use crate::evidence::Observed;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::time::{elapsed, Nanos};
+use crate::token::TokenRecord;
+
+/// One admission domain (a device or a route). Cache-line aligned so two
+/// routes never share a line; every field fits in that one line.
+///
+/// In-flight bytes are `acquired - released`, two monotonic (wrapping)
+/// totals: admission CASes `acquired` against the window, release CASes
+/// `released` and refuses to pass `acquired` (never negative). The
+/// `released` total doubles as the drain counter the monitor samples, so a
+/// slice costs two CASes per domain and nothing else.
+#[derive(Debug)]
+#[repr(align(64))]
+struct Domain {
+    /// Total bytes ever reserved.
+    acquired: AtomicU64,
+    /// Total bytes ever released (never passes `acquired`).
+    released: AtomicU64,
+    /// Bytes of `released` that were admission rollbacks (never drained).
+    rolled_back: AtomicU64,
+    /// Current AIMD window; written by the monitor (and by probe recovery).
+    window: AtomicU64,
+    /// Packed [`HealthWord`].
+    health: AtomicU64,
+    /// Cooldown deadline while quarantined (0 = none), for snapshots.
+    cooldown_until: AtomicU64,
+    /// Software timeouts since the last epoch (current generation at report time).
+    timeouts: AtomicU32,
+    /// Receiver-pressure reports since the last epoch.
+    rnr: AtomicU32,
+    /// Routes: the device the route is bound to. Devices: unused.
+    device: AtomicU32,
+}
+
+impl Domain {
+    fn new(window: u64, device: u32) -> Self {
+        Self {
+            acquired: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            rolled_back: AtomicU64::new(0),
+            window: AtomicU64::new(window),
+            health: AtomicU64::new(HealthWord::new(0).0),
+            cooldown_until: AtomicU64::new(0),
+            timeouts: AtomicU32::new(0),
+            rnr: AtomicU32::new(0),
+            device: AtomicU32::new(device),
+        }
+    }
+
+    #[inline]
+    fn word(&self) -> HealthWord {
+        HealthWord(self.health.load(Ordering::Acquire))
+    }
+
+    /// In-flight bytes. `released` is read first: `acquired` only grows and
+    /// never trails `released`, so the difference is never negative.
+    #[inline]
+    fn in_flight(&self) -> u64 {
+        let r = self.released.load(Ordering::Acquire);
+        let a = self.acquired.load(Ordering::Acquire);
+        a.wrapping_sub(r)
+    }
+
+    /// Reserves `bytes` if the domain is empty or the window has room:
+    /// the bound is max(window, one slice). A stale `released` only
+    /// overestimates in-flight bytes (conservative).
+    #[inline]
+    fn try_reserve(&self, bytes: u64) -> Result<(), (u64, u64)> {
+        let window = self.window.load(Ordering::Relaxed);
+        let r = self.released.load(Ordering::Acquire);
+        #[cfg(railyard_broken = "cc_reserve_check_then_add")]
+        {
+            // BROKEN: the check and the add are separate steps.
+            let cur = self.acquired.load(Ordering::Acquire).wrapping_sub(r);
+            if cur != 0 && cur.saturating_add(bytes) > window {
+                return Err((window, cur));
+            }
+            self.acquired.fetch_add(bytes, Ordering::AcqRel);
+            Ok(())
+        }
+        #[cfg(not(railyard_broken = "cc_reserve_check_then_add"))]
+        {
+            let mut a = self.acquired.load(Ordering::Relaxed);
+            loop {
+                let cur = a.wrapping_sub(r);
+                match cur.checked_add(bytes) {
+                    Some(n) if cur == 0 || n <= window => {}
+                    _ => return Err((window, cur)),
+                }
+                match self.acquired.compare_exchange_weak(
+                    a,
+                    a.wrapping_add(bytes),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(()),
+                    Err(actual) => a = actual,
+                }
+            }
+        }
+    }
+
+    /// Observe mode: account without bounding; returns whether enforce
+    /// would have deferred.
+    #[inline]
+    fn reserve_unbounded(&self, bytes: u64) -> bool {
+        let window = self.window.load(Ordering::Relaxed);
+        let r = self.released.load(Ordering::Acquire);
+        let a = self.acquired.fetch_add(bytes, Ordering::AcqRel);
+        let cur = a.wrapping_sub(r);
+        cur != 0 && cur.saturating_add(bytes) > window
+    }
+
+    /// Returns `bytes`; refuses (and reports) an underflow instead of
+    /// wrapping: `released` never passes `acquired`.
+    #[inline]
+    fn unreserve(&self, bytes: u64) -> Result<(), ()> {
+        // Acquire on `released`: a release or rollback we observe was
+        // preceded by its `acquired` increment, which we must then also see
+        // (loom found the Relaxed version refusing a legitimate release).
+        let mut r = self.released.load(Ordering::Acquire);
+        loop {
+            let a = self.acquired.load(Ordering::Acquire);
+            if bytes > a.wrapping_sub(r) {
+                return Err(());
+            }
+            match self.released.compare_exchange_weak(
+                r,
+                r.wrapping_add(bytes),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(actual) => r = actual,
+            }
+        }
+    }
+
+    /// Rolls back an admission reservation (not counted as drained).
+    #[inline]
+    fn roll_back(&self, bytes: u64) -> Result<(), ()> {
+        self.unreserve(bytes)?;
+        self.rolled_back.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Counters {
+    underflow_refusals: AtomicU64,
+    stale_feedback: AtomicU64,
+    would_defer: AtomicU64,
+    would_avoid: AtomicU64,
+    suppressed_timeouts: AtomicU64,
+    illegal_transitions: AtomicU64,
+}
+
+impl Counters {
+    fn new() -> Self {
+        Self {
+            underflow_refusals: AtomicU64::new(0),
+            stale_feedback: AtomicU64::new(0),
+            would_defer: AtomicU64::new(0),
+            would_avoid: AtomicU64::new(0),
+            suppressed_timeouts: AtomicU64::new(0),
+            illegal_transitions: AtomicU64::new(0),
+        }
+    }
+}
+
+#[inline]
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The shared congestion controller: one device domain per worker context,
+/// one route domain per (local context, remote NIC path). Shared by every
+/// posting and polling thread (`&self` everywhere); the policy side runs in
+/// the [`Monitor`].
+///
+/// ```
+/// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+/// use railyard_core::classify::Effect;
+///
+/// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+/// // One device, two routes on it.
+/// let (cc, _monitor) = Controller::new(&cfg, 1, &[0, 0]).unwrap();
+/// match cc.try_acquire(0, 1, 64 * 1024, 0).unwrap() {
+///     Admission::Admit(permit) => {
+///         // ... post; on completion:
+///         cc.release(permit, Effect::Success).unwrap();
+///     }
+///     Admission::Defer(_) => { /* leave the slice queued */ }
+///     Admission::Avoid(_) => { /* use another rail */ }
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Controller {
+    mode: Mode,
+    params: Params,
+    devices: Box<[Domain]>,
+    routes: Box<[Domain]>,
+    counters: Counters,
+}
+
+impl Controller {
+    /// Builds a controller with `devices` device domains and one route domain
+    /// per entry of `route_devices` (the device each route is bound to), and
+    /// its [`Monitor`]. An invalid configuration is an error; see
+    /// [`Controller::new_or_off`] for the "stay off" fallback.
+    pub fn new(
+        cfg: &CcConfig,
+        devices: u16,
+        route_devices: &[u16],
+    ) -> Result<(Self, Monitor), ConfigError> {
+        let params = cfg.validate()?;
+        super::config::check_topology(devices, route_devices)?;
+        Ok(Self::build(params, devices, route_devices))
+    }
+
+    /// Like [`Controller::new`], but an invalid configuration yields a
+    /// controller in [`Mode::Off`] together with the error (RFC: the
+    /// controller stays off rather than running partially defaulted).
+    pub fn new_or_off(
+        cfg: &CcConfig,
+        devices: u16,
+        route_devices: &[u16],
+    ) -> (Self, Monitor, Option<ConfigError>) {
+        match cfg
+            .validate()
+            .and_then(|p| super::config::check_topology(devices, route_devices).map(|()| p))
+        {
+            Ok(p) => {
+                let (c, m) = Self::build(p, devices, route_devices);
+                (c, m, None)
+            }
+            Err(e) => {
+                let p = CcConfig {
+                    mode: Mode::Off,
+                    ..CcConfig::default()
+                }
+                .validate()
+                .unwrap_or_else(|_| unreachable!("default config is valid"));
+                let (c, m) = Self::build(p, devices, route_devices);
+                (c, m, Some(e))
+            }
+        }
+    }
+
+    fn build(params: Params, devices: u16, route_devices: &[u16]) -> (Self, Monitor) {
+        let w = params.initial_window;
+        let devs: Vec<Domain> = (0..devices).map(|_| Domain::new(w, u32::MAX)).collect();
+        let routes: Vec<Domain> = route_devices
+            .iter()
+            .map(|&d| Domain::new(w, d.into()))
+            .collect();
+        let monitor = Monitor {
+            routes: (0..route_devices.len())
+                .map(|_| PolicyState::default())
+                .collect(),
+            devices: (0..devices).map(|_| PolicyState::default()).collect(),
+            last_epoch: None,
+        };
+        let c = Self {
+            mode: params.mode,
+            params,
+            devices: devs.into_boxed_slice(),
+            routes: routes.into_boxed_slice(),
+            counters: Counters::new(),
+        };
+        (c, monitor)
+    }
+
+    /// The runtime mode (fixed at construction).
+    #[inline]
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Whether the controller is compiled in (always `true` here).
+    pub const fn compiled_in() -> bool {
+        true
+    }
+
+    /// Number of device domains.
+    pub fn devices(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Number of route domains.
+    pub fn routes(&self) -> usize {
+        self.routes.len()
+    }
+
+    #[inline]
+    fn domains(&self, device: u16, route: u32) -> Result<(&Domain, &Domain), AcquireError> {
+        let d = self
+            .devices
+            .get(usize::from(device))
+            .ok_or(AcquireError::NoSuchDevice(device))?;
+        let r = self
+            .routes
+            .get(route as usize)
+            .ok_or(AcquireError::NoSuchRoute(route))?;
+        Ok((d, r))
+    }
+
+    /// Byte-window admission of one whole slice on `device` × `route`,
+    /// immediately before posting. Reserves `bytes` in both domains or in
+    /// neither.
+    ///
+    /// * [`Admission::Admit`]: post, then record or release the permit exactly once.
+    /// * [`Admission::Defer`] (`BYTE_WINDOW`): do not post; the slice stays with its queue owner.
+    /// * [`Admission::Avoid`] (`PATH_QUARANTINED`): use another rail; not a new failure.
+    ///
+    /// In [`Mode::Off`] every slice is admitted without any accounting; in
+    /// [`Mode::Observe`] every slice is admitted and accounted.
+    #[inline(always)]
+    pub fn try_acquire(
+        &self,
+        device: u16,
+        route: u32,
+        bytes: u32,
+        _now: Nanos,
+    ) -> Result<Admission, AcquireError> {
+        if self.mode == Mode::Off {
+            return Ok(Admission::Admit(Permit::new(device, route, 0, bytes)));
+        }
+        self.acquire_accounted(device, route, bytes)
+    }
+
+    #[inline]
+    fn acquire_accounted(
+        &self,
+        device: u16,
+        route: u32,
+        bytes: u32,
+    ) -> Result<Admission, AcquireError> {
+        if bytes == 0 {
+            return Err(AcquireError::ZeroBytes);
+        }
+        let (d, r) = self.domains(device, route)?;
+        let bound = r.device.load(Ordering::Relaxed);
+        if bound != u32::from(device) {
+            return Err(AcquireError::WrongDevice {
+                route,
+                bound,
+                given: device,
+            });
+        }
+        let rw = r.word();
+        let quarantined = if rw.health() == Health::Quarantined {
+            Some(DomainKind::Route)
+        } else if d.word().health() == Health::Quarantined {
+            Some(DomainKind::Device)
+        } else {
+            None
+        };
+        let b = u64::from(bytes);
+        if self.mode == Mode::Enforce {
+            if let Some(domain) = quarantined {
+                return Ok(Admission::Avoid(Avoidance::quarantined(domain)));
+            }
+            if let Err((window, in_flight)) = d.try_reserve(b) {
+                return Ok(Admission::Defer(Deferral::byte_window(
+                    DomainKind::Device,
+                    window,
+                    in_flight,
+                )));
+            }
+            if let Err((window, in_flight)) = r.try_reserve(b) {
+                #[cfg(not(railyard_broken = "cc_no_rollback"))]
+                if d.roll_back(b).is_err() {
+                    bump(&self.counters.underflow_refusals);
+                }
+                return Ok(Admission::Defer(Deferral::byte_window(
+                    DomainKind::Route,
+                    window,
+                    in_flight,
+                )));
+            }
+        } else {
+            if quarantined.is_some() {
+                bump(&self.counters.would_avoid);
+            }
+            let over_d = d.reserve_unbounded(b);
+            let over_r = r.reserve_unbounded(b);
+            if over_d || over_r {
+                bump(&self.counters.would_defer);
+            }
+        }
+        Ok(Admission::Admit(Permit::new(
+            device,
+            route,
+            rw.generation(),
+            bytes,
+        )))
+    }
+
+    /// Whether `permit` was admitted on the route's current generation. A
+    /// permit that is no longer current must not be posted: release it with
+    /// [`Effect::None`] (both reservations roll back) and resolve the path again.
+    #[inline]
+    pub fn is_current(&self, permit: &Permit) -> bool {
+        if self.mode == Mode::Off {
+            return true;
+        }
+        match self.routes.get(permit.route() as usize) {
+            Some(r) => r.word().generation() == permit.generation(),
+            None => false,
+        }
+    }
+
+    /// Releases a permit exactly once (it is consumed) and applies `effect`.
+    /// Accounting is always settled; `effect` is applied only if the permit's
+    /// route generation is still current ([`Settlement::Stale`] otherwise).
+    #[inline(always)]
+    pub fn release(&self, permit: Permit, effect: Effect) -> Result<Settlement, ReleaseError> {
+        let (device, route, generation, bytes) = permit.into_parts();
+        if self.mode == Mode::Off {
+            return Ok(Settlement::Current);
+        }
+        self.settle(device, route, generation, bytes, effect)
+    }
+
+    /// Releases the permit recorded in `record` (completion path), clearing
+    /// `HOLDS_PERMIT` so a second release of the same record is refused.
+    #[inline(always)]
+    pub fn release_record(
+        &self,
+        record: &mut TokenRecord,
+        effect: Effect,
+    ) -> Result<Settlement, ReleaseError> {
+        if record.holds & TokenRecord::HOLDS_PERMIT == 0 {
+            return Err(ReleaseError::NotHeld);
+        }
+        record.holds &= !TokenRecord::HOLDS_PERMIT;
+        if self.mode == Mode::Off {
+            return Ok(Settlement::Current);
+        }
+        self.settle(
+            record.device,
+            record.route,
+            record.route_generation,
+            record.bytes,
+            effect,
+        )
+    }
+
+    #[inline]
+    fn settle(
+        &self,
+        device: u16,
+        route: u32,
+        generation: u32,
+        bytes: u32,
+        effect: Effect,
+    ) -> Result<Settlement, ReleaseError> {
+        if self.mode == Mode::Off {
+            return Ok(Settlement::Current);
+        }
+        let d = self
+            .devices
+            .get(usize::from(device))
+            .ok_or(ReleaseError::NoSuchDevice(device))?;
+        let r = self
+            .routes
+            .get(route as usize)
+            .ok_or(ReleaseError::NoSuchRoute(route))?;
+        let b = u64::from(bytes);
+        if r.unreserve(b).is_err() {
+            bump(&self.counters.underflow_refusals);
+            return Err(ReleaseError::Underflow {
+                domain: DomainKind::Route,
+            });
+        }
+        if d.unreserve(b).is_err() {
+            // Restore the route so both domains stay consistent.
+            r.acquired.fetch_add(b, Ordering::AcqRel);
+            bump(&self.counters.underflow_refusals);
+            return Err(ReleaseError::Underflow {
+                domain: DomainKind::Device,
+            });
+        }
+        Ok(self.apply(d, r, generation, effect))
+    }
+
+    #[inline]
+    fn apply(&self, d: &Domain, r: &Domain, generation: u32, effect: Effect) -> Settlement {
+        let w = r.word();
+        if w.generation() != generation {
+            bump(&self.counters.stale_feedback);
+            return Settlement::Stale;
+        }
+        match effect {
+            Effect::None => {}
+            Effect::Success => {
+                if matches!(w.health(), Health::Suspect | Health::Probing) {
+                    self.recover(r, Some(generation));
+                }
+                if d.word().health() == Health::Probing {
+                    self.recover(d, None);
+                }
+            }
+            Effect::ReceiverPressure => {
+                r.rnr.fetch_add(1, Ordering::Relaxed);
+            }
+            Effect::Timeout => {
+                r.timeouts.fetch_add(1, Ordering::Relaxed);
+            }
+            Effect::HardError => self.escalate(r, Some(generation), Event::HardError),
+            Effect::Quarantine => self.escalate(r, Some(generation), Event::Fatal),
+        }
+        Settlement::Current
+    }
+
+    /// SUSPECT/PROBING → HEALTHY/CONGESTED; a recovered probe restarts from the minimum window.
+    fn recover(&self, dom: &Domain, generation: Option<u32>) {
+        if let Some((prev, _)) = self.transition(dom, generation, Event::Success) {
+            if prev.health() == Health::Probing {
+                dom.window.store(self.params.min_window, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Applies a failure event and, if it saturated the threshold, the
+    /// SUSPECT → QUARANTINED arrow.
+    fn escalate(&self, dom: &Domain, generation: Option<u32>, event: Event) {
+        if let Some((_, next)) = self.transition(dom, generation, event) {
+            if needs_escalation(next, self.params.hard_error_threshold) {
+                self.transition(dom, Some(next.generation()), Event::Fatal);
+            }
+        }
+    }
+
+    /// One arrow by CAS, fenced by `generation` if given. Returns the
+    /// replaced and the new word.
+    fn transition(
+        &self,
+        dom: &Domain,
+        generation: Option<u32>,
+        event: Event,
+    ) -> Option<(HealthWord, HealthWord)> {
+        // BROKEN: the generation is checked only before the CAS loop (in
+        // `apply`), not against the word the CAS actually replaces.
+        #[cfg(railyard_broken = "cc_unfenced_feedback")]
+        let generation: Option<u32> = generation.filter(|_| false);
+        let mut cur = dom.word();
+        loop {
+            if let Some(g) = generation {
+                if cur.generation() != g {
+                    bump(&self.counters.stale_feedback);
+                    return None;
+                }
+            }
+            let next = step(cur, event, self.params.hard_error_threshold)?;
+            #[cfg(not(railyard_broken = "cc_health_blind_store"))]
+            let res =
+                dom.health
+                    .compare_exchange(cur.0, next.0, Ordering::AcqRel, Ordering::Acquire);
+            // BROKEN: decide from a stale load, then overwrite whatever is there.
+            #[cfg(railyard_broken = "cc_health_blind_store")]
+            let res: Result<u64, u64> = Ok(dom.health.swap(next.0, Ordering::AcqRel));
+            match res {
+                Ok(prev) => {
+                    let prev = HealthWord(prev);
+                    if !arrow_exists(prev.health(), next.health()) {
+                        bump(&self.counters.illegal_transitions);
+                    }
+                    return Some((prev, next));
+                }
+                Err(actual) => cur = HealthWord(actual),
+            }
+        }
+    }
+
+    /// Feedback not carried by a permit (an async event on a QP of this
+    /// route, a software deadline, RDMA CM route evidence), fenced by the
+    /// route `generation` the evidence belongs to.
+    pub fn route_feedback(
+        &self,
+        route: u32,
+        generation: u32,
+        effect: Effect,
+    ) -> Result<Settlement, ReleaseError> {
+        if self.mode == Mode::Off {
+            return Ok(Settlement::Current);
+        }
+        let r = self
+            .routes
+            .get(route as usize)
+            .ok_or(ReleaseError::NoSuchRoute(route))?;
+        let dev = r.device.load(Ordering::Relaxed);
+        let d = self
+            .devices
+            .get(dev as usize)
+            .ok_or(ReleaseError::NoSuchDevice(dev as u16))?;
+        Ok(self.apply(d, r, generation, effect))
+    }
+
+    /// Device-scope fatal evidence (`IBV_EVENT_DEVICE_FATAL`, RDMA CM device
+    /// removal, or a port error on a single-port device): quarantines the
+    /// device and moves every route bound to it to a new generation, so late
+    /// feedback from before the isolation only settles accounting. Never
+    /// touches other devices or any peer state.
+    pub fn quarantine_device(&self, device: u16) -> Result<(), AcquireError> {
+        let d = self
+            .devices
+            .get(usize::from(device))
+            .ok_or(AcquireError::NoSuchDevice(device))?;
+        if self.mode == Mode::Off {
+            return Ok(());
+        }
+        self.escalate(d, None, Event::Fatal);
+        self.bump_routes_of(device);
+        Ok(())
+    }
+
+    fn bump_routes_of(&self, device: u16) {
+        for r in self.routes.iter() {
+            if r.device.load(Ordering::Relaxed) == u32::from(device) {
+                self.transition(r, None, Event::NewGeneration);
+            }
+        }
+    }
+
+    /// The transport rebuilt the route's endpoint / QP: a new generation.
+    /// The state (and the accumulated error count) is kept; late feedback of
+    /// the old generation will only settle accounting. Returns the new generation.
+    pub fn advance_generation(&self, route: u32) -> Result<u32, AcquireError> {
+        let r = self
+            .routes
+            .get(route as usize)
+            .ok_or(AcquireError::NoSuchRoute(route))?;
+        let (_, next) = self
+            .transition(r, None, Event::NewGeneration)
+            .unwrap_or_else(|| unreachable!("NewGeneration always steps"));
+        Ok(next.generation())
+    }
+
+    /// A local-NIC handoff: binds `route` to `device` on a new generation.
+    pub fn rebind_route(&self, route: u32, device: u16) -> Result<u32, AcquireError> {
+        let r = self
+            .routes
+            .get(route as usize)
+            .ok_or(AcquireError::NoSuchRoute(route))?;
+        if usize::from(device) >= self.devices.len() {
+            return Err(AcquireError::NoSuchDevice(device));
+        }
+        r.device.store(u32::from(device), Ordering::Relaxed);
+        self.advance_generation(route)
+    }
+
+    /// The route's current generation.
+    pub fn route_generation(&self, route: u32) -> Option<u32> {
+        self.routes
+            .get(route as usize)
+            .map(|r| r.word().generation())
+    }
+
+    fn snapshot(d: &Domain) -> DomainSnapshot {
+        let w = d.word();
+        let until = d.cooldown_until.load(Ordering::Relaxed);
+        DomainSnapshot {
+            health: w.health(),
+            generation: w.generation(),
+            errors: w.errors(),
+            window: d.window.load(Ordering::Relaxed),
+            in_flight: d.in_flight(),
+            cooldown_until: if w.health() == Health::Quarantined && until != 0 {
+                Observed::Value(until)
+            } else {
+                Observed::Unobserved
+            },
+        }
+    }
+
+    /// A read-only snapshot of a route domain (slow path: diagnostics, evidence).
+    pub fn route_snapshot(&self, route: u32) -> Option<DomainSnapshot> {
+        self.routes.get(route as usize).map(Self::snapshot)
+    }
+
+    /// A read-only snapshot of a device domain.
+    pub fn device_snapshot(&self, device: u16) -> Option<DomainSnapshot> {
+        self.devices.get(usize::from(device)).map(Self::snapshot)
+    }
+
+    /// Counters (refusals, stale feedback, observe-mode would-defer/avoid, ...).
+    pub fn stats(&self) -> CcStats {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CcStats {
+            underflow_refusals: l(&c.underflow_refusals),
+            stale_feedback: l(&c.stale_feedback),
+            would_defer: l(&c.would_defer),
+            would_avoid: l(&c.would_avoid),
+            suppressed_timeouts: l(&c.suppressed_timeouts),
+            illegal_transitions: l(&c.illegal_transitions),
+        }
+    }
+}
+
+/// Monitor-private policy state of one domain.
+#[derive(Clone, Copy, Debug, Default)]
+struct PolicyState {
+    aimd: Aimd,
+    /// Quarantine entry seen (sequence) and its cooldown deadline.
+    quarantine: Option<(u8, Nanos)>,
+    /// `released` / `rolled_back` totals at the previous epoch.
+    last_released: u64,
+    last_rolled_back: u64,
+}
+
+impl PolicyState {
+    /// Bytes that left the domain since the last epoch (completions of any
+    /// outcome and unposted releases), excluding admission rollbacks.
+    fn drained(&mut self, dom: &Domain) -> u64 {
+        let rel = dom.released.load(Ordering::Relaxed);
+        let rb = dom.rolled_back.load(Ordering::Relaxed);
+        let d = rel
+            .wrapping_sub(self.last_released)
+            .saturating_sub(rb.wrapping_sub(self.last_rolled_back));
+        self.last_released = rel;
+        self.last_rolled_back = rb;
+        d
+    }
+}
+
+/// The policy side of the controller: runs from the monitor thread, never
+/// on the data path. Owns the hysteresis and cooldown state (`&mut self`);
+/// reads and updates the shared domains through the [`Controller`].
+#[derive(Debug)]
+pub struct Monitor {
+    routes: Box<[PolicyState]>,
+    devices: Box<[PolicyState]>,
+    last_epoch: Option<Nanos>,
+}
+
+impl Monitor {
+    /// One control epoch at `now`: applies pending software timeouts (or
+    /// suppresses them if the poller stalled), computes drain-time pressure
+    /// against `TARGET_DRAIN_US` with hysteresis, adjusts windows (AI after
+    /// calm epochs, MD under pressure, immediate route-only back-off on
+    /// receiver pressure), moves HEALTHY ⇄ CONGESTED, and moves QUARANTINED →
+    /// PROBING (new generation, probe window) once the cooldown expires.
+    /// The cooldown starts at the first epoch that observes the quarantine.
+    ///
+    /// `ctl` must be the controller this monitor was built with (domains
+    /// beyond the shorter of the two are ignored).
+    pub fn on_epoch(&mut self, ctl: &Controller, now: Nanos, poller: PollerStatus) -> EpochReport {
+        let mut report = EpochReport::default();
+        let epoch_ns = self.last_epoch.map_or(0, |l| elapsed(now, l));
+        self.last_epoch = Some(now);
+        if ctl.mode == Mode::Off {
+            return report;
+        }
+        let stalled = poller == PollerStatus::Stalled;
+        for (st, r) in self.routes.iter_mut().zip(ctl.routes.iter()) {
+            let drained = st.drained(r);
+            let timeouts = r.timeouts.swap(0, Ordering::Relaxed);
+            if timeouts > 0 {
+                if stalled {
+                    report.suppressed_timeouts += u64::from(timeouts);
+                    ctl.counters
+                        .suppressed_timeouts
+                        .fetch_add(u64::from(timeouts), Ordering::Relaxed);
+                } else {
+                    for _ in 0..timeouts {
+                        ctl.escalate(r, None, Event::HardError);
+                    }
+                    report.counted_timeouts += u64::from(timeouts);
+                }
+            }
+            let rnr = r.rnr.swap(0, Ordering::Relaxed) > 0;
+            Self::policy(
+                ctl,
+                st,
+                r,
+                drained,
+                epoch_ns,
+                now,
+                stalled,
+                rnr,
+                &mut report,
+                None,
+            );
+        }
+        for (i, (st, d)) in self.devices.iter_mut().zip(ctl.devices.iter()).enumerate() {
+            let drained = st.drained(d);
+            Self::policy(
+                ctl,
+                st,
+                d,
+                drained,
+                epoch_ns,
+                now,
+                stalled,
+                false,
+                &mut report,
+                Some(i as u16),
+            );
+        }
+        report
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn policy(
+        ctl: &Controller,
+        st: &mut PolicyState,
+        dom: &Domain,
+        drained: u64,
+        epoch_ns: u64,
+        now: Nanos,
+        stalled: bool,
+        rnr: bool,
+        report: &mut EpochReport,
+        device: Option<u16>,
+    ) {
+        let p = &ctl.params;
+        let w = dom.word();
+        match w.health() {
+            Health::Quarantined => {
+                report.quarantined += 1;
+                let until = match st.quarantine {
+                    Some((seq, until)) if seq == w.quarantine_seq() => until,
+                    _ => {
+                        let until = now.saturating_add(p.cooldown_ns);
+                        st.quarantine = Some((w.quarantine_seq(), until));
+                        dom.cooldown_until.store(until.max(1), Ordering::Relaxed);
+                        until
+                    }
+                };
+                if now >= until
+                    && ctl
+                        .transition(dom, Some(w.generation()), Event::CooldownExpired)
+                        .is_some()
+                {
+                    dom.window.store(p.probe_window, Ordering::Relaxed);
+                    dom.cooldown_until.store(0, Ordering::Relaxed);
+                    st.aimd = Aimd::default();
+                    report.probes_started += 1;
+                    if let Some(dev) = device {
+                        ctl.bump_routes_of(dev);
+                    }
+                }
+                return;
+            }
+            Health::Probing => return,
+            _ => {}
+        }
+        if stalled || epoch_ns == 0 {
+            // No verdict from an epoch in which the poller did not run.
+            return;
+        }
+        let in_flight = dom.in_flight();
+        let window = dom.window.load(Ordering::Relaxed);
+        let sample = Sample {
+            pressured: epoch_pressured(in_flight, drained, epoch_ns, p.target_drain_ns),
+            receiver_pressure: rnr,
+            may_grow: matches!(w.health(), Health::Healthy | Health::Congested),
+        };
+        let v = st.aimd.epoch(p, window, sample);
+        if v.window != window {
+            // Lost to a concurrent probe recovery: skip this epoch's change.
+            let _ =
+                dom.window
+                    .compare_exchange(window, v.window, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        if let Some(s) = v.sustained {
+            ctl.transition(dom, None, Event::Pressure(s));
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! The compiled-out controller: the same API, no state, admits everything.
+//!
+//! Without the `adaptive-cc` feature this *is* [`Controller`](super::Controller)
+//! (and [`BypassMonitor`] is [`Monitor`](super::Monitor)). It is always
+//! compiled so the benchmark can measure the compiled-out cost in the same
+//! run as the compiled-in modes.
+
+use super::config::{CcConfig, ConfigError, Mode};
+use super::{
+    AcquireError, Admission, CcStats, DomainSnapshot, EpochReport, Permit, PollerStatus,
+    ReleaseError, Settlement,
+};
+use crate::classify::Effect;
+use crate::time::Nanos;
+use crate::token::TokenRecord;
+
+/// A controller that admits every slice and keeps no state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Bypass {
+    devices: u16,
+    routes: usize,
+}
+
+/// The monitor of a [`Bypass`]: every epoch is a no-op.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BypassMonitor;
+
+impl Bypass {
+    /// Validates `cfg` (so a bad configuration is reported the same way
+    /// whether or not the controller is compiled in) and builds the bypass.
+    pub fn new(
+        cfg: &CcConfig,
+        devices: u16,
+        route_devices: &[u16],
+    ) -> Result<(Self, BypassMonitor), ConfigError> {
+        cfg.validate()?;
+        super::config::check_topology(devices, route_devices)?;
+        Ok((
+            Self {
+                devices,
+                routes: route_devices.len(),
+            },
+            BypassMonitor,
+        ))
+    }
+
+    /// Never fails: the configuration only matters when compiled in.
+    pub fn new_or_off(
+        cfg: &CcConfig,
+        devices: u16,
+        route_devices: &[u16],
+    ) -> (Self, BypassMonitor, Option<ConfigError>) {
+        (
+            Self {
+                devices,
+                routes: route_devices.len(),
+            },
+            BypassMonitor,
+            cfg.validate()
+                .and_then(|_| super::config::check_topology(devices, route_devices))
+                .err(),
+        )
+    }
+
+    /// Always [`Mode::Off`].
+    #[inline(always)]
+    pub fn mode(&self) -> Mode {
+        Mode::Off
+    }
+
+    /// Whether the controller is compiled in: `false` for the bypass.
+    pub const fn compiled_in() -> bool {
+        false
+    }
+
+    /// Number of device domains given at construction.
+    pub fn devices(&self) -> usize {
+        usize::from(self.devices)
+    }
+
+    /// Number of route domains given at construction.
+    pub fn routes(&self) -> usize {
+        self.routes
+    }
+
+    /// Admits everything.
+    #[inline(always)]
+    pub fn try_acquire(
+        &self,
+        device: u16,
+        route: u32,
+        bytes: u32,
+        _now: Nanos,
+    ) -> Result<Admission, AcquireError> {
+        Ok(Admission::Admit(Permit::new(device, route, 0, bytes)))
+    }
+
+    /// Always current.
+    #[inline(always)]
+    pub fn is_current(&self, _permit: &Permit) -> bool {
+        true
+    }
+
+    /// Consumes the permit.
+    #[inline(always)]
+    pub fn release(&self, permit: Permit, _effect: Effect) -> Result<Settlement, ReleaseError> {
+        let _ = permit.into_parts();
+        Ok(Settlement::Current)
+    }
+
+    /// Clears `HOLDS_PERMIT` (a second release of the record is refused, as when compiled in).
+    #[inline(always)]
+    pub fn release_record(
+        &self,
+        record: &mut TokenRecord,
+        _effect: Effect,
+    ) -> Result<Settlement, ReleaseError> {
+        if record.holds & TokenRecord::HOLDS_PERMIT == 0 {
+            return Err(ReleaseError::NotHeld);
+        }
+        record.holds &= !TokenRecord::HOLDS_PERMIT;
+        Ok(Settlement::Current)
+    }
+
+    /// No-op.
+    pub fn route_feedback(
+        &self,
+        _route: u32,
+        _generation: u32,
+        _effect: Effect,
+    ) -> Result<Settlement, ReleaseError> {
+        Ok(Settlement::Current)
+    }
+
+    /// No-op.
+    pub fn quarantine_device(&self, _device: u16) -> Result<(), AcquireError> {
+        Ok(())
+    }
+
+    /// No generations: always 0.
+    pub fn advance_generation(&self, _route: u32) -> Result<u32, AcquireError> {
+        Ok(0)
+    }
+
+    /// No generations: always 0.
+    pub fn rebind_route(&self, _route: u32, _device: u16) -> Result<u32, AcquireError> {
+        Ok(0)
+    }
+
+    /// No generations: always `Some(0)`.
+    pub fn route_generation(&self, _route: u32) -> Option<u32> {
+        Some(0)
+    }
+
+    /// No state: `None`.
+    pub fn route_snapshot(&self, _route: u32) -> Option<DomainSnapshot> {
+        None
+    }
+
+    /// No state: `None`.
+    pub fn device_snapshot(&self, _device: u16) -> Option<DomainSnapshot> {
+        None
+    }
+
+    /// All zero.
+    pub fn stats(&self) -> CcStats {
+        CcStats::default()
+    }
+}
+
+impl BypassMonitor {
+    /// No-op.
+    pub fn on_epoch(&mut self, _ctl: &Bypass, _now: Nanos, _poller: PollerStatus) -> EpochReport {
+        EpochReport::default()
+    }
+}

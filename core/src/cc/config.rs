@@ -1,0 +1,403 @@
+//! Controller configuration: every `MC_ADAPTIVE_CC_*` parameter of RFC 4162,
+//! typed and validated. An invalid configuration is a [`ConfigError`] and the
+//! controller stays off; nothing is partially defaulted.
+
+use core::fmt;
+
+/// Runtime mode, fixed at construction (rollback = drain and restart with `Off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Bypass policy and admission state: every slice is admitted, nothing is accounted.
+    #[default]
+    Off,
+    /// Record signals and compute policy, but never defer or avoid work.
+    Observe,
+    /// Apply byte admission and path quarantine.
+    Enforce,
+}
+
+impl Mode {
+    /// Parses `off|observe|enforce` (ASCII case-insensitive, surrounding whitespace ignored).
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("off") {
+            Ok(Mode::Off)
+        } else if t.eq_ignore_ascii_case("observe") {
+            Ok(Mode::Observe)
+        } else if t.eq_ignore_ascii_case("enforce") {
+            Ok(Mode::Enforce)
+        } else {
+            Err(ConfigError::InvalidMode)
+        }
+    }
+}
+
+/// A configuration parameter (for error messages and env names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Param {
+    /// `MC_ADAPTIVE_CC_MODE`
+    Mode,
+    /// `MC_ADAPTIVE_CC_MIN_WINDOW_BYTES`
+    MinWindowBytes,
+    /// `MC_ADAPTIVE_CC_MAX_WINDOW_BYTES`
+    MaxWindowBytes,
+    /// `MC_ADAPTIVE_CC_INITIAL_WINDOW_BYTES` (railyard extension; default = max)
+    InitialWindowBytes,
+    /// `MC_ADAPTIVE_CC_TARGET_DRAIN_US`
+    TargetDrainUs,
+    /// `MC_ADAPTIVE_CC_HIGH_PRESSURE_EPOCHS`
+    HighPressureEpochs,
+    /// `MC_ADAPTIVE_CC_LOW_PRESSURE_EPOCHS`
+    LowPressureEpochs,
+    /// `MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD`
+    HardErrorThreshold,
+    /// `MC_ADAPTIVE_CC_COOLDOWN_MS`
+    CooldownMs,
+    /// `MC_ADAPTIVE_CC_PROBE_WINDOW_BYTES`
+    ProbeWindowBytes,
+    /// `MC_ADAPTIVE_CC_ADDITIVE_INCREASE_BYTES` (railyard extension)
+    AdditiveIncreaseBytes,
+    /// `MC_ADAPTIVE_CC_DECREASE_PERCENT` (railyard extension: window kept on decrease, 1..=99)
+    DecreasePercent,
+}
+
+impl Param {
+    /// Every parameter.
+    pub const ALL: [Param; 12] = [
+        Param::Mode,
+        Param::MinWindowBytes,
+        Param::MaxWindowBytes,
+        Param::InitialWindowBytes,
+        Param::TargetDrainUs,
+        Param::HighPressureEpochs,
+        Param::LowPressureEpochs,
+        Param::HardErrorThreshold,
+        Param::CooldownMs,
+        Param::ProbeWindowBytes,
+        Param::AdditiveIncreaseBytes,
+        Param::DecreasePercent,
+    ];
+
+    /// The environment variable name.
+    pub const fn env_name(self) -> &'static str {
+        match self {
+            Param::Mode => "MC_ADAPTIVE_CC_MODE",
+            Param::MinWindowBytes => "MC_ADAPTIVE_CC_MIN_WINDOW_BYTES",
+            Param::MaxWindowBytes => "MC_ADAPTIVE_CC_MAX_WINDOW_BYTES",
+            Param::InitialWindowBytes => "MC_ADAPTIVE_CC_INITIAL_WINDOW_BYTES",
+            Param::TargetDrainUs => "MC_ADAPTIVE_CC_TARGET_DRAIN_US",
+            Param::HighPressureEpochs => "MC_ADAPTIVE_CC_HIGH_PRESSURE_EPOCHS",
+            Param::LowPressureEpochs => "MC_ADAPTIVE_CC_LOW_PRESSURE_EPOCHS",
+            Param::HardErrorThreshold => "MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD",
+            Param::CooldownMs => "MC_ADAPTIVE_CC_COOLDOWN_MS",
+            Param::ProbeWindowBytes => "MC_ADAPTIVE_CC_PROBE_WINDOW_BYTES",
+            Param::AdditiveIncreaseBytes => "MC_ADAPTIVE_CC_ADDITIVE_INCREASE_BYTES",
+            Param::DecreasePercent => "MC_ADAPTIVE_CC_DECREASE_PERCENT",
+        }
+    }
+}
+
+/// A configuration error. The controller stays off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConfigError {
+    /// `MC_ADAPTIVE_CC_MODE` is not `off|observe|enforce`.
+    InvalidMode,
+    /// A numeric value is not a decimal integer that fits.
+    NotANumber(Param),
+    /// A numeric value is zero (every value must be positive).
+    Zero(Param),
+    /// `min_window_bytes > max_window_bytes`.
+    MinAboveMax {
+        /// Minimum window.
+        min: u64,
+        /// Maximum window.
+        max: u64,
+    },
+    /// The explicitly configured probe window exceeds the minimum window.
+    ProbeAboveMin {
+        /// Probe window.
+        probe: u64,
+        /// Minimum window.
+        min: u64,
+    },
+    /// The initial window is outside `[min, max]`.
+    InitialOutOfRange {
+        /// Initial window.
+        initial: u64,
+        /// Minimum window.
+        min: u64,
+        /// Maximum window.
+        max: u64,
+    },
+    /// The decrease percentage is not in `1..=99`.
+    DecreaseOutOfRange(u64),
+    /// A value is larger than the controller supports (the error counter is
+    /// 16 bits, epoch counters 32 bits).
+    TooLarge(Param),
+    /// A route is bound to a device index that does not exist.
+    RouteDeviceOutOfRange {
+        /// The route.
+        route: u32,
+        /// Its device.
+        device: u16,
+        /// Number of devices.
+        devices: u16,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ConfigError::InvalidMode => write!(
+                f,
+                "{} must be off, observe or enforce",
+                Param::Mode.env_name()
+            ),
+            ConfigError::NotANumber(p) => write!(f, "{} is not a decimal integer", p.env_name()),
+            ConfigError::Zero(p) => write!(f, "{} must be positive", p.env_name()),
+            ConfigError::MinAboveMax { min, max } => {
+                write!(f, "minimum window {min} exceeds maximum window {max}")
+            }
+            ConfigError::ProbeAboveMin { probe, min } => {
+                write!(f, "probe window {probe} exceeds minimum window {min}")
+            }
+            ConfigError::InitialOutOfRange { initial, min, max } => {
+                write!(f, "initial window {initial} outside [{min}, {max}]")
+            }
+            ConfigError::DecreaseOutOfRange(v) => write!(f, "decrease percent {v} outside 1..=99"),
+            ConfigError::TooLarge(p) => write!(f, "{} is too large", p.env_name()),
+            ConfigError::RouteDeviceOutOfRange {
+                route,
+                device,
+                devices,
+            } => write!(
+                f,
+                "route {route} is bound to device {device}, but there are {devices} devices"
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ConfigError {}
+
+/// The controller configuration. Build with [`CcConfig::default`] and
+/// field updates, then [`CcConfig::validate`] (the controller constructor
+/// validates too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CcConfig {
+    /// `MC_ADAPTIVE_CC_MODE`.
+    pub mode: Mode,
+    /// `MC_ADAPTIVE_CC_MIN_WINDOW_BYTES`.
+    pub min_window_bytes: u64,
+    /// `MC_ADAPTIVE_CC_MAX_WINDOW_BYTES`.
+    pub max_window_bytes: u64,
+    /// Initial window (`None` = the maximum). Must be in `[min, max]`.
+    pub initial_window_bytes: Option<u64>,
+    /// `MC_ADAPTIVE_CC_TARGET_DRAIN_US`: drain time above this is pressure.
+    pub target_drain_us: u64,
+    /// `MC_ADAPTIVE_CC_HIGH_PRESSURE_EPOCHS`: consecutive pressured epochs to enter congestion.
+    pub high_pressure_epochs: u32,
+    /// `MC_ADAPTIVE_CC_LOW_PRESSURE_EPOCHS`: consecutive calm epochs to resume growth.
+    pub low_pressure_epochs: u32,
+    /// `MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD`: accumulated route timeouts / hard errors before quarantine.
+    pub hard_error_threshold: u16,
+    /// `MC_ADAPTIVE_CC_COOLDOWN_MS`: quarantine cooldown.
+    pub cooldown_ms: u64,
+    /// `MC_ADAPTIVE_CC_PROBE_WINDOW_BYTES` (`None` = the minimum window).
+    pub probe_window_bytes: Option<u64>,
+    /// Additive increase per calm epoch (extension; default 64 KiB).
+    pub additive_increase_bytes: u64,
+    /// Percent of the window kept on a multiplicative decrease (extension; default 50).
+    pub decrease_percent: u64,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Off,
+            min_window_bytes: 256 * 1024,
+            max_window_bytes: 64 * 1024 * 1024,
+            initial_window_bytes: None,
+            target_drain_us: 200,
+            high_pressure_epochs: 3,
+            low_pressure_epochs: 3,
+            hard_error_threshold: 3,
+            cooldown_ms: 1_000,
+            probe_window_bytes: None,
+            additive_increase_bytes: 64 * 1024,
+            decrease_percent: 50,
+        }
+    }
+}
+
+/// A validated configuration, in the units the controller uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Params {
+    /// Runtime mode.
+    pub mode: Mode,
+    /// Minimum window (bytes).
+    pub min_window: u64,
+    /// Maximum window (bytes).
+    pub max_window: u64,
+    /// Initial window (bytes).
+    pub initial_window: u64,
+    /// Target drain time (ns).
+    pub target_drain_ns: u64,
+    /// Epochs of pressure to enter congestion.
+    pub high_pressure_epochs: u32,
+    /// Calm epochs to grow again.
+    pub low_pressure_epochs: u32,
+    /// Hard-error threshold.
+    pub hard_error_threshold: u16,
+    /// Cooldown (ns).
+    pub cooldown_ns: u64,
+    /// Probe window (bytes).
+    pub probe_window: u64,
+    /// Additive increase (bytes).
+    pub additive_increase: u64,
+    /// Percent kept on decrease.
+    pub decrease_percent: u64,
+}
+
+/// Checks that every route is bound to an existing device.
+pub(crate) fn check_topology(devices: u16, route_devices: &[u16]) -> Result<(), ConfigError> {
+    match route_devices.iter().position(|&d| d >= devices) {
+        Some(i) => Err(ConfigError::RouteDeviceOutOfRange {
+            route: i as u32,
+            device: route_devices[i],
+            devices,
+        }),
+        None => Ok(()),
+    }
+}
+
+impl CcConfig {
+    /// Validates every rule of the RFC: all values positive, min ≤ max,
+    /// an explicit probe window ≤ min; plus initial in `[min, max]` and
+    /// decrease percent in `1..=99`.
+    pub fn validate(&self) -> Result<Params, ConfigError> {
+        let pos = |v: u64, p: Param| {
+            if v == 0 {
+                Err(ConfigError::Zero(p))
+            } else {
+                Ok(v)
+            }
+        };
+        let min = pos(self.min_window_bytes, Param::MinWindowBytes)?;
+        let max = pos(self.max_window_bytes, Param::MaxWindowBytes)?;
+        if min > max {
+            return Err(ConfigError::MinAboveMax { min, max });
+        }
+        let initial = match self.initial_window_bytes {
+            Some(v) => pos(v, Param::InitialWindowBytes)?,
+            None => max,
+        };
+        if initial < min || initial > max {
+            return Err(ConfigError::InitialOutOfRange { initial, min, max });
+        }
+        let target = pos(self.target_drain_us, Param::TargetDrainUs)?;
+        let high = pos(self.high_pressure_epochs.into(), Param::HighPressureEpochs)?;
+        let low = pos(self.low_pressure_epochs.into(), Param::LowPressureEpochs)?;
+        pos(self.hard_error_threshold.into(), Param::HardErrorThreshold)?;
+        let cooldown = pos(self.cooldown_ms, Param::CooldownMs)?;
+        let probe = match self.probe_window_bytes {
+            Some(v) => {
+                let v = pos(v, Param::ProbeWindowBytes)?;
+                if v > min {
+                    return Err(ConfigError::ProbeAboveMin { probe: v, min });
+                }
+                v
+            }
+            None => min,
+        };
+        let ai = pos(self.additive_increase_bytes, Param::AdditiveIncreaseBytes)?;
+        if self.decrease_percent == 0 || self.decrease_percent >= 100 {
+            return Err(ConfigError::DecreaseOutOfRange(self.decrease_percent));
+        }
+        let target_drain_ns = target
+            .checked_mul(crate::time::NS_PER_US)
+            .ok_or(ConfigError::TooLarge(Param::TargetDrainUs))?;
+        let cooldown_ns = cooldown
+            .checked_mul(crate::time::NS_PER_MS)
+            .ok_or(ConfigError::TooLarge(Param::CooldownMs))?;
+        Ok(Params {
+            mode: self.mode,
+            min_window: min,
+            max_window: max,
+            initial_window: initial,
+            target_drain_ns,
+            high_pressure_epochs: high as u32,
+            low_pressure_epochs: low as u32,
+            hard_error_threshold: self.hard_error_threshold,
+            cooldown_ns,
+            probe_window: probe,
+            additive_increase: ai,
+            decrease_percent: self.decrease_percent,
+        })
+    }
+
+    /// Builds a configuration from a variable lookup (e.g. the process
+    /// environment), starting from the defaults. Unset variables keep their
+    /// defaults; a set but malformed variable is an error, never ignored.
+    /// The result is validated.
+    pub fn from_lookup<F, S>(mut lookup: F) -> Result<Self, ConfigError>
+    where
+        F: FnMut(&'static str) -> Option<S>,
+        S: AsRef<str>,
+    {
+        let mut c = CcConfig::default();
+        for p in Param::ALL {
+            let Some(raw) = lookup(p.env_name()) else {
+                continue;
+            };
+            let raw = raw.as_ref();
+            if p == Param::Mode {
+                c.mode = Mode::parse(raw)?;
+                continue;
+            }
+            let v: u64 = raw.trim().parse().map_err(|_| ConfigError::NotANumber(p))?;
+            let narrow32 = |v: u64| u32::try_from(v).map_err(|_| ConfigError::TooLarge(p));
+            match p {
+                Param::Mode => {}
+                Param::MinWindowBytes => c.min_window_bytes = v,
+                Param::MaxWindowBytes => c.max_window_bytes = v,
+                Param::InitialWindowBytes => c.initial_window_bytes = Some(v),
+                Param::TargetDrainUs => c.target_drain_us = v,
+                Param::HighPressureEpochs => c.high_pressure_epochs = narrow32(v)?,
+                Param::LowPressureEpochs => c.low_pressure_epochs = narrow32(v)?,
+                Param::HardErrorThreshold => {
+                    c.hard_error_threshold =
+                        u16::try_from(v).map_err(|_| ConfigError::TooLarge(p))?
+                }
+                Param::CooldownMs => c.cooldown_ms = v,
+                Param::ProbeWindowBytes => c.probe_window_bytes = Some(v),
+                Param::AdditiveIncreaseBytes => c.additive_increase_bytes = v,
+                Param::DecreasePercent => c.decrease_percent = v,
+            }
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Reads `MC_ADAPTIVE_CC_*` from the process environment (std only).
+    /// A variable that is set but not valid UTF-8 is [`ConfigError::NotANumber`]
+    /// (or [`ConfigError::InvalidMode`]).
+    #[cfg(feature = "std")]
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let mut bad: Option<Param> = None;
+        let r = Self::from_lookup(|name| match std::env::var(name) {
+            Ok(v) => Some(v),
+            Err(std::env::VarError::NotPresent) => None,
+            Err(std::env::VarError::NotUnicode(_)) => {
+                bad = Param::ALL.iter().copied().find(|p| p.env_name() == name);
+                Some(std::string::String::from("\u{0}invalid"))
+            }
+        });
+        match (r, bad) {
+            (_, Some(Param::Mode)) => Err(ConfigError::InvalidMode),
+            (_, Some(p)) => Err(ConfigError::NotANumber(p)),
+            (r, None) => r,
+        }
+    }
+}

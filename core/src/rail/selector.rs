@@ -1,0 +1,778 @@
+//! The selector: shared per-device state, decisions, charges and releases.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+#[cfg(feature = "peer-feedback")]
+use super::ledger::{EwmaParams, PeerLedger, PinRefused, UnpinError};
+use super::variant::{bandwidth_sample, ewma_step, NicView, Score, ScoreInput};
+#[cfg(feature = "peer-feedback")]
+use super::variant::{sample_state, score_input, SampleState, Variant};
+use super::{
+    ConfigError, DeviceSpec, Outcome, PeerAccountingError, RailCharge, RailConfig, RailCounters,
+    RailError, MAX_DEVICES,
+};
+use crate::sync::{AtomicU64, Ordering};
+use crate::time::{elapsed, Nanos};
+use crate::token::TokenRecord;
+
+#[repr(align(64))]
+struct DeviceState {
+    nominal: u64,
+    tier_q8: u16,
+    inflight: AtomicU64,
+    bw: AtomicU64,
+    sample_ns: AtomicU64,
+}
+
+impl DeviceState {
+    #[inline]
+    fn nic_view(&self) -> NicView {
+        NicView {
+            inflight: self.inflight.load(Ordering::Relaxed),
+            bw: self.bw.load(Ordering::Relaxed),
+            nominal: self.nominal,
+        }
+    }
+}
+
+#[repr(align(64))]
+struct Counters {
+    probes: AtomicU64,
+    fallbacks: AtomicU64,
+    missing: AtomicU64,
+    expired: AtomicU64,
+    exhausted: AtomicU64,
+    contended: AtomicU64,
+    peer_errors: AtomicU64,
+    nic_errors: AtomicU64,
+    reclaimed: AtomicU64,
+}
+
+#[repr(align(64))]
+struct DecisionClock(AtomicU64);
+
+/// The result of a single-slice decision.
+#[derive(Debug)]
+#[must_use = "the charge must be released exactly once"]
+pub struct Pick {
+    /// The charge taken on the chosen device (and peer).
+    pub charge: RailCharge,
+    /// This decision was a probe (not the best score).
+    pub probe: bool,
+    /// V2/V3 fell back to NIC feedback for the whole candidate set.
+    pub fallback: bool,
+    /// With [`RailConfig::trace`] and the ledger on, for a known peer: the
+    /// largest peer sample age over the candidates, `Some(None)` if any
+    /// candidate had no sample (a cold decision). Feed it to
+    /// [`TtlCalibrator::observe`](super::TtlCalibrator::observe).
+    pub trace: Option<Option<Nanos>>,
+}
+
+/// What [`Selector::plan`] decided for a multi-slice request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanInfo {
+    /// The device with the best score (it got the remainder).
+    pub best: u16,
+    /// The device that got the probe slice, if this decision probed.
+    pub probe: Option<u16>,
+    /// V2/V3 fell back to NIC feedback for the whole candidate set.
+    pub fallback: bool,
+}
+
+/// Inverse-score rail selector over a fixed set of candidate devices.
+///
+/// All methods take `&self`: submit threads pick and charge, completion
+/// threads release, a monitor thread reclaims; nothing blocks.
+///
+/// ```
+/// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+///
+/// let nics = [DeviceSpec::new(25_000_000_000), DeviceSpec::new(25_000_000_000).with_tier_q8(512)];
+/// let sel = Selector::new(&nics, RailConfig::default()).unwrap();
+/// let pick = sel.pick(Some(7), 65536, 1_000);
+/// assert_eq!(pick.charge.device(), 0); // same load, better tier
+/// assert_eq!(sel.nic_inflight(0), 65536);
+/// sel.release(pick.charge, Outcome::Completed { post_ns: 1_000 }, 9_000).unwrap();
+/// assert_eq!(sel.nic_inflight(0), 0);
+/// ```
+pub struct Selector {
+    devices: Box<[DeviceState]>,
+    cfg: RailConfig,
+    clock: DecisionClock,
+    counters: Counters,
+    #[cfg(feature = "peer-feedback")]
+    ledger: Option<PeerLedger>,
+}
+
+impl core::fmt::Debug for Selector {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Selector")
+            .field("devices", &self.devices.len())
+            .field("cfg", &self.cfg)
+            .field("counters", &self.counters())
+            .finish()
+    }
+}
+
+impl Selector {
+    /// Builds a selector over `devices` (allocates once; the ledger only if
+    /// `cfg.peer_accounting`).
+    pub fn new(devices: &[DeviceSpec], cfg: RailConfig) -> Result<Self, ConfigError> {
+        cfg.validate(devices)?;
+        let states: Vec<DeviceState> = devices
+            .iter()
+            .map(|d| DeviceState {
+                nominal: d.nominal_bps,
+                tier_q8: d.tier_q8,
+                inflight: AtomicU64::new(0),
+                bw: AtomicU64::new(d.nominal_bps),
+                sample_ns: AtomicU64::new(0),
+            })
+            .collect();
+        let z = || AtomicU64::new(0);
+        Ok(Selector {
+            #[cfg(feature = "peer-feedback")]
+            ledger: cfg.peer_accounting.then(|| {
+                PeerLedger::new(
+                    devices.len(),
+                    cfg.peer_slots as usize,
+                    cfg.history_target,
+                    cfg.idle_reclaim_ns,
+                )
+            }),
+            devices: states.into_boxed_slice(),
+            cfg,
+            clock: DecisionClock(z()),
+            counters: Counters {
+                probes: z(),
+                fallbacks: z(),
+                missing: z(),
+                expired: z(),
+                exhausted: z(),
+                contended: z(),
+                peer_errors: z(),
+                nic_errors: z(),
+                reclaimed: z(),
+            },
+        })
+    }
+
+    /// Number of candidate devices.
+    pub fn len(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// Always false: a selector has at least one device.
+    pub fn is_empty(&self) -> bool {
+        self.devices.is_empty()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RailConfig {
+        &self.cfg
+    }
+
+    /// Whether a peer ledger is compiled in and switched on.
+    #[inline]
+    pub fn peer_accounting(&self) -> bool {
+        #[cfg(feature = "peer-feedback")]
+        return self.ledger.is_some();
+        #[cfg(not(feature = "peer-feedback"))]
+        false
+    }
+
+    /// Counts one decision; true if it is due to probe.
+    #[inline]
+    fn tick(&self) -> (u64, bool) {
+        let n = self.clock.0.fetch_add(1, Ordering::Relaxed);
+        let iv = u64::from(self.cfg.probe_interval);
+        (n, iv != 0 && n & (iv - 1) == iv - 1)
+    }
+
+    /// The scoring mode of a decision for `peer`: `Some(view source)` if
+    /// the ledger is on.
+    #[cfg(feature = "peer-feedback")]
+    #[inline]
+    fn peer_mode(&self, peer: Option<u32>) -> Option<(&PeerLedger, u32, Variant)> {
+        match (&self.ledger, peer) {
+            (Some(l), Some(p)) => Some((l, p, self.cfg.variant)),
+            _ => None,
+        }
+    }
+
+    /// Score inputs of device `d` (NIC scope, or variant with ledger).
+    #[inline]
+    fn input(&self, d: usize, _peer: Option<u32>, _fallback: bool) -> ScoreInput {
+        let nic = self.devices[d].nic_view();
+        #[cfg(feature = "peer-feedback")]
+        if let Some(l) = &self.ledger {
+            let v = self.cfg.variant;
+            return match _peer {
+                Some(p) if v.uses_peer_feedback() => {
+                    score_input(v, &nic, l.view(d, p).as_ref(), _fallback)
+                }
+                // V0/V1 never read the peer entry. An anonymous request has
+                // no peer scope: V0 stays V0, V2/V3 score as V1.
+                _ if v == Variant::V0 => score_input(Variant::V0, &nic, None, false),
+                _ => score_input(Variant::V1, &nic, None, false),
+            };
+        }
+        ScoreInput {
+            inflight: nic.inflight,
+            bw: nic.bw,
+        }
+    }
+
+    #[inline]
+    fn score(&self, d: usize, peer: Option<u32>, bytes: u64, fallback: bool) -> Score {
+        Score::new(
+            self.input(d, peer, fallback),
+            bytes,
+            self.devices[d].tier_q8,
+        )
+    }
+
+    /// The whole-set feedback decision for `peer`: whether V2/V3 fall back,
+    /// counting missing/expired samples; and the trace (max sample age).
+    #[inline]
+    fn feedback_state(&self, _peer: Option<u32>, _now_ns: Nanos) -> (bool, Option<Option<Nanos>>) {
+        #[cfg(feature = "peer-feedback")]
+        if let Some((l, p, v)) = self.peer_mode(_peer) {
+            let trace = self.cfg.trace;
+            if !v.uses_peer_feedback() && !trace {
+                return (false, None);
+            }
+            let (mut missing, mut expired, mut max_age) = (0u64, 0u64, Some(0u64));
+            for d in 0..self.devices.len() {
+                let view = l.view(d, p);
+                match sample_state(view.as_ref(), _now_ns, self.cfg.peer_ttl_ns) {
+                    SampleState::Fresh => {}
+                    SampleState::Missing => missing += 1,
+                    SampleState::Expired => expired += 1,
+                }
+                max_age = match (max_age, view) {
+                    (Some(m), Some(pv)) if pv.bw != 0 => {
+                        Some(m.max(elapsed(_now_ns, pv.sample_ns)))
+                    }
+                    _ => None,
+                };
+            }
+            let fallback = v.uses_peer_feedback() && missing + expired > 0;
+            if v.uses_peer_feedback() {
+                if missing > 0 {
+                    self.counters.missing.fetch_add(missing, Ordering::Relaxed);
+                }
+                if expired > 0 {
+                    self.counters.expired.fetch_add(expired, Ordering::Relaxed);
+                }
+                if fallback {
+                    self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            return (fallback, trace.then_some(max_age));
+        }
+        (false, None)
+    }
+
+    /// Lowest score over all candidates (lowest index on ties).
+    #[cfg(feature = "peer-feedback")]
+    #[inline]
+    fn best(&self, peer: Option<u32>, bytes: u64, fallback: bool) -> (usize, Score) {
+        let mut best = 0;
+        let mut best_score = self.score(0, peer, bytes, fallback);
+        for d in 1..self.devices.len() {
+            let s = self.score(d, peer, bytes, fallback);
+            if s.better_than(best_score) {
+                best = d;
+                best_score = s;
+            }
+        }
+        (best, best_score)
+    }
+
+    /// The single-slice decision: best device, its score, whole-set
+    /// fallback, trace.
+    #[inline]
+    fn decide(
+        &self,
+        _peer: Option<u32>,
+        b: u64,
+        _now_ns: Nanos,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        #[cfg(feature = "peer-feedback")]
+        if let Some(l) = &self.ledger {
+            let v = self.cfg.variant;
+            if let (Some(p), true, false) = (_peer, v.uses_peer_feedback(), self.cfg.trace) {
+                return self.decide_peer_feedback(l, p, v, b, _now_ns);
+            }
+            let (fallback, trace) = self.feedback_state(_peer, _now_ns);
+            let (d, s) = match v {
+                Variant::V0 => self.best_by(b, |dev| ScoreInput {
+                    inflight: 0,
+                    bw: dev.nominal,
+                }),
+                Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback),
+                _ => self.best_by(b, |dev| ScoreInput {
+                    inflight: dev.inflight.load(Ordering::Relaxed),
+                    bw: dev.bw.load(Ordering::Relaxed),
+                }),
+            };
+            return (d, s, fallback, trace);
+        }
+        // No ledger (flag off or not compiled): NIC in-flight, NIC EWMA.
+        let (d, s) = self.best_by(b, |dev| ScoreInput {
+            inflight: dev.inflight.load(Ordering::Relaxed),
+            bw: dev.bw.load(Ordering::Relaxed),
+        });
+        (d, s, false, None)
+    }
+
+    /// Lowest score over all candidates with inputs from `input` (no
+    /// ledger in the loop); lowest index on ties.
+    #[inline(always)]
+    fn best_by(&self, b: u64, input: impl Fn(&DeviceState) -> ScoreInput) -> (usize, Score) {
+        let first = &self.devices[0];
+        let mut best = (0, Score::new(input(first), b, first.tier_q8));
+        for (d, dev) in self.devices.iter().enumerate().skip(1) {
+            let s = Score::new(input(dev), b, dev.tier_q8);
+            if s.better_than(best.1) {
+                best = (d, s);
+            }
+        }
+        best
+    }
+
+    /// V2/V3 in one pass over the candidates: one ledger read per device,
+    /// tracking the best with peer feedback and the best with NIC feedback,
+    /// then keeping the one the whole-set rule calls for.
+    #[cfg(feature = "peer-feedback")]
+    #[inline]
+    fn decide_peer_feedback(
+        &self,
+        l: &PeerLedger,
+        p: u32,
+        v: Variant,
+        b: u64,
+        now_ns: Nanos,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        let (mut missing, mut expired) = (0u64, 0u64);
+        let worst = Score {
+            num: u64::MAX,
+            den: 1,
+        };
+        let (mut best_p, mut best_f) = ((0, worst), (0, worst));
+        for (d, dev) in self.devices.iter().enumerate() {
+            let nic = dev.nic_view();
+            let view = l.view(d, p);
+            match sample_state(view.as_ref(), now_ns, self.cfg.peer_ttl_ns) {
+                SampleState::Fresh => {}
+                SampleState::Missing => missing += 1,
+                SampleState::Expired => expired += 1,
+            }
+            let sp = Score::new(score_input(v, &nic, view.as_ref(), false), b, dev.tier_q8);
+            let sf = Score::new(score_input(v, &nic, view.as_ref(), true), b, dev.tier_q8);
+            if d == 0 || sp.better_than(best_p.1) {
+                best_p = (d, sp);
+            }
+            if d == 0 || sf.better_than(best_f.1) {
+                best_f = (d, sf);
+            }
+        }
+        if missing + expired == 0 {
+            return (best_p.0, best_p.1, false, None);
+        }
+        self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        if missing > 0 {
+            self.counters.missing.fetch_add(missing, Ordering::Relaxed);
+        }
+        if expired > 0 {
+            self.counters.expired.fetch_add(expired, Ordering::Relaxed);
+        }
+        (best_f.0, best_f.1, true, None)
+    }
+
+    /// The probe target for decision `n`: the next device in round-robin
+    /// order, other than `best`, whose score is within the probe bound.
+    #[cold]
+    fn probe_target(
+        &self,
+        n: u64,
+        best: usize,
+        best_score: Score,
+        peer: Option<u32>,
+        bytes: u64,
+        fb: bool,
+    ) -> Option<usize> {
+        let len = self.devices.len();
+        let start = ((n / u64::from(self.cfg.probe_interval)) % len as u64) as usize;
+        (0..len).map(|k| (start + k) % len).find(|&d| {
+            d != best
+                && self
+                    .score(d, peer, bytes, fb)
+                    .within(best_score, self.cfg.probe_bound_q8)
+        })
+    }
+
+    /// Chooses a device for one slice of `bytes` to `peer` and charges it.
+    ///
+    /// `peer` is the remote segment id, `None` if unknown (distinct from
+    /// peer 0). `now_ns` is read only with the ledger on.
+    #[inline]
+    pub fn pick(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos) -> Pick {
+        let (n, probe_due) = self.tick();
+        let b = u64::from(bytes);
+        let (mut device, score, fallback, trace) = self.decide(peer, b, now_ns);
+        let mut probe = false;
+        if probe_due {
+            if let Some(d) = self.probe_target(n, device, score, peer, b, fallback) {
+                device = d;
+                probe = true;
+                self.counters.probes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Pick {
+            charge: self.charge_unchecked(device, peer, bytes, now_ns),
+            probe,
+            fallback,
+            trace,
+        }
+    }
+
+    /// Splits a request of `slices` slices of `slice_bytes` to `peer` across
+    /// the candidates in proportion to their inverse scores; the remainder
+    /// of the integer split goes to the best device. Writes per-device slice
+    /// counts into `counts[..len()]` (zeroing them first) and charges
+    /// nothing: charge each slice with its *actual* bytes via
+    /// [`Selector::charge`].
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    ///
+    /// let nics = [DeviceSpec::new(10_000_000_000); 4];
+    /// let cfg = RailConfig { probe_interval: 0, ..RailConfig::default() };
+    /// let sel = Selector::new(&nics, cfg).unwrap();
+    /// // 2 MiB in 64 KiB slices: 32 slices, 8 per idle, equal NIC.
+    /// let mut counts = [0u32; 4];
+    /// sel.plan(Some(1), 32, 65536, 0, &mut counts).unwrap();
+    /// assert_eq!(counts, [8, 8, 8, 8]);
+    /// let mut charges = Vec::new();
+    /// for (d, &c) in counts.iter().enumerate() {
+    ///     for _ in 0..c {
+    ///         charges.push(sel.charge(d as u16, Some(1), 65536, 0).unwrap());
+    ///     }
+    /// }
+    /// assert_eq!(sel.nic_inflight(2), 8 * 65536);
+    /// for c in charges {
+    ///     sel.release(c, Outcome::Failed, 1).unwrap();
+    /// }
+    /// assert_eq!(sel.nic_inflight(2), 0);
+    /// ```
+    pub fn plan(
+        &self,
+        peer: Option<u32>,
+        slices: u32,
+        slice_bytes: u32,
+        now_ns: Nanos,
+        counts: &mut [u32],
+    ) -> Result<PlanInfo, RailError> {
+        let len = self.devices.len();
+        let Some(counts) = counts.get_mut(..len) else {
+            return Err(RailError::CountsTooShort { need: len });
+        };
+        counts.fill(0);
+        let (n, probe_due) = self.tick();
+        let (fallback, _) = self.feedback_state(peer, now_ns);
+        let b = u64::from(slice_bytes);
+        let mut inv = [0u64; MAX_DEVICES];
+        let mut sum: u128 = 0;
+        let (mut best, mut best_score) = (0, self.score(0, peer, b, fallback));
+        for (d, w) in inv.iter_mut().enumerate().take(len) {
+            let s = self.score(d, peer, b, fallback);
+            if s.better_than(best_score) {
+                best = d;
+                best_score = s;
+            }
+            *w = s.inverse_q32().max(1);
+            sum += u128::from(*w);
+        }
+        let mut given: u32 = 0;
+        for (c, &w) in counts.iter_mut().zip(&inv[..len]) {
+            // share <= slices, since w <= sum.
+            let share = (u128::from(slices) * u128::from(w) / sum) as u32;
+            *c = share;
+            given += share;
+        }
+        counts[best] += slices - given;
+        let mut probe = None;
+        if probe_due && counts[best] > 0 {
+            if let Some(d) = self.probe_target(n, best, best_score, peer, b, fallback) {
+                counts[best] -= 1;
+                counts[d] += 1;
+                probe = Some(d as u16);
+                self.counters.probes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(PlanInfo {
+            best: best as u16,
+            probe,
+            fallback,
+        })
+    }
+
+    /// Charges `bytes` to `device` (and to `peer` there, if the ledger is
+    /// on and the peer is known). Used for the slices of a [`Selector::plan`].
+    pub fn charge(
+        &self,
+        device: u16,
+        peer: Option<u32>,
+        bytes: u32,
+        now_ns: Nanos,
+    ) -> Result<RailCharge, RailError> {
+        if usize::from(device) >= self.devices.len() {
+            return Err(RailError::UnknownDevice { device });
+        }
+        Ok(self.charge_unchecked(usize::from(device), peer, bytes, now_ns))
+    }
+
+    #[inline]
+    fn charge_unchecked(
+        &self,
+        device: usize,
+        peer: Option<u32>,
+        bytes: u32,
+        _now_ns: Nanos,
+    ) -> RailCharge {
+        self.devices[device]
+            .inflight
+            .fetch_add(u64::from(bytes), Ordering::AcqRel);
+        #[allow(unused_mut)]
+        let mut charged = None;
+        #[cfg(feature = "peer-feedback")]
+        if let (Some(l), Some(p)) = (&self.ledger, peer) {
+            match l.charge(device, p, bytes, _now_ns) {
+                Ok(()) => charged = Some(p),
+                Err(PinRefused::Exhausted | PinRefused::Saturated) => {
+                    self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(PinRefused::Contended) => {
+                    self.counters.contended.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let _ = peer;
+        RailCharge {
+            device: device as u16,
+            peer: charged,
+            bytes,
+        }
+    }
+
+    /// Releases `charge` exactly once (it is consumed). On
+    /// [`Outcome::Completed`] the latency feeds the NIC EWMA (and the peer
+    /// EWMA, if the peer was charged).
+    ///
+    /// Both sides are always attempted: a peer-side failure is returned as
+    /// [`RailError::PeerAccounting`] *after* the NIC bytes were released.
+    pub fn release(
+        &self,
+        charge: RailCharge,
+        outcome: Outcome,
+        now_ns: Nanos,
+    ) -> Result<(), RailError> {
+        let RailCharge {
+            device,
+            peer,
+            bytes,
+        } = charge;
+        let Some(dev) = self.devices.get(usize::from(device)) else {
+            self.counters.nic_errors.fetch_add(1, Ordering::Relaxed);
+            return Err(RailError::UnknownDevice { device });
+        };
+        let sample = match outcome {
+            Outcome::Completed { post_ns } => {
+                Some(bandwidth_sample(u64::from(bytes), elapsed(now_ns, post_ns)))
+            }
+            Outcome::Failed => None,
+        };
+        let mut result = Ok(());
+        if !sub_refusing_underflow(&dev.inflight, u64::from(bytes)) {
+            self.counters.nic_errors.fetch_add(1, Ordering::Relaxed);
+            result = Err(RailError::NicUnderflow { device, bytes });
+        }
+        if let Some(s) = sample {
+            let (a, lo, hi) = (
+                self.cfg.ewma_alpha_q16,
+                self.cfg.ewma_floor_q8,
+                self.cfg.ewma_ceil_q8,
+            );
+            let _ = dev
+                .bw
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                    Some(ewma_step(old, s, a, dev.nominal, lo, hi))
+                });
+            dev.sample_ns.store(now_ns, Ordering::Release);
+        }
+        if let Some(p) = peer {
+            if let Err(kind) = self.release_peer(usize::from(device), p, bytes, sample, now_ns) {
+                self.counters.peer_errors.fetch_add(1, Ordering::Relaxed);
+                if result.is_ok() {
+                    result = Err(RailError::PeerAccounting {
+                        device,
+                        peer: p,
+                        kind,
+                    });
+                }
+            }
+        }
+        result
+    }
+
+    #[inline]
+    fn release_peer(
+        &self,
+        _device: usize,
+        _peer: u32,
+        _bytes: u32,
+        _sample: Option<u64>,
+        _now_ns: Nanos,
+    ) -> Result<(), PeerAccountingError> {
+        #[cfg(feature = "peer-feedback")]
+        if let Some(l) = &self.ledger {
+            let ewma = EwmaParams {
+                alpha_q16: self.cfg.ewma_alpha_q16,
+                floor_q8: self.cfg.ewma_floor_q8,
+                ceil_q8: self.cfg.ewma_ceil_q8,
+            };
+            let sample = _sample.map(|s| (s, self.devices[_device].nominal));
+            return l
+                .release(_device, _peer, _bytes, sample, ewma, _now_ns)
+                .map_err(|e| match e {
+                    UnpinError::NotFound => PeerAccountingError::NotFound,
+                    UnpinError::Underflow => PeerAccountingError::Underflow,
+                    UnpinError::NoPin => PeerAccountingError::NoPin,
+                });
+        }
+        Err(PeerAccountingError::NoLedger)
+    }
+
+    /// Takes the rail charge out of `record` (clearing `HOLDS_RAIL_CHARGE`)
+    /// and releases it; a success feeds back with `record.post_ns`.
+    /// [`RailError::NotHeld`] if the record holds no rail charge, so a
+    /// second call on the same record releases nothing.
+    pub fn release_record(
+        &self,
+        record: &mut TokenRecord,
+        success: bool,
+        now_ns: Nanos,
+    ) -> Result<(), RailError> {
+        let charge = RailCharge::take_from(record).ok_or(RailError::NotHeld)?;
+        let outcome = if success {
+            Outcome::Completed {
+                post_ns: record.post_ns,
+            }
+        } else {
+            Outcome::Failed
+        };
+        self.release(charge, outcome, now_ns)
+    }
+
+    /// Reclaims idle ledger entries beyond the history target (monitor
+    /// thread; skips a device whose insert lock is busy). Returns how many
+    /// were reclaimed; 0 with no ledger.
+    pub fn reclaim_idle(&self, _now_ns: Nanos) -> u32 {
+        #[cfg(feature = "peer-feedback")]
+        if let Some(l) = &self.ledger {
+            let (n, residue) = l.reclaim_idle(_now_ns);
+            self.counters
+                .reclaimed
+                .fetch_add(u64::from(n), Ordering::Relaxed);
+            if residue > 0 {
+                self.counters
+                    .peer_errors
+                    .fetch_add(u64::from(residue), Ordering::Relaxed);
+            }
+            return n;
+        }
+        0
+    }
+
+    /// Bytes charged to `device` and not yet released (all peers).
+    pub fn nic_inflight(&self, device: usize) -> u64 {
+        self.devices[device].inflight.load(Ordering::Acquire)
+    }
+
+    /// NIC-scope state of `device`.
+    pub fn nic_view(&self, device: usize) -> NicView {
+        self.devices[device].nic_view()
+    }
+
+    /// When `device` last got a completion sample (0 before the first).
+    pub fn nic_sample_ns(&self, device: usize) -> Nanos {
+        self.devices[device].sample_ns.load(Ordering::Acquire)
+    }
+
+    /// `peer`'s ledger entry on `device`, if the ledger is on and has one.
+    pub fn peer_view(&self, _device: usize, _peer: u32) -> Option<super::PeerView> {
+        #[cfg(feature = "peer-feedback")]
+        if let Some(l) = &self.ledger {
+            return l.view(_device, _peer);
+        }
+        None
+    }
+
+    /// Live ledger entries on `device` (0 with no ledger).
+    pub fn peer_entries(&self, _device: usize) -> u32 {
+        #[cfg(feature = "peer-feedback")]
+        if let Some(l) = &self.ledger {
+            return l.live(_device);
+        }
+        0
+    }
+
+    /// The score `device` would get for a slice of `bytes` to `peer` now,
+    /// given the whole-set `fallback` decision (diagnostics and tests).
+    pub fn score_of(&self, device: usize, peer: Option<u32>, bytes: u32, fallback: bool) -> Score {
+        self.score(device, peer, u64::from(bytes), fallback)
+    }
+
+    /// A snapshot of the counters.
+    pub fn counters(&self) -> RailCounters {
+        let c = &self.counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RailCounters {
+            decisions: l(&self.clock.0),
+            probes: l(&c.probes),
+            fallbacks: l(&c.fallbacks),
+            missing_samples: l(&c.missing),
+            expired_samples: l(&c.expired),
+            exhausted: l(&c.exhausted),
+            contended: l(&c.contended),
+            peer_accounting_errors: l(&c.peer_errors),
+            nic_accounting_errors: l(&c.nic_errors),
+            reclaimed: l(&c.reclaimed),
+        }
+    }
+}
+
+/// Subtracts `bytes` from `cell` unless that would go below zero; returns
+/// whether it did. (The NIC and peer in-flight counters never wrap.)
+#[inline]
+pub(crate) fn sub_refusing_underflow(cell: &AtomicU64, bytes: u64) -> bool {
+    #[cfg(railyard_broken = "rail_racy_release")]
+    {
+        // BROKEN on purpose (loom twin): check-then-act, plain load + store.
+        let cur = cell.load(Ordering::Acquire);
+        if cur < bytes {
+            return false;
+        }
+        crate::sync::spin_hint();
+        cell.store(cur - bytes, Ordering::Release);
+        true
+    }
+    #[cfg(not(railyard_broken = "rail_racy_release"))]
+    cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+        cur.checked_sub(bytes)
+    })
+    .is_ok()
+}

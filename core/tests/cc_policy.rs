@@ -1,0 +1,434 @@
+//! The pure policy: state-machine steps, AIMD with hysteresis, drain-time
+//! pressure, configuration validation and env parsing (plain numbers only).
+
+use proptest::prelude::*;
+use railyard_core::cc::aimd::{epoch_pressured, Aimd, Sample};
+use railyard_core::cc::health::{arrow_exists, needs_escalation, step, Event, Health, HealthWord};
+use railyard_core::cc::{CcConfig, ConfigError, Mode, Param};
+
+const STATES: [Health; 5] = [
+    Health::Healthy,
+    Health::Congested,
+    Health::Suspect,
+    Health::Quarantined,
+    Health::Probing,
+];
+
+fn word_in(h: Health) -> HealthWord {
+    // Drive a fresh word into `h` through real steps.
+    let w = HealthWord::new(7);
+    match h {
+        Health::Healthy => w,
+        Health::Congested => step(w, Event::Pressure(true), 3).unwrap(),
+        Health::Suspect => step(w, Event::HardError, 3).unwrap(),
+        Health::Quarantined => step(step(w, Event::Fatal, 3).unwrap(), Event::Fatal, 3).unwrap(),
+        Health::Probing => step(word_in(Health::Quarantined), Event::CooldownExpired, 3).unwrap(),
+    }
+}
+
+#[test]
+fn the_diagram_has_exactly_ten_arrows() {
+    let n = STATES
+        .iter()
+        .flat_map(|&a| STATES.iter().map(move |&b| (a, b)))
+        .filter(|&(a, b)| a != b && arrow_exists(a, b))
+        .count();
+    assert_eq!(n, 10);
+    assert!(!arrow_exists(Health::Healthy, Health::Quarantined));
+    assert!(!arrow_exists(Health::Quarantined, Health::Healthy));
+    assert!(!arrow_exists(Health::Healthy, Health::Probing));
+}
+
+#[test]
+fn fatal_evidence_takes_two_real_arrows() {
+    let w = step(HealthWord::new(0), Event::Fatal, 3).unwrap();
+    assert_eq!(w.health(), Health::Suspect);
+    assert!(needs_escalation(w, 3));
+    let q = step(w, Event::Fatal, 3).unwrap();
+    assert_eq!(q.health(), Health::Quarantined);
+}
+
+#[test]
+fn cooldown_expiry_bumps_generation_and_quarantine_seq_distinguishes_entries() {
+    let q1 = word_in(Health::Quarantined);
+    let p = step(q1, Event::CooldownExpired, 3).unwrap();
+    assert_eq!(p.generation(), q1.generation() + 1);
+    let q2 = step(p, Event::HardError, 3).unwrap();
+    assert_eq!(q2.health(), Health::Quarantined);
+    assert_ne!(q1.quarantine_seq(), q2.quarantine_seq());
+}
+
+proptest! {
+    #[test]
+    fn every_step_is_an_arrow(events in proptest::collection::vec(0u8..8, 0..64), thr in 1u16..6) {
+        let mut w = HealthWord::new(0);
+        for e in events {
+            let ev = match e {
+                0 => Event::Success,
+                1 => Event::HardError,
+                2 => Event::Fatal,
+                3 => Event::Pressure(true),
+                4 => Event::Pressure(false),
+                5 => Event::CooldownExpired,
+                6 => Event::NewGeneration,
+                _ => Event::HardError,
+            };
+            if let Some(n) = step(w, ev, thr) {
+                prop_assert!(arrow_exists(w.health(), n.health()), "{:?} -{:?}-> {:?}", w.health(), ev, n.health());
+                if ev != Event::NewGeneration && ev != Event::CooldownExpired {
+                    prop_assert_eq!(n.generation(), w.generation());
+                }
+                w = n;
+            }
+        }
+    }
+}
+
+// ---- AIMD ----
+
+fn params() -> railyard_core::cc::Params {
+    CcConfig {
+        min_window_bytes: 1_000,
+        max_window_bytes: 10_000,
+        initial_window_bytes: Some(4_000),
+        high_pressure_epochs: 2,
+        low_pressure_epochs: 3,
+        additive_increase_bytes: 500,
+        decrease_percent: 50,
+        ..CcConfig::default()
+    }
+    .validate()
+    .unwrap()
+}
+
+#[test]
+fn drain_time_pressure() {
+    // 1000 bytes in flight, 1000 drained in a 1 ms epoch: drain time 1 ms.
+    assert!(!epoch_pressured(1_000, 1_000, 1_000_000, 1_000_000));
+    assert!(epoch_pressured(1_001, 1_000, 1_000_000, 1_000_000));
+    assert!(
+        epoch_pressured(1, 0, 1_000_000, 1_000_000),
+        "backlog that drained nothing"
+    );
+    assert!(
+        !epoch_pressured(0, 0, 1_000_000, 1),
+        "an empty domain is never pressured"
+    );
+    assert!(
+        !epoch_pressured(u64::MAX, u64::MAX, u64::MAX, u64::MAX),
+        "no overflow"
+    );
+}
+
+#[test]
+fn multiplicative_decrease_after_high_pressure_epochs() {
+    let p = params();
+    let mut a = Aimd::default();
+    let hot = Sample {
+        pressured: true,
+        receiver_pressure: false,
+        may_grow: true,
+    };
+    let v = a.epoch(&p, 4_000, hot);
+    assert_eq!((v.window, v.sustained), (4_000, None));
+    let v = a.epoch(&p, 4_000, hot);
+    assert_eq!((v.window, v.sustained), (2_000, Some(true)));
+    let v = a.epoch(&p, 2_000, hot);
+    assert_eq!(v.window, 1_000);
+    let v = a.epoch(&p, 1_000, hot);
+    assert_eq!(v.window, 1_000, "floored at min");
+}
+
+#[test]
+fn additive_increase_after_low_pressure_epochs() {
+    let p = params();
+    let mut a = Aimd::default();
+    let calm = Sample {
+        pressured: false,
+        receiver_pressure: false,
+        may_grow: true,
+    };
+    assert_eq!(a.epoch(&p, 4_000, calm).window, 4_000);
+    assert_eq!(a.epoch(&p, 4_000, calm).window, 4_000);
+    let v = a.epoch(&p, 4_000, calm);
+    assert_eq!((v.window, v.sustained), (4_500, Some(false)));
+    assert_eq!(a.epoch(&p, 9_800, calm).window, 10_000, "capped at max");
+    // A pressured epoch resets the calm streak.
+    a.epoch(
+        &p,
+        4_000,
+        Sample {
+            pressured: true,
+            ..calm
+        },
+    );
+    assert_eq!(a.low_streak(), 0);
+    assert_eq!(a.epoch(&p, 4_000, calm).window, 4_000);
+}
+
+#[test]
+fn no_growth_when_not_allowed() {
+    let p = params();
+    let mut a = Aimd::default();
+    let calm = Sample {
+        pressured: false,
+        receiver_pressure: false,
+        may_grow: false,
+    };
+    for _ in 0..5 {
+        assert_eq!(a.epoch(&p, 4_000, calm).window, 4_000);
+    }
+}
+
+#[test]
+fn receiver_pressure_backs_off_immediately() {
+    let p = params();
+    let mut a = Aimd::default();
+    let v = a.epoch(
+        &p,
+        4_000,
+        Sample {
+            pressured: false,
+            receiver_pressure: true,
+            may_grow: true,
+        },
+    );
+    assert_eq!((v.window, v.sustained), (2_000, Some(true)));
+}
+
+// ---- configuration ----
+
+#[test]
+fn default_config_is_valid_and_off() {
+    let p = CcConfig::default().validate().unwrap();
+    assert_eq!(p.mode, Mode::Off);
+    assert_eq!(
+        p.probe_window, p.min_window,
+        "probe defaults to the minimum window"
+    );
+    assert_eq!(p.initial_window, p.max_window);
+}
+
+#[test]
+fn every_numeric_value_must_be_positive() {
+    let base = CcConfig::default();
+    let cases: [(CcConfig, Param); 9] = [
+        (
+            CcConfig {
+                min_window_bytes: 0,
+                ..base
+            },
+            Param::MinWindowBytes,
+        ),
+        (
+            CcConfig {
+                max_window_bytes: 0,
+                ..base
+            },
+            Param::MaxWindowBytes,
+        ),
+        (
+            CcConfig {
+                initial_window_bytes: Some(0),
+                ..base
+            },
+            Param::InitialWindowBytes,
+        ),
+        (
+            CcConfig {
+                target_drain_us: 0,
+                ..base
+            },
+            Param::TargetDrainUs,
+        ),
+        (
+            CcConfig {
+                high_pressure_epochs: 0,
+                ..base
+            },
+            Param::HighPressureEpochs,
+        ),
+        (
+            CcConfig {
+                low_pressure_epochs: 0,
+                ..base
+            },
+            Param::LowPressureEpochs,
+        ),
+        (
+            CcConfig {
+                hard_error_threshold: 0,
+                ..base
+            },
+            Param::HardErrorThreshold,
+        ),
+        (
+            CcConfig {
+                cooldown_ms: 0,
+                ..base
+            },
+            Param::CooldownMs,
+        ),
+        (
+            CcConfig {
+                probe_window_bytes: Some(0),
+                ..base
+            },
+            Param::ProbeWindowBytes,
+        ),
+    ];
+    for (c, p) in cases {
+        assert_eq!(c.validate(), Err(ConfigError::Zero(p)));
+    }
+    assert_eq!(
+        CcConfig {
+            additive_increase_bytes: 0,
+            ..base
+        }
+        .validate(),
+        Err(ConfigError::Zero(Param::AdditiveIncreaseBytes))
+    );
+}
+
+#[test]
+fn min_must_not_exceed_max() {
+    let c = CcConfig {
+        min_window_bytes: 10,
+        max_window_bytes: 9,
+        ..CcConfig::default()
+    };
+    assert_eq!(
+        c.validate(),
+        Err(ConfigError::MinAboveMax { min: 10, max: 9 })
+    );
+    let c = CcConfig {
+        min_window_bytes: 9,
+        max_window_bytes: 9,
+        initial_window_bytes: Some(9),
+        ..CcConfig::default()
+    };
+    assert!(c.validate().is_ok());
+}
+
+#[test]
+fn explicit_probe_must_not_exceed_min() {
+    let c = CcConfig {
+        probe_window_bytes: Some(256 * 1024 + 1),
+        ..CcConfig::default()
+    };
+    assert_eq!(
+        c.validate(),
+        Err(ConfigError::ProbeAboveMin {
+            probe: 256 * 1024 + 1,
+            min: 256 * 1024
+        })
+    );
+    let c = CcConfig {
+        probe_window_bytes: Some(256 * 1024),
+        ..CcConfig::default()
+    };
+    assert!(c.validate().is_ok());
+}
+
+#[test]
+fn initial_and_decrease_ranges() {
+    let c = CcConfig {
+        initial_window_bytes: Some(1),
+        ..CcConfig::default()
+    };
+    assert!(matches!(
+        c.validate(),
+        Err(ConfigError::InitialOutOfRange { .. })
+    ));
+    for d in [0, 100, 250] {
+        let c = CcConfig {
+            decrease_percent: d,
+            ..CcConfig::default()
+        };
+        assert_eq!(c.validate(), Err(ConfigError::DecreaseOutOfRange(d)));
+    }
+    let c = CcConfig {
+        cooldown_ms: u64::MAX,
+        ..CcConfig::default()
+    };
+    assert_eq!(c.validate(), Err(ConfigError::TooLarge(Param::CooldownMs)));
+}
+
+#[test]
+fn errors_display_the_variable_name() {
+    let e = ConfigError::Zero(Param::CooldownMs);
+    assert!(e.to_string().contains("MC_ADAPTIVE_CC_COOLDOWN_MS"));
+    assert!(ConfigError::InvalidMode
+        .to_string()
+        .contains("MC_ADAPTIVE_CC_MODE"));
+}
+
+fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl FnMut(&'static str) -> Option<&'a str> + 'a {
+    move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+}
+
+#[test]
+fn env_parsing_reads_every_parameter() {
+    let vars = [
+        ("MC_ADAPTIVE_CC_MODE", " Enforce "),
+        ("MC_ADAPTIVE_CC_MIN_WINDOW_BYTES", "1000"),
+        ("MC_ADAPTIVE_CC_MAX_WINDOW_BYTES", "9000"),
+        ("MC_ADAPTIVE_CC_INITIAL_WINDOW_BYTES", "2000"),
+        ("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "50"),
+        ("MC_ADAPTIVE_CC_HIGH_PRESSURE_EPOCHS", "4"),
+        ("MC_ADAPTIVE_CC_LOW_PRESSURE_EPOCHS", "5"),
+        ("MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD", "6"),
+        ("MC_ADAPTIVE_CC_COOLDOWN_MS", "7"),
+        ("MC_ADAPTIVE_CC_PROBE_WINDOW_BYTES", "800"),
+        ("MC_ADAPTIVE_CC_ADDITIVE_INCREASE_BYTES", "100"),
+        ("MC_ADAPTIVE_CC_DECREASE_PERCENT", "70"),
+    ];
+    let c = CcConfig::from_lookup(lookup(&vars)).unwrap();
+    assert_eq!(
+        c,
+        CcConfig {
+            mode: Mode::Enforce,
+            min_window_bytes: 1000,
+            max_window_bytes: 9000,
+            initial_window_bytes: Some(2000),
+            target_drain_us: 50,
+            high_pressure_epochs: 4,
+            low_pressure_epochs: 5,
+            hard_error_threshold: 6,
+            cooldown_ms: 7,
+            probe_window_bytes: Some(800),
+            additive_increase_bytes: 100,
+            decrease_percent: 70,
+        }
+    );
+    assert_eq!(
+        CcConfig::from_lookup(lookup(&[])).unwrap(),
+        CcConfig::default()
+    );
+}
+
+#[test]
+fn env_parsing_rejects_bad_values_without_defaulting() {
+    assert_eq!(
+        CcConfig::from_lookup(lookup(&[("MC_ADAPTIVE_CC_MODE", "on")])),
+        Err(ConfigError::InvalidMode)
+    );
+    assert_eq!(
+        CcConfig::from_lookup(lookup(&[("MC_ADAPTIVE_CC_COOLDOWN_MS", "-1")])),
+        Err(ConfigError::NotANumber(Param::CooldownMs))
+    );
+    assert_eq!(
+        CcConfig::from_lookup(lookup(&[("MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD", "70000")])),
+        Err(ConfigError::TooLarge(Param::HardErrorThreshold))
+    );
+    assert_eq!(
+        CcConfig::from_lookup(lookup(&[(
+            "MC_ADAPTIVE_CC_PROBE_WINDOW_BYTES",
+            "999999999"
+        )])),
+        Err(ConfigError::ProbeAboveMin {
+            probe: 999_999_999,
+            min: 256 * 1024
+        })
+    );
+}
