@@ -760,7 +760,8 @@ impl Sim {
                 let n = self.cfg.net.nics_per_host;
                 self.nics[sender as usize * n + nic as usize].up = true;
                 self.senders[sender as usize].nic_up[nic as usize] = true;
-                self.stack.on_async_event(sender, nic, EV_PORT_ACTIVE, now);
+                self.stack
+                    .on_async_event(sender, nic, None, EV_PORT_ACTIVE, now);
                 self.nic_kick((sender as usize * n + nic as usize) as u32);
                 for rx in 0..self.cfg.receivers.len() {
                     let route = (rx * n + nic as usize) as u32;
@@ -1200,8 +1201,6 @@ impl Sim {
             if r.occ_slots > r.cfg.slot_capacity || r.occ_bytes > r.cfg.byte_capacity {
                 r.violations += 1;
             }
-            self.stack
-                .on_occupancy(rx, r.occ_slots, r.cfg.slot_capacity);
         }
         let w = &mut self.wrs[wi as usize];
         w.landed += u64::from(bytes);
@@ -1337,7 +1336,8 @@ impl Sim {
             }
             FaultKind::QpError { sender, nic, rx } => {
                 let route = (rx as usize * n + nic as usize) as u32;
-                self.stack.on_async_event(sender, nic, EV_QP_FATAL, now);
+                self.stack
+                    .on_async_event(sender, nic, Some(route), EV_QP_FATAL, now);
                 self.flush_route(sender, route, now, None);
             }
             FaultKind::PortDown {
@@ -1347,7 +1347,8 @@ impl Sim {
             } => {
                 self.nics[sender as usize * n + nic as usize].up = false;
                 self.senders[sender as usize].nic_up[nic as usize] = false;
-                self.stack.on_async_event(sender, nic, EV_PORT_ERR, now);
+                self.stack
+                    .on_async_event(sender, nic, None, EV_PORT_ERR, now);
                 // Posted WRs on the port never get an ACK: the first of each
                 // QP times out, the rest flush behind it.
                 let at = now + self.cfg.net.retry_timeout_ns;
@@ -1374,7 +1375,8 @@ impl Sim {
                 let s = &mut self.senders[sender as usize];
                 s.nic_up[nic as usize] = false;
                 s.nic_dead[nic as usize] = true;
-                self.stack.on_async_event(sender, nic, EV_DEVICE_FATAL, now);
+                self.stack
+                    .on_async_event(sender, nic, None, EV_DEVICE_FATAL, now);
                 for rx in 0..self.cfg.receivers.len() {
                     let route = (rx * n + nic as usize) as u32;
                     self.flush_route(sender, route, now, None);
@@ -1430,7 +1432,6 @@ impl Sim {
                 self.q.after(d, Ev::Reconnect { sender, route });
             }
         }
-        self.stack.on_endpoint_retired(sender, route, now);
     }
 
     fn reconnect(&mut self, sender: u32, route: u32) {
@@ -1479,7 +1480,7 @@ impl Sim {
             self.pump(s);
         }
         self.sample(now);
-        if !self.stopping || self.busy() || self.stack.busy() {
+        if !self.stopping || self.busy() {
             self.q.after(self.cfg.epoch_ns, Ev::Epoch);
         }
     }
@@ -1535,7 +1536,7 @@ impl Sim {
                 leaks.receiver_slots += u64::from(r.cfg.slot_capacity - r.free_slots);
             }
         }
-        let stack = self.stack.report(now);
+        let stack = self.stack.report();
         RunResult {
             latencies: self.senders.iter().map(|s| s.latencies.clone()).collect(),
             sender_bytes: self.senders.iter().map(|s| s.bytes_done).collect(),

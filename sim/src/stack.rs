@@ -1,13 +1,22 @@
 //! The sender stack between a queued slice and the token pool: local
-//! window, receiver credit, rail selection and congestion control.
+//! window, receiver credit, rail selection (`core::rail`) and congestion
+//! control (`core::cc` + `core::classify`).
 //!
 //! The simulator's [`Sim`](crate::model::Sim) calls the stack at the same
-//! boundaries a real engine does (see `shared/design/slice-lifecycle.md`):
-//! `admit` before `Owner::post`, `unwind` when the post is refused,
-//! `on_completion` with the record `Owner::complete` handed back, and
-//! `on_async_event` / `on_epoch` from the "monitor".
+//! boundaries a real engine does (`shared/design/slice-lifecycle.md`):
+//! [`Stack::admit`] right before `Owner::post` (rail pick, then
+//! `Controller::try_acquire`; the permit and the rail charge are recorded
+//! into the `TokenRecord`), [`Stack::unwind`] when the post is refused,
+//! [`Stack::on_completion`] with the record `Owner::complete` handed back
+//! (`classify_wc` → `release_record` on both), and
+//! [`Stack::on_async_event`] / [`Stack::on_epoch`] from the "monitor".
 
+use railyard_core::cc::{
+    Admission, CcConfig, Controller, Health, Mode, Monitor, PollerStatus, Settlement,
+};
+use railyard_core::classify::{classify_event, classify_wc, Effect, FailureClass, FailureScope};
 use railyard_core::completion::WcOutcome;
+use railyard_core::rail::{DeviceSpec, Outcome as RailOutcome, RailConfig, Score, Selector};
 use railyard_core::token::TokenRecord;
 
 use crate::model::{Series, SimConfig};
@@ -19,20 +28,6 @@ pub struct CreditConfig {
     pub lease_batch: u32,
 }
 
-/// How the sender picks a NIC.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RailSetting {
-    /// Round robin over usable NICs.
-    RoundRobin,
-}
-
-/// Congestion-control setting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CcSetting {
-    /// No controller.
-    Off,
-}
-
 /// The sender stack's configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StackConfig {
@@ -40,10 +35,10 @@ pub struct StackConfig {
     pub window_ops: u32,
     /// Receiver credit, if on.
     pub credit: Option<CreditConfig>,
-    /// Congestion control.
-    pub cc: CcSetting,
-    /// Rail selection.
-    pub rail: RailSetting,
+    /// The congestion controller's configuration (`mode: Off` = off).
+    pub cc: CcConfig,
+    /// The rail selector's configuration.
+    pub rail: RailConfig,
 }
 
 impl Default for StackConfig {
@@ -51,36 +46,131 @@ impl Default for StackConfig {
         StackConfig {
             window_ops: 2,
             credit: None,
-            cc: CcSetting::Off,
-            rail: RailSetting::RoundRobin,
+            cc: CcConfig::default(),
+            rail: RailConfig::default(),
         }
     }
 }
 
-/// What the stack observed (filled per scenario).
-#[derive(Clone, Debug, Default)]
-pub struct StackReport {
-    /// Free-form `(key, value)` observations, in a stable order.
-    pub values: Vec<(String, f64)>,
+/// A route health change seen by the simulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthChange {
+    /// When, ns.
+    pub at_ns: u64,
+    /// Sender.
+    pub sender: u32,
+    /// Route (receiver × NICs + local NIC).
+    pub route: u32,
+    /// Previous state.
+    pub from: Health,
+    /// New state.
+    pub to: Health,
 }
 
-/// Per-run stack state.
+/// What the stack observed.
+#[derive(Clone, Debug, Default)]
+pub struct StackReport {
+    /// `(key, value)` observations, in a stable order.
+    pub values: Vec<(String, f64)>,
+    /// Every route health change, in order.
+    pub timeline: Vec<HealthChange>,
+}
+
+impl StackReport {
+    /// The value of `key`, 0 if absent.
+    pub fn get(&self, key: &str) -> f64 {
+        self.values
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or(0.0, |(_, v)| *v)
+    }
+}
+
+struct PerSender {
+    cc: Controller,
+    monitor: Monitor,
+    rail: Selector,
+    health: Vec<Health>,
+}
+
+/// Per-run stack state: one controller + monitor and one rail selector per
+/// sender host.
 pub struct Stack {
     nics: usize,
-    rr: Vec<usize>,
+    routes: usize,
+    senders: Vec<PerSender>,
+    timeline: Vec<HealthChange>,
+    defers: u64,
+    avoids: u64,
+    stale_settlements: u64,
+    release_errors: u64,
+    rail_fallbacks: u64,
+}
+
+fn score_min(
+    sel: &Selector,
+    cands: impl Iterator<Item = usize>,
+    peer: u32,
+    bytes: u32,
+) -> Option<usize> {
+    let mut best: Option<(usize, Score)> = None;
+    for d in cands {
+        let s = sel.score_of(d, Some(peer), bytes, false);
+        if match best {
+            None => true,
+            Some((_, b)) => s.better_than(b),
+        } {
+            best = Some((d, s));
+        }
+    }
+    best.map(|(d, _)| d)
 }
 
 impl Stack {
     /// Builds the stack for `cfg`.
     pub fn new(cfg: &SimConfig) -> Result<Stack, String> {
+        let n = cfg.net.nics_per_host;
+        let routes = cfg.receivers.len() * n;
+        let route_devices: Vec<u16> = (0..routes).map(|r| (r % n) as u16).collect();
+        let specs = vec![DeviceSpec::new(cfg.net.line_rate); n];
+        let mut senders = Vec::with_capacity(cfg.senders);
+        for _ in 0..cfg.senders {
+            let (cc, monitor) = Controller::new(&cfg.stack.cc, n as u16, &route_devices)
+                .map_err(|e| format!("cc config: {e}"))?;
+            let rail =
+                Selector::new(&specs, cfg.stack.rail).map_err(|e| format!("rail config: {e}"))?;
+            senders.push(PerSender {
+                cc,
+                monitor,
+                rail,
+                health: vec![Health::Healthy; routes],
+            });
+        }
         Ok(Stack {
-            nics: cfg.net.nics_per_host,
-            rr: vec![0; cfg.senders],
+            nics: n,
+            routes,
+            senders,
+            timeline: vec![],
+            defers: 0,
+            avoids: 0,
+            stale_settlements: 0,
+            release_errors: 0,
+            rail_fallbacks: 0,
         })
     }
 
-    /// The time series the run samples: three from the fabric, then the
-    /// stack's own.
+    /// The rail selector of `sender` (read-only views for the scenarios).
+    pub fn selector(&self, sender: u32) -> &Selector {
+        &self.senders[sender as usize].rail
+    }
+
+    /// The controller of `sender`.
+    pub fn controller(&self, sender: u32) -> &Controller {
+        &self.senders[sender as usize].cc
+    }
+
+    /// The time series the run samples: four from the fabric, then the
+    /// stack's own (same order as [`Stack::sample`]).
     pub fn series_names(&self) -> Vec<Series> {
         let mk = |n: &str, u: &str| Series {
             name: n.into(),
@@ -92,82 +182,290 @@ impl Stack {
             mk("receiver occupancy", "slots"),
             mk("switch queue (max port)", "MiB"),
             mk("receiver throughput", "GB/s"),
+            mk("cc window, sender 0 route 0", "MiB"),
+            mk("path state, sender 0 route 0", "0 H,1 C,2 S,3 Q,4 P"),
         ]
     }
 
-    /// Admission of one slice of `bytes` to receiver `rx`: picks a usable
-    /// NIC and takes the stack's reservations, recorded in the returned
-    /// record (`device` set). `None`: blocked, nothing held.
+    fn route(&self, rx: u32, k: usize) -> u32 {
+        (rx as usize * self.nics + k) as u32
+    }
+
+    /// Admission of one slice of `bytes` to receiver `rx` over one of the
+    /// `usable` NICs: the rail selector picks (and charges) a NIC, the
+    /// controller admits the slice on that device × route. A quarantined
+    /// path (`Avoid`) or an unusable NIC moves to the next-best NIC; a full
+    /// window (`Defer`) leaves the slice queued. Returns the record holding
+    /// the permit and the rail charge, or `None` with nothing held.
     pub fn admit(
         &mut self,
         sender: u32,
-        _rx: u32,
-        _bytes: u32,
+        rx: u32,
+        bytes: u32,
         usable: &[bool],
-        _now: u64,
+        now: u64,
     ) -> Option<TokenRecord> {
-        let s = sender as usize;
-        for i in 0..self.nics {
-            let k = (self.rr[s] + i) % self.nics;
+        let n = self.nics;
+        let routes: Vec<u32> = (0..n).map(|k| self.route(rx, k)).collect();
+        let s = &self.senders[sender as usize];
+        let cands = usable.iter().filter(|&&u| u).count();
+        if cands == 0 {
+            return None;
+        }
+        let mut tried = vec![false; n];
+        let mut charge = if cands == 1 {
+            // A single candidate (topology rule): charge it, no decision.
+            let d = usable.iter().position(|&u| u)?;
+            s.rail.charge(d as u16, Some(rx), bytes, now).ok()?
+        } else {
+            let p = s.rail.pick(Some(rx), bytes, now);
+            if p.fallback {
+                self.rail_fallbacks += 1;
+            }
+            p.charge
+        };
+        loop {
+            let k = usize::from(charge.device());
             if usable[k] {
-                self.rr[s] = (k + 1) % self.nics;
-                return Some(TokenRecord {
-                    device: k as u16,
-                    ..TokenRecord::default()
-                });
+                match s.cc.try_acquire(k as u16, routes[k], bytes, now) {
+                    Ok(Admission::Admit(permit)) => {
+                        let mut rec = TokenRecord {
+                            peer: Some(rx),
+                            ..TokenRecord::default()
+                        };
+                        if let Err(p) = permit.record_into(&mut rec) {
+                            let _ = s.cc.release(p, Effect::None);
+                            let _ = s.rail.release(charge, RailOutcome::Failed, now);
+                            self.release_errors += 1;
+                            return None;
+                        }
+                        charge.record_into(&mut rec);
+                        return Some(rec);
+                    }
+                    Ok(Admission::Defer(_)) => {
+                        self.defers += 1;
+                        let _ = s.rail.release(charge, RailOutcome::Failed, now);
+                        return None;
+                    }
+                    Ok(Admission::Avoid(_)) => self.avoids += 1,
+                    Err(_) => self.release_errors += 1,
+                }
+            }
+            let _ = s.rail.release(charge, RailOutcome::Failed, now);
+            tried[k] = true;
+            let next = score_min(
+                &s.rail,
+                (0..n).filter(|&d| usable[d] && !tried[d]),
+                rx,
+                bytes,
+            )?;
+            charge = s.rail.charge(next as u16, Some(rx), bytes, now).ok()?;
+        }
+    }
+
+    /// The post was refused after [`Stack::admit`]: give back what `rec`
+    /// holds (the permit rolls back, the rail charge is released unsampled).
+    pub fn unwind(&mut self, sender: u32, rec: &mut TokenRecord, now: u64) {
+        let s = &self.senders[sender as usize];
+        if rec.holds & TokenRecord::HOLDS_PERMIT != 0
+            && s.cc.release_record(rec, Effect::None).is_err()
+        {
+            self.release_errors += 1;
+        }
+        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0
+            && s.rail.release_record(rec, false, now).is_err()
+        {
+            self.release_errors += 1;
+        }
+    }
+
+    /// Ownership outcome of a WC status, from the classifier: success
+    /// settles, a local configuration error fails the slice, everything
+    /// else (route timeout, flush, receiver pressure, remote metadata,
+    /// fatal QP) is retried within the slice's budget on a fresh attempt.
+    pub fn wc_outcome(&self, status: u16) -> WcOutcome {
+        let c = classify_wc(u32::from(status), 0);
+        match c.class {
+            FailureClass::Success => WcOutcome::Success,
+            FailureClass::LocalConfiguration => WcOutcome::Fatal,
+            _ => WcOutcome::Retryable,
+        }
+    }
+
+    /// A completion: classify, release the permit (applying the effect
+    /// to the current generation only) and the rail charge (a success
+    /// feeds the bandwidth EWMAs).
+    pub fn on_completion(&mut self, sender: u32, rec: &mut TokenRecord, status: u16, now: u64) {
+        let c = classify_wc(u32::from(status), 0);
+        let s = &self.senders[sender as usize];
+        if rec.holds & TokenRecord::HOLDS_PERMIT != 0 {
+            match s.cc.release_record(rec, c.effect) {
+                Ok(Settlement::Stale) => self.stale_settlements += 1,
+                Ok(Settlement::Current) => {}
+                Err(_) => self.release_errors += 1,
             }
         }
-        None
+        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0
+            && s.rail.release_record(rec, status == 0, now).is_err()
+        {
+            self.release_errors += 1;
+        }
+        self.observe(sender, now);
     }
 
-    /// The post was refused after `admit`: give back what `rec` holds.
-    pub fn unwind(&mut self, _sender: u32, _rec: &mut TokenRecord, _now: u64) {}
+    /// An async event on a sender NIC (`route` for QP-scope events):
+    /// classified, then applied at its scope and no wider.
+    pub fn on_async_event(
+        &mut self,
+        sender: u32,
+        nic: u16,
+        route: Option<u32>,
+        code: u32,
+        now: u64,
+    ) {
+        let e = classify_event(code);
+        let s = &self.senders[sender as usize];
+        match e.scope {
+            FailureScope::Qp | FailureScope::Cq | FailureScope::Route => {
+                if let Some(r) = route {
+                    let g = s.cc.route_generation(r).unwrap_or(0);
+                    if s.cc.route_feedback(r, g, e.effect).is_err() {
+                        self.release_errors += 1;
+                    }
+                }
+            }
+            FailureScope::Port => {
+                for r in
+                    (0..self.routes as u32).filter(|r| *r as usize % self.nics == usize::from(nic))
+                {
+                    let g = s.cc.route_generation(r).unwrap_or(0);
+                    if s.cc.route_feedback(r, g, e.effect).is_err() {
+                        self.release_errors += 1;
+                    }
+                }
+            }
+            FailureScope::Device => {
+                if s.cc.quarantine_device(nic).is_err() {
+                    self.release_errors += 1;
+                }
+            }
+            FailureScope::None | FailureScope::Operation => {}
+        }
+        self.observe(sender, now);
+    }
 
-    /// Ownership outcome of a WC status.
-    pub fn wc_outcome(&self, status: u16) -> WcOutcome {
-        match status {
-            0 => WcOutcome::Success,
-            5 | 12 | 13 | 20 => WcOutcome::Retryable,
-            _ => WcOutcome::Fatal,
+    /// The endpoint of `route` was rebuilt: a new route generation, so late
+    /// completions of the old QP only settle accounting.
+    pub fn on_reconnect(&mut self, sender: u32, route: u32, now: u64) {
+        let _ = self.senders[sender as usize].cc.advance_generation(route);
+        self.observe(sender, now);
+    }
+
+    /// One control epoch (monitor thread): AIMD, hysteresis, cooldown →
+    /// probing; idle peer entries reclaimed.
+    pub fn on_epoch(&mut self, now: u64) {
+        for i in 0..self.senders.len() {
+            let s = &mut self.senders[i];
+            let _ = s.monitor.on_epoch(&s.cc, now, PollerStatus::Progressing);
+            let _ = s.rail.reclaim_idle(now);
+            self.observe(i as u32, now);
         }
     }
 
-    /// A completion: release what `rec` holds, feed the policies.
-    pub fn on_completion(&mut self, _sender: u32, _rec: &mut TokenRecord, _status: u16, _now: u64) {
+    fn observe(&mut self, sender: u32, now: u64) {
+        let s = &mut self.senders[sender as usize];
+        if s.cc.mode() == Mode::Off {
+            return;
+        }
+        for r in 0..self.routes {
+            let h =
+                s.cc.route_snapshot(r as u32)
+                    .map_or(Health::Healthy, |x| x.health);
+            if h != s.health[r] {
+                self.timeline.push(HealthChange {
+                    at_ns: now,
+                    sender,
+                    route: r as u32,
+                    from: s.health[r],
+                    to: h,
+                });
+                s.health[r] = h;
+            }
+        }
     }
 
-    /// An async event on a sender NIC.
-    pub fn on_async_event(&mut self, _sender: u32, _nic: u16, _code: u32, _now: u64) {}
-
-    /// An endpoint of `route` was retired.
-    pub fn on_endpoint_retired(&mut self, _sender: u32, _route: u32, _now: u64) {}
-
-    /// An endpoint of `route` was rebuilt (new generation).
-    pub fn on_reconnect(&mut self, _sender: u32, _route: u32, _now: u64) {}
-
-    /// Receiver occupancy changed.
-    pub fn on_occupancy(&mut self, _rx: u32, _occ: u32, _cap: u32) {}
-
-    /// One control epoch (monitor thread).
-    pub fn on_epoch(&mut self, _now: u64) {}
-
-    /// Whether the stack still has timers that matter (probing, cooldown).
-    pub fn busy(&self) -> bool {
-        false
-    }
-
-    /// The stack's series values at `now` (same order as its names).
+    /// The stack's series values (same order as its names).
     pub fn sample(&mut self, _now: u64) -> Vec<f64> {
-        vec![]
+        let s = &self.senders[0];
+        let snap = s.cc.route_snapshot(0);
+        let window = match (s.cc.mode(), snap) {
+            (Mode::Off, _) | (_, None) => 0.0,
+            (_, Some(x)) => x.window as f64 / f64::from(1u32 << 20),
+        };
+        let state = snap.map_or(0.0, |x| f64::from(x.health as u8));
+        vec![window, state]
     }
 
-    /// Resources the stack still holds (must be 0 at the end).
+    /// Bytes the stack still holds (cc in-flight in every device domain,
+    /// rail in-flight on every NIC): must be 0 at the end.
     pub fn held(&self) -> u64 {
-        0
+        let mut h = 0;
+        for s in &self.senders {
+            for d in 0..self.nics {
+                h += s.cc.device_snapshot(d as u16).map_or(0, |x| x.in_flight);
+                h += s.rail.nic_inflight(d);
+            }
+            for r in 0..self.routes {
+                h += s.cc.route_snapshot(r as u32).map_or(0, |x| x.in_flight);
+            }
+        }
+        h
     }
 
     /// Final observations.
-    pub fn report(&self, _now: u64) -> StackReport {
-        StackReport::default()
+    pub fn report(&self) -> StackReport {
+        let mut v: Vec<(String, f64)> = vec![];
+        let mut illegal = 0;
+        let mut stale = 0;
+        let (mut decisions, mut probes, mut fallbacks, mut missing, mut expired, mut acct) =
+            (0, 0, 0, 0, 0, 0);
+        for s in &self.senders {
+            let st = s.cc.stats();
+            illegal += st.illegal_transitions;
+            stale += st.stale_feedback;
+            let rc = s.rail.counters();
+            decisions += rc.decisions;
+            probes += rc.probes;
+            fallbacks += rc.fallbacks;
+            missing += rc.missing_samples;
+            expired += rc.expired_samples;
+            acct += rc.peer_accounting_errors + rc.nic_accounting_errors;
+        }
+        for (k, x) in [
+            ("illegal_transitions", illegal),
+            ("cc_stale_feedback", stale),
+            ("cc_defers", self.defers),
+            ("cc_avoids", self.avoids),
+            ("stale_settlements", self.stale_settlements),
+            ("release_errors", self.release_errors),
+            ("rail_decisions", decisions),
+            ("rail_probes", probes),
+            ("rail_fallbacks", fallbacks),
+            ("rail_missing_samples", missing),
+            ("rail_expired_samples", expired),
+            ("rail_accounting_errors", acct),
+        ] {
+            v.push((k.into(), x as f64));
+        }
+        if let Some(s) = self.senders.first() {
+            for d in 0..self.nics {
+                let h = s.cc.device_snapshot(d as u16).map_or(0, |x| x.health as u8);
+                v.push((format!("sender0_device{d}_health"), f64::from(h)));
+            }
+        }
+        StackReport {
+            values: v,
+            timeline: self.timeline.clone(),
+        }
     }
 }
