@@ -16,7 +16,10 @@ use railyard_core::cc::{
 };
 use railyard_core::classify::{classify_event, classify_wc, Effect, FailureClass, FailureScope};
 use railyard_core::completion::WcOutcome;
-use railyard_core::rail::{DeviceSpec, Outcome as RailOutcome, RailConfig, Score, Selector};
+use railyard_core::rail::{
+    bandwidth_sample, ewma_step, sample_state, DeviceSpec, Outcome as RailOutcome, RailConfig,
+    SampleState, Score, Selector, TtlCalibrator,
+};
 use railyard_core::token::TokenRecord;
 
 use crate::model::{Series, SimConfig};
@@ -39,6 +42,8 @@ pub struct StackConfig {
     pub cc: CcConfig,
     /// The rail selector's configuration.
     pub rail: RailConfig,
+    /// Measure RFC 4534 attribution error for `(device, peer)` of sender 0.
+    pub attribution: Option<(u16, u32)>,
 }
 
 impl Default for StackConfig {
@@ -48,6 +53,7 @@ impl Default for StackConfig {
             credit: None,
             cc: CcConfig::default(),
             rail: RailConfig::default(),
+            attribution: None,
         }
     }
 }
@@ -105,6 +111,21 @@ pub struct Stack {
     stale_settlements: u64,
     release_errors: u64,
     rail_fallbacks: u64,
+    calibrator: Option<Box<TtlCalibrator<65536>>>,
+    attribution: Option<Attribution>,
+}
+
+/// RFC 4534 attribution error: the bandwidth estimate the selector's
+/// variant uses for `peer` on `device`, against an oracle EWMA (same
+/// alpha and clamps) of that peer's own completions on that device.
+struct Attribution {
+    device: u16,
+    peer: u32,
+    nominal: u64,
+    oracle: u64,
+    err_sum: f64,
+    samples: u64,
+    bytes_per_device: Vec<u64>,
 }
 
 fn score_min(
@@ -156,6 +177,16 @@ impl Stack {
             stale_settlements: 0,
             release_errors: 0,
             rail_fallbacks: 0,
+            calibrator: cfg.stack.rail.trace.then(|| Box::new(TtlCalibrator::new())),
+            attribution: cfg.stack.attribution.map(|(device, peer)| Attribution {
+                device,
+                peer,
+                nominal: cfg.net.line_rate,
+                oracle: 0,
+                err_sum: 0.0,
+                samples: 0,
+                bytes_per_device: vec![0; n],
+            }),
         })
     }
 
@@ -221,6 +252,9 @@ impl Stack {
             let p = s.rail.pick(Some(rx), bytes, now);
             if p.fallback {
                 self.rail_fallbacks += 1;
+            }
+            if let Some(c) = self.calibrator.as_mut() {
+                c.observe(p.trace);
             }
             p.charge
         };
@@ -297,6 +331,24 @@ impl Stack {
     /// feeds the bandwidth EWMAs).
     pub fn on_completion(&mut self, sender: u32, rec: &mut TokenRecord, status: u16, now: u64) {
         let c = classify_wc(u32::from(status), 0);
+        if let Some(a) = self.attribution.as_mut() {
+            if sender == 0 && status == 0 && rec.peer == Some(a.peer) {
+                a.bytes_per_device[usize::from(rec.device)] += u64::from(rec.bytes);
+            }
+            if sender == 0 && status == 0 && rec.device == a.device && rec.peer == Some(a.peer) {
+                let rc = self.senders[0].rail.config();
+                let sample =
+                    bandwidth_sample(u64::from(rec.bytes), now.saturating_sub(rec.post_ns));
+                a.oracle = ewma_step(
+                    a.oracle,
+                    sample,
+                    rc.ewma_alpha_q16,
+                    a.nominal,
+                    rc.ewma_floor_q8,
+                    rc.ewma_ceil_q8,
+                );
+            }
+        }
         let s = &self.senders[sender as usize];
         if rec.holds & TokenRecord::HOLDS_PERMIT != 0 {
             match s.cc.release_record(rec, c.effect) {
@@ -369,6 +421,27 @@ impl Stack {
             let _ = s.monitor.on_epoch(&s.cc, now, PollerStatus::Progressing);
             let _ = s.rail.reclaim_idle(now);
             self.observe(i as u32, now);
+        }
+        if let Some(a) = self.attribution.as_mut() {
+            let sel = &self.senders[0].rail;
+            let d = usize::from(a.device);
+            let rc = sel.config();
+            let peer = sel.peer_view(d, a.peer);
+            // V2/V3 fall back to NIC feedback for the whole candidate set
+            // when any candidate's peer sample is missing or expired.
+            let fresh = (0..sel.len()).all(|k| {
+                sample_state(sel.peer_view(k, a.peer).as_ref(), now, rc.peer_ttl_ns)
+                    == SampleState::Fresh
+            });
+            let used = if rc.peer_accounting && rc.variant.uses_peer_feedback() && fresh {
+                peer.map_or(0, |p| p.bw)
+            } else {
+                sel.nic_view(d).bw
+            };
+            if a.oracle > 0 {
+                a.err_sum += (used as f64 - a.oracle as f64).abs() / a.oracle as f64;
+                a.samples += 1;
+            }
         }
     }
 
@@ -456,6 +529,26 @@ impl Stack {
             ("rail_accounting_errors", acct),
         ] {
             v.push((k.into(), x as f64));
+        }
+        if let Some(a) = &self.attribution {
+            v.push((
+                "attribution_error".into(),
+                a.err_sum / a.samples.max(1) as f64,
+            ));
+            v.push(("attribution_samples".into(), a.samples as f64));
+            let total: u64 = a.bytes_per_device.iter().sum();
+            v.push((
+                "a_nic1_share".into(),
+                a.bytes_per_device[usize::from(a.device)] as f64 / total.max(1) as f64,
+            ));
+        }
+        if let Some(c) = &self.calibrator {
+            let mut c = c.clone();
+            v.push((
+                "calibrated_ttl_ns".into(),
+                c.ttl_ns().map_or(-1.0, |t| t as f64),
+            ));
+            v.push(("calibration_cold".into(), c.cold() as f64));
         }
         if let Some(s) = self.senders.first() {
             for d in 0..self.nics {
