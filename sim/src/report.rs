@@ -307,6 +307,6 @@ mod tests {
     fn table_aligns() {
         let mut t = Table::new("T", &["a", "bb"]);
         t.row(vec!["xyz".into(), "1".into()]);
-        assert_eq!(t.render(), "T\na     bb\n---------\nxyz    1\n");
+        assert_eq!(t.render(), "T\na    bb\n-------\nxyz   1\n");
     }
 }

@@ -52,7 +52,8 @@ pub fn route_failure_config(o: &Opts, cc: CcConfig) -> SimConfig {
             cc,
             ..StackConfig::default()
         },
-        duration_ns: o.duration_ms.unwrap_or(80) * NS_PER_MS,
+        // The fault timeline is fixed: never shorter than 80 ms.
+        duration_ns: o.duration_ms.unwrap_or(80).max(80) * NS_PER_MS,
         faults: vec![Fault {
             at_ns: 10 * NS_PER_MS,
             kind: FaultKind::RouteTimeout {
@@ -83,7 +84,8 @@ pub fn multi_nic_config(o: &Opts, cc: CcConfig) -> SimConfig {
             cc,
             ..StackConfig::default()
         },
-        duration_ns: o.duration_ms.unwrap_or(60) * NS_PER_MS,
+        // The fault timeline is fixed: never shorter than 60 ms.
+        duration_ns: o.duration_ms.unwrap_or(60).max(60) * NS_PER_MS,
         faults: vec![
             Fault {
                 at_ns: 10 * NS_PER_MS,
