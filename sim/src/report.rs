@@ -226,8 +226,8 @@ pub fn svg(title: &str, series: &[Series]) -> String {
     for (i, s) in series.iter().enumerate() {
         let y0 = top + ph * i as f64;
         let (pw, pp) = (w - left - right, ph - 25.0);
-        let vmax = s.points.iter().map(|p| p.1).fold(0.0f64, f64::max);
-        let vmax = if vmax <= 0.0 { 1.0 } else { vmax * 1.1 };
+        let raw_max = s.points.iter().map(|p| p.1).fold(0.0f64, f64::max);
+        let vmax = if raw_max <= 0.0 { 1.0 } else { raw_max * 1.1 };
         let _ = writeln!(
             o,
             r##"<rect x="{left}" y="{y0}" width="{pw}" height="{pp}" fill="none" stroke="#999"/>"##
@@ -239,7 +239,7 @@ pub fn svg(title: &str, series: &[Series]) -> String {
             y0 + 12.0,
             xml(&s.name),
             xml(&s.unit),
-            vmax / 1.1
+            raw_max
         );
         let _ = writeln!(
             o,
