@@ -58,7 +58,12 @@ fn duplicate_update_is_a_noop() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u1 = p.grant(Charge([8192, 2, 0, 2]));
     assert_eq!(p.apply(&u1), Ok(UpdateOutcome::Applied));
-    let c = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    let c = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
     assert_eq!(p.avail(), Charge([4096, 1, 0, 1]));
     // Retransmission of the same cumulative update mints nothing.
     assert_eq!(p.apply(&u1), Ok(UpdateOutcome::Duplicate));
@@ -72,7 +77,10 @@ fn reordered_updates_never_double_apply() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u1 = p.grant(Charge([4096, 1, 0, 1]));
     let u2 = p.grant(Charge([4096, 1, 0, 1]));
-    assert_eq!(p.apply(&u2), Ok(UpdateOutcome::AppliedAfterGap { missed: 1 }));
+    assert_eq!(
+        p.apply(&u2),
+        Ok(UpdateOutcome::AppliedAfterGap { missed: 1 })
+    );
     assert_eq!(p.apply(&u1), Ok(UpdateOutcome::Duplicate));
     // Cumulative totals: 8192, not 12288.
     assert_eq!(p.avail(), Charge([8192, 2, 0, 2]));
@@ -83,7 +91,10 @@ fn lost_update_is_covered_by_the_next_cumulative_total() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let _lost = p.grant(Charge([4096, 1, 0, 1]));
     let u2 = p.grant(Charge([1000, 0, 0, 0]));
-    assert!(matches!(p.apply(&u2), Ok(UpdateOutcome::AppliedAfterGap { missed: 1 })));
+    assert!(matches!(
+        p.apply(&u2),
+        Ok(UpdateOutcome::AppliedAfterGap { missed: 1 })
+    ));
     assert_eq!(p.avail(), Charge([5096, 1, 0, 1]));
     assert_eq!(p.ctl.metrics(&p.ledger).sequence_gaps, 1);
 }
@@ -96,15 +107,24 @@ fn decreasing_total_is_a_violation_and_quarantines() {
     let mut bad = u1;
     bad.sequence += 1;
     bad.grants = bad.grants.with(Resource::DataBytes, 4096);
-    assert_eq!(p.apply(&bad), Err(UpdateError::Decreasing(Resource::DataBytes)));
+    assert_eq!(
+        p.apply(&bad),
+        Err(UpdateError::Decreasing(Resource::DataBytes))
+    );
     assert_eq!(p.ctl.metrics(&p.ledger).violations, 1);
     // Quarantined: no dispatch, and further updates are refused.
-    assert_eq!(p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(), Some(ReserveError::Closed));
+    assert_eq!(
+        p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(),
+        Some(ReserveError::Closed)
+    );
     let mut later = u1;
     later.sequence += 5;
     assert_eq!(p.apply(&later), Err(UpdateError::Quarantined));
     // The rejected update changed nothing.
-    assert_eq!(p.ctl.entry_metrics(&p.ledger, 0, 0).unwrap().granted, [8192, 2, 0, 2]);
+    assert_eq!(
+        p.ctl.entry_metrics(&p.ledger, 0, 0).unwrap().granted,
+        [8192, 2, 0, 2]
+    );
 }
 
 #[test]
@@ -114,7 +134,9 @@ fn huge_grants_do_not_overflow_and_are_banked_beyond_the_window() {
         receiver_session: RX,
         epoch: p.epoch,
         sequence: 1,
-        grants: Totals::default().with(Resource::DataBytes, u64::MAX).with(Resource::RequestSlots, 100),
+        grants: Totals::default()
+            .with(Resource::DataBytes, u64::MAX)
+            .with(Resource::RequestSlots, 100),
         ..Default::default()
     };
     assert_eq!(p.apply(&u), Ok(UpdateOutcome::Applied));
@@ -127,7 +149,13 @@ fn huge_grants_do_not_overflow_and_are_banked_beyond_the_window() {
     let charge = Charge([0, 1, 0, 0]);
     let mut done = vec![];
     for _ in 0..WINDOW[1] {
-        done.push(p.ledger.try_reserve(p.e(), &charge).unwrap().commit().unwrap());
+        done.push(
+            p.ledger
+                .try_reserve(p.e(), &charge)
+                .unwrap()
+                .commit()
+                .unwrap(),
+        );
     }
     assert!(p.ledger.try_reserve(p.e(), &charge).is_err());
     for c in &done[..5] {
@@ -150,7 +178,10 @@ fn receiver_usage_overflow_is_a_violation() {
     };
     u.consumed = Totals::default().with(Resource::DataBytes, u64::MAX);
     u.returned = Totals::default().with(Resource::DataBytes, 1);
-    assert_eq!(p.alloc.on_usage(0, &u), Err(AllocError::Violation(Resource::DataBytes)));
+    assert_eq!(
+        p.alloc.on_usage(0, &u),
+        Err(AllocError::Violation(Resource::DataBytes))
+    );
     assert!(p.alloc.conserved());
     // Consumed more than granted is a violation too (a fresh pair).
     let mut q = pair([1 << 20, 16, 8, 8]);
@@ -162,7 +193,10 @@ fn receiver_usage_overflow_is_a_violation() {
         ..Default::default()
     };
     u.consumed = Totals::default().with(Resource::DataBytes, 4097);
-    assert_eq!(q.alloc.on_usage(0, &u), Err(AllocError::Violation(Resource::DataBytes)));
+    assert_eq!(
+        q.alloc.on_usage(0, &u),
+        Err(AllocError::Violation(Resource::DataBytes))
+    );
 }
 
 #[test]
@@ -186,17 +220,29 @@ fn receiver_restart_fences_the_old_session() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u = p.grant(Charge([8192, 2, 0, 2]));
     p.apply(&u).unwrap();
-    let inflight = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).unwrap().commit().unwrap();
-    let pending = p.ledger.try_reserve(p.e(), &Charge::direct_write(1024)).unwrap();
+    let inflight = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
+    let pending = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(1024))
+        .unwrap();
     // Receiver restarts with a new session.
     let rx2 = SessionId(0xB0B);
-    let mut alloc2 = ReceiverAllocator::new(AllocatorConfig::new(rx2, 2, 2, [1 << 20, 16, 8, 8])).unwrap();
+    let mut alloc2 =
+        ReceiverAllocator::new(AllocatorConfig::new(rx2, 2, 2, [1 << 20, 16, 8, 8])).unwrap();
     let epoch2 = alloc2.open(0).unwrap();
     // An update from the old incarnation is stale.
     let mut old = u;
     old.sequence += 1;
     p.ctl.bind(&p.ledger, 0, rx2, epoch2).unwrap();
-    assert_eq!(p.ctl.apply_update(&p.ledger, 0, &old, 0), Err(UpdateError::SessionMismatch));
+    assert_eq!(
+        p.ctl.apply_update(&p.ledger, 0, &old, 0),
+        Err(UpdateError::SessionMismatch)
+    );
     // The pending reservation cannot be handed off any more.
     assert_eq!(pending.commit().err(), Some(CommitError::EpochChanged));
     // The in-flight completion is fenced, not credited to the new session.
@@ -205,7 +251,10 @@ fn receiver_restart_fences_the_old_session() {
     assert_eq!(m.epoch_resets, 1);
     assert_eq!(m.fenced_inflight, [4096, 1, 0, 1]);
     // Nothing is available until the new session grants.
-    assert_eq!(p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(), Some(ReserveError::Closed));
+    assert_eq!(
+        p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(),
+        Some(ReserveError::Closed)
+    );
     let u2 = alloc2.grant(0, 0, &Charge([2048, 1, 0, 1])).unwrap();
     p.apply(&u2).unwrap();
     assert_eq!(p.avail(), Charge([2048, 1, 0, 1]));
@@ -216,7 +265,12 @@ fn sender_restart_cannot_reuse_old_capacity_until_fenced() {
     let mut p = pair([8192, 4, 2, 2]);
     let u = p.grant(Charge([8192, 2, 0, 2]));
     p.apply(&u).unwrap();
-    let _c = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    let _c = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
     let old_usage = p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
     // The sender restarts: the receiver opens a new epoch for it.
     let e2 = p.alloc.open(0).unwrap();
@@ -232,14 +286,19 @@ fn sender_restart_cannot_reuse_old_capacity_until_fenced() {
     c2.bind(&l2, 0, RX, e2).unwrap();
     assert_eq!(p.alloc.on_usage(0, &old_usage), Err(AllocError::Stale));
     // Old capacity is not reusable before fencing.
-    assert_eq!(p.alloc.grant(0, 0, &Charge([1, 0, 0, 0])).err(), Some(AllocError::Insufficient(Resource::DataBytes)));
+    assert_eq!(
+        p.alloc.grant(0, 0, &Charge([1, 0, 0, 0])).err(),
+        Some(AllocError::Insufficient(Resource::DataBytes))
+    );
     assert!(p.alloc.conserved());
     // Old QPs drained: capacity returns.
     assert_eq!(p.alloc.fence_complete(0), Ok(Charge([8192, 2, 0, 2])));
     let u2 = p.alloc.grant(0, 0, &Charge([8192, 2, 0, 2])).unwrap();
     assert_eq!(u2.epoch, e2);
     c2.apply_update(&l2, 0, &u2, 0).unwrap();
-    assert!(l2.try_reserve(l2.entry(0, 0).unwrap(), &Charge::direct_write(8192)).is_ok());
+    assert!(l2
+        .try_reserve(l2.entry(0, 0).unwrap(), &Charge::direct_write(8192))
+        .is_ok());
 }
 
 #[test]
@@ -247,7 +306,12 @@ fn old_completion_after_new_epoch_is_fenced() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u = p.grant(Charge([8192, 2, 0, 2]));
     p.apply(&u).unwrap();
-    let old = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    let old = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
     let mut rec = TokenRecord {
         bytes: 4096,
         ..Default::default()
@@ -264,7 +328,10 @@ fn old_completion_after_new_epoch_is_fenced() {
     assert_eq!(usage.epoch, e2);
     assert_eq!(p.ctl.metrics(&p.ledger).fenced_ops, 1);
     // An old-epoch usage report cannot return the old capacity twice.
-    assert!(matches!(p.alloc.on_usage(0, &usage), Ok(allocator::UsageOutcome::Applied(_))));
+    assert!(matches!(
+        p.alloc.on_usage(0, &usage),
+        Ok(allocator::UsageOutcome::Applied(_))
+    ));
     assert!(p.alloc.conserved());
 }
 
@@ -273,15 +340,28 @@ fn control_disconnect_while_payload_in_flight() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u = p.grant(Charge([8192, 2, 0, 2]));
     p.apply(&u).unwrap();
-    let inflight = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    let inflight = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
     let mut link = CreditLink::new(CreditMode::Required);
     link.on(LinkEvent::Start).unwrap();
     link.on(LinkEvent::PeerCompatible(1)).unwrap();
     // Control channel drops.
     link.on(LinkEvent::StaleOrDisconnect).unwrap();
     p.ctl.mark_stale(&p.ledger, 0).unwrap();
-    assert_eq!(link.gate(), Gate::Block { fallback_allowed: false });
-    assert_eq!(p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(), Some(ReserveError::Closed));
+    assert_eq!(
+        link.gate(),
+        Gate::Block {
+            fallback_allowed: false
+        }
+    );
+    assert_eq!(
+        p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(),
+        Some(ReserveError::Closed)
+    );
     // Payload already handed off still completes and is counted.
     assert_eq!(p.ledger.release(&inflight), Ok(ReleaseOutcome::Released));
     // Reconnect: a newer update reopens.
@@ -311,7 +391,10 @@ fn freshness_expiry_marks_stale() {
     assert_eq!(p.ctl.expire(&p.ledger, 5_000_000), Ok(0));
     assert_eq!(p.ctl.expire(&p.ledger, 11_000_000), Ok(1));
     assert!(!p.ctl.is_active(0));
-    assert_eq!(p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(), Some(ReserveError::Closed));
+    assert_eq!(
+        p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(),
+        Some(ReserveError::Closed)
+    );
 }
 
 #[test]
@@ -320,11 +403,22 @@ fn atomic_multi_resource_failure_takes_nothing() {
     // Bytes and request slots granted, but no consumer slot.
     let u = p.grant(Charge([8192, 2, 0, 0]));
     p.apply(&u).unwrap();
-    let err = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).err();
-    assert_eq!(err, Some(ReserveError::Insufficient(ResourceSet::EMPTY.with(Resource::ConsumerSlots))));
+    let err = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .err();
+    assert_eq!(
+        err,
+        Some(ReserveError::Insufficient(
+            ResourceSet::EMPTY.with(Resource::ConsumerSlots)
+        ))
+    );
     assert_eq!(p.avail(), Charge([8192, 2, 0, 0]));
     // Two resources short at once are both reported.
-    let err = p.ledger.try_reserve(p.e(), &Charge::staged_write(9000)).err();
+    let err = p
+        .ledger
+        .try_reserve(p.e(), &Charge::staged_write(9000))
+        .err();
     let want = ResourceSet::EMPTY
         .with(Resource::DataBytes)
         .with(Resource::StagingSlots)
@@ -339,7 +433,10 @@ fn atomic_multi_resource_failure_takes_nothing() {
         assert_eq!(b.exhausted.len(), 3);
     }
     // A dropped reservation is rolled back exactly.
-    let r = p.ledger.try_reserve(p.e(), &Charge([4096, 1, 0, 0])).unwrap();
+    let r = p
+        .ledger
+        .try_reserve(p.e(), &Charge([4096, 1, 0, 0]))
+        .unwrap();
     assert_eq!(p.avail(), Charge([4096, 1, 0, 0]));
     drop(r);
     assert_eq!(p.avail(), Charge([8192, 2, 0, 0]));
@@ -358,11 +455,15 @@ fn unknown_peer_class_or_resource_is_rejected_up_front() {
     let e = ledger.entry(0, 0).unwrap();
     assert_eq!(
         ledger.try_reserve(e, &Charge::direct_write(1)).err(),
-        Some(ReserveError::Key(KeyError::UnknownResource(Resource::ConsumerSlots)))
+        Some(ReserveError::Key(KeyError::UnknownResource(
+            Resource::ConsumerSlots
+        )))
     );
     assert_eq!(
         ledger.try_reserve(e, &Charge([1 << 21, 0, 0, 0])).err(),
-        Some(ReserveError::Key(KeyError::ChargeTooLarge(Resource::DataBytes)))
+        Some(ReserveError::Key(KeyError::ChargeTooLarge(
+            Resource::DataBytes
+        )))
     );
     assert_eq!(
         SenderLedger::new(LedgerConfig {
@@ -389,18 +490,32 @@ fn explicit_return_of_unused_credit() {
     let mut p = pair([16384, 16, 8, 8]);
     let u = p.grant(Charge([16384, 4, 0, 4]));
     p.apply(&u).unwrap();
-    let c = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).unwrap().commit().unwrap();
-    let returned = p.ctl.return_unused(&p.ledger, 0, 0, Charge([u64::MAX; 4])).unwrap();
+    let c = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
+    let returned = p
+        .ctl
+        .return_unused(&p.ledger, 0, 0, Charge([u64::MAX; 4]))
+        .unwrap();
     assert_eq!(returned, Charge([12288, 3, 0, 3]));
     assert_eq!(p.avail(), Charge::ZERO);
     assert_eq!(p.alloc.free(), [0, 12, 8, 4]);
-    assert!(matches!(p.report(), Ok(allocator::UsageOutcome::Applied(Charge([12288, 3, 0, 3])))));
+    assert!(matches!(
+        p.report(),
+        Ok(allocator::UsageOutcome::Applied(Charge([12288, 3, 0, 3])))
+    ));
     assert_eq!(p.alloc.free(), [12288, 15, 8, 7]);
     assert!(p.alloc.conserved());
     // A duplicate report returns nothing twice.
     let mut dup = p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
     dup.sequence -= 1;
-    assert_eq!(p.alloc.on_usage(0, &dup), Ok(allocator::UsageOutcome::Duplicate));
+    assert_eq!(
+        p.alloc.on_usage(0, &dup),
+        Ok(allocator::UsageOutcome::Duplicate)
+    );
     assert_eq!(p.alloc.free(), [12288, 15, 8, 7]);
     // The in-flight charge still releases normally.
     assert_eq!(p.ledger.release(&c), Ok(ReleaseOutcome::Released));
@@ -414,11 +529,19 @@ fn completion_never_mints_sender_credit() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u = p.grant(Charge([4096, 1, 0, 1]));
     p.apply(&u).unwrap();
-    let c = p.ledger.try_reserve(p.e(), &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    let c = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
     assert_eq!(p.ledger.release(&c), Ok(ReleaseOutcome::Released));
     p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
     assert_eq!(p.avail(), Charge::ZERO);
-    assert!(p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).is_err());
+    assert!(p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(1))
+        .is_err());
 }
 
 #[test]
@@ -426,7 +549,12 @@ fn charge_records_into_and_releases_from_a_token_record() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u = p.grant(Charge([8192, 2, 2, 2]));
     p.apply(&u).unwrap();
-    let c = p.ledger.try_reserve(p.e(), &Charge::staged_write(4096)).unwrap().commit().unwrap();
+    let c = p
+        .ledger
+        .try_reserve(p.e(), &Charge::staged_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
     let mut rec = TokenRecord {
         bytes: 4096,
         ..Default::default()
@@ -445,7 +573,10 @@ fn charge_records_into_and_releases_from_a_token_record() {
     assert_eq!(c.record_into(&mut wrong), Err(RecordError::BytesMismatch));
     let big = CommittedCharge::new_unchecked(0, 1, Charge([1, 2, 0, 0]));
     assert_eq!(big.credit_key(), Err(RecordError::NotRecordable));
-    assert_eq!(p.ledger.release_record(&TokenRecord::default()), Err(RecordError::NoCredit));
+    assert_eq!(
+        p.ledger.release_record(&TokenRecord::default()),
+        Err(RecordError::NoCredit)
+    );
 }
 
 #[test]
@@ -463,7 +594,10 @@ fn receiver_never_grants_beyond_capacity() {
     assert_eq!(p.alloc.metrics().outstanding, [10_000, 4, 0, 2]);
     assert!(p.alloc.conserved());
     // A local consumption report cannot free more than outstanding.
-    assert_eq!(p.alloc.consumed(1, 1, &Charge([0, 0, 0, 2])), Err(AllocError::OverRelease(Resource::ConsumerSlots)));
+    assert_eq!(
+        p.alloc.consumed(1, 1, &Charge([0, 0, 0, 2])),
+        Err(AllocError::OverRelease(Resource::ConsumerSlots))
+    );
 }
 
 fn negotiate(mode: CreditMode, receiver_speaks: Option<(u16, u16)>) -> CreditLink {
@@ -482,7 +616,9 @@ fn negotiate(mode: CreditMode, receiver_speaks: Option<(u16, u16)>) -> CreditLin
     // An old receiver does not understand the offer at all.
     let answer = receiver_speaks.map(|ours| offer.answer(ours, 1, 1, 2, Default::default()));
     match answer {
-        Some(a) if a.result == NegotiationResult::Accepted => link.on(LinkEvent::PeerCompatible(a.version)),
+        Some(a) if a.result == NegotiationResult::Accepted => {
+            link.on(LinkEvent::PeerCompatible(a.version))
+        }
         _ => link.on(LinkEvent::PeerUnsupported),
     }
     .unwrap();
@@ -512,7 +648,12 @@ fn unsupported_old_peer_required_fails_never_infinite() {
     let mut link = negotiate(CreditMode::Required, Some((1, 1)));
     assert_eq!(link.capability(), Capability::Active(1));
     link.on(LinkEvent::StaleOrDisconnect).unwrap();
-    assert_eq!(link.gate(), Gate::Block { fallback_allowed: false });
+    assert_eq!(
+        link.gate(),
+        Gate::Block {
+            fallback_allowed: false
+        }
+    );
     assert_eq!(link.capability(), Capability::Required);
     link.on(LinkEvent::NewSessionOrEpoch).unwrap();
     assert_eq!(link.state(), LinkState::Fencing(1));
