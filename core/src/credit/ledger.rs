@@ -583,7 +583,7 @@ impl SenderLedger {
                 // BROKEN: take each resource with its own CAS; a concurrent
                 // observer sees a partially taken charge.
                 if self.broken_split_reserve(e, generation, delta).is_err() {
-                    continue;
+                    return Err(ReserveError::Insufficient(ResourceSet::ALL));
                 }
                 break;
             }
@@ -644,13 +644,17 @@ impl SenderLedger {
     pub fn release(&self, c: &CommittedCharge) -> Result<ReleaseOutcome, KeyError> {
         let e = self.get(c.entry)?;
         let delta = self.layout.pack(&c.charge)?;
+        #[cfg(not(railyard_broken = "credit_untagged_release"))]
         if e.generation.load(Ordering::Acquire) as u16 != c.generation {
             e.fenced.fetch_add(1, Ordering::Relaxed);
             return Ok(ReleaseOutcome::Fenced);
         }
         let mut cur = e.released.load(Ordering::Acquire);
         loop {
-            if cur & TAG_MASK != tag(c.generation) {
+            // BROKEN twin "credit_untagged_release": no epoch check at all.
+            if cfg!(not(railyard_broken = "credit_untagged_release"))
+                && cur & TAG_MASK != tag(c.generation)
+            {
                 e.fenced.fetch_add(1, Ordering::Relaxed);
                 return Ok(ReleaseOutcome::Fenced);
             }
@@ -775,7 +779,6 @@ impl Reservation<'_> {
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
         if self.armed {
-            #[cfg(not(railyard_broken = "credit_lost_rollback"))]
             self.ledger
                 .rollback(self.entry, self.generation, self.delta);
         }
