@@ -403,7 +403,17 @@ impl ReceiverAllocator {
                 || rel > c
                 || c.checked_add(ret).map_or(true, |t| t > s.granted[k])
                 || (self.cfg.capacity[k] == 0 && (c | rel | ret) != 0);
-            if bad {
+            // Capacity may come back at most once: returned + released (for
+            // completion resources) + locally consumed never exceed granted.
+            let mut back = ret.saturating_sub(s.returned[k]);
+            if self.cfg.return_path[k] == ReturnPath::SenderCompletion {
+                back = back.saturating_add(rel.saturating_sub(s.released[k]));
+            }
+            let over = s.reclaimed[k]
+                .checked_add(back)
+                .map_or(true, |t| t > s.granted[k])
+                || ret.saturating_add(s.local[k]) > s.granted[k];
+            if bad || over {
                 self.violation(peer);
                 return Err(AllocError::Violation(r));
             }
