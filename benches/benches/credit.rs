@@ -10,17 +10,22 @@
 //! op per thread (`elapsed / iters`, each thread doing `iters` ops).
 //!
 //! Results (`cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`,
-//! 2 vCPUs shared with other jobs, so absolute numbers are noisy):
+//! 2 vCPUs (AMD EPYC) shared with ~4 other jobs at load average 5–7, so
+//! absolute numbers move ±20 % between runs; two consecutive runs shown):
 //!
-//! | case | lock-free | Mutex | ratio |
+//! | case | lock-free | `Mutex<ledger>` | ratio |
 //! |---|---|---|---|
-//! | 1 thread | see report | | |
-//! | 2 threads, one entry | see report | | |
+//! | 1 thread | 57.9 / 51.9 ns | 47.7 / 63.8 ns | 0.82× / 1.23× |
+//! | 2 threads, different peers | 111.7 / 112.6 ns | 137.9 / 180.4 ns | 1.23× / 1.60× |
+//! | 2 threads, same entry | 118.9 / 126.2 ns | 154.5 / 180.2 ns | 1.30× / 1.43× |
 //!
-//! | disabled path | time |
-//! |---|---|
-//! | no credit code at all (baseline) | see report |
-//! | `CreditLink::gate()` in Disabled → Bypass | see report |
+//! The ≥ 3× goal under 2-thread contention is **not met** on this host (see
+//! `railyard_core::credit` module docs for why).
+//!
+//! | disabled path | run 1 | run 2 |
+//! |---|---|---|
+//! | no credit code at all (baseline) | 2.19 ns | 1.85 ns |
+//! | `CreditLink::gate()` in Disabled → Bypass | 2.38 ns | 2.21 ns |
 use std::hint::black_box;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -44,16 +44,30 @@
 //!
 //! # Measured cost
 //!
-//! `cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`
-//! (2 shared cores, noisy host; ratios are from the same run):
+//! `cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`;
+//! one op = `try_reserve` + `commit` + `release` of a 2-resource charge,
+//! per op per thread, both ledgers in the same run. Host: 2 vCPUs (AMD
+//! EPYC) shared with ~4 other build/bench jobs (load average 5–7), so the
+//! two threads rarely run truly in parallel and absolute numbers move
+//! ±20 % between runs. Two consecutive runs:
 //!
-//! | op | this ledger | `Mutex` ledger | ratio |
+//! | case | lock-free | `Mutex<ledger>` | ratio |
 //! |---|---|---|---|
-//! | reserve+commit+release, 1 thread | see bench doc | | |
-//! | reserve+commit+release, 2 threads, one entry | see bench doc | | |
+//! | 1 thread | 57.9 / 51.9 ns | 47.7 / 63.8 ns | 0.82× / 1.23× |
+//! | 2 threads, different peers | 111.7 / 112.6 ns | 137.9 / 180.4 ns | 1.23× / 1.60× |
+//! | 2 threads, same entry | 118.9 / 126.2 ns | 154.5 / 180.2 ns | 1.30× / 1.43× |
 //!
-//! The table with numbers is kept in `benches/benches/credit.rs` and in the
-//! final report; it is the source of truth.
+//! The ≥ 3× goal under 2-thread contention was **not** demonstrated on this
+//! host. Each op is three locked RMWs (reserve CAS, commit CAS, release
+//! CAS; ~80 % of the cycles in `perf`), against six for the mutex (three
+//! lock/unlock pairs); the lock-free ledger's advantage is that it never
+//! blocks a worker behind a descheduled lock holder and that different
+//! entries share nothing (each entry is cache-line aligned), which a loaded
+//! 2-vCPU host cannot show.
+//!
+//! Disabled path (`CreditLink::gate()` → `Bypass`, no ledger) vs no credit
+//! code at all: 2.38 vs 2.19 ns and 2.21 vs 1.85 ns — one load and one
+//! predictable branch per dispatch, within run-to-run noise of the baseline.
 
 // Loops over the four resources index several parallel arrays at once.
 #[allow(clippy::needless_range_loop)]
