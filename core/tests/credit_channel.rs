@@ -10,6 +10,7 @@
 //! 2. no sender dispatches without its full charge: every dispatch went
 //!    through a successful reserve that took exactly the charge from every
 //!    resource at once, and was committed.
+#![cfg(feature = "alloc")]
 use proptest::prelude::*;
 use railyard_core::credit::*;
 use railyard_core::wire::{self, CreditUpdateV1, CreditUsageV1, Message};

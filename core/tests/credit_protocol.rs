@@ -1,5 +1,6 @@
 //! Deterministic protocol tests from RFC 2849's test matrix, driving the
 //! real sender ledger, receiver allocator and link state machine.
+#![cfg(feature = "alloc")]
 use railyard_core::credit::*;
 use railyard_core::token::TokenRecord;
 use railyard_core::wire::{self, CapabilityOfferV1, NegotiationResult, WireAmount};

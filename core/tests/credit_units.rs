@@ -1,4 +1,5 @@
 //! Budget, state machine and metrics edge cases.
+#![cfg(feature = "alloc")]
 use railyard_core::credit::*;
 
 #[test]
