@@ -719,3 +719,26 @@ fn update_survives_the_wire() {
     assert_eq!(newer.to_update(), u);
     assert_eq!(p.apply(&newer.to_update()), Ok(UpdateOutcome::Applied));
 }
+
+#[test]
+fn binding_never_goes_back_to_an_old_epoch_or_session() {
+    let mut p = pair([1 << 20, 16, 8, 8]);
+    let old_epoch = p.epoch;
+    let e2 = p.alloc.open(0).unwrap();
+    p.ctl.bind(&p.ledger, 0, RX, e2).unwrap();
+    assert_eq!(
+        p.ctl.bind(&p.ledger, 0, RX, old_epoch),
+        Err(UpdateError::EpochMismatch {
+            ours: e2,
+            theirs: old_epoch
+        })
+    );
+    let rx2 = SessionId(0xB0B);
+    p.ctl.bind(&p.ledger, 0, rx2, 1).unwrap();
+    assert_eq!(
+        p.ctl.bind(&p.ledger, 0, RX, e2 + 1),
+        Err(UpdateError::SessionMismatch)
+    );
+    assert_eq!(p.ctl.binding(0), Some((rx2, 1)));
+    assert_eq!(p.ctl.metrics(&p.ledger).stale_updates, 2);
+}

@@ -803,6 +803,8 @@ enum Phase {
 #[derive(Clone, Copy, Debug, Default)]
 struct PeerCtl {
     session: Option<SessionId>,
+    /// The session bound before this one: never re-bound.
+    retired: Option<SessionId>,
     epoch: u64,
     phase: Phase,
     generation: u16,
@@ -1001,6 +1003,10 @@ impl SenderControl {
     /// old reservations, commits and completions can no longer touch it,
     /// and the old epoch's in-flight work is counted as fenced. The entries
     /// stay closed (Fencing) until the first update of the new epoch.
+    ///
+    /// Binding never goes back: an older epoch of the bound session, or the
+    /// previously bound session, is refused (counted as stale), so replayed
+    /// negotiation cannot re-admit fenced credit.
     pub fn bind(
         &mut self,
         l: &SenderLedger,
@@ -1012,6 +1018,19 @@ impl SenderControl {
         let p = *self.peer_mut(peer)?;
         if p.session == Some(session) && p.epoch == epoch && p.phase != Phase::Unbound {
             return Ok(());
+        }
+        // Never go back: an older epoch of the same session, or the session
+        // this peer was bound to before, would re-admit fenced credit.
+        if p.session == Some(session) && epoch < p.epoch {
+            self.counters.stale += 1;
+            return Err(UpdateError::EpochMismatch {
+                ours: p.epoch,
+                theirs: epoch,
+            });
+        }
+        if p.retired == Some(session) {
+            self.counters.stale += 1;
+            return Err(UpdateError::SessionMismatch);
         }
         if p.session.is_some() {
             self.counters.epoch_resets += 1;
@@ -1035,8 +1054,13 @@ impl SenderControl {
             *ec = EntryCtl::default();
         }
         let pm = &mut self.peers[peer as usize];
+        let retired = match p.session {
+            Some(old) if old != session => Some(old),
+            _ => p.retired,
+        };
         *pm = PeerCtl {
             session: Some(session),
+            retired,
             epoch,
             phase: Phase::Fencing,
             generation,
