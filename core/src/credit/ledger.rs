@@ -133,6 +133,10 @@ pub(crate) struct Layout {
     mask: [u64; RESOURCES],
     window: [u64; RESOURCES],
     present: ResourceSet,
+    /// The most significant bit of every present field (for SWAR checks).
+    tops: u64,
+    /// All field bits.
+    fields: u64,
 }
 
 impl Layout {
@@ -142,6 +146,8 @@ impl Layout {
             mask: [0; RESOURCES],
             window,
             present: ResourceSet::EMPTY,
+            tops: 0,
+            fields: 0,
         };
         let mut at = 0u32;
         for r in Resource::ALL {
@@ -156,6 +162,8 @@ impl Layout {
             l.shift[r.index()] = at;
             l.mask[r.index()] = (1u64 << bits) - 1;
             l.present = l.present.with(r);
+            l.tops |= 1 << (at + bits - 1);
+            l.fields |= ((1u64 << bits) - 1) << at;
             at += bits;
         }
         if l.present.is_empty() {
@@ -203,14 +211,26 @@ impl Layout {
         s
     }
 
-    /// Whether adding `delta` to `word` would overflow any field.
+    /// Whether any field of `word` is smaller than in `delta`: branch-free
+    /// (SWAR) — a field underflows iff a borrow leaves its top bit. A borrow
+    /// crossing into a higher field only happens if a lower field already
+    /// underflowed, so "any" is exact.
+    #[inline(always)]
+    fn any_short(&self, word: u64, delta: u64) -> bool {
+        let a = word & self.fields;
+        let d = a.wrapping_sub(delta);
+        let borrow = (!a & delta) | ((!a | delta) & d);
+        borrow & self.tops != 0
+    }
+
+    /// Whether adding `delta` to `word` would overflow any field (SWAR: a
+    /// carry out of some field's top bit).
     #[inline(always)]
     fn overflows(&self, word: u64, delta: u64) -> bool {
-        let mut bad = false;
-        for i in 0..RESOURCES {
-            bad |= self.get(word, i) + self.get(delta, i) > self.mask[i];
-        }
-        bad
+        let a = word & self.fields;
+        let s = a.wrapping_add(delta);
+        let carry = (a & delta) | ((a | delta) & !s);
+        carry & self.tops != 0
     }
 
     fn unpack(&self, word: u64) -> [u64; RESOURCES] {
@@ -567,10 +587,9 @@ impl SenderLedger {
             if cur & OPEN == 0 {
                 return Err(ReserveError::Closed);
             }
-            let short = self.layout.short(cur, delta);
-            if !short.is_empty() {
+            if self.layout.any_short(cur, delta) {
                 e.stalls.fetch_add(1, Ordering::Relaxed);
-                return Err(ReserveError::Insufficient(short));
+                return Err(ReserveError::Insufficient(self.layout.short(cur, delta)));
             }
             #[cfg(railyard_broken = "credit_check_then_act")]
             {
@@ -1419,5 +1438,47 @@ impl SenderControl {
             m.refused_ops += e.refused.load(Ordering::Relaxed);
         }
         m
+    }
+}
+
+#[cfg(all(test, not(railyard_loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn windows() -> impl Strategy<Value = [u64; RESOURCES]> {
+        prop_oneof![
+            Just(LedgerConfig::default().window),
+            Just([7, 3, 0, 0]),
+            Just([1 << 20, 15, 7, 7]),
+            Just([0, 1, 0, (1 << 40) - 1]),
+        ]
+    }
+
+    proptest! {
+        /// The branch-free SWAR checks agree with per-field arithmetic.
+        #[test]
+        fn swar_checks_match_per_field_arithmetic(w in windows(), a in any::<[u64; 4]>(), b in any::<[u64; 4]>()) {
+            let l = Layout::new(w).unwrap();
+            let clamp = |v: [u64; 4]| {
+                let mut word = 0u64;
+                let mut f = [0u64; 4];
+                for i in 0..RESOURCES {
+                    f[i] = if l.mask[i] == 0 { 0 } else { v[i] % (l.mask[i] + 1) };
+                    word |= f[i] << l.shift[i];
+                }
+                (word, f)
+            };
+            let (wa, fa) = clamp(a);
+            let (wb, fb) = clamp(b);
+            let short = (0..RESOURCES).any(|i| fa[i] < fb[i]);
+            let over = (0..RESOURCES).any(|i| l.mask[i] != 0 && fa[i] + fb[i] > l.mask[i]);
+            prop_assert_eq!(l.any_short(wa | OPEN | tag(3), wb), short);
+            prop_assert_eq!(l.short(wa, wb).is_empty(), !short);
+            prop_assert_eq!(l.overflows(wa | tag(9), wb), over);
+            if !short {
+                prop_assert_eq!(l.unpack(wa - wb), core::array::from_fn::<u64, 4, _>(|i| fa[i] - fb[i]));
+            }
+        }
     }
 }
