@@ -742,3 +742,30 @@ fn binding_never_goes_back_to_an_old_epoch_or_session() {
     assert_eq!(p.ctl.binding(0), Some((rx2, 1)));
     assert_eq!(p.ctl.metrics(&p.ledger).stale_updates, 2);
 }
+
+/// Regression (found by the `credit_ops` fuzz target): forged releases
+/// (released > committed) must not let a later update push a field past its
+/// window into its neighbour, nor make more available than granted.
+#[test]
+fn forged_releases_cannot_inflate_available_credit() {
+    let mut p = pair([1 << 20, 16, 8, 8]);
+    let e = p.e();
+    let forged = CommittedCharge::new_unchecked(e.index(), 1, Charge([0, 1, 1, 0]));
+    assert_eq!(p.ledger.release(&forged), Ok(ReleaseOutcome::Released));
+    let u = CreditUpdate {
+        receiver_session: RX,
+        epoch: p.epoch,
+        sequence: 1,
+        grants: Totals::default()
+            .with(Resource::DataBytes, u64::MAX)
+            .with(Resource::RequestSlots, u64::MAX)
+            .with(Resource::StagingSlots, u64::MAX),
+        ..Default::default()
+    };
+    p.apply(&u).unwrap();
+    let m = p.ctl.entry_metrics(&p.ledger, 0, 0).unwrap();
+    assert_eq!(m.available, [WINDOW[0], WINDOW[1], WINDOW[2], 0]);
+    for k in 0..4 {
+        assert!(m.available[k] <= m.granted[k]);
+    }
+}

@@ -1179,44 +1179,58 @@ impl SenderControl {
         // Released first, then committed: keeps released <= committed.
         let r = e.released.swap(t, Ordering::AcqRel);
         let c = e.committed.swap(t, Ordering::AcqRel);
-        let mut delta = 0u64;
+        let mut overflow = None;
+        let mut target = [0u64; RESOURCES];
         for res in Resource::ALL {
             let k = res.index();
-            ec.rd[k] = ec.rd[k].checked_add(self.layout.get(r, k)).ok_or(res)?;
-            ec.cd[k] = ec.cd[k].checked_add(self.layout.get(c, k)).ok_or(res)?;
-            if self.layout.mask[k] == 0 {
-                continue;
+            // Saturate (never lose the drained amounts half-way); a
+            // saturated total is reported as a violation below.
+            let (rd, o1) = ec.rd[k].overflowing_add(self.layout.get(r, k));
+            let (cd, o2) = ec.cd[k].overflowing_add(self.layout.get(c, k));
+            ec.rd[k] = if o1 { u64::MAX } else { rd };
+            ec.cd[k] = if o2 { u64::MAX } else { cd };
+            if (o1 || o2) && overflow.is_none() {
+                overflow = Some(res);
             }
-            let target = ec.grant[k].min(ec.rd[k].saturating_add(self.layout.window[k]));
-            if target > ec.applied[k] {
-                delta |= (target - ec.applied[k]) << self.layout.shift[k];
-                ec.applied[k] = target;
+            target[k] = ec.grant[k].min(ec.rd[k].saturating_add(self.layout.window[k]));
+        }
+        // Make banked grant available, never beyond a field's window: with
+        // honest releases `target - applied` always fits; forged releases
+        // (released > committed) could claim more room than exists, and the
+        // excess simply stays banked.
+        let mut cur = e.avail.load(Ordering::Acquire);
+        loop {
+            let mut delta = 0u64;
+            let mut applied = ec.applied;
+            for k in 0..RESOURCES {
+                if self.layout.mask[k] == 0 || target[k] <= ec.applied[k] {
+                    continue;
+                }
+                let room = self.layout.window[k].saturating_sub(self.layout.get(cur, k));
+                let add = (target[k] - ec.applied[k]).min(room);
+                delta |= add << self.layout.shift[k];
+                applied[k] += add;
+            }
+            if delta == 0 {
+                break;
+            }
+            match e.avail.compare_exchange_weak(
+                cur,
+                cur + delta,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    ec.applied = applied;
+                    break;
+                }
+                Err(a) => cur = a,
             }
         }
-        if delta != 0 {
-            let mut cur = e.avail.load(Ordering::Acquire);
-            loop {
-                if self.layout.overflows(cur, delta) {
-                    e.refused.fetch_add(1, Ordering::Relaxed);
-                    return Err(Resource::ALL[(0..RESOURCES)
-                        .find(|&k| {
-                            self.layout.get(cur, k) + self.layout.get(delta, k)
-                                > self.layout.mask[k]
-                        })
-                        .unwrap_or(0)]);
-                }
-                match e.avail.compare_exchange_weak(
-                    cur,
-                    cur + delta,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => break,
-                    Err(a) => cur = a,
-                }
-            }
+        match overflow {
+            Some(res) => Err(res),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn set_open(&mut self, l: &SenderLedger, peer: u32, open: bool) {
