@@ -769,3 +769,41 @@ fn forged_releases_cannot_inflate_available_credit() {
         assert!(m.available[k] <= m.granted[k]);
     }
 }
+
+#[test]
+fn credit_key_resolves_only_for_the_bound_session() {
+    let p = pair([1 << 20, 16, 8, 8]);
+    let key = CreditKey {
+        receiver_session: RX,
+        sender_peer: 0,
+        qos_class: 1,
+    };
+    assert_eq!(
+        p.ctl.entry_for(&p.ledger, &key),
+        Ok(p.ledger.entry(0, 1).unwrap())
+    );
+    let old = CreditKey {
+        receiver_session: SessionId(1),
+        ..key
+    };
+    assert_eq!(
+        p.ctl.entry_for(&p.ledger, &old),
+        Err(UpdateError::SessionMismatch)
+    );
+    let unbound = CreditKey {
+        sender_peer: 1,
+        ..key
+    };
+    assert_eq!(
+        p.ctl.entry_for(&p.ledger, &unbound),
+        Err(UpdateError::NotBound)
+    );
+    let bad = CreditKey {
+        qos_class: 9,
+        ..key
+    };
+    assert_eq!(
+        p.ctl.entry_for(&p.ledger, &bad),
+        Err(UpdateError::Key(KeyError::UnknownClass(9)))
+    );
+}

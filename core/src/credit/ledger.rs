@@ -59,8 +59,8 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::{
-    Charge, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId, Totals,
-    RESOURCES,
+    Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId,
+    Totals, RESOURCES,
 };
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::token::TokenRecord;
@@ -1384,6 +1384,21 @@ impl SenderControl {
         self.peers
             .get(peer as usize)
             .is_some_and(|p| p.phase == Phase::Active)
+    }
+
+    /// Resolves a full [`CreditKey`] to its entry: the peer index and class
+    /// must be in range and `receiver_session` must be the session the peer
+    /// is bound to (an old incarnation's key resolves to nothing).
+    pub fn entry_for(&self, l: &SenderLedger, key: &CreditKey) -> Result<EntryId, UpdateError> {
+        self.check(l)?;
+        let e = l
+            .entry(key.sender_peer, key.qos_class)
+            .map_err(UpdateError::Key)?;
+        match self.peers[key.sender_peer as usize].session {
+            None => Err(UpdateError::NotBound),
+            Some(s) if s != key.receiver_session => Err(UpdateError::SessionMismatch),
+            Some(_) => Ok(e),
+        }
     }
 
     /// The bound `(session, epoch)` of `peer`.

@@ -318,7 +318,9 @@ pub struct SessionId(pub u128);
 /// `sender_peer` is the dense index of the peer link on the side that holds
 /// the table (on a sender: the receiver it talks to; on a receiver: the
 /// sender), bounded by `max_peers`. Peer identity comes from the endpoint /
-/// negotiation context, never from message payload.
+/// negotiation context, never from message payload. On a sender,
+/// [`SenderControl::entry_for`] resolves a key to the dense [`EntryId`] the
+/// hot path uses, and refuses keys of a session the peer is not bound to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CreditKey {
     /// The receiver incarnation the grant belongs to.
