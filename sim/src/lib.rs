@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod cli;
+pub mod credit;
 pub mod engine;
 pub mod model;
 pub mod report;

@@ -11,8 +11,9 @@ use railyard_core::endpoint::{
 };
 use railyard_core::slice::{SliceRef, SliceState, SliceTable};
 use railyard_core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
-use railyard_core::token::{TokenPool, WrId};
+use railyard_core::token::{TokenPool, TokenRecord, WrId};
 
+use crate::credit::{CreditMsg, CreditPlane, RxCapacity};
 use crate::engine::EventQueue;
 use crate::rng::Rng;
 use crate::stack::{Stack, StackConfig};
@@ -89,6 +90,9 @@ pub struct ReceiverConfig {
     pub slot_capacity: u32,
     /// Receive bytes (same lifetime as a slot).
     pub byte_capacity: u64,
+    /// Request slots (REQUEST_SLOTS, returned by sender completions) the
+    /// credit allocator grants from.
+    pub request_slots: u32,
     /// Consumer drain rate of one worker, bytes per second.
     pub consumer_rate: u64,
     /// Consumer workers working in parallel (`u32::MAX`: one per slot,
@@ -108,6 +112,7 @@ impl Default for ReceiverConfig {
         ReceiverConfig {
             slot_capacity: u32::MAX,
             byte_capacity: u64::MAX,
+            request_slots: 2047,
             consumer_rate: 100_000_000_000,
             consumer_workers: 1,
             consumer_overhead_ns: 0,
@@ -269,6 +274,7 @@ enum Ev {
     },
     ConsumerDone {
         rx: u32,
+        sender: u32,
         bytes: u64,
         credited: bool,
     },
@@ -276,16 +282,7 @@ enum Ev {
         sender: u32,
         stream: u32,
     },
-    Demand {
-        sender: u32,
-        rx: u32,
-    },
-    Grant {
-        sender: u32,
-        rx: u32,
-        slots: u32,
-        bytes: u64,
-    },
+    Credit(CreditMsg),
     Epoch,
     Fault {
         idx: u32,
@@ -349,10 +346,6 @@ pub(crate) struct Sender {
     pub bytes_done: u64,
     pub transfers_failed: u64,
     pub rng: Rng,
-    // Plain credit state per receiver (sim-local stand-in; see stack.rs).
-    pub credit_slots: Vec<u32>,
-    pub credit_bytes: Vec<u64>,
-    pub demand_sent: Vec<bool>,
 }
 
 struct Wr {
@@ -398,14 +391,10 @@ struct Receiver {
     peak_slots: u32,
     peak_bytes: u64,
     violations: u64,
-    consumer: VecDeque<(u64, bool)>,
+    consumer: VecDeque<(u32, u64, bool)>,
     consumer_busy: u32,
     consumed_bytes: u64,
     consumed_in_window: u64,
-    // Plain credit allocator state (sim-local stand-in).
-    free_slots: u32,
-    free_bytes: u64,
-    demand: VecDeque<u32>,
 }
 
 /// Counters of one run.
@@ -446,6 +435,9 @@ pub struct Leaks {
     pub receiver_slots: u64,
     /// Queued slices never posted.
     pub queued: u64,
+    /// Receiver capacity not back in the allocators' free pools after the
+    /// unused credit was returned, plus credit API errors (all must be 0).
+    pub credit: u64,
 }
 
 impl Leaks {
@@ -506,6 +498,8 @@ pub struct RunResult {
     pub series: Vec<Series>,
     /// Stack-specific observations (cc timeline, rail counters, ...).
     pub stack: crate::stack::StackReport,
+    /// Credit-plane counters (zero without credit).
+    pub credit: crate::credit::CreditCounters,
 }
 
 /// The simulator.
@@ -519,6 +513,8 @@ pub struct Sim {
     wrs: Vec<Wr>,
     free_wrs: Vec<u32>,
     pub(crate) stack: Stack,
+    credit: Option<CreditPlane>,
+    credit_out: Vec<CreditMsg>,
     counters: Counters,
     rng: Rng,
     stopping: bool,
@@ -584,9 +580,6 @@ impl Sim {
                 bytes_done: 0,
                 transfers_failed: 0,
                 rng: rng.fork(s as u64),
-                credit_slots: vec![0; cfg.receivers.len()],
-                credit_bytes: vec![0; cfg.receivers.len()],
-                demand_sent: vec![false; cfg.receivers.len()],
             });
         }
         let nics = (0..cfg.senders * n)
@@ -630,12 +623,39 @@ impl Sim {
                 consumer_busy: 0,
                 consumed_bytes: 0,
                 consumed_in_window: 0,
-                free_slots: c.slot_capacity,
-                free_bytes: c.byte_capacity,
-                demand: VecDeque::new(),
             })
             .collect();
         let stack = Stack::new(&cfg)?;
+        let credit = match cfg.stack.credit {
+            None => None,
+            Some(cc) => {
+                let caps: Vec<RxCapacity> = cfg
+                    .receivers
+                    .iter()
+                    .map(|r| RxCapacity {
+                        bytes: r.byte_capacity,
+                        slots: u64::from(r.slot_capacity),
+                        request_slots: u64::from(r.request_slots),
+                    })
+                    .collect();
+                let units: Vec<u64> = (0..cfg.receivers.len() as u32)
+                    .map(|rx| {
+                        cfg.streams
+                            .iter()
+                            .filter(|s| s.rx == rx)
+                            .map(|s| u64::from(s.slice_bytes))
+                            .max()
+                            .unwrap_or(1)
+                    })
+                    .collect();
+                Some(CreditPlane::new(
+                    cfg.senders,
+                    &caps,
+                    &units,
+                    cc.lease_batch,
+                )?)
+            }
+        };
         let series = stack.series_names();
         Ok(Sim {
             q: EventQueue::new(),
@@ -646,6 +666,8 @@ impl Sim {
             wrs: vec![],
             free_wrs: vec![],
             stack,
+            credit,
+            credit_out: vec![],
             counters: Counters::default(),
             rng,
             stopping: false,
@@ -718,9 +740,10 @@ impl Sim {
             Ev::Cqe { wr, status } => self.on_cqe(wr, status),
             Ev::ConsumerDone {
                 rx,
+                sender,
                 bytes,
                 credited,
-            } => self.on_consumer_done(rx, bytes, credited),
+            } => self.on_consumer_done(rx, sender, bytes, credited),
             Ev::Arrival { sender, stream } => {
                 if self.stopping {
                     return;
@@ -734,25 +757,7 @@ impl Sim {
                 }
                 self.pump(sender);
             }
-            Ev::Demand { sender, rx } => {
-                let r = &mut self.rxs[rx as usize];
-                if !r.demand.contains(&sender) {
-                    r.demand.push_back(sender);
-                }
-                self.try_grant(rx);
-            }
-            Ev::Grant {
-                sender,
-                rx,
-                slots,
-                bytes,
-            } => {
-                let s = &mut self.senders[sender as usize];
-                s.credit_slots[rx as usize] += slots;
-                s.credit_bytes[rx as usize] += bytes;
-                s.demand_sent[rx as usize] = false;
-                self.pump(sender);
-            }
+            Ev::Credit(m) => self.on_credit_msg(m),
             Ev::Epoch => self.on_epoch(),
             Ev::Fault { idx } => self.on_fault(self.cfg.faults[idx as usize].kind),
             Ev::PortUp { sender, nic } => {
@@ -871,23 +876,6 @@ impl Sim {
             if self.senders[si].outstanding_wrs >= self.cfg.stack.window_ops {
                 return;
             }
-            // 2. receiver credit (only for remote-receiver-consuming WRITEs).
-            if self.cfg.stack.credit.is_some() {
-                let s = &mut self.senders[si];
-                if s.credit_slots[rx] == 0 || s.credit_bytes[rx] < u64::from(bytes) {
-                    if !s.demand_sent[rx] {
-                        s.demand_sent[rx] = true;
-                        self.q.after(
-                            2 * self.cfg.net.prop_ns,
-                            Ev::Demand {
-                                sender,
-                                rx: rx as u32,
-                            },
-                        );
-                    }
-                    return;
-                }
-            }
             // 3. rail + 4. cc: choose a NIC whose endpoint is up and whose
             // path the controller admits.
             let usable: Vec<bool> = (0..n)
@@ -898,8 +886,29 @@ impl Sim {
                         && matches!(s.routes[rx * n + k], EpState::Up(_))
                 })
                 .collect();
-            let Some(mut rec) = self.stack.admit(sender, rx as u32, bytes, &usable, now) else {
-                return;
+            // 2. receiver credit, 3. rail, 4. cc.
+            let (mut rec, credited) = match admit_all(
+                &mut self.credit,
+                &mut self.stack,
+                sender,
+                rx as u32,
+                bytes,
+                &usable,
+                now,
+            ) {
+                Admitted::Yes(rec, credited) => (rec, credited),
+                Admitted::No(demand) => {
+                    if let Some(m) = demand {
+                        self.send_credit(m);
+                    }
+                    return;
+                }
+                Admitted::CreditError => {
+                    if let Some(cp) = self.credit.as_mut() {
+                        cp.count_error();
+                    }
+                    return;
+                }
             };
             let k = rec.device as usize;
             let route = (rx * n + k) as u32;
@@ -924,6 +933,9 @@ impl Sim {
                         PostError::Slice(_) => {}
                     }
                     self.stack.unwind(sender, &mut rec, now);
+                    if let Some(cp) = self.credit.as_mut() {
+                        cp.refused_after_commit(sender, rx as u32, &rec);
+                    }
                     return;
                 }
             };
@@ -931,11 +943,6 @@ impl Sim {
             s.queue.pop_front();
             s.outstanding_wrs += 1;
             s.outstanding_bytes += u64::from(bytes);
-            let credited = self.cfg.stack.credit.is_some();
-            if credited {
-                s.credit_slots[rx] -= 1;
-                s.credit_bytes[rx] -= u64::from(bytes);
-            }
             let nic = (si * n + k) as u32;
             let w = Wr {
                 live: true,
@@ -985,9 +992,6 @@ impl Sim {
             if occupied {
                 self.release_rx_slot(rx, u64::from(bytes));
             }
-            if credited {
-                self.return_credit(rx, 1, u64::from(bytes));
-            }
         }
         let si = sender as usize;
         let outcome = self.stack.wc_outcome(status);
@@ -997,6 +1001,17 @@ impl Sim {
             .complete(wr_id, outcome)
             .expect("every CQE names a live token exactly once");
         let mut rec = done.record;
+        if credited {
+            if let Some(cp) = self.credit.as_mut() {
+                cp.on_completion(sender, &rec);
+                if status != WC_SUCCESS {
+                    cp.never_consumed(sender, rx, &rec);
+                }
+            }
+            if status != WC_SUCCESS {
+                self.flush_credit(rx);
+            }
+        }
         self.stack.on_completion(sender, &mut rec, status, now);
         let s = &mut self.senders[si];
         s.outstanding_wrs -= 1;
@@ -1218,8 +1233,7 @@ impl Sim {
                 },
             );
             let r = &mut self.rxs[rx as usize];
-            let _ = sender;
-            r.consumer.push_back((wb, credited));
+            r.consumer.push_back((sender, wb, credited));
             self.consumer_kick(rx);
         }
     }
@@ -1228,7 +1242,7 @@ impl Sim {
         let now = self.now();
         let r = &mut self.rxs[rx as usize];
         while r.consumer_busy < r.cfg.consumer_workers {
-            let Some((b, credited)) = r.consumer.pop_front() else {
+            let Some((sender, b, credited)) = r.consumer.pop_front() else {
                 return;
             };
             r.consumer_busy += 1;
@@ -1244,6 +1258,7 @@ impl Sim {
                 d,
                 Ev::ConsumerDone {
                     rx,
+                    sender,
                     bytes: b,
                     credited,
                 },
@@ -1251,7 +1266,7 @@ impl Sim {
         }
     }
 
-    fn on_consumer_done(&mut self, rx: u32, b: u64, credited: bool) {
+    fn on_consumer_done(&mut self, rx: u32, sender: u32, b: u64, credited: bool) {
         let now = self.now();
         let r = &mut self.rxs[rx as usize];
         r.consumer_busy -= 1;
@@ -1261,7 +1276,10 @@ impl Sim {
         }
         self.release_rx_slot(rx, b);
         if credited {
-            self.return_credit(rx, 1, b);
+            if let Some(cp) = self.credit.as_mut() {
+                cp.consumer_done(sender, rx, b);
+            }
+            self.flush_credit(rx);
         }
         self.consumer_kick(rx);
     }
@@ -1272,49 +1290,42 @@ impl Sim {
         r.occ_bytes -= bytes;
     }
 
-    /// Receiver capacity comes back: grant it to waiting senders.
-    fn return_credit(&mut self, rx: u32, slots: u32, bytes: u64) {
-        let r = &mut self.rxs[rx as usize];
-        r.free_slots += slots;
-        r.free_bytes += bytes;
-        self.try_grant(rx);
+    /// Sends a credit control message (2 hops, lossless).
+    fn send_credit(&mut self, m: CreditMsg) {
+        self.q.after(2 * self.cfg.net.prop_ns, Ev::Credit(m));
     }
 
-    /// Receiver allocator: grants lease batches to senders with demand,
-    /// round robin, never more than the free capacity.
-    fn try_grant(&mut self, rx: u32) {
-        let Some(cc) = self.cfg.stack.credit else {
+    /// The receiver grants what it can to waiting senders.
+    fn flush_credit(&mut self, rx: u32) {
+        let Some(cp) = self.credit.as_mut() else {
             return;
         };
-        let unit = self
-            .cfg
-            .streams
-            .iter()
-            .filter(|s| s.rx == rx)
-            .map(|s| u64::from(s.slice_bytes))
-            .max()
-            .unwrap_or(1);
-        let d = 2 * self.cfg.net.prop_ns;
-        let r = &mut self.rxs[rx as usize];
-        while r.free_slots > 0 && r.free_bytes >= unit {
-            let Some(sender) = r.demand.pop_front() else {
-                return;
-            };
-            let n = cc
-                .lease_batch
-                .min(r.free_slots)
-                .min((r.free_bytes / unit) as u32);
-            r.free_slots -= n;
-            r.free_bytes -= u64::from(n) * unit;
-            self.q.after(
-                d,
-                Ev::Grant {
-                    sender,
-                    rx,
-                    slots: n,
-                    bytes: u64::from(n) * unit,
-                },
-            );
+        let mut out = std::mem::take(&mut self.credit_out);
+        cp.try_grant(rx, &mut out);
+        for m in out.drain(..) {
+            self.send_credit(m);
+        }
+        self.credit_out = out;
+    }
+
+    fn on_credit_msg(&mut self, m: CreditMsg) {
+        let now = self.now();
+        let Some(cp) = self.credit.as_mut() else {
+            return;
+        };
+        match m {
+            CreditMsg::Demand { sender, rx } => {
+                cp.on_demand(sender, rx);
+                self.flush_credit(rx);
+            }
+            CreditMsg::Grant { sender, rx, update } => {
+                cp.on_grant(sender, rx, update, now);
+                self.pump(sender);
+            }
+            CreditMsg::Usage { sender, rx, usage } => {
+                cp.on_usage(sender, rx, usage);
+                self.flush_credit(rx);
+            }
         }
     }
 
@@ -1475,6 +1486,14 @@ impl Sim {
             });
         }
         self.stack.on_epoch(now);
+        if let Some(cp) = self.credit.as_mut() {
+            let mut out = std::mem::take(&mut self.credit_out);
+            cp.on_epoch(&mut out);
+            for m in out.drain(..) {
+                self.send_credit(m);
+            }
+            self.credit_out = out;
+        }
         // Senders blocked only by the controller's window get a chance.
         for s in 0..self.senders.len() as u32 {
             self.pump(s);
@@ -1506,20 +1525,11 @@ impl Sim {
 
     fn finish(mut self) -> RunResult {
         let now = self.now();
-        // Explicit return of unused credit leases.
-        for si in 0..self.senders.len() {
-            for rx in 0..self.rxs.len() {
-                let (sl, by) = (
-                    self.senders[si].credit_slots[rx],
-                    self.senders[si].credit_bytes[rx],
-                );
-                self.senders[si].credit_slots[rx] = 0;
-                self.senders[si].credit_bytes[rx] = 0;
-                let r = &mut self.rxs[rx];
-                r.free_slots += sl;
-                r.free_bytes += by;
-            }
-        }
+        // Explicit return of unused credit; the allocators must be whole.
+        let credit = self.credit.as_mut().map(|cp| {
+            let (missing, conserved) = cp.settle();
+            (missing, conserved, cp.counters())
+        });
         self.counters.events = self.q.processed();
         let mut leaks = Leaks::default();
         for s in &self.senders {
@@ -1529,12 +1539,12 @@ impl Sim {
             leaks.queued += s.queue.len() as u64;
         }
         leaks.stack = self.stack.held();
+        if let Some((missing, conserved, c)) = credit {
+            leaks.credit = missing + u64::from(!conserved) + c.errors + c.refused_after_commit;
+        }
         for r in &self.rxs {
             leaks.receiver_slots +=
                 u64::from(r.occ_slots) + r.consumer.len() as u64 + u64::from(r.consumer_busy);
-            if self.cfg.stack.credit.is_some() {
-                leaks.receiver_slots += u64::from(r.cfg.slot_capacity - r.free_slots);
-            }
         }
         let stack = self.stack.report();
         RunResult {
@@ -1559,6 +1569,52 @@ impl Sim {
             end_ns: now,
             series: self.series,
             stack,
+            credit: credit.map(|c| c.2).unwrap_or_default(),
+        }
+    }
+}
+
+enum Admitted {
+    Yes(TokenRecord, bool),
+    No(Option<CreditMsg>),
+    CreditError,
+}
+
+/// Receiver credit (RFC 2849; only remote-receiver-consuming WRITEs)
+/// first: the whole charge is reserved, and rolled back (dropped) if the
+/// rail selector or the controller then refuse; committed into the record
+/// just before the post.
+#[allow(clippy::too_many_arguments)]
+fn admit_all(
+    credit: &mut Option<CreditPlane>,
+    stack: &mut Stack,
+    sender: u32,
+    rx: u32,
+    bytes: u32,
+    usable: &[bool],
+    now: u64,
+) -> Admitted {
+    let reservation = match credit.as_mut() {
+        None => None,
+        Some(cp) => match cp.try_reserve(sender, rx, bytes) {
+            Ok(r) => Some(r),
+            Err(demand) => return Admitted::No(demand),
+        },
+    };
+    let Some(mut rec) = stack.admit(sender, rx, bytes, usable, now) else {
+        return Admitted::No(None); // the reservation rolls back on drop
+    };
+    match reservation {
+        None => Admitted::Yes(rec, false),
+        Some(r) => {
+            rec.bytes = bytes;
+            rec.peer = Some(rx);
+            if CreditPlane::commit_into(r, &mut rec) {
+                Admitted::Yes(rec, true)
+            } else {
+                stack.unwind(sender, &mut rec, now);
+                Admitted::CreditError
+            }
         }
     }
 }

@@ -117,3 +117,38 @@ fn bad_configs_are_refused_with_a_message() {
     cfg.senders = 0;
     assert!(Sim::new(cfg).is_err());
 }
+
+#[test]
+fn faults_with_receiver_credit_return_every_grant() {
+    use railyard_sim::stack::CreditConfig;
+    for f in [
+        FaultKind::RouteTimeout {
+            sender: 0,
+            nic: 0,
+            rx: 0,
+            dur_ns: 5_000_000,
+        },
+        FaultKind::QpError {
+            sender: 0,
+            nic: 1,
+            rx: 0,
+        },
+        FaultKind::PortDown {
+            sender: 0,
+            nic: 0,
+            dur_ns: 3_000_000,
+        },
+        FaultKind::DeviceFatal { sender: 0, nic: 1 },
+    ] {
+        let mut cfg = base(f);
+        cfg.receivers[0].slot_capacity = 8;
+        cfg.receivers[0].byte_capacity = 8 << 20;
+        cfg.stack.credit = Some(CreditConfig { lease_batch: 2 });
+        let r = Sim::new(cfg).unwrap().run();
+        assert!(r.credit.grants > 0 && r.credit.usage_reports > 0, "{f:?}");
+        assert_eq!(r.credit.errors, 0, "{f:?}");
+        assert!(r.rx[0].peak_slots <= 8 && r.rx[0].violations == 0, "{f:?}");
+        assert!(r.counters.retries > 0, "{f:?}");
+        assert!(r.leaks.is_clean(), "{f:?}: {:?}", r.leaks);
+    }
+}

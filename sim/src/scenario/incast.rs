@@ -95,6 +95,9 @@ pub fn run(o: &Opts) -> Outcome {
                     .f("jain", f.jain)
                     .i("transfers", f.transfers)
                     .i("failed", r.transfers_failed)
+                    .i("credit_grants", r.credit.grants)
+                    .i("credit_usage_reports", r.credit.usage_reports)
+                    .i("credit_stalls", r.credit.stalls)
                     .i("events", r.counters.events),
             );
             if n == *counts.last().expect("non-empty") {

@@ -72,6 +72,9 @@ pub fn run(o: &Opts) -> Outcome {
                 .f("mean_p99_us", f.mean_p99 / 1e3)
                 .f("worst_p99_us", f.worst_p99 / 1e3)
                 .f("jain", f.jain)
+                .i("credit_grants", r.credit.grants)
+                .i("credit_usage_reports", r.credit.usage_reports)
+                .i("credit_stalls", r.credit.stalls)
                 .i("events", r.counters.events),
         );
         out.series
