@@ -373,6 +373,7 @@ pub fn run(o: &Opts) -> Outcome {
             "Retries",
             "Failed transfers",
             "Endpoints retired",
+            "Transfers > 1 ms / max",
         ],
     );
     let mut timeline = Table::new("cc: route 0 timeline (enforce)", &["t (ms)", "from", "to"]);
@@ -381,6 +382,9 @@ pub fn run(o: &Opts) -> Outcome {
         let r = Sim::new(cfg.clone()).expect("valid").run();
         let arm = arm_name(cc);
         out.run_invariants(&format!("route failure {arm}"), &r);
+        let all: Vec<u64> = r.latencies[0][0].clone();
+        let max = all.iter().copied().max().unwrap_or(0);
+        let slow = all.iter().filter(|&&l| l > NS_PER_MS).count();
         transitions_ok(&mut out, &format!("route failure {arm}"), &r);
         t.row(vec![
             arm.into(),
@@ -390,10 +394,13 @@ pub fn run(o: &Opts) -> Outcome {
             format!("{}", r.counters.retries),
             format!("{}", r.transfers_failed),
             format!("{}", r.counters.retired),
+            format!("{slow} / {}", us(max as f64)),
         ]);
         out.json.push(
             JsonLine::new("cc")
                 .s("part", "route-failure")
+                .i("transfers_over_1ms", slow as i128)
+                .f("transfer_max_us", max as f64 / 1e3)
                 .s("arm", arm)
                 .i("seed", o.seed)
                 .f("throughput_gbps", gbps(&r, &cfg))

@@ -167,7 +167,7 @@ pub fn run(o: &Opts) -> Outcome {
         let share = r.stack.get("a_nic1_share");
         t.row(vec![
             arm.name().into(),
-            format!("{:.1}%", err * 100.0),
+            format!("{:.2}%", err * 100.0),
             format!("{} / {}", us(am), us(ap as f64)),
             format!("{} / {}", us(bm), us(bp as f64)),
             format!("{:.1}%", share * 100.0),
