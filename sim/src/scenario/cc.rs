@@ -263,7 +263,7 @@ pub fn run(o: &Opts) -> Outcome {
             "Queue mean 10ms+",
             "Queue peak 10ms+",
             "NIC pauses",
-            "Mean slice-transfer P99",
+            "Mean transfer P99",
         ],
     );
     let mut inc = vec![];
