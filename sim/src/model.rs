@@ -876,8 +876,8 @@ impl Sim {
             if self.senders[si].outstanding_wrs >= self.cfg.stack.window_ops {
                 return;
             }
-            // 3. rail + 4. cc: choose a NIC whose endpoint is up and whose
-            // path the controller admits.
+            // The NICs this slice may use: port up, allowed by the
+            // topology rule, endpoint up (not being rebuilt).
             let usable: Vec<bool> = (0..n)
                 .map(|k| {
                     let s = &self.senders[si];
@@ -933,8 +933,10 @@ impl Sim {
                         PostError::Slice(_) => {}
                     }
                     self.stack.unwind(sender, &mut rec, now);
-                    if let Some(cp) = self.credit.as_mut() {
-                        cp.refused_after_commit(sender, rx as u32, &rec);
+                    if credited {
+                        if let Some(cp) = self.credit.as_mut() {
+                            cp.refused_after_commit(sender, rx as u32, &rec);
+                        }
                     }
                     return;
                 }
