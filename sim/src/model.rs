@@ -5,10 +5,12 @@
 
 use std::collections::VecDeque;
 
+use railyard_core::classify::classify_wc;
 use railyard_core::completion::{Owner, PostError, PostRequest, SliceEffect};
 use railyard_core::endpoint::{
     EndpointConfig, EndpointHandle, EndpointLocal, EndpointTable, RetireReason,
 };
+use railyard_core::evidence::{Observation, TaskEvidence, TaskState};
 use railyard_core::slice::{SliceRef, SliceState, SliceTable};
 use railyard_core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use railyard_core::token::{TokenPool, TokenRecord, WrId};
@@ -321,6 +323,10 @@ struct Transfer {
     slices_left: u32,
     failed: bool,
     bytes: u64,
+    /// RFC 4162 task evidence, recorded by the completion path.
+    evidence: TaskEvidence<8>,
+    /// The most severe state a caller could have queried during the task.
+    worst: TaskState,
 }
 
 /// Per-sender state: the real core's ownership tables plus the stack.
@@ -345,6 +351,10 @@ pub(crate) struct Sender {
     pub latencies: Vec<Vec<u64>>,
     pub bytes_done: u64,
     pub transfers_failed: u64,
+    /// Tasks by the worst state observed during their life / their final
+    /// state, indexed by `TaskState::severity`.
+    pub task_worst: [u64; 4],
+    pub task_final: [u64; 4],
     pub rng: Rng,
 }
 
@@ -482,6 +492,12 @@ pub struct RunResult {
     pub sender_bytes: Vec<u64>,
     /// Transfers failed.
     pub transfers_failed: u64,
+    /// Transfers by the worst RFC 4162 task state a caller could have
+    /// queried during their life (`[NORMAL, UNKNOWN, CONGESTED,
+    /// LONG_UNAVAILABLE]`).
+    pub task_worst: [u64; 4],
+    /// Transfers by their task state at completion (same order).
+    pub task_final: [u64; 4],
     /// Per receiver.
     pub rx: Vec<RxStats>,
     /// Per switch egress port: peak queued bytes.
@@ -579,6 +595,8 @@ impl Sim {
                 latencies: vec![vec![]; cfg.streams.len()],
                 bytes_done: 0,
                 transfers_failed: 0,
+                task_worst: [0; 4],
+                task_final: [0; 4],
                 rng: rng.fork(s as u64),
             });
         }
@@ -801,6 +819,8 @@ impl Sim {
             slices_left: n_slices,
             failed: false,
             bytes: st.transfer_bytes,
+            evidence: TaskEvidence::new(),
+            worst: TaskState::Normal,
         };
         let tid = match s.free_transfers.pop() {
             Some(i) => {
@@ -840,6 +860,8 @@ impl Sim {
             return;
         }
         t.live = false;
+        s.task_worst[usize::from(t.worst.severity())] += 1;
+        s.task_final[usize::from(t.evidence.state().severity())] += 1;
         let (stream, failed, bytes, submit) = (t.stream, t.failed, t.bytes, t.submit_ns);
         s.free_transfers.push(tid);
         s.stream_live[stream as usize] -= 1;
@@ -887,7 +909,7 @@ impl Sim {
                 })
                 .collect();
             // 2. receiver credit, 3. rail, 4. cc.
-            let (mut rec, credited) = match admit_all(
+            let admitted = admit_all(
                 &mut self.credit,
                 &mut self.stack,
                 sender,
@@ -895,7 +917,11 @@ impl Sim {
                 bytes,
                 &usable,
                 now,
-            ) {
+            );
+            if let Some(reason) = self.stack.take_admission_reason() {
+                self.record_evidence(sender, slice, reason);
+            }
+            let (mut rec, credited) = match admitted {
                 Admitted::Yes(rec, credited) => (rec, credited),
                 Admitted::No(demand) => {
                     if let Some(m) = demand {
@@ -1015,6 +1041,16 @@ impl Sim {
             }
         }
         self.stack.on_completion(sender, &mut rec, status, now);
+        match classify_wc(u32::from(status), 0).reason() {
+            Some(reason) => self.record_evidence(sender, rec.slice, reason),
+            None => {
+                if let Some(tid) = self.find_transfer_of(sender, rec.slice.index) {
+                    self.senders[si].transfers[tid as usize]
+                        .evidence
+                        .resolve(rec.slice, now);
+                }
+            }
+        }
         let s = &mut self.senders[si];
         s.outstanding_wrs -= 1;
         s.outstanding_bytes -= u64::from(bytes);
@@ -1035,6 +1071,9 @@ impl Sim {
                 let tid = self
                     .find_transfer_of(sender, rec.slice.index)
                     .expect("a retried slice belongs to a live transfer");
+                self.senders[si].transfers[tid as usize]
+                    .evidence
+                    .begin_attempt(next);
                 self.senders[si].queue.push_front(Pending {
                     slice: next,
                     transfer: tid,
@@ -1044,6 +1083,25 @@ impl Sim {
             SliceEffect::StaleReleaseOnly => self.counters.stale += 1,
         }
         self.pump(sender);
+    }
+
+    /// Records evidence for the task owning `slice` (the completion path's
+    /// `evidence.record`), tracking the worst state a caller could see.
+    fn record_evidence(
+        &mut self,
+        sender: u32,
+        slice: SliceRef,
+        reason: railyard_core::evidence::Reason,
+    ) {
+        let now = self.now();
+        if let Some(tid) = self.find_transfer_of(sender, slice.index) {
+            let t = &mut self.senders[sender as usize].transfers[tid as usize];
+            t.evidence.record(slice, Observation::new(reason, now));
+            let st = t.evidence.state();
+            if st.severity() > t.worst.severity() {
+                t.worst = st;
+            }
+        }
     }
 
     /// A WR slot is reused only once nothing refers to it: completed, no
@@ -1553,6 +1611,8 @@ impl Sim {
             latencies: self.senders.iter().map(|s| s.latencies.clone()).collect(),
             sender_bytes: self.senders.iter().map(|s| s.bytes_done).collect(),
             transfers_failed: self.senders.iter().map(|s| s.transfers_failed).sum(),
+            task_worst: sum4(self.senders.iter().map(|s| s.task_worst)),
+            task_final: sum4(self.senders.iter().map(|s| s.task_final)),
             rx: self
                 .rxs
                 .iter()
@@ -1619,4 +1679,13 @@ fn admit_all(
             }
         }
     }
+}
+
+fn sum4(it: impl Iterator<Item = [u64; 4]>) -> [u64; 4] {
+    it.fold([0; 4], |mut a, b| {
+        for i in 0..4 {
+            a[i] += b[i];
+        }
+        a
+    })
 }

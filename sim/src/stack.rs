@@ -16,6 +16,7 @@ use railyard_core::cc::{
 };
 use railyard_core::classify::{classify_event, classify_wc, Effect, FailureClass, FailureScope};
 use railyard_core::completion::WcOutcome;
+use railyard_core::evidence::Reason;
 use railyard_core::rail::{
     bandwidth_sample, ewma_step, sample_state, DeviceSpec, Outcome as RailOutcome, RailConfig,
     SampleState, Score, Selector, TtlCalibrator,
@@ -113,6 +114,7 @@ pub struct Stack {
     rail_fallbacks: u64,
     calibrator: Option<Box<TtlCalibrator<65536>>>,
     attribution: Option<Attribution>,
+    admission_reason: Option<Reason>,
 }
 
 /// RFC 4534 attribution error: the bandwidth estimate the selector's
@@ -187,6 +189,7 @@ impl Stack {
                 samples: 0,
                 bytes_per_device: vec![0; n],
             }),
+            admission_reason: None,
         })
     }
 
@@ -241,6 +244,7 @@ impl Stack {
         let s = &self.senders[sender as usize];
         let cands = usable.iter().filter(|&&u| u).count();
         if cands == 0 {
+            self.admission_reason = Some(Reason::NoUsablePath);
             return None;
         }
         let mut tried = vec![false; n];
@@ -278,10 +282,14 @@ impl Stack {
                     }
                     Ok(Admission::Defer(_)) => {
                         self.defers += 1;
+                        self.admission_reason = Some(Reason::ByteWindow);
                         let _ = s.rail.release(charge, RailOutcome::Failed, now);
                         return None;
                     }
-                    Ok(Admission::Avoid(_)) => self.avoids += 1,
+                    Ok(Admission::Avoid(_)) => {
+                        self.avoids += 1;
+                        self.admission_reason = Some(Reason::PathQuarantined);
+                    }
                     Err(_) => self.release_errors += 1,
                 }
             }
@@ -295,6 +303,12 @@ impl Stack {
             )?;
             charge = s.rail.charge(next as u16, Some(rx), bytes, now).ok()?;
         }
+    }
+
+    /// The evidence reason of the last admission's refusal or avoidance
+    /// (`BYTE_WINDOW`, `PATH_QUARANTINED`, `NO_USABLE_PATH`), once.
+    pub fn take_admission_reason(&mut self) -> Option<Reason> {
+        self.admission_reason.take()
     }
 
     /// The post was refused after [`Stack::admit`]: give back what `rec`

@@ -245,6 +245,17 @@ fn transitions_ok(out: &mut Outcome, arm: &str, r: &RunResult) {
     );
 }
 
+/// RFC 4162 caller observability: every task that completed successfully
+/// queries NORMAL at the end (its evidence was resolved).
+fn task_checks(out: &mut Outcome, arm: &str, r: &RunResult) {
+    let done: u64 = r.latencies.iter().flatten().map(|v| v.len() as u64).sum();
+    out.check(
+        format!("{arm}: every completed task queries NORMAL"),
+        r.task_final[0] == done,
+        format!("final {:?} for {done} completed", r.task_final),
+    );
+}
+
 /// Runs every part.
 pub fn run(o: &Opts) -> Outcome {
     let mut out = Outcome::new("cc");
@@ -374,6 +385,7 @@ pub fn run(o: &Opts) -> Outcome {
             "Failed transfers",
             "Endpoints retired",
             "Transfers > 1 ms / max",
+            "Tasks seen CONGESTED / LONG_UNAVAIL.",
         ],
     );
     let mut timeline = Table::new("cc: route 0 timeline (enforce)", &["t (ms)", "from", "to"]);
@@ -395,11 +407,15 @@ pub fn run(o: &Opts) -> Outcome {
             format!("{}", r.transfers_failed),
             format!("{}", r.counters.retired),
             format!("{slow} / {}", us(max as f64)),
+            format!("{} / {}", r.task_worst[2], r.task_worst[3]),
         ]);
+        task_checks(&mut out, &format!("route failure {arm}"), &r);
         out.json.push(
             JsonLine::new("cc")
                 .s("part", "route-failure")
                 .i("transfers_over_1ms", slow as i128)
+                .i("tasks_seen_congested", r.task_worst[2])
+                .i("tasks_seen_long_unavailable", r.task_worst[3])
                 .f("transfer_max_us", max as f64 / 1e3)
                 .s("arm", arm)
                 .i("seed", o.seed)
@@ -441,6 +457,11 @@ pub fn run(o: &Opts) -> Outcome {
                 format!("{} changes on route 0", timeline.rows.len()),
             );
             out.check(
+                "route failure enforce: callers could see LONG_UNAVAILABLE during quarantine",
+                r.task_worst[3] > 0,
+                format!("{:?}", r.task_worst),
+            );
+            out.check(
                 "route failure enforce: the healthy route (NIC1) is never quarantined",
                 r.stack
                     .timeline
@@ -476,6 +497,7 @@ pub fn run(o: &Opts) -> Outcome {
         let r = Sim::new(cfg.clone()).expect("valid").run();
         let arm = arm_name(cc);
         out.run_invariants(&format!("multi-NIC {arm}"), &r);
+        task_checks(&mut out, &format!("multi-NIC {arm}"), &r);
         transitions_ok(&mut out, &format!("multi-NIC {arm}"), &r);
         let (b, d, a) = (
             phase_gbps(&r, 0, 10),
