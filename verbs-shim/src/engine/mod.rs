@@ -510,6 +510,17 @@ impl Shared {
         }
     }
 
+    /// Queues slice attempt `r` to the shard of its QP. Each open slice is
+    /// in at most one queue and every queue holds `max_slices`, so the push
+    /// only fails if stale references of freed slices crowd the queue; then
+    /// the slice fails rather than vanish.
+    pub(crate) fn requeue(&self, r: SliceRef) {
+        let shard = self.meta[r.index as usize].shard.load(Ordering::Relaxed) as usize;
+        if self.queues[shard].push(r).is_err() {
+            self.settle(r, Outcome::Failure);
+        }
+    }
+
     /// Retires an endpoint (the one teardown API) and counts it.
     pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
         if self.endpoints.retire(h, reason, self.now()).is_ok() {
@@ -1137,10 +1148,7 @@ impl Engine {
             for &s in &te.slices {
                 // A freed slot is never Pending, so open cannot refuse.
                 if let Ok(r) = sh.slices.open(s) {
-                    let shard = sh.meta[s as usize].shard.load(Ordering::Relaxed) as usize;
-                    // Each open slice sits in at most one queue, and every
-                    // queue holds max_slices: the push cannot fail.
-                    let _ = sh.queues[shard].push(r);
+                    sh.requeue(r);
                 }
             }
         }
@@ -1295,5 +1303,65 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a host without RDMA the engine refuses with a typed error
+    /// instead of panicking; with a device it starts and stops cleanly.
+    #[test]
+    fn new_without_device_is_a_typed_error() {
+        match Engine::new(EngineConfig::default()) {
+            Ok(mut e) => {
+                assert_eq!(e.stats().tokens_in_use, 0);
+                e.shutdown();
+            }
+            Err(EngineError::Verbs(v)) => {
+                assert!(
+                    matches!(v, VerbsError::NoDevice | VerbsError::Os { .. }),
+                    "{v}"
+                );
+                assert!(!EngineError::Verbs(v).to_string().is_empty());
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    #[test]
+    fn invalid_config_is_refused_before_touching_the_device() {
+        let cfg = EngineConfig {
+            worker_model: WorkerModel::DedicatedPoller,
+            workers: 1,
+            ..EngineConfig::default()
+        };
+        match Engine::new(cfg) {
+            Err(EngineError::Config(c)) => assert_eq!(c.var, "MC_WORKERS_PER_CTX"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn task_state_rules() {
+        let t = TaskCell::default();
+        t.total.store(3, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Waiting);
+        t.started.store(true, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Pending);
+        t.ok.store(2, Ordering::Relaxed);
+        t.canceled.store(1, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Canceled);
+        t.canceled.store(0, Ordering::Relaxed);
+        t.timed_out.store(1, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Timeout);
+        t.ok.store(1, Ordering::Relaxed);
+        t.failed.store(1, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Failed);
+        t.failed.store(0, Ordering::Relaxed);
+        t.timed_out.store(0, Ordering::Relaxed);
+        t.ok.store(3, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Completed);
     }
 }

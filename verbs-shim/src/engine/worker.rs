@@ -163,12 +163,12 @@ fn post_round(
             GateDecision::Admit => {}
             GateDecision::Defer => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
-                let _ = q.push(r);
+                sh.requeue(r);
                 continue;
             }
             GateDecision::Avoid => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
-                let _ = q.push(r);
+                sh.requeue(r);
                 continue;
             }
         }
@@ -188,7 +188,7 @@ fn post_round(
                     | OwnerError::Endpoint(EndpointError::QpFull)
                     | OwnerError::Endpoint(EndpointError::Saturated) => {
                         c.backpressure.fetch_add(1, Ordering::Relaxed);
-                        let _ = q.push(r);
+                        sh.requeue(r);
                     }
                     // Timed out or canceled meanwhile: nothing to do.
                     OwnerError::Slice(_) => {}
@@ -342,8 +342,7 @@ fn poll_cq(
             SliceEffect::Settled(s) => sh.settled(done.record.slice.index, s),
             SliceEffect::Retry(r) => {
                 c.retries.fetch_add(1, Ordering::Relaxed);
-                let shard = sh.meta[r.index as usize].shard.load(Ordering::Relaxed);
-                let _ = sh.queues[shard as usize].push(r);
+                sh.requeue(r);
             }
             SliceEffect::StaleReleaseOnly => {
                 c.stale.fetch_add(1, Ordering::Relaxed);
