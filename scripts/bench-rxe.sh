@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# bench-rxe: `railyard bench --op write -s 65536` against `ib_write_bw -s
+# 65536` in the SAME Soft-RoCE guest and the same run, and their ratio.
+# Not part of the test run (absolute numbers under TCG mean nothing; the
+# ratio is the point). Goal from issue #6: ratio >= 0.95.
+#
+# Both run as loopback server + client on rxe0 (two processes each):
+#   railyard bench target    --listen 127.0.0.1:18515 -s 65536 &
+#   railyard bench initiator --peer 127.0.0.1:18515 -s 65536 --op write
+#   ib_write_bw -d rxe0 -x 1 -s 65536 -D SECS &
+#   ib_write_bw -d rxe0 -x 1 -s 65536 -D SECS 127.0.0.1
+# ib_write_bw's "BW average[MB/sec]" is MiB/s (perftest: 1 MB = 2^20 B),
+# compared with railyard's MiB/s.
+#
+# Env: BENCH_SECS (default 5), BENCH_TIMEOUT (guest limit, default 400),
+#      BENCH_ARGS (extra railyard initiator args, e.g. "--batch 64 --depth 4"),
+#      MC_* engine settings (passed into the guest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${BENCH_SECS:-5}"
+TIMEOUT="${BENCH_TIMEOUT:-400}"
+EXTRA="${BENCH_ARGS:-}"
+
+scripts/rxe-vm --setup >/dev/null
+timeout 1800 cargo build --release -p railyard-cli --features verbs >&2
+tdir="${CARGO_TARGET_DIR:-target}"; [[ "$tdir" = /* ]] || tdir="$PWD/$tdir"
+bin="$tdir/release/railyard"
+share=()
+case "$tdir/" in "$PWD"/*) ;; *) share=(--rw "$tdir") ;; esac
+
+# The guest sees the checkout (and its target/), not the host's /tmp.
+CACHE="${RXE_VM_CACHE:-$PWD/target/rxe-vm}"
+mkdir -p "$CACHE"
+guest="$CACHE/bench-guest.sh"
+cat > "$guest" <<GUEST
+set -u
+echo "=== railyard bench --op write -s 65536 (${SECS} s)"
+$bin bench target --listen 127.0.0.1:18515 -d rxe0 -s 65536 --duration $SECS > /tmp/ry-target.log 2>&1 &
+tpid=\$!
+sleep 1
+$bin bench initiator --peer 127.0.0.1:18515 -d rxe0 -s 65536 --op write --duration $SECS $EXTRA 2>&1 | tee /tmp/ry.log
+kill \$tpid 2>/dev/null; wait \$tpid 2>/dev/null
+echo "=== ib_write_bw -s 65536 (${SECS} s)"
+timeout 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D $SECS > /tmp/bw-server.log 2>&1 &
+spid=\$!
+sleep 1
+timeout 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D $SECS 127.0.0.1 2>&1 | tee /tmp/bw.log
+wait \$spid 2>/dev/null
+ry=\$(sed -n 's/^railyard-bench-result mib_per_s=\([0-9.]*\).*/\1/p' /tmp/ry.log)
+ib=\$(awk '/^ *65536 /{print \$4}' /tmp/bw.log)
+echo "=== result"
+echo "railyard write 64 KiB: \${ry:-?} MiB/s"
+echo "ib_write_bw    64 KiB: \${ib:-?} MB/sec (MiB/s)"
+if [ -n "\$ry" ] && [ -n "\$ib" ]; then
+  awk -v a="\$ry" -v b="\$ib" 'BEGIN{printf "ratio railyard / ib_write_bw = %.3f (goal >= 0.95)\n", a/b}'
+else
+  echo "ratio: n/a (a run failed)"; exit 1
+fi
+GUEST
+scripts/rxe-vm "${share[@]}" --timeout "$TIMEOUT" -- bash "$guest"
