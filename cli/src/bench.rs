@@ -310,7 +310,7 @@ mod verbs {
             if t0.elapsed() > Duration::from_secs(60) {
                 return Err("a batch did not finish within 60 s".into());
             }
-            std::hint::spin_loop();
+            std::thread::yield_now();
         }
     }
 

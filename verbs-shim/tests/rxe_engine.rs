@@ -66,7 +66,21 @@ struct Pair {
 }
 
 fn pair(test: &str, local_len: usize, remote_len: usize) -> Option<Pair> {
-    let a = engine_or_skip(test)?;
+    pair_with(test, local_len, remote_len, |_| {})
+}
+
+fn pair_with(
+    test: &str,
+    local_len: usize,
+    remote_len: usize,
+    tweak: impl Fn(&mut EngineConfig),
+) -> Option<Pair> {
+    let mut cfg = config();
+    tweak(&mut cfg);
+    let a = match Engine::new(cfg) {
+        Ok(a) => a,
+        Err(_) => engine_or_skip(test)?,
+    };
     let b = Engine::new(config()).expect("second engine");
     let a_mem = a.alloc_memory(local_len).expect("alloc local");
     let b_mem = b.alloc_memory(remote_len).expect("alloc remote");
@@ -365,5 +379,63 @@ fn engine_refuses_bad_input_with_typed_errors() {
     }
     assert!(p.a.stats().reclaimed >= 1);
     assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+}
+
+/// Timed-out and canceled slices settle once; the completions of their
+/// attempts still on the wire arrive stale and only release resources.
+#[test]
+fn engine_timeout_and_cancel_release_everything() {
+    const LEN: usize = 8 << 20;
+    let Some(p) = pair_with(
+        "engine_timeout_and_cancel_release_everything",
+        LEN,
+        LEN,
+        |c| c.transfer_timeout = Duration::from_millis(1),
+    ) else {
+        return;
+    };
+    let t = Transfer {
+        op: Op::Write,
+        local: p.a_mem.addr(),
+        len: LEN as u64,
+        segment: p.seg,
+        remote_offset: p.b_mem.addr(),
+    };
+    // 128 slices cannot all complete within 1 ms on rxe: the monitor times
+    // the rest out (those in flight complete later, as stale attempts).
+    let b = p.a.allocate_batch(1).unwrap();
+    p.a.submit(b, &[t]).unwrap();
+    let st = wait_batch(&p.a, b);
+    assert!(
+        matches!(st[0], TaskState::Timeout | TaskState::Completed),
+        "{st:?}"
+    );
+    assert!(p.a.wait_idle(WAIT));
+    p.a.free_batch(b).unwrap();
+    assert_quiescent(&p.a, "initiator after timeout");
+    say!("timeout: state {:?}, {:?}", st[0], p.a.stats());
+
+    // Cancel: a second batch canceled right after submit.
+    let b = p.a.allocate_batch(2).unwrap();
+    p.a.submit(b, &[t, t]).unwrap();
+    p.a.cancel_batch(b).unwrap();
+    let st = wait_batch(&p.a, b);
+    for s in &st {
+        assert!(
+            matches!(
+                s,
+                TaskState::Canceled | TaskState::Completed | TaskState::Timeout
+            ),
+            "{st:?}"
+        );
+    }
+    assert!(p.a.wait_idle(WAIT));
+    p.a.free_batch(b).unwrap();
+    assert!(matches!(
+        p.a.cancel_batch(b),
+        Err(EngineError::NoSuchBatch(_))
+    ));
+    assert_quiescent(&p.a, "initiator after cancel");
     assert_quiescent(&p.b, "target");
 }

@@ -66,6 +66,10 @@ pub struct EngineConfig {
     pub drain_timeout: Duration,
     /// Handshake socket timeout.
     pub handshake_timeout: Duration,
+    /// How long an idle worker (nothing queued, nothing in flight) naps
+    /// between polls; `None` busy-polls forever. Work submitted to an
+    /// idle engine waits at most this long before it is posted.
+    pub idle_sleep: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -87,6 +91,7 @@ impl Default for EngineConfig {
             transfer_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(2),
             handshake_timeout: Duration::from_secs(10),
+            idle_sleep: Some(Duration::from_micros(50)),
         }
     }
 }

@@ -90,15 +90,29 @@ fn worker(sh: &Shared, w: usize) {
         }
         if did == 0 {
             idle = idle.saturating_add(1);
-            if idle > SPIN_ROUNDS {
-                std::thread::yield_now();
-            } else {
+            if idle <= SPIN_ROUNDS {
                 std::hint::spin_loop();
+            } else if has_work(sh, post_shard, &poll) {
+                // Work is on the wire: keep polling, but let the kernel
+                // (and, on Soft-RoCE, the NIC itself) run.
+                std::thread::yield_now();
+            } else if let Some(d) = sh.cfg.idle_sleep {
+                // Nothing queued and nothing in flight: nap (Mooncake's
+                // workers suspend when idle too). `None` = pure busy-poll.
+                std::thread::sleep(d);
+            } else {
+                std::thread::yield_now();
             }
         } else {
             idle = 0;
         }
     }
+}
+
+/// Whether worker's queue or CQs have anything pending.
+fn has_work(sh: &Shared, post_shard: Option<usize>, poll: &[usize]) -> bool {
+    post_shard.is_some_and(|s| !sh.queues[s].is_empty())
+        || poll.iter().any(|&q| sh.cqs[q].outstanding() > 0)
 }
 
 /// One posted-to-be work request, between `Owner::post` and the doorbell.
