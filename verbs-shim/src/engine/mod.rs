@@ -52,6 +52,7 @@ pub use gate::{
     Classifier, DefaultClassifier, EventAction, GateDecision, OpenGate, PostGate, WC_RETRY_EXC_ERR,
     WC_RNR_RETRY_EXC_ERR,
 };
+pub use railyard_core::token::TokenRecord;
 
 use crate::handshake::{Handshake, HandshakeError};
 use crate::wire::{EndpointDescriptor, QpEndpoint, SegmentDescriptor};
