@@ -463,6 +463,8 @@ pub(crate) struct Shared {
     pub(crate) retired: AtomicU64,
     pub(crate) reclaimed: AtomicU64,
     pub(crate) force_flushes: AtomicU64,
+    /// Worker threads, for unparking idle ones.
+    pub(crate) threads: OnceLock<Vec<std::thread::Thread>>,
     /// Workers, monitor and event thread stop.
     pub(crate) stop: AtomicBool,
     /// Posting stops (shutdown drain): queued slices are canceled.
@@ -519,6 +521,31 @@ impl Shared {
         let shard = self.meta[r.index as usize].shard.load(Ordering::Relaxed) as usize;
         if self.queues[shard].push(r).is_err() {
             self.settle(r, Outcome::Failure);
+            return;
+        }
+        self.wake_poster(shard);
+    }
+
+    fn wake(&self, worker: usize) {
+        if let Some(t) = self.threads.get().and_then(|t| t.get(worker)) {
+            // Cheap (one atomic swap) unless the worker is parked.
+            t.unpark();
+        }
+    }
+
+    /// Wakes the worker that posts `shard`, if it is parked idle.
+    pub(crate) fn wake_poster(&self, shard: usize) {
+        match self.cfg.worker_model {
+            WorkerModel::Shared => self.wake(shard),
+            WorkerModel::DedicatedPoller => self.wake(shard + 1),
+        }
+    }
+
+    /// Wakes the worker that polls `shard`'s CQ, if it is parked idle.
+    pub(crate) fn wake_poller(&self, shard: usize) {
+        match self.cfg.worker_model {
+            WorkerModel::Shared => self.wake(shard),
+            WorkerModel::DedicatedPoller => self.wake(0),
         }
     }
 
@@ -842,6 +869,7 @@ impl Engine {
             retired: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
             force_flushes: AtomicU64::new(0),
+            threads: OnceLock::new(),
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             cfg,
