@@ -66,9 +66,10 @@ pub struct EngineConfig {
     pub drain_timeout: Duration,
     /// Handshake socket timeout.
     pub handshake_timeout: Duration,
-    /// How long an idle worker (nothing queued, nothing in flight) naps
-    /// between polls; `None` busy-polls forever. Work submitted to an
-    /// idle engine waits at most this long before it is posted.
+    /// The longest an idle worker (nothing queued, nothing in flight)
+    /// parks before polling again; submits, retries and posts unpark it at
+    /// once. `None` busy-polls forever (lowest latency, one core per
+    /// worker).
     pub idle_sleep: Option<Duration>,
 }
 
@@ -91,7 +92,7 @@ impl Default for EngineConfig {
             transfer_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(2),
             handshake_timeout: Duration::from_secs(10),
-            idle_sleep: Some(Duration::from_micros(50)),
+            idle_sleep: Some(Duration::from_millis(1)),
         }
     }
 }

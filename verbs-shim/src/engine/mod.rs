@@ -100,7 +100,7 @@ pub enum EngineError {
     },
     /// The endpoint table refused (full, ...).
     Endpoint(EndpointError),
-    /// Socket setup for the listener failed.
+    /// Setting up the listener socket or spawning a thread failed.
     Io(std::io::Error),
     /// No batch with this id (never allocated, or freed).
     NoSuchBatch(BatchId),
@@ -166,7 +166,7 @@ impl fmt::Display for EngineError {
                 )
             }
             Self::Endpoint(e) => write!(f, "endpoint: {e}"),
-            Self::Io(e) => write!(f, "handshake listener: {e}"),
+            Self::Io(e) => write!(f, "engine socket or thread setup: {e}"),
             Self::NoSuchBatch(b) => write!(f, "no batch {}", b.0),
             Self::NoSuchTask { batch, task } => write!(f, "no task {task} in batch {}", batch.0),
             Self::NoSuchSegment(s) => write!(f, "no segment {}", s.0),
@@ -874,7 +874,7 @@ impl Engine {
             draining: AtomicBool::new(false),
             cfg,
         });
-        let threads = worker::spawn_all(&shared, listener);
+        let threads = worker::spawn_all(&shared, listener).map_err(EngineError::Io)?;
         Ok(Self {
             shared,
             threads,

@@ -31,37 +31,55 @@ use std::time::Duration;
 /// Empty rounds a worker spins before it starts yielding its core.
 const SPIN_ROUNDS: u32 = 256;
 
-pub(crate) fn spawn_all(sh: &Arc<Shared>, listener: TcpListener) -> Vec<JoinHandle<()>> {
-    let mut v = Vec::new();
-    let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
-        std::thread::Builder::new()
-            .name(name)
-            .spawn(f)
-            .expect("spawning an engine thread")
-    };
-    for w in 0..usize::from(sh.cfg.workers) {
+/// Starts the workers, the monitor, the async-event thread and the
+/// listener. If a thread cannot be spawned, the ones already running are
+/// stopped and joined, and the OS error is returned.
+pub(crate) fn spawn_all(
+    sh: &Arc<Shared>,
+    listener: TcpListener,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let mut v: Vec<JoinHandle<()>> = Vec::new();
+    let r = (|| {
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name).spawn(f)
+        };
+        for w in 0..usize::from(sh.cfg.workers) {
+            let s = sh.clone();
+            v.push(spawn(
+                format!("railyard-w{w}"),
+                Box::new(move || worker(&s, w)),
+            )?);
+        }
+        let _ = sh
+            .threads
+            .set(v.iter().map(|h| h.thread().clone()).collect());
         let s = sh.clone();
         v.push(spawn(
-            format!("railyard-w{w}"),
-            Box::new(move || worker(&s, w)),
-        ));
+            "railyard-monitor".into(),
+            Box::new(move || monitor(&s)),
+        )?);
+        let s = sh.clone();
+        v.push(spawn(
+            "railyard-async".into(),
+            Box::new(move || async_events(&s)),
+        )?);
+        let s = sh.clone();
+        v.push(spawn(
+            "railyard-listen".into(),
+            Box::new(move || listen(&s, listener)),
+        )?);
+        Ok(())
+    })();
+    match r {
+        Ok(()) => Ok(v),
+        Err(e) => {
+            sh.stop.store(true, Ordering::Release);
+            for t in v {
+                let _ = t.join();
+            }
+            Err(e)
+        }
     }
-    let s = sh.clone();
-    v.push(spawn(
-        "railyard-monitor".into(),
-        Box::new(move || monitor(&s)),
-    ));
-    let s = sh.clone();
-    v.push(spawn(
-        "railyard-async".into(),
-        Box::new(move || async_events(&s)),
-    ));
-    let s = sh.clone();
-    v.push(spawn(
-        "railyard-listen".into(),
-        Box::new(move || listen(&s, listener)),
-    ));
-    v
 }
 
 /// What worker `w` posts and polls.
@@ -97,9 +115,12 @@ fn worker(sh: &Shared, w: usize) {
                 // (and, on Soft-RoCE, the NIC itself) run.
                 std::thread::yield_now();
             } else if let Some(d) = sh.cfg.idle_sleep {
-                // Nothing queued and nothing in flight: nap (Mooncake's
-                // workers suspend when idle too). `None` = pure busy-poll.
-                std::thread::sleep(d);
+                // Nothing queued and nothing in flight: park (Mooncake's
+                // workers suspend when idle too) until a submit, a retry or
+                // a post for our CQ unparks us, or `d` passes. Park tokens
+                // make the check-then-park race harmless. `None` =
+                // pure busy-poll.
+                std::thread::park_timeout(d);
             } else {
                 std::thread::yield_now();
             }
@@ -294,6 +315,10 @@ fn flush_chain(
     match unsafe { qp.post_batch(&wrs) } {
         Ok(()) => {
             c.posts.fetch_add(wrs.len() as u64, Ordering::Relaxed);
+            let shard = sh.meta[first.slice.index as usize]
+                .shard
+                .load(Ordering::Relaxed);
+            sh.wake_poller(shard as usize);
             for p in chain.iter() {
                 let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
                 sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
@@ -301,6 +326,10 @@ fn flush_chain(
         }
         Err(e) => {
             c.posts.fetch_add(e.posted as u64, Ordering::Relaxed);
+            let shard = sh.meta[first.slice.index as usize]
+                .shard
+                .load(Ordering::Relaxed);
+            sh.wake_poller(shard as usize);
             for p in &chain[..e.posted] {
                 let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
                 sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
