@@ -418,7 +418,12 @@ pub(crate) fn flush_all(sh: &Shared) {
     }
 }
 
-/// Reclaim, forced flush and task timeouts, every millisecond.
+/// How often the monitor runs reclaim (task timeouts: every 4th tick).
+/// Reclaim and timeouts are millisecond-scale policies; a faster tick only
+/// steals CPU from the workers.
+const MONITOR_TICK: Duration = Duration::from_millis(5);
+
+/// Reclaim, forced flush and task timeouts, every [`MONITOR_TICK`].
 fn monitor(sh: &Shared) {
     let local = sh.endpoints.register();
     let mut tick = 0u64;
@@ -442,11 +447,11 @@ fn monitor(sh: &Shared) {
                 }
             }
         }
-        if tick % 10 == 0 {
+        if tick % 4 == 0 {
             sh.expire_tasks(now);
         }
         tick += 1;
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(MONITOR_TICK);
     }
 }
 
