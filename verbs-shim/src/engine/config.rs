@@ -9,6 +9,7 @@
 //! | `MC_RDMA_DEDICATED_POLLER` | [`EngineConfig::worker_model`] | `0` (shared) | `0`/`1`/`false`/`true` |
 //! | `MC_GID_INDEX` | [`EngineConfig::gid_index`] | 1 | 0 ..= 255 |
 //! | `MC_RDMA_DEVICE` | [`EngineConfig::device`] | first device | a device name |
+//! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
 //!
 //! Unset or empty means the default. Anything else that does not parse or
 //! is out of range is a [`ConfigError`] naming the variable, never a silent
@@ -71,6 +72,12 @@ pub struct EngineConfig {
     /// once. `None` busy-polls forever (lowest latency, one core per
     /// worker).
     pub idle_sleep: Option<Duration>,
+    /// With work in flight but no completion for a long while (4096 empty
+    /// polls), sleep this long between polls instead of yielding. `None`
+    /// (the default) keeps polling. Meant for CPU-starved hosts such as
+    /// Soft-RoCE guests, where the "NIC" needs the CPU the poller spins on
+    /// (`MC_RDMA_INFLIGHT_NAP_US`).
+    pub inflight_nap: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -93,6 +100,7 @@ impl Default for EngineConfig {
             drain_timeout: Duration::from_secs(2),
             handshake_timeout: Duration::from_secs(10),
             idle_sleep: Some(Duration::from_millis(1)),
+            inflight_nap: None,
         }
     }
 }
@@ -178,6 +186,16 @@ impl EngineConfig {
         }
         if let Some(v) = var("MC_GID_INDEX") {
             c.gid_index = num("MC_GID_INDEX", &v, 0, 255, "an integer in 0..=255")?;
+        }
+        if let Some(v) = var("MC_RDMA_INFLIGHT_NAP_US") {
+            let us: u64 = num(
+                "MC_RDMA_INFLIGHT_NAP_US",
+                &v,
+                0,
+                1_000_000,
+                "microseconds in 0..=1000000 (0 = keep polling)",
+            )?;
+            c.inflight_nap = (us > 0).then(|| Duration::from_micros(us));
         }
         if let Some(v) = var("MC_RDMA_DEVICE") {
             c.device = Some(v.trim().to_owned());
@@ -314,6 +332,7 @@ mod tests {
             ("MC_WORKERS_PER_CTX", "x"),
             ("MC_RDMA_DEDICATED_POLLER", "yes"),
             ("MC_GID_INDEX", "256"),
+            ("MC_RDMA_INFLIGHT_NAP_US", "-5"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert_eq!(e.var, k, "{k}={v}");

@@ -113,7 +113,10 @@ fn worker(sh: &Shared, w: usize) {
             } else if has_work(sh, post_shard, &poll) {
                 // Work is on the wire: keep polling, but let the kernel
                 // (and, on Soft-RoCE, the NIC itself) run.
-                std::thread::yield_now();
+                match sh.cfg.inflight_nap {
+                    Some(d) if idle > 16 * SPIN_ROUNDS => std::thread::sleep(d),
+                    _ => std::thread::yield_now(),
+                }
             } else if let Some(d) = sh.cfg.idle_sleep {
                 // Nothing queued and nothing in flight: park (Mooncake's
                 // workers suspend when idle too) until a submit, a retry or
