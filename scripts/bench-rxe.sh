@@ -44,7 +44,8 @@ for round in \$(seq 1 $ROUNDS); do
   $bin bench target --listen 127.0.0.1:18515 -d rxe0 -s 65536 --duration $SECS > /tmp/ry-target.log 2>&1 &
   tpid=\$!
   sleep 1
-  $bin bench initiator --peer 127.0.0.1:18515 -d rxe0 -s 65536 --op write --duration $SECS $EXTRA > /tmp/ry.log 2>&1
+  timeout \$(( $SECS + 90 )) $bin bench initiator --peer 127.0.0.1:18515 -d rxe0 -s 65536 --op write --duration $SECS $EXTRA > /tmp/ry.log 2>&1
+  echo "railyard initiator exit code \$?"
   sed -n '/^summary/,\$p' /tmp/ry.log
   kill \$tpid 2>/dev/null; wait \$tpid 2>/dev/null
   ry=\$(sed -n 's/^railyard-bench-result mib_per_s=\([0-9.]*\).*/\1/p' /tmp/ry.log)
@@ -69,6 +70,8 @@ for round in \$(seq 1 $ROUNDS); do
     ratios="\$ratios \$r"
   else
     echo "round \$round: a run failed (railyard '\$ry', ib_write_bw '\$ib')"
+    echo "--- railyard initiator log:"; tail -n 20 /tmp/ry.log
+    echo "--- railyard target log:"; tail -n 5 /tmp/ry-target.log
   fi
 done
 echo "=== result"
