@@ -9,6 +9,7 @@
 //! | `MC_RDMA_DEDICATED_POLLER` | [`EngineConfig::worker_model`] | `0` (shared) | `0`/`1`/`false`/`true` |
 //! | `MC_GID_INDEX` | [`EngineConfig::gid_index`] | 1 | 0 ..= 255 |
 //! | `MC_RDMA_DEVICE` | [`EngineConfig::device`] | first device | a device name |
+//! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 1000 | 0 (busy-poll) ..= 1000000 |
 //! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
 //!
 //! Unset or empty means the default. Anything else that does not parse or
@@ -187,6 +188,16 @@ impl EngineConfig {
         if let Some(v) = var("MC_GID_INDEX") {
             c.gid_index = num("MC_GID_INDEX", &v, 0, 255, "an integer in 0..=255")?;
         }
+        if let Some(v) = var("MC_RDMA_IDLE_PARK_US") {
+            let us: u64 = num(
+                "MC_RDMA_IDLE_PARK_US",
+                &v,
+                0,
+                1_000_000,
+                "microseconds in 0..=1000000 (0 = busy-poll)",
+            )?;
+            c.idle_sleep = (us > 0).then(|| Duration::from_micros(us));
+        }
         if let Some(v) = var("MC_RDMA_INFLIGHT_NAP_US") {
             let us: u64 = num(
                 "MC_RDMA_INFLIGHT_NAP_US",
@@ -333,6 +344,7 @@ mod tests {
             ("MC_RDMA_DEDICATED_POLLER", "yes"),
             ("MC_GID_INDEX", "256"),
             ("MC_RDMA_INFLIGHT_NAP_US", "-5"),
+            ("MC_RDMA_IDLE_PARK_US", "1000001"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert_eq!(e.var, k, "{k}={v}");
