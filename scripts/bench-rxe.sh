@@ -12,6 +12,15 @@
 # ib_write_bw's "BW average[MB/sec]" is MiB/s (perftest: 1 MB = 2^20 B),
 # compared with railyard's MiB/s.
 #
+# Measured on this machine (3 alternating rounds each, median ratio):
+#   defaults (2 QPs/ep, idle park 1 ms)            0.73
+#   MC_RDMA_IDLE_PARK_US=50                         1.36
+#   MC_RDMA_IDLE_PARK_US=50 MC_NUM_QP_PER_EP=1      0.46
+#   ... and BENCH_ARGS="--batch 4 --depth 32"       0.70
+# Under TCG, rxe's protocol work runs in softirq/tasklets or inline in the
+# posting syscall; frequent wakeups and frequent doorbells feed it, so these
+# ratios say more about Soft-RoCE scheduling than about the engine.
+#
 # Env: BENCH_SECS (default 5), BENCH_ROUNDS (default 3), BENCH_TIMEOUT (guest limit, default 400),
 #      BENCH_ARGS (extra railyard initiator args, e.g. "--batch 64 --depth 4"),
 #      MC_* engine settings (passed into the guest).
