@@ -4,7 +4,8 @@
 # 1. scripts/rxe-vm --setup: packages + cached kernel/initramfs (cold: ~20 s).
 # 2. Builds railyard-verbs' test binaries on the host (cargo test --no-run).
 # 3. Boots one qemu guest with rxe0 and, inside it, runs every test binary with
-#    RAILYARD_REQUIRE_RDMA=1 (a missing device fails instead of skipping), then
+#    RAILYARD_REQUIRE_RDMA=1 (a missing device fails instead of skipping; the
+#    engine tests, rxe_engine, run twice: MC_RDMA_DEDICATED_POLLER=0 and =1), then
 #    a reference ib_write_bw loopback (server + client on rxe0) to prove the
 #    harness and give a same-guest baseline.
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
@@ -46,11 +47,21 @@ guest="$CACHE/ci-guest.sh"
 cat > "$guest" <<'GUEST'
 # Runs inside the guest (rxe0 is up). Args: test binaries.
 rc=0
-for b in "$@"; do
-  echo "=== $b"
+run_one() { # label, binary, env...
+  local label=$1 b=$2; shift 2
+  echo "=== $label"
   t0=$(date +%s.%N)
-  timeout 300 "$b" --test-threads=1 || { echo "rxe-guest: FAILED: $b"; rc=1; }
-  echo "rxe-guest: $(basename "$b") took $(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')s"
+  env "$@" timeout 300 "$b" --test-threads=1 || { echo "rxe-guest: FAILED: $label"; rc=1; }
+  echo "rxe-guest: $label took $(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')s"
+}
+for b in "$@"; do
+  case "$(basename "$b")" in
+    # The engine tests run once per worker model (RFC 3136).
+    rxe_engine-*)
+      run_one "$(basename "$b") [shared workers]" "$b" MC_RDMA_DEDICATED_POLLER=0
+      run_one "$(basename "$b") [dedicated poller]" "$b" MC_RDMA_DEDICATED_POLLER=1 ;;
+    *) run_one "$(basename "$b")" "$b" ;;
+  esac
 done
 echo "=== reference: ib_write_bw loopback on rxe0 (-s 65536, -D BW_SECS)"
 timeout 120 ib_write_bw -F -d rxe0 -x 1 -s 65536 -D BW_SECS > /tmp/bw-server.log 2>&1 &
@@ -99,6 +110,9 @@ if grep -q 'SKIP ' "$log"; then
 fi
 ran=$(grep -c 'RAN [a-z_]' "$log" || true)
 if [[ $ran == 0 ]]; then echo "rxe: FAIL: no real-verbs test reported RAN" >&2; fail=1; fi
+for model in Shared DedicatedPoller; do
+  grep -q "RAN engine_.*($model," "$log" || { echo "rxe: FAIL: engine tests did not run in the $model worker model" >&2; fail=1; }
+done
 if grep -q 'test result: FAILED' "$log"; then echo "rxe: FAIL: test failures (see above)" >&2; fail=1; fi
 echo "rxe: $ran real-verbs tests ran; total $(( $(date +%s) - start ))s"
 [[ $fail == 0 ]] && echo "rxe: OK"

@@ -12,7 +12,9 @@
 //!   index, MTU, ACK timeout, retry counts);
 //! - [`wire`]: versioned, length-prefixed little-endian endpoint descriptors
 //!   (QPNs, PSNs, GID, segment addr/len/rkey) with typed decode errors;
-//! - [`handshake`]: the TCP exchange of those descriptors.
+//! - [`handshake`]: the TCP exchange of those descriptors;
+//! - [`engine`]: the transfer engine (batches, slices, workers) with every
+//!   post owned through `railyard-core` (RFC 3136).
 //!
 //! Work-request ids are plain `u64`s chosen by the caller (railyard's core
 //! uses its token ids), and completions come back as plain numbers
@@ -23,6 +25,7 @@
 //! device they print a SKIP line, and with `RAILYARD_REQUIRE_RDMA=1` they fail.
 #![deny(missing_docs)]
 
+pub mod engine;
 mod error;
 pub mod handshake;
 mod verbs;
@@ -30,7 +33,11 @@ pub mod wire;
 
 pub use error::VerbsError;
 pub use verbs::{
-    devices, Access, CompletionQueue, Context, DeviceCaps, DeviceInfo, MemoryRegion, Mtu, PortInfo,
-    PostError, ProtectionDomain, QpCaps, QpConfig, QpState, QueuePair, RdmaOp, RdmaWr, RemoteQp,
-    WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE, WC_SUCCESS, WC_WR_FLUSH_ERR,
+    devices, Access, AsyncEvent, CompletionQueue, Context, DeviceCaps, DeviceInfo, MemoryRegion,
+    Mtu, PortInfo, PostError, ProtectionDomain, QpCaps, QpConfig, QpState, QueuePair, RdmaOp,
+    RdmaWr, RemoteQp, WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE, WC_SUCCESS, WC_WR_FLUSH_ERR,
+};
+pub use verbs::{
+    EVENT_CQ_ERR, EVENT_DEVICE_FATAL, EVENT_GID_CHANGE, EVENT_PORT_ACTIVE, EVENT_PORT_ERR,
+    EVENT_QP_ACCESS_ERR, EVENT_QP_FATAL, EVENT_QP_LAST_WQE_REACHED, EVENT_QP_REQ_ERR,
 };

@@ -377,6 +377,142 @@ impl Context {
     }
 }
 
+/// One asynchronous event (`ibv_get_async_event`), reduced to plain
+/// numbers and already acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AsyncEvent {
+    /// `ibv_event_type` value (see the `EVENT_*` constants).
+    pub event_type: u32,
+    /// The QP number, for QP-scope events.
+    pub qp_num: Option<u32>,
+    /// The port, for port-scope events (port error, GID change, ...).
+    pub port_num: Option<u8>,
+}
+
+/// `IBV_EVENT_CQ_ERR`.
+pub const EVENT_CQ_ERR: u32 = 0;
+/// `IBV_EVENT_QP_FATAL`.
+pub const EVENT_QP_FATAL: u32 = 1;
+/// `IBV_EVENT_QP_REQ_ERR`.
+pub const EVENT_QP_REQ_ERR: u32 = 2;
+/// `IBV_EVENT_QP_ACCESS_ERR`.
+pub const EVENT_QP_ACCESS_ERR: u32 = 3;
+/// `IBV_EVENT_DEVICE_FATAL`.
+pub const EVENT_DEVICE_FATAL: u32 = 8;
+/// `IBV_EVENT_PORT_ACTIVE`.
+pub const EVENT_PORT_ACTIVE: u32 = 9;
+/// `IBV_EVENT_PORT_ERR`.
+pub const EVENT_PORT_ERR: u32 = 10;
+/// `IBV_EVENT_QP_LAST_WQE_REACHED`.
+pub const EVENT_QP_LAST_WQE_REACHED: u32 = 16;
+/// `IBV_EVENT_GID_CHANGE`.
+pub const EVENT_GID_CHANGE: u32 = 18;
+
+/// Whether events of this type carry a QP in their element.
+fn event_has_qp(t: u32) -> bool {
+    matches!(t, 1..=7 | 16)
+}
+
+/// Whether events of this type carry a port number in their element.
+fn event_has_port(t: u32) -> bool {
+    matches!(t, 9..=13 | 17 | 18)
+}
+
+impl Context {
+    /// Makes the context's async-event fd non-blocking, so that
+    /// [`next_async_event`](Self::next_async_event) can wait with a timeout
+    /// and an event thread can stop cleanly. Idempotent.
+    pub fn set_async_nonblocking(&self) -> Result<(), VerbsError> {
+        // SAFETY: live context; `async_fd` is set by ibv_open_device and
+        // never changes afterwards.
+        let fd = unsafe { (*self.inner.ctx.as_ptr()).async_fd };
+        // SAFETY: fcntl on an fd we own through the context; no pointers.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        if flags < 0 {
+            return Err(VerbsError::Os {
+                op: "fcntl(F_GETFL)",
+                errno: errno(),
+            });
+        }
+        // SAFETY: as above.
+        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(VerbsError::Os {
+                op: "fcntl(F_SETFL)",
+                errno: errno(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout_ms` for one async event, acknowledges it and
+    /// returns it; `Ok(None)` when none arrived. Call
+    /// [`set_async_nonblocking`](Self::set_async_nonblocking) first, or a
+    /// spurious wakeup may block in `ibv_get_async_event`.
+    pub fn next_async_event(&self, timeout_ms: i32) -> Result<Option<AsyncEvent>, VerbsError> {
+        // SAFETY: live context; `async_fd` never changes.
+        let fd = unsafe { (*self.inner.ctx.as_ptr()).async_fd };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if n < 0 {
+            let e = errno();
+            if e == libc::EINTR {
+                return Ok(None);
+            }
+            return Err(VerbsError::Os {
+                op: "poll",
+                errno: e,
+            });
+        }
+        if n == 0 || pfd.revents & libc::POLLIN == 0 {
+            return Ok(None);
+        }
+        let mut ev = MaybeUninit::<sys::ibv_async_event>::zeroed();
+        // SAFETY: live context; `ev` has room for one event.
+        let rc = unsafe { sys::ibv_get_async_event(self.inner.ctx.as_ptr(), ev.as_mut_ptr()) };
+        if rc != 0 {
+            let e = errno();
+            if e == libc::EAGAIN || e == libc::EWOULDBLOCK || e == libc::EINTR {
+                return Ok(None);
+            }
+            return Err(VerbsError::Os {
+                op: "ibv_get_async_event",
+                errno: e,
+            });
+        }
+        let p = ev.as_mut_ptr();
+        // SAFETY: the call filled the event. The type is read as a plain u32
+        // (the Rust enum cannot hold a value a newer kernel might send).
+        let event_type = unsafe { ptr::addr_of!((*p).event_type).cast::<u32>().read() };
+        let qp_num = if event_has_qp(event_type) {
+            // SAFETY: for QP events the element is the affected QP, which
+            // stays valid until the event is acknowledged below.
+            let qp = unsafe { (*p).element.qp };
+            // SAFETY: as above; non-null checked.
+            (!qp.is_null()).then(|| unsafe { (*qp).qp_num })
+        } else {
+            None
+        };
+        let port_num = if event_has_port(event_type) {
+            // SAFETY: for port events the element is the port number.
+            u8::try_from(unsafe { (*p).element.port_num }).ok()
+        } else {
+            None
+        };
+        // SAFETY: acknowledges the event we got, exactly once.
+        unsafe { sys::ibv_ack_async_event(p) };
+        Ok(Some(AsyncEvent {
+            event_type,
+            qp_num,
+            port_num,
+        }))
+    }
+}
+
 struct PdInner {
     pd: NonNull<sys::ibv_pd>,
     _ctx: Arc<CtxInner>,
@@ -1174,6 +1310,28 @@ impl QueuePair {
         self.modify(&mut a, sys::ibv_qp_attr_mask::IBV_QP_STATE, QpState::Error)
     }
 
+    /// Any state → ERR through a shared reference, for teardown paths that
+    /// only hold `&QueuePair` (an endpoint's QPs are shared with posting
+    /// threads). `ibv_modify_qp` is thread-safe; a post racing this call
+    /// either fails with a typed error or is flushed with
+    /// [`WC_WR_FLUSH_ERR`] like every other outstanding request.
+    pub fn to_error_shared(&self) -> Result<(), VerbsError> {
+        // SAFETY: plain C data; all-zero is valid.
+        let mut a: sys::ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = sys::ibv_qp_state::IBV_QPS_ERR;
+        // SAFETY: live QP; `a` is valid for the state field the mask names.
+        let rc = unsafe {
+            sys::ibv_modify_qp(
+                self.qp.as_ptr(),
+                &mut a,
+                sys::ibv_qp_attr_mask::IBV_QP_STATE.0 as i32,
+            )
+        };
+        check_rc("ibv_modify_qp", rc)?;
+        self.state.store(QpState::Error as u8, Ordering::Release);
+        Ok(())
+    }
+
     /// The work-queue sizes the provider actually granted (at least what
     /// was asked for).
     pub fn caps(&self) -> QpCaps {
@@ -1489,6 +1647,22 @@ mod tests {
             Access::REMOTE_READ.0,
             sys::ibv_access_flags::IBV_ACCESS_REMOTE_READ.0
         );
+        use sys::ibv_event_type as E;
+        assert_eq!(EVENT_CQ_ERR, E::IBV_EVENT_CQ_ERR as u32);
+        assert_eq!(EVENT_QP_FATAL, E::IBV_EVENT_QP_FATAL as u32);
+        assert_eq!(EVENT_QP_REQ_ERR, E::IBV_EVENT_QP_REQ_ERR as u32);
+        assert_eq!(EVENT_QP_ACCESS_ERR, E::IBV_EVENT_QP_ACCESS_ERR as u32);
+        assert_eq!(EVENT_DEVICE_FATAL, E::IBV_EVENT_DEVICE_FATAL as u32);
+        assert_eq!(EVENT_PORT_ACTIVE, E::IBV_EVENT_PORT_ACTIVE as u32);
+        assert_eq!(EVENT_PORT_ERR, E::IBV_EVENT_PORT_ERR as u32);
+        assert_eq!(
+            EVENT_QP_LAST_WQE_REACHED,
+            E::IBV_EVENT_QP_LAST_WQE_REACHED as u32
+        );
+        assert_eq!(EVENT_GID_CHANGE, E::IBV_EVENT_GID_CHANGE as u32);
+        assert!(event_has_qp(E::IBV_EVENT_PATH_MIG_ERR as u32));
+        assert!(event_has_port(E::IBV_EVENT_CLIENT_REREGISTER as u32));
+        assert!(!event_has_qp(E::IBV_EVENT_DEVICE_FATAL as u32));
         assert_eq!(QpState::Error as u32, sys::ibv_qp_state::IBV_QPS_ERR);
         assert_eq!(QpState::Rts as u32, sys::ibv_qp_state::IBV_QPS_RTS);
         assert_eq!(QpState::SqDrain as u32, sys::ibv_qp_state::IBV_QPS_SQD);

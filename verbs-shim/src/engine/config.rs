@@ -1,0 +1,374 @@
+//! Engine configuration and its environment variables.
+//!
+//! | variable | field | default | allowed |
+//! |---|---|---|---|
+//! | `MC_SLICE_SIZE` | [`EngineConfig::slice_size`] | 65536 | 1 ..= 1 GiB (bytes) |
+//! | `MC_NUM_QP_PER_EP` | [`EngineConfig::qps_per_endpoint`] | 2 | 1 ..= 64 |
+//! | `MC_MAX_WR` | [`EngineConfig::max_wr`] | 256 | 1 ..= 32768 |
+//! | `MC_WORKERS_PER_CTX` | [`EngineConfig::workers`] | 2 | 1 ..= 64 (≥ 2 with a dedicated poller) |
+//! | `MC_RDMA_DEDICATED_POLLER` | [`EngineConfig::worker_model`] | `0` (shared) | `0`/`1`/`false`/`true` |
+//! | `MC_GID_INDEX` | [`EngineConfig::gid_index`] | 1 | 0 ..= 255 |
+//! | `MC_RDMA_DEVICE` | [`EngineConfig::device`] | first device | a device name |
+//! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 1000 | 0 (busy-poll) ..= 1000000 |
+//! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
+//!
+//! Unset or empty means the default. Anything else that does not parse or
+//! is out of range is a [`ConfigError`] naming the variable, never a silent
+//! fallback. (`MC_ADAPTIVE_CC_*` belong to the congestion controller, which
+//! plugs in through [`PostGate`](super::PostGate) and parses its own.)
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// How workers split posting and polling (RFC 3136, "Current Worker Models").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WorkerModel {
+    /// The default: worker `i` posts shard `i` and polls the CQ of shard `i`.
+    Shared,
+    /// `MC_RDMA_DEDICATED_POLLER=1`: worker 0 polls every CQ, workers
+    /// `1..N` post. Safe here because completions resolve through tokens.
+    DedicatedPoller,
+}
+
+/// Everything [`Engine::new`](super::Engine::new) needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// RDMA device name; `None` opens the first device.
+    pub device: Option<String>,
+    /// Port number (from 1).
+    pub port: u8,
+    /// GID index (1 = the IPv4-mapped RoCE v2 GID on rxe and most RoCE NICs).
+    pub gid_index: u8,
+    /// Slice size in bytes; see the tail rule in [`slice_count`].
+    pub slice_size: u32,
+    /// RC QPs per endpoint.
+    pub qps_per_endpoint: u16,
+    /// Send-queue depth per QP (the endpoint table enforces it too).
+    pub max_wr: u32,
+    /// Worker threads.
+    pub workers: u16,
+    /// Shared or dedicated-poller model.
+    pub worker_model: WorkerModel,
+    /// Where the handshake listener binds (`:0` picks a free port).
+    pub listen: SocketAddr,
+    /// Endpoint slots (initiated plus accepted connections).
+    pub max_endpoints: u32,
+    /// Slices that may exist at once (across all batches).
+    pub max_slices: u32,
+    /// Tasks that may exist at once (across all batches).
+    pub max_tasks: u32,
+    /// Posted work requests in flight at once (token pool size). Also the
+    /// depth of every CQ, so a CQ can never overflow.
+    pub max_inflight: u32,
+    /// A task not finished after this long is settled `TIMEOUT`.
+    pub transfer_timeout: Duration,
+    /// How long a retired endpoint may drain before its QPs are forced to
+    /// ERR (twice this: reclaimed anyway).
+    pub drain_timeout: Duration,
+    /// Handshake socket timeout.
+    pub handshake_timeout: Duration,
+    /// The longest an idle worker (nothing queued, nothing in flight)
+    /// parks before polling again; submits, retries and posts unpark it at
+    /// once. `None` busy-polls forever (lowest latency, one core per
+    /// worker).
+    pub idle_sleep: Option<Duration>,
+    /// With work in flight but no completion for a long while (4096 empty
+    /// polls), sleep this long between polls instead of yielding. `None`
+    /// (the default) keeps polling. Meant for CPU-starved hosts such as
+    /// Soft-RoCE guests, where the "NIC" needs the CPU the poller spins on
+    /// (`MC_RDMA_INFLIGHT_NAP_US`).
+    pub inflight_nap: Option<Duration>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            device: None,
+            port: 1,
+            gid_index: 1,
+            slice_size: 65536,
+            qps_per_endpoint: 2,
+            max_wr: 256,
+            workers: 2,
+            worker_model: WorkerModel::Shared,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            max_endpoints: 64,
+            max_slices: 1 << 16,
+            max_tasks: 1 << 14,
+            max_inflight: 4096,
+            transfer_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(2),
+            handshake_timeout: Duration::from_secs(10),
+            idle_sleep: Some(Duration::from_millis(1)),
+            inflight_nap: None,
+        }
+    }
+}
+
+/// A configuration value that cannot be used. Names the variable (or field).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The environment variable (or, for fields set in code, the field name).
+    pub var: &'static str,
+    /// The value given.
+    pub value: String,
+    /// What is allowed.
+    pub expected: &'static str,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid {}={:?}: expected {}",
+            self.var, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn num<T: std::str::FromStr + PartialOrd + Copy + fmt::Display>(
+    var: &'static str,
+    raw: &str,
+    lo: T,
+    hi: T,
+    expected: &'static str,
+) -> Result<T, ConfigError> {
+    let err = || ConfigError {
+        var,
+        value: raw.to_owned(),
+        expected,
+    };
+    let v: T = raw.trim().parse().map_err(|_| err())?;
+    if v < lo || v > hi {
+        return Err(err());
+    }
+    Ok(v)
+}
+
+impl EngineConfig {
+    /// The defaults overridden by the `MC_*` environment variables (see the
+    /// module table).
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`from_env`](Self::from_env), reading variables through `get`
+    /// (for tests and for embedding in another configuration system).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        let var = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        if let Some(v) = var("MC_SLICE_SIZE") {
+            c.slice_size = num("MC_SLICE_SIZE", &v, 1, 1 << 30, "bytes in 1..=1073741824")?;
+        }
+        if let Some(v) = var("MC_NUM_QP_PER_EP") {
+            c.qps_per_endpoint = num("MC_NUM_QP_PER_EP", &v, 1, 64, "an integer in 1..=64")?;
+        }
+        if let Some(v) = var("MC_MAX_WR") {
+            c.max_wr = num("MC_MAX_WR", &v, 1, 32768, "an integer in 1..=32768")?;
+        }
+        if let Some(v) = var("MC_WORKERS_PER_CTX") {
+            c.workers = num("MC_WORKERS_PER_CTX", &v, 1, 64, "an integer in 1..=64")?;
+        }
+        if let Some(v) = var("MC_RDMA_DEDICATED_POLLER") {
+            c.worker_model = match v.trim() {
+                "0" | "false" => WorkerModel::Shared,
+                "1" | "true" => WorkerModel::DedicatedPoller,
+                _ => {
+                    return Err(ConfigError {
+                        var: "MC_RDMA_DEDICATED_POLLER",
+                        value: v,
+                        expected: "0, 1, false or true",
+                    })
+                }
+            };
+        }
+        if let Some(v) = var("MC_GID_INDEX") {
+            c.gid_index = num("MC_GID_INDEX", &v, 0, 255, "an integer in 0..=255")?;
+        }
+        if let Some(v) = var("MC_RDMA_IDLE_PARK_US") {
+            let us: u64 = num(
+                "MC_RDMA_IDLE_PARK_US",
+                &v,
+                0,
+                1_000_000,
+                "microseconds in 0..=1000000 (0 = busy-poll)",
+            )?;
+            c.idle_sleep = (us > 0).then(|| Duration::from_micros(us));
+        }
+        if let Some(v) = var("MC_RDMA_INFLIGHT_NAP_US") {
+            let us: u64 = num(
+                "MC_RDMA_INFLIGHT_NAP_US",
+                &v,
+                0,
+                1_000_000,
+                "microseconds in 0..=1000000 (0 = keep polling)",
+            )?;
+            c.inflight_nap = (us > 0).then(|| Duration::from_micros(us));
+        }
+        if let Some(v) = var("MC_RDMA_DEVICE") {
+            c.device = Some(v.trim().to_owned());
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks combinations the per-variable ranges cannot: a dedicated
+    /// poller needs a second worker to post; sizes must be non-zero.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |var: &'static str, value: String, expected: &'static str| {
+            Err(ConfigError {
+                var,
+                value,
+                expected,
+            })
+        };
+        if self.worker_model == WorkerModel::DedicatedPoller && self.workers < 2 {
+            return bad(
+                "MC_WORKERS_PER_CTX",
+                self.workers.to_string(),
+                "at least 2 with MC_RDMA_DEDICATED_POLLER=1 (one polls, the rest post)",
+            );
+        }
+        if self.workers == 0 || self.workers > 64 {
+            return bad(
+                "MC_WORKERS_PER_CTX",
+                self.workers.to_string(),
+                "an integer in 1..=64",
+            );
+        }
+        if self.slice_size == 0 || self.slice_size > 1 << 30 {
+            return bad(
+                "MC_SLICE_SIZE",
+                self.slice_size.to_string(),
+                "bytes in 1..=1073741824",
+            );
+        }
+        if self.qps_per_endpoint == 0 || usize::from(self.qps_per_endpoint) > crate::wire::MAX_QPS {
+            return bad(
+                "MC_NUM_QP_PER_EP",
+                self.qps_per_endpoint.to_string(),
+                "an integer in 1..=64",
+            );
+        }
+        if self.max_wr == 0 || self.max_wr > 32768 {
+            return bad(
+                "MC_MAX_WR",
+                self.max_wr.to_string(),
+                "an integer in 1..=32768",
+            );
+        }
+        for (var, v) in [
+            ("max_endpoints", self.max_endpoints),
+            ("max_slices", self.max_slices),
+            ("max_tasks", self.max_tasks),
+            ("max_inflight", self.max_inflight),
+        ] {
+            if v == 0 || v == u32::MAX {
+                return bad(var, v.to_string(), "1..u32::MAX");
+            }
+        }
+        if self.port == 0 {
+            return bad("port", "0".into(), "a port number from 1");
+        }
+        Ok(())
+    }
+}
+
+/// The tail rule: a transfer of `len` bytes is cut into
+/// `ceil(len / slice_size)` slices; every slice but the last is exactly
+/// `slice_size` bytes and the last carries the remainder (`1..=slice_size`
+/// bytes). No slice is empty and none is merged with its neighbour, so
+/// slice `i` always starts at `i * slice_size` (in both the local and the
+/// remote range). A zero-length transfer is refused.
+pub fn slice_count(len: u64, slice_size: u32) -> u64 {
+    len.div_ceil(u64::from(slice_size.max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<EngineConfig, ConfigError> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        EngineConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_without_variables() {
+        assert_eq!(cfg(&[]).unwrap(), EngineConfig::default());
+        assert_eq!(EngineConfig::default().slice_size, 65536);
+        assert_eq!(EngineConfig::default().worker_model, WorkerModel::Shared);
+    }
+
+    #[test]
+    fn variables_override() {
+        let c = cfg(&[
+            ("MC_SLICE_SIZE", "4096"),
+            ("MC_NUM_QP_PER_EP", "4"),
+            ("MC_MAX_WR", "64"),
+            ("MC_WORKERS_PER_CTX", "3"),
+            ("MC_RDMA_DEDICATED_POLLER", "1"),
+            ("MC_GID_INDEX", "0"),
+            ("MC_RDMA_DEVICE", "mlx5_0"),
+        ])
+        .unwrap();
+        assert_eq!(c.slice_size, 4096);
+        assert_eq!(c.qps_per_endpoint, 4);
+        assert_eq!(c.max_wr, 64);
+        assert_eq!(c.workers, 3);
+        assert_eq!(c.worker_model, WorkerModel::DedicatedPoller);
+        assert_eq!(c.gid_index, 0);
+        assert_eq!(c.device.as_deref(), Some("mlx5_0"));
+        assert_eq!(cfg(&[("MC_SLICE_SIZE", "")]).unwrap().slice_size, 65536);
+    }
+
+    #[test]
+    fn invalid_values_name_the_variable() {
+        for (k, v) in [
+            ("MC_SLICE_SIZE", "0"),
+            ("MC_SLICE_SIZE", "64k"),
+            ("MC_SLICE_SIZE", "2000000000"),
+            ("MC_NUM_QP_PER_EP", "0"),
+            ("MC_NUM_QP_PER_EP", "65"),
+            ("MC_MAX_WR", "-1"),
+            ("MC_MAX_WR", "99999"),
+            ("MC_WORKERS_PER_CTX", "0"),
+            ("MC_WORKERS_PER_CTX", "x"),
+            ("MC_RDMA_DEDICATED_POLLER", "yes"),
+            ("MC_GID_INDEX", "256"),
+            ("MC_RDMA_INFLIGHT_NAP_US", "-5"),
+            ("MC_RDMA_IDLE_PARK_US", "1000001"),
+        ] {
+            let e = cfg(&[(k, v)]).unwrap_err();
+            assert_eq!(e.var, k, "{k}={v}");
+            assert_eq!(e.value, v);
+            assert!(e.to_string().contains(k), "{e}");
+        }
+    }
+
+    #[test]
+    fn dedicated_poller_needs_two_workers() {
+        let e = cfg(&[
+            ("MC_RDMA_DEDICATED_POLLER", "1"),
+            ("MC_WORKERS_PER_CTX", "1"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.var, "MC_WORKERS_PER_CTX");
+    }
+
+    #[test]
+    fn tail_rule() {
+        assert_eq!(slice_count(1, 65536), 1);
+        assert_eq!(slice_count(65536, 65536), 1);
+        assert_eq!(slice_count(65537, 65536), 2);
+        assert_eq!(slice_count(8 << 20, 65536), 128);
+        assert_eq!(slice_count(0, 65536), 0);
+    }
+}

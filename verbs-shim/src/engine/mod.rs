@@ -1,0 +1,1396 @@
+//! The transfer engine: Mooncake-like batches of READ/WRITE transfers over
+//! RC QPs, with every work request owned through `railyard-core`'s
+//! completion-ownership protocol (RFC 3136).
+//!
+//! ```text
+//!  submit(batch, transfers)          worker (posts shard s)                 poller (CQ of shard s)
+//!  ───────────────────────           ───────────────────────                ───────────────────────
+//!  validate ranges, cut slices  ──►  gate.admit(rec)           (PostGate)   poll CQ → wr_id
+//!  (64 KiB, tail rule), open         Owner::post(rec) → wr_id  (token)      Owner::complete(wr_id)
+//!  slice attempts, queue them        ibv_post_send(chain)                   gate.release(rec, status)
+//!                                    bad_wr tail → Owner::unposted          settle task / re-queue retry
+//! ```
+//!
+//! * **API**: [`Engine::new`], [`Engine::alloc_memory`] /
+//!   [`Engine::register_memory`], [`Engine::open_segment`],
+//!   [`Engine::allocate_batch`], [`Engine::submit`],
+//!   [`Engine::task_status`], [`Engine::cancel_batch`],
+//!   [`Engine::free_batch`], [`Engine::task_anomaly`] (TODO seam, #3).
+//! * **Addresses** are Mooncake-style absolute virtual addresses: a
+//!   transfer's `local` lies in memory registered with this engine, and
+//!   `remote` in one region the peer exported at handshake time
+//!   ([`Engine::segment_regions`]).
+//! * **Slicing** follows [`config::slice_count`]: full `slice_size` slices
+//!   and one tail slice carrying the remainder.
+//! * **Ownership**: a slice's `wr_id` is a token from the core pool; the
+//!   endpoint generation and QP depth are admitted by `Owner::post`; a
+//!   completion resolves through `Owner::complete(wr_id, ..)` only, never a
+//!   pointer; the unposted tail of a `bad_wr` chain is released with
+//!   `Owner::unposted` (and only it).
+//! * **Workers** ([`WorkerModel`]): shared (default; worker `i` posts and
+//!   polls shard `i`) or dedicated poller (`MC_RDMA_DEDICATED_POLLER=1`).
+//!   Plus: a monitor (reclaim, forced flush, task timeouts), an async-event
+//!   thread and the handshake listener.
+//! * **Teardown** of an endpoint goes through `EndpointTable::retire` only
+//!   (CQ error, async event, shutdown). Its QPs are moved to ERR when the
+//!   drain times out and destroyed only when crossbeam-epoch drops the
+//!   endpoint's resource.
+//! * **Seams** for issue #3: [`PostGate`] (CC admission right before
+//!   `ibv_post_send`), [`Classifier`] (WC status / async event
+//!   classification), [`Engine::task_anomaly`].
+//!
+//! Not done yet: reconnect/failover after an endpoint is retired (retries
+//! on a retired endpoint fail the slice), several devices/rails (#5),
+//! receiver credits (#4).
+
+mod config;
+mod gate;
+mod worker;
+
+pub use config::{slice_count, ConfigError, EngineConfig, WorkerModel};
+pub use gate::{
+    Classifier, DefaultClassifier, EventAction, GateDecision, OpenGate, PostGate, WC_RETRY_EXC_ERR,
+    WC_RNR_RETRY_EXC_ERR,
+};
+pub use railyard_core::token::TokenRecord;
+
+use crate::handshake::{Handshake, HandshakeError};
+use crate::wire::{EndpointDescriptor, QpEndpoint, SegmentDescriptor};
+use crate::{
+    Access, CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpCaps, QpConfig,
+    QueuePair, RemoteQp, VerbsError,
+};
+use crossbeam_queue::ArrayQueue;
+use railyard_core::endpoint::{
+    EndpointConfig, EndpointError, EndpointHandle, EndpointTable, RetireReason,
+};
+use railyard_core::slice::{Outcome, SliceError, SliceRef, SliceState, SliceTable};
+use railyard_core::token::{TokenError, TokenPool};
+use std::collections::HashMap;
+use std::fmt;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Most memory regions one engine registers.
+pub const MAX_MEMORY_REGIONS: usize = 256;
+/// Slices of one transfer go to the same QP in runs of this many, so a
+/// worker can post them as one chain (one doorbell).
+pub const SLICES_PER_QP_RUN: u64 = 8;
+
+/// Why an engine call failed. Nothing is leaked on any of these paths.
+#[derive(Debug)]
+pub enum EngineError {
+    /// Bad configuration (names the variable).
+    Config(ConfigError),
+    /// A verbs call failed (device, PD, CQ, QP, MR).
+    Verbs(VerbsError),
+    /// The out-of-band handshake failed; the connection was dropped.
+    Handshake(HandshakeError),
+    /// The peer's descriptor does not fit ours.
+    PeerMismatch {
+        /// What differs.
+        what: &'static str,
+        /// Our value.
+        ours: u64,
+        /// Theirs.
+        theirs: u64,
+    },
+    /// The endpoint table refused (full, ...).
+    Endpoint(EndpointError),
+    /// Setting up the listener socket or spawning a thread failed.
+    Io(std::io::Error),
+    /// No batch with this id (never allocated, or freed).
+    NoSuchBatch(BatchId),
+    /// No task with this index in the batch.
+    NoSuchTask {
+        /// The batch.
+        batch: BatchId,
+        /// The index asked for.
+        task: usize,
+    },
+    /// No segment with this id.
+    NoSuchSegment(SegmentId),
+    /// The segment's endpoint was retired (error or shutdown).
+    SegmentClosed(SegmentId),
+    /// Submitting would exceed the batch's capacity.
+    BatchFull {
+        /// The batch's capacity.
+        capacity: usize,
+    },
+    /// `free_batch` on a batch with unfinished tasks.
+    BatchBusy(BatchId),
+    /// Every task slot is in use (`max_tasks`).
+    OutOfTasks,
+    /// Not enough free slices (`max_slices`) for this submit.
+    OutOfSlices {
+        /// Slices the submit needs.
+        needed: u64,
+    },
+    /// A zero-length transfer.
+    ZeroLength,
+    /// `local..local+len` is not inside one memory region of this engine.
+    LocalRange {
+        /// Address.
+        addr: u64,
+        /// Length.
+        len: u64,
+    },
+    /// `remote..remote+len` is not inside one region the peer exported.
+    RemoteRange {
+        /// Address.
+        addr: u64,
+        /// Length.
+        len: u64,
+    },
+    /// [`MAX_MEMORY_REGIONS`] regions are registered.
+    TooManyRegions,
+    /// Not implemented yet; the message says what it waits for.
+    Unsupported(&'static str),
+    /// A core table could not be built.
+    Core(&'static str),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(e) => write!(f, "{e}"),
+            Self::Verbs(e) => write!(f, "{e}"),
+            Self::Handshake(e) => write!(f, "{e}"),
+            Self::PeerMismatch { what, ours, theirs } => {
+                write!(
+                    f,
+                    "peer descriptor mismatch: {what} is {ours} here, {theirs} there"
+                )
+            }
+            Self::Endpoint(e) => write!(f, "endpoint: {e}"),
+            Self::Io(e) => write!(f, "engine socket or thread setup: {e}"),
+            Self::NoSuchBatch(b) => write!(f, "no batch {}", b.0),
+            Self::NoSuchTask { batch, task } => write!(f, "no task {task} in batch {}", batch.0),
+            Self::NoSuchSegment(s) => write!(f, "no segment {}", s.0),
+            Self::SegmentClosed(s) => write!(f, "segment {} is closed (endpoint retired)", s.0),
+            Self::BatchFull { capacity } => write!(f, "batch full ({capacity} tasks)"),
+            Self::BatchBusy(b) => write!(f, "batch {} still has unfinished tasks", b.0),
+            Self::OutOfTasks => f.write_str("out of task slots (max_tasks)"),
+            Self::OutOfSlices { needed } => {
+                write!(f, "out of slice slots: need {needed} (max_slices)")
+            }
+            Self::ZeroLength => f.write_str("zero-length transfer"),
+            Self::LocalRange { addr, len } => write!(
+                f,
+                "local range {addr:#x}+{len} is not inside one registered memory region"
+            ),
+            Self::RemoteRange { addr, len } => write!(
+                f,
+                "remote range {addr:#x}+{len} is not inside one region the peer exported"
+            ),
+            Self::TooManyRegions => write!(f, "at most {MAX_MEMORY_REGIONS} memory regions"),
+            Self::Unsupported(what) => write!(f, "not supported yet: {what}"),
+            Self::Core(what) => write!(f, "cannot build {what}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+impl From<VerbsError> for EngineError {
+    fn from(e: VerbsError) -> Self {
+        Self::Verbs(e)
+    }
+}
+impl From<HandshakeError> for EngineError {
+    fn from(e: HandshakeError) -> Self {
+        Self::Handshake(e)
+    }
+}
+impl From<ConfigError> for EngineError {
+    fn from(e: ConfigError) -> Self {
+        Self::Config(e)
+    }
+}
+
+/// A batch of transfers (Mooncake's `BatchID`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BatchId(pub u64);
+
+/// A connection to a peer engine: its endpoint and its exported regions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SegmentId(pub u32);
+
+/// RDMA operation of a transfer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// remote → local.
+    Read,
+    /// local → remote.
+    Write,
+}
+
+/// One transfer request (Mooncake's `TransferRequest`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    /// READ or WRITE.
+    pub op: Op,
+    /// Local address, inside memory registered with this engine.
+    pub local: u64,
+    /// Bytes (> 0).
+    pub len: u64,
+    /// The peer.
+    pub segment: SegmentId,
+    /// Remote address, inside one region the peer exported
+    /// ([`Engine::segment_regions`]); Mooncake's `target_offset`.
+    pub remote_offset: u64,
+}
+
+/// Mooncake's task states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    /// Submitted, nothing posted yet.
+    Waiting,
+    /// At least one slice posted, not all settled.
+    Pending,
+    /// Every slice succeeded.
+    Completed,
+    /// Every slice settled and at least one failed.
+    Failed,
+    /// Settled, none failed, at least one timed out.
+    Timeout,
+    /// Settled, none failed or timed out, at least one canceled.
+    Canceled,
+}
+
+impl TaskState {
+    /// Whether the task is finished.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, TaskState::Waiting | TaskState::Pending)
+    }
+}
+
+/// A task's state and progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskStatus {
+    /// The state.
+    pub state: TaskState,
+    /// Bytes of slices that succeeded.
+    pub transferred_bytes: u64,
+    /// Bytes requested.
+    pub total_bytes: u64,
+}
+
+/// Counters and leak checks. The gauges (`tokens_in_use`,
+/// `endpoint_outstanding`, `qp_depth`, `cq_outstanding`) are all zero when
+/// the engine is idle; anything else is a leak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Tokens (posted attempts) not yet completed.
+    pub tokens_in_use: u64,
+    /// Posts admitted on endpoints and not released.
+    pub endpoint_outstanding: u64,
+    /// Sum of per-QP depths.
+    pub qp_depth: u64,
+    /// Signaled WRs posted and not yet polled, over all CQs.
+    pub cq_outstanding: u64,
+    /// Slices open and not settled.
+    pub slices_pending: u64,
+    /// Live endpoints (active or draining).
+    pub endpoints_live: u64,
+    /// Work requests posted.
+    pub posts: u64,
+    /// `ibv_post_send` calls (doorbells).
+    pub doorbells: u64,
+    /// Completions polled.
+    pub completions: u64,
+    /// Completions whose slice attempt was stale (release only).
+    pub stale_completions: u64,
+    /// Completions the token pool refused (duplicate/forged/stale ids).
+    pub bad_completions: u64,
+    /// Gate `Defer` decisions.
+    pub deferrals: u64,
+    /// Gate `Avoid` decisions.
+    pub avoids: u64,
+    /// Posts refused for backpressure (no token, QP full).
+    pub backpressure: u64,
+    /// WRs of a `bad_wr` tail released unposted.
+    pub unposted: u64,
+    /// Slices re-queued for a retry.
+    pub retries: u64,
+    /// Async events read.
+    pub async_events: u64,
+    /// Endpoints retired (all reasons).
+    pub retired: u64,
+    /// Endpoints reclaimed after draining.
+    pub reclaimed: u64,
+    /// Forced flushes (drain timeout).
+    pub force_flushes: u64,
+}
+
+/// The engine's per-endpoint resource, held in the core `EndpointTable`
+/// and dropped (QPs destroyed) only when crossbeam-epoch reclaims it.
+pub(crate) struct EpResource {
+    pub(crate) qps: Vec<QueuePair>,
+    pub(crate) remote: Vec<SegmentDescriptor>,
+}
+
+struct SegmentEntry {
+    handle: EndpointHandle,
+    remote: Vec<SegmentDescriptor>,
+    /// Shard of each QP.
+    shards: Vec<u16>,
+    qpns: Vec<u32>,
+}
+
+/// Per-slice data written by `submit` before the slice is queued (the
+/// queue's push/pop orders it) and read by workers.
+#[derive(Default)]
+pub(crate) struct SliceMeta {
+    pub(crate) task: AtomicU32,
+    pub(crate) mem: AtomicU32,
+    pub(crate) region: AtomicU32,
+    pub(crate) op: AtomicU32,
+    pub(crate) len: AtomicU32,
+    pub(crate) qp: AtomicU32,
+    pub(crate) shard: AtomicU32,
+    pub(crate) ep: AtomicU64,
+    pub(crate) segment: AtomicU32,
+    pub(crate) local_off: AtomicU64,
+    pub(crate) remote_off: AtomicU64,
+}
+
+#[derive(Default)]
+pub(crate) struct TaskCell {
+    total: AtomicU32,
+    ok: AtomicU32,
+    failed: AtomicU32,
+    timed_out: AtomicU32,
+    canceled: AtomicU32,
+    started: AtomicBool,
+    bytes_done: AtomicU64,
+    bytes_total: AtomicU64,
+    deadline_ns: AtomicU64,
+}
+
+impl TaskCell {
+    fn settled(&self) -> u32 {
+        self.ok.load(Ordering::Acquire)
+            + self.failed.load(Ordering::Acquire)
+            + self.timed_out.load(Ordering::Acquire)
+            + self.canceled.load(Ordering::Acquire)
+    }
+
+    fn status(&self) -> TaskStatus {
+        let total = self.total.load(Ordering::Acquire);
+        let state = if self.settled() >= total {
+            if self.failed.load(Ordering::Acquire) > 0 {
+                TaskState::Failed
+            } else if self.timed_out.load(Ordering::Acquire) > 0 {
+                TaskState::Timeout
+            } else if self.canceled.load(Ordering::Acquire) > 0 {
+                TaskState::Canceled
+            } else {
+                TaskState::Completed
+            }
+        } else if self.started.load(Ordering::Acquire) {
+            TaskState::Pending
+        } else {
+            TaskState::Waiting
+        };
+        TaskStatus {
+            state,
+            transferred_bytes: self.bytes_done.load(Ordering::Acquire),
+            total_bytes: self.bytes_total.load(Ordering::Acquire),
+        }
+    }
+}
+
+struct TaskEntry {
+    task: u32,
+    slices: Vec<u32>,
+}
+
+struct Batch {
+    capacity: usize,
+    tasks: Vec<TaskEntry>,
+}
+
+/// Per-worker counters, each on its own cache line.
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct WorkerCounters {
+    pub(crate) posts: AtomicU64,
+    pub(crate) doorbells: AtomicU64,
+    pub(crate) completions: AtomicU64,
+    pub(crate) stale: AtomicU64,
+    pub(crate) bad: AtomicU64,
+    pub(crate) deferrals: AtomicU64,
+    pub(crate) avoids: AtomicU64,
+    pub(crate) backpressure: AtomicU64,
+    pub(crate) unposted: AtomicU64,
+    pub(crate) retries: AtomicU64,
+}
+
+/// State shared by the engine handle and its threads.
+pub(crate) struct Shared {
+    pub(crate) cfg: EngineConfig,
+    pub(crate) ctx: Context,
+    pd: ProtectionDomain,
+    qp_cfg: QpConfig,
+    epoch: Instant,
+    pub(crate) cqs: Vec<CompletionQueue>,
+    pub(crate) tokens: TokenPool,
+    pub(crate) slices: SliceTable,
+    pub(crate) endpoints: EndpointTable<EpResource>,
+    pub(crate) gate: Arc<dyn PostGate>,
+    pub(crate) classifier: Arc<dyn Classifier>,
+    /// Append-only registered memory, lock-free to read.
+    pub(crate) mem: Box<[OnceLock<Arc<MemoryRegion>>]>,
+    mem_count: Mutex<usize>,
+    pub(crate) meta: Box<[SliceMeta]>,
+    pub(crate) tasks: Box<[TaskCell]>,
+    /// One submission queue per shard.
+    pub(crate) queues: Vec<ArrayQueue<SliceRef>>,
+    free_slices: ArrayQueue<u32>,
+    free_tasks: ArrayQueue<u32>,
+    segments: RwLock<Vec<SegmentEntry>>,
+    pub(crate) qpn_map: RwLock<HashMap<u32, EndpointHandle>>,
+    batches: RwLock<HashMap<u64, Batch>>,
+    next_batch: AtomicU64,
+    next_shard: AtomicUsize,
+    next_run: AtomicU64,
+    pub(crate) counters: Vec<WorkerCounters>,
+    pub(crate) async_events: AtomicU64,
+    pub(crate) retired: AtomicU64,
+    pub(crate) reclaimed: AtomicU64,
+    pub(crate) force_flushes: AtomicU64,
+    /// Worker threads, for unparking idle ones.
+    pub(crate) threads: OnceLock<Vec<std::thread::Thread>>,
+    /// Workers, monitor and event thread stop.
+    pub(crate) stop: AtomicBool,
+    /// Posting stops (shutdown drain): queued slices are canceled.
+    pub(crate) draining: AtomicBool,
+}
+
+impl Shared {
+    /// Nanoseconds since the engine started (the `now_ns` core expects).
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    pub(crate) fn shards(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Accounts a slice that reached a terminal state through the caller
+    /// (exactly once: only the winner of the slice CAS gets here).
+    pub(crate) fn settled(&self, slice: u32, state: SliceState) {
+        let m = &self.meta[slice as usize];
+        let t = &self.tasks[m.task.load(Ordering::Relaxed) as usize];
+        match state {
+            SliceState::Succeeded => {
+                t.bytes_done
+                    .fetch_add(u64::from(m.len.load(Ordering::Relaxed)), Ordering::AcqRel);
+                t.ok.fetch_add(1, Ordering::AcqRel);
+            }
+            SliceState::Failed => {
+                t.failed.fetch_add(1, Ordering::AcqRel);
+            }
+            SliceState::TimedOut => {
+                t.timed_out.fetch_add(1, Ordering::AcqRel);
+            }
+            SliceState::Canceled => {
+                t.canceled.fetch_add(1, Ordering::AcqRel);
+            }
+            SliceState::Idle | SliceState::Pending => {}
+        }
+    }
+
+    /// Settles the slice's current attempt (if it still is current).
+    pub(crate) fn settle(&self, r: SliceRef, outcome: Outcome) {
+        if let Ok(s) = self.slices.settle(r, outcome) {
+            self.settled(r.index, s);
+        }
+    }
+
+    /// Queues slice attempt `r` to the shard of its QP. Each open slice is
+    /// in at most one queue and every queue holds `max_slices`, so the push
+    /// only fails if stale references of freed slices crowd the queue; then
+    /// the slice fails rather than vanish.
+    pub(crate) fn requeue(&self, r: SliceRef) {
+        let shard = self.meta[r.index as usize].shard.load(Ordering::Relaxed) as usize;
+        if self.queues[shard].push(r).is_err() {
+            self.settle(r, Outcome::Failure);
+            return;
+        }
+        self.wake_poster(shard);
+    }
+
+    fn wake(&self, worker: usize) {
+        if let Some(t) = self.threads.get().and_then(|t| t.get(worker)) {
+            // Cheap (one atomic swap) unless the worker is parked.
+            t.unpark();
+        }
+    }
+
+    /// Wakes the worker that posts `shard`, if it is parked idle.
+    pub(crate) fn wake_poster(&self, shard: usize) {
+        match self.cfg.worker_model {
+            WorkerModel::Shared => self.wake(shard),
+            WorkerModel::DedicatedPoller => self.wake(shard + 1),
+        }
+    }
+
+    /// Wakes the worker that polls `shard`'s CQ, if it is parked idle.
+    pub(crate) fn wake_poller(&self, shard: usize) {
+        match self.cfg.worker_model {
+            WorkerModel::Shared => self.wake(shard),
+            WorkerModel::DedicatedPoller => self.wake(0),
+        }
+    }
+
+    /// Retires an endpoint (the one teardown API) and counts it.
+    pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
+        if self.endpoints.retire(h, reason, self.now()).is_ok() {
+            self.retired.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Retires every endpoint of this engine.
+    pub(crate) fn retire_all(&self, reason: RetireReason) {
+        let hs: Vec<EndpointHandle> = self
+            .segments
+            .read()
+            .map(|s| s.iter().map(|e| e.handle).collect())
+            .unwrap_or_default();
+        for h in hs {
+            self.retire(h, reason);
+        }
+    }
+
+    /// Settles every pending slice of the tasks `pred` selects.
+    fn settle_where(&self, outcome: Outcome, mut pred: impl FnMut(u64, &TaskCell) -> bool) {
+        let Ok(batches) = self.batches.read() else {
+            return;
+        };
+        for (&id, b) in batches.iter() {
+            for te in &b.tasks {
+                let t = &self.tasks[te.task as usize];
+                if t.settled() >= t.total.load(Ordering::Acquire) || !pred(id, t) {
+                    continue;
+                }
+                for &s in &te.slices {
+                    if let Ok(st) = self.slices.status(s) {
+                        if st.state == SliceState::Pending {
+                            self.settle(
+                                SliceRef {
+                                    index: s,
+                                    attempt: st.attempt,
+                                },
+                                outcome,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Times out tasks past their deadline (monitor thread).
+    pub(crate) fn expire_tasks(&self, now: u64) {
+        self.settle_where(Outcome::TimedOut, |_, t| {
+            now > t.deadline_ns.load(Ordering::Relaxed)
+        });
+    }
+
+    fn new_qps(&self) -> Result<(Vec<QueuePair>, Vec<u16>), EngineError> {
+        let n = self.cfg.qps_per_endpoint;
+        let caps = QpCaps {
+            max_send_wr: self.cfg.max_wr,
+            max_recv_wr: 1,
+            ..QpCaps::default()
+        };
+        let mut qps = Vec::with_capacity(usize::from(n));
+        let mut shards = Vec::with_capacity(usize::from(n));
+        for _ in 0..n {
+            let s = self.next_shard.fetch_add(1, Ordering::Relaxed) % self.shards();
+            let cq = &self.cqs[s];
+            qps.push(QueuePair::create_rc(&self.pd, cq, cq, caps)?);
+            shards.push(s as u16);
+        }
+        Ok((qps, shards))
+    }
+
+    fn local_descriptor(
+        &self,
+        qps: &[QueuePair],
+    ) -> Result<(EndpointDescriptor, u32), EngineError> {
+        let gid = self.ctx.gid(self.qp_cfg.port_num, self.qp_cfg.gid_index)?;
+        let lid = self.ctx.port(self.qp_cfg.port_num)?.lid;
+        let psn_base = (self.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
+        let count = *self.mem_count.lock().unwrap_or_else(|e| e.into_inner());
+        let segments = self.mem[..count]
+            .iter()
+            .filter_map(|m| m.get().map(|m| m.descriptor()))
+            .collect();
+        Ok((
+            EndpointDescriptor {
+                gid,
+                lid,
+                qps: qps
+                    .iter()
+                    .enumerate()
+                    .map(|(i, q)| QpEndpoint {
+                        qpn: q.qpn(),
+                        psn: (psn_base + i as u32) & 0xFF_FFFF,
+                    })
+                    .collect(),
+                segments,
+            },
+            psn_base,
+        ))
+    }
+
+    /// Both sides of the handshake: builds QPs, exchanges descriptors
+    /// (`initiator` sends first), connects, barriers, then opens the
+    /// endpoint in the table and records the segment.
+    pub(crate) fn connect(&self, hs: Handshake, initiator: bool) -> Result<SegmentId, EngineError> {
+        let (mut qps, shards) = self.new_qps()?;
+        let (local, psn_base) = self.local_descriptor(&qps)?;
+        let (peer, mut hs) = if initiator {
+            hs.exchange_as_initiator(&local)?
+        } else {
+            hs.exchange_as_target(&local)?
+        };
+        if peer.qps.len() != qps.len() {
+            return Err(EngineError::PeerMismatch {
+                what: "QPs per endpoint (MC_NUM_QP_PER_EP)",
+                ours: qps.len() as u64,
+                theirs: peer.qps.len() as u64,
+            });
+        }
+        for (i, (qp, rq)) in qps.iter_mut().zip(&peer.qps).enumerate() {
+            let remote = RemoteQp {
+                qp: *rq,
+                gid: peer.gid,
+                lid: peer.lid,
+            };
+            qp.connect(&self.qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
+        }
+        hs.barrier()?;
+        let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
+        let handle = self
+            .endpoints
+            .open(EpResource {
+                qps,
+                remote: peer.segments.clone(),
+            })
+            .map_err(EngineError::Endpoint)?;
+        if let Ok(mut m) = self.qpn_map.write() {
+            for &q in &qpns {
+                m.insert(q, handle);
+            }
+        }
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        segs.push(SegmentEntry {
+            handle,
+            remote: peer.segments,
+            shards,
+            qpns,
+        });
+        Ok(SegmentId(segs.len() as u32 - 1))
+    }
+
+    /// Forgets the QP numbers of a reclaimed endpoint.
+    pub(crate) fn forget_endpoint(&self, h: EndpointHandle) {
+        let Ok(segs) = self.segments.read() else {
+            return;
+        };
+        if let Some(e) = segs.iter().find(|e| e.handle == h) {
+            if let Ok(mut m) = self.qpn_map.write() {
+                for q in &e.qpns {
+                    if m.get(q) == Some(&h) {
+                        m.remove(q);
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> EngineStats {
+        let mut s = EngineStats {
+            tokens_in_use: self.tokens.in_use() as u64,
+            endpoint_outstanding: self.endpoints.outstanding_total(),
+            qp_depth: self.endpoints.qp_depth_total(),
+            cq_outstanding: self.cqs.iter().map(|c| c.outstanding()).sum(),
+            slices_pending: self.slices.pending() as u64,
+            endpoints_live: self.endpoints.live() as u64,
+            async_events: self.async_events.load(Ordering::Relaxed),
+            retired: self.retired.load(Ordering::Relaxed),
+            reclaimed: self.reclaimed.load(Ordering::Relaxed),
+            force_flushes: self.force_flushes.load(Ordering::Relaxed),
+            ..EngineStats::default()
+        };
+        for c in &self.counters {
+            let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            s.posts += l(&c.posts);
+            s.doorbells += l(&c.doorbells);
+            s.completions += l(&c.completions);
+            s.stale_completions += l(&c.stale);
+            s.bad_completions += l(&c.bad);
+            s.deferrals += l(&c.deferrals);
+            s.avoids += l(&c.avoids);
+            s.backpressure += l(&c.backpressure);
+            s.unposted += l(&c.unposted);
+            s.retries += l(&c.retries);
+        }
+        s
+    }
+}
+
+/// A transfer engine on one RDMA device. Dropping it shuts it down cleanly
+/// (see [`Engine::shutdown`]).
+pub struct Engine {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    listen: SocketAddr,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("device", &self.shared.ctx.name())
+            .field("listen", &self.listen)
+            .field("model", &self.shared.cfg.worker_model)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Opens the device and starts the workers, the monitor, the
+    /// async-event thread and the handshake listener, with CC off
+    /// ([`OpenGate`]) and the [`DefaultClassifier`].
+    pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
+        Self::with_seams(cfg, Arc::new(OpenGate), Arc::new(DefaultClassifier))
+    }
+
+    /// As [`new`](Self::new), with the congestion controller's gate and
+    /// classifier plugged in.
+    pub fn with_seams(
+        cfg: EngineConfig,
+        gate: Arc<dyn PostGate>,
+        classifier: Arc<dyn Classifier>,
+    ) -> Result<Self, EngineError> {
+        cfg.validate()?;
+        let ctx = Context::open(cfg.device.as_deref())?;
+        let port = ctx.port(cfg.port)?;
+        let caps = ctx.caps()?;
+        let cap = |v: u32| u8::try_from(v.clamp(1, 16)).unwrap_or(16);
+        let qp_cfg = QpConfig {
+            port_num: cfg.port,
+            gid_index: cfg.gid_index,
+            mtu: port.active_mtu.unwrap_or(Mtu::M1024),
+            max_rd_atomic: cap(caps.max_qp_init_rd_atom),
+            max_dest_rd_atomic: cap(caps.max_qp_rd_atom),
+            ..QpConfig::default()
+        };
+        qp_cfg.validate()?;
+        if cfg.max_wr > caps.max_qp_wr {
+            return Err(ConfigError {
+                var: "MC_MAX_WR",
+                value: cfg.max_wr.to_string(),
+                expected: "at most the device's max_qp_wr",
+            }
+            .into());
+        }
+        let pd = ctx.alloc_pd()?;
+        // Every CQ can hold every token, so no CQ can ever overflow.
+        let inflight = cfg.max_inflight.min(caps.max_cqe.max(1));
+        let shards = match cfg.worker_model {
+            WorkerModel::Shared => usize::from(cfg.workers),
+            WorkerModel::DedicatedPoller => usize::from(cfg.workers) - 1,
+        };
+        let cqs = (0..shards)
+            .map(|_| ctx.create_cq(inflight))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tokens = TokenPool::new(inflight as usize)
+            .map_err(|_: TokenError| EngineError::Core("token pool"))?;
+        let slices = SliceTable::new(cfg.max_slices as usize)
+            .map_err(|_: SliceError| EngineError::Core("slice table"))?;
+        let endpoints = EndpointTable::new(EndpointConfig {
+            capacity: cfg.max_endpoints,
+            qps_per_endpoint: cfg.qps_per_endpoint,
+            max_wr_per_qp: cfg.max_wr,
+            drain_timeout_ns: cfg.drain_timeout.as_nanos().clamp(1, u64::MAX as u128 / 4) as u64,
+        })
+        .map_err(EngineError::Endpoint)?;
+        let free_slices = ArrayQueue::new(cfg.max_slices as usize);
+        for i in 0..cfg.max_slices {
+            let _ = free_slices.push(i);
+        }
+        let free_tasks = ArrayQueue::new(cfg.max_tasks as usize);
+        for i in 0..cfg.max_tasks {
+            let _ = free_tasks.push(i);
+        }
+        let listener = TcpListener::bind(cfg.listen).map_err(EngineError::Io)?;
+        listener.set_nonblocking(true).map_err(EngineError::Io)?;
+        let listen = listener.local_addr().map_err(EngineError::Io)?;
+        ctx.set_async_nonblocking()?;
+        let shared = Arc::new(Shared {
+            ctx,
+            pd,
+            qp_cfg,
+            epoch: Instant::now(),
+            cqs,
+            tokens,
+            slices,
+            endpoints,
+            gate,
+            classifier,
+            mem: (0..MAX_MEMORY_REGIONS).map(|_| OnceLock::new()).collect(),
+            mem_count: Mutex::new(0),
+            meta: (0..cfg.max_slices).map(|_| SliceMeta::default()).collect(),
+            tasks: (0..cfg.max_tasks).map(|_| TaskCell::default()).collect(),
+            queues: (0..shards)
+                .map(|_| ArrayQueue::new(cfg.max_slices as usize))
+                .collect(),
+            free_slices,
+            free_tasks,
+            segments: RwLock::new(Vec::new()),
+            qpn_map: RwLock::new(HashMap::new()),
+            batches: RwLock::new(HashMap::new()),
+            next_batch: AtomicU64::new(1),
+            next_shard: AtomicUsize::new(0),
+            next_run: AtomicU64::new(0),
+            counters: (0..cfg.workers)
+                .map(|_| WorkerCounters::default())
+                .collect(),
+            async_events: AtomicU64::new(0),
+            retired: AtomicU64::new(0),
+            reclaimed: AtomicU64::new(0),
+            force_flushes: AtomicU64::new(0),
+            threads: OnceLock::new(),
+            stop: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            cfg,
+        });
+        let threads = worker::spawn_all(&shared, listener).map_err(EngineError::Io)?;
+        Ok(Self {
+            shared,
+            threads,
+            listen,
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.cfg
+    }
+
+    /// Where peers reach this engine's handshake listener.
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// The device name.
+    pub fn device(&self) -> &str {
+        self.shared.ctx.name()
+    }
+
+    fn add_region(&self, mr: MemoryRegion) -> Result<Arc<MemoryRegion>, EngineError> {
+        let mut n = self
+            .shared
+            .mem_count
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if *n >= MAX_MEMORY_REGIONS {
+            return Err(EngineError::TooManyRegions);
+        }
+        let mr = Arc::new(mr);
+        let _ = self.shared.mem[*n].set(mr.clone());
+        *n += 1;
+        Ok(mr)
+    }
+
+    /// Allocates and registers `len` zeroed, page-aligned bytes owned by the
+    /// engine (Mooncake's `registerLocalMemory` for engine-owned buffers).
+    /// Registered memory lives as long as the engine, so no posted work can
+    /// outlive it. Peers see it if it is registered before they connect.
+    pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
+        let mr = MemoryRegion::alloc(&self.shared.pd, len, Access::ALL_RDMA)?;
+        self.add_region(mr)
+    }
+
+    /// Registers caller memory (a KV-cache pool, say).
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr+len` must stay valid for reads and writes until the
+    /// engine is dropped (the engine keeps the registration until then),
+    /// and must not be accessed through Rust references while transfers
+    /// may touch it.
+    pub unsafe fn register_memory(
+        &self,
+        addr: *mut u8,
+        len: usize,
+    ) -> Result<Arc<MemoryRegion>, EngineError> {
+        // SAFETY: forwarded from the caller's promise; the engine holds the
+        // region until it is dropped, after every QP is flushed.
+        let mr = unsafe { MemoryRegion::register(&self.shared.pd, addr, len, Access::ALL_RDMA) }?;
+        self.add_region(mr)
+    }
+
+    /// Connects to the engine listening at `peer`: N RC QPs, the versioned
+    /// descriptor handshake, INIT → RTR → RTS, a barrier. Returns the
+    /// segment to address transfers to.
+    pub fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
+        let hs = Handshake::connect(peer, self.shared.cfg.handshake_timeout)?;
+        self.shared.connect(hs, true)
+    }
+
+    /// The regions the peer exported at handshake time (remote addresses of
+    /// transfers must lie in one of them).
+    pub fn segment_regions(&self, seg: SegmentId) -> Result<Vec<SegmentDescriptor>, EngineError> {
+        let segs = self
+            .shared
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        segs.get(seg.0 as usize)
+            .map(|e| e.remote.clone())
+            .ok_or(EngineError::NoSuchSegment(seg))
+    }
+
+    /// Segments known to this engine, including ones peers opened to us
+    /// (a connection is symmetric: either side may post on it).
+    pub fn segments(&self) -> Vec<SegmentId> {
+        let segs = self
+            .shared
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        (0..segs.len() as u32).map(SegmentId).collect()
+    }
+
+    /// Retires a segment's endpoint (the one retire API): no new posts; its
+    /// posted work drains (or is flushed after the drain timeout).
+    pub fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
+        let h = {
+            let segs = self
+                .shared
+                .segments
+                .read()
+                .unwrap_or_else(|e| e.into_inner());
+            segs.get(seg.0 as usize)
+                .map(|e| e.handle)
+                .ok_or(EngineError::NoSuchSegment(seg))?
+        };
+        self.shared
+            .endpoints
+            .retire(h, RetireReason::Shutdown, self.shared.now())
+            .map_err(EngineError::Endpoint)?;
+        self.shared.retired.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Creates an empty batch that will hold up to `capacity` tasks.
+    pub fn allocate_batch(&self, capacity: usize) -> Result<BatchId, EngineError> {
+        let id = self.shared.next_batch.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .batches
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id,
+                Batch {
+                    capacity,
+                    tasks: Vec::with_capacity(capacity.min(1 << 16)),
+                },
+            );
+        Ok(BatchId(id))
+    }
+
+    /// Submits transfers into `batch`: validates all of them first (nothing
+    /// is queued if any is invalid), cuts them into slices (see
+    /// [`slice_count`]) and queues the slices to the workers. Task `i` of
+    /// this call gets index `previous tasks + i` in the batch.
+    pub fn submit(&self, batch: BatchId, transfers: &[Transfer]) -> Result<(), EngineError> {
+        let sh = &*self.shared;
+        let ss = u64::from(sh.cfg.slice_size);
+        struct Plan {
+            mem: u32,
+            local_off: u64,
+            region: u32,
+            remote_off: u64,
+            handle: EndpointHandle,
+            shards: Vec<u16>,
+        }
+        // 1. Validate every transfer.
+        let mut plans = Vec::with_capacity(transfers.len());
+        {
+            let segs = sh.segments.read().unwrap_or_else(|e| e.into_inner());
+            let nmem = *sh.mem_count.lock().unwrap_or_else(|e| e.into_inner());
+            for t in transfers {
+                if t.len == 0 {
+                    return Err(EngineError::ZeroLength);
+                }
+                let local_err = EngineError::LocalRange {
+                    addr: t.local,
+                    len: t.len,
+                };
+                let end = t.local.checked_add(t.len).ok_or(local_err)?;
+                let (mem, local_off) = sh.mem[..nmem]
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, m)| {
+                        let m = m.get()?;
+                        (t.local >= m.addr() && end <= m.addr() + m.len() as u64)
+                            .then(|| (i as u32, t.local - m.addr()))
+                    })
+                    .ok_or(EngineError::LocalRange {
+                        addr: t.local,
+                        len: t.len,
+                    })?;
+                let seg = segs
+                    .get(t.segment.0 as usize)
+                    .ok_or(EngineError::NoSuchSegment(t.segment))?;
+                match sh.endpoints.state(seg.handle) {
+                    Ok(s) if s.phase == railyard_core::endpoint::Phase::Active => {}
+                    _ => return Err(EngineError::SegmentClosed(t.segment)),
+                }
+                let (region, remote_off) = seg
+                    .remote
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, d)| {
+                        let rend = t.remote_offset.checked_add(t.len)?;
+                        (t.remote_offset >= d.addr && rend <= d.addr + d.len)
+                            .then(|| (i as u32, t.remote_offset - d.addr))
+                    })
+                    .ok_or(EngineError::RemoteRange {
+                        addr: t.remote_offset,
+                        len: t.len,
+                    })?;
+                plans.push(Plan {
+                    mem,
+                    local_off,
+                    region,
+                    remote_off,
+                    handle: seg.handle,
+                    shards: seg.shards.clone(),
+                });
+            }
+        }
+        let needed: u64 = transfers
+            .iter()
+            .map(|t| slice_count(t.len, sh.cfg.slice_size))
+            .sum();
+        // 2. Reserve tasks and slices, all or nothing.
+        let mut batches = sh.batches.write().unwrap_or_else(|e| e.into_inner());
+        let b = batches
+            .get_mut(&batch.0)
+            .ok_or(EngineError::NoSuchBatch(batch))?;
+        if b.tasks.len() + transfers.len() > b.capacity {
+            return Err(EngineError::BatchFull {
+                capacity: b.capacity,
+            });
+        }
+        let mut task_ids = Vec::with_capacity(transfers.len());
+        let mut slice_ids = Vec::with_capacity(needed as usize);
+        let give_back = |task_ids: &[u32], slice_ids: &[u32]| {
+            for &t in task_ids {
+                let _ = sh.free_tasks.push(t);
+            }
+            for &s in slice_ids {
+                let _ = sh.free_slices.push(s);
+            }
+        };
+        for _ in transfers {
+            match sh.free_tasks.pop() {
+                Some(t) => task_ids.push(t),
+                None => {
+                    give_back(&task_ids, &slice_ids);
+                    return Err(EngineError::OutOfTasks);
+                }
+            }
+        }
+        for _ in 0..needed {
+            match sh.free_slices.pop() {
+                Some(s) => slice_ids.push(s),
+                None => {
+                    give_back(&task_ids, &slice_ids);
+                    return Err(EngineError::OutOfSlices { needed });
+                }
+            }
+        }
+        // 3. Describe and queue the slices.
+        let now = sh.now();
+        let deadline = now.saturating_add(sh.cfg.transfer_timeout.as_nanos() as u64);
+        let nqp = u64::from(sh.cfg.qps_per_endpoint);
+        let mut next = slice_ids.iter().copied();
+        for ((t, p), &task) in transfers.iter().zip(&plans).zip(&task_ids) {
+            let n = slice_count(t.len, sh.cfg.slice_size);
+            let cell = &sh.tasks[task as usize];
+            cell.total.store(n as u32, Ordering::Relaxed);
+            for a in [&cell.ok, &cell.failed, &cell.timed_out, &cell.canceled] {
+                a.store(0, Ordering::Relaxed);
+            }
+            cell.started.store(false, Ordering::Relaxed);
+            cell.bytes_done.store(0, Ordering::Relaxed);
+            cell.bytes_total.store(t.len, Ordering::Relaxed);
+            cell.deadline_ns.store(deadline, Ordering::Relaxed);
+            let run0 = sh
+                .next_run
+                .fetch_add(n.div_ceil(SLICES_PER_QP_RUN), Ordering::Relaxed);
+            let mut entry = TaskEntry {
+                task,
+                slices: Vec::with_capacity(n as usize),
+            };
+            for i in 0..n {
+                let s = next.next().unwrap_or(0);
+                let off = i * ss;
+                let len = (t.len - off).min(ss) as u32;
+                let qp = ((run0 + i / SLICES_PER_QP_RUN) % nqp) as u16;
+                let shard = p.shards[usize::from(qp)];
+                let m = &sh.meta[s as usize];
+                m.task.store(task, Ordering::Relaxed);
+                m.mem.store(p.mem, Ordering::Relaxed);
+                m.region.store(p.region, Ordering::Relaxed);
+                m.op.store(matches!(t.op, Op::Read) as u32, Ordering::Relaxed);
+                m.len.store(len, Ordering::Relaxed);
+                m.qp.store(u32::from(qp), Ordering::Relaxed);
+                m.shard.store(u32::from(shard), Ordering::Relaxed);
+                m.ep.store(
+                    (u64::from(p.handle.generation) << 32) | u64::from(p.handle.slot),
+                    Ordering::Relaxed,
+                );
+                m.segment.store(t.segment.0, Ordering::Relaxed);
+                m.local_off.store(p.local_off + off, Ordering::Relaxed);
+                m.remote_off.store(p.remote_off + off, Ordering::Relaxed);
+                entry.slices.push(s);
+            }
+            b.tasks.push(entry);
+        }
+        // Open and queue only after every slice is described and the batch
+        // holds them (so cancel/timeout scans see them).
+        for te in &b.tasks[b.tasks.len() - transfers.len()..] {
+            for &s in &te.slices {
+                // A freed slot is never Pending, so open cannot refuse.
+                if let Ok(r) = sh.slices.open(s) {
+                    sh.requeue(r);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn with_task<T>(
+        &self,
+        batch: BatchId,
+        task: usize,
+        f: impl FnOnce(&TaskCell) -> T,
+    ) -> Result<T, EngineError> {
+        let batches = self
+            .shared
+            .batches
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let b = batches
+            .get(&batch.0)
+            .ok_or(EngineError::NoSuchBatch(batch))?;
+        let te = b
+            .tasks
+            .get(task)
+            .ok_or(EngineError::NoSuchTask { batch, task })?;
+        Ok(f(&self.shared.tasks[te.task as usize]))
+    }
+
+    /// The state and progress of task `task` of `batch`.
+    pub fn task_status(&self, batch: BatchId, task: usize) -> Result<TaskStatus, EngineError> {
+        self.with_task(batch, task, TaskCell::status)
+    }
+
+    /// All tasks of `batch`, in submission order.
+    pub fn batch_status(&self, batch: BatchId) -> Result<Vec<TaskStatus>, EngineError> {
+        let batches = self
+            .shared
+            .batches
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let b = batches
+            .get(&batch.0)
+            .ok_or(EngineError::NoSuchBatch(batch))?;
+        Ok(b.tasks
+            .iter()
+            .map(|te| self.shared.tasks[te.task as usize].status())
+            .collect())
+    }
+
+    /// Task anomaly report (minimal and detailed) — **TODO seam for #3**:
+    /// it needs the per-task evidence of `core::evidence` (RFC 4162), which
+    /// is not on main yet. Until then this returns
+    /// [`EngineError::Unsupported`] rather than a made-up answer. The lead
+    /// wires it to the evidence recorded through [`PostGate::release`].
+    pub fn task_anomaly(&self, batch: BatchId, task: usize) -> Result<(), EngineError> {
+        self.with_task(batch, task, |_| ())?;
+        Err(EngineError::Unsupported(
+            "task_anomaly needs core::evidence (issue #3)",
+        ))
+    }
+
+    /// Cancels every unsettled slice of `batch`: its tasks end `CANCELED`
+    /// (unless a slice already failed or timed out). Work already posted
+    /// still completes on the wire; its completion only releases resources.
+    pub fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
+        if !self
+            .shared
+            .batches
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&batch.0)
+        {
+            return Err(EngineError::NoSuchBatch(batch));
+        }
+        self.shared
+            .settle_where(Outcome::Canceled, |id, _| id == batch.0);
+        Ok(())
+    }
+
+    /// Frees a batch whose tasks are all finished; its task and slice slots
+    /// return to the pools. A batch with unfinished tasks is refused
+    /// ([`EngineError::BatchBusy`]): cancel it first.
+    pub fn free_batch(&self, batch: BatchId) -> Result<(), EngineError> {
+        let sh = &*self.shared;
+        let mut batches = sh.batches.write().unwrap_or_else(|e| e.into_inner());
+        let b = batches
+            .get(&batch.0)
+            .ok_or(EngineError::NoSuchBatch(batch))?;
+        if b.tasks
+            .iter()
+            .any(|te| !sh.tasks[te.task as usize].status().state.is_terminal())
+        {
+            return Err(EngineError::BatchBusy(batch));
+        }
+        if let Some(b) = batches.remove(&batch.0) {
+            for te in b.tasks {
+                for s in te.slices {
+                    let _ = sh.free_slices.push(s);
+                }
+                let _ = sh.free_tasks.push(te.task);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counters and leak-check gauges.
+    pub fn stats(&self) -> EngineStats {
+        self.shared.stats()
+    }
+
+    /// Waits until no work request is in flight and no slice is queued
+    /// (e.g. after every task finished, for the stale completions of
+    /// timed-out or canceled attempts). Returns whether it got there.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let t0 = Instant::now();
+        loop {
+            let s = self.stats();
+            let queued: usize = self.shared.queues.iter().map(|q| q.len()).sum();
+            if s.tokens_in_use == 0 && s.cq_outstanding == 0 && queued == 0 {
+                return true;
+            }
+            if t0.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Shuts down: stops posting, retires every endpoint (`Shutdown`),
+    /// moves their QPs to ERR so in-flight work is flushed, waits (bounded
+    /// by twice the drain timeout) for every token to come back, then stops
+    /// and joins the threads. QPs are destroyed when the epoch reclaims
+    /// their endpoints (or with the table, after the threads are gone).
+    pub fn shutdown(&mut self) {
+        let sh = &*self.shared;
+        if self.threads.is_empty() {
+            return;
+        }
+        sh.draining.store(true, Ordering::Release);
+        sh.retire_all(RetireReason::Shutdown);
+        worker::flush_all(sh);
+        let t0 = Instant::now();
+        while sh.tokens.in_use() > 0 && t0.elapsed() < sh.cfg.drain_timeout * 2 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sh.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a host without RDMA the engine refuses with a typed error
+    /// instead of panicking; with a device it starts and stops cleanly.
+    #[test]
+    fn new_without_device_is_a_typed_error() {
+        match Engine::new(EngineConfig::default()) {
+            Ok(mut e) => {
+                assert_eq!(e.stats().tokens_in_use, 0);
+                e.shutdown();
+            }
+            Err(EngineError::Verbs(v)) => {
+                assert!(
+                    matches!(v, VerbsError::NoDevice | VerbsError::Os { .. }),
+                    "{v}"
+                );
+                assert!(!EngineError::Verbs(v).to_string().is_empty());
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    #[test]
+    fn invalid_config_is_refused_before_touching_the_device() {
+        let cfg = EngineConfig {
+            worker_model: WorkerModel::DedicatedPoller,
+            workers: 1,
+            ..EngineConfig::default()
+        };
+        match Engine::new(cfg) {
+            Err(EngineError::Config(c)) => assert_eq!(c.var, "MC_WORKERS_PER_CTX"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn task_state_rules() {
+        let t = TaskCell::default();
+        t.total.store(3, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Waiting);
+        t.started.store(true, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Pending);
+        t.ok.store(2, Ordering::Relaxed);
+        t.canceled.store(1, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Canceled);
+        t.canceled.store(0, Ordering::Relaxed);
+        t.timed_out.store(1, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Timeout);
+        t.ok.store(1, Ordering::Relaxed);
+        t.failed.store(1, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Failed);
+        t.failed.store(0, Ordering::Relaxed);
+        t.timed_out.store(0, Ordering::Relaxed);
+        t.ok.store(3, Ordering::Relaxed);
+        assert_eq!(t.status().state, TaskState::Completed);
+    }
+}

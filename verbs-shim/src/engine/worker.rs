@@ -1,0 +1,504 @@
+//! The engine's threads: busy-poll workers (shared or dedicated-poller
+//! model), the monitor (reclaim, forced flush, task timeouts), the
+//! async-event thread and the handshake listener.
+//!
+//! A worker's post path, per work request, is exactly: read the slice's
+//! description → [`PostGate::admit`](super::PostGate::admit) →
+//! `Owner::post` (slice attempt, endpoint generation + QP depth, token =
+//! wr_id) → `ibv_post_send` of up to [`MAX_POST_BATCH`] requests of one QP.
+//! On a `bad_wr` only `wrs[posted..]` are released (`Owner::unposted` and
+//! the gate's release with no status) and re-queued. Its poll path is
+//! `ibv_poll_cq` → `Owner::complete(wr_id, class)` → gate release →
+//! task accounting or re-queue of the new attempt. No pointer ever travels
+//! through a `wr_id`.
+
+use super::{EpResource, Shared};
+use crate::engine::gate::{EventAction, GateDecision};
+use crate::handshake::Handshake;
+use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
+use railyard_core::completion::{Owner, PostError as OwnerError, PostRequest, SliceEffect};
+use railyard_core::endpoint::{
+    EndpointError, EndpointGuard, EndpointHandle, ReclaimEvent, RetireReason,
+};
+use railyard_core::slice::{Outcome, SliceRef};
+use railyard_core::token::{TokenRecord, WrId};
+use std::net::TcpListener;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Empty rounds a worker spins before it starts yielding its core.
+const SPIN_ROUNDS: u32 = 256;
+
+/// Starts the workers, the monitor, the async-event thread and the
+/// listener. If a thread cannot be spawned, the ones already running are
+/// stopped and joined, and the OS error is returned.
+pub(crate) fn spawn_all(
+    sh: &Arc<Shared>,
+    listener: TcpListener,
+) -> std::io::Result<Vec<JoinHandle<()>>> {
+    let mut v: Vec<JoinHandle<()>> = Vec::new();
+    let r = (|| {
+        let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name).spawn(f)
+        };
+        for w in 0..usize::from(sh.cfg.workers) {
+            let s = sh.clone();
+            v.push(spawn(
+                format!("railyard-w{w}"),
+                Box::new(move || worker(&s, w)),
+            )?);
+        }
+        let _ = sh
+            .threads
+            .set(v.iter().map(|h| h.thread().clone()).collect());
+        let s = sh.clone();
+        v.push(spawn(
+            "railyard-monitor".into(),
+            Box::new(move || monitor(&s)),
+        )?);
+        let s = sh.clone();
+        v.push(spawn(
+            "railyard-async".into(),
+            Box::new(move || async_events(&s)),
+        )?);
+        let s = sh.clone();
+        v.push(spawn(
+            "railyard-listen".into(),
+            Box::new(move || listen(&s, listener)),
+        )?);
+        Ok(())
+    })();
+    match r {
+        Ok(()) => Ok(v),
+        Err(e) => {
+            sh.stop.store(true, Ordering::Release);
+            for t in v {
+                let _ = t.join();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// What worker `w` posts and polls.
+fn roles(sh: &Shared, w: usize) -> (Option<usize>, Vec<usize>) {
+    match sh.cfg.worker_model {
+        super::WorkerModel::Shared => (Some(w), vec![w]),
+        super::WorkerModel::DedicatedPoller if w == 0 => (None, (0..sh.shards()).collect()),
+        super::WorkerModel::DedicatedPoller => (Some(w - 1), Vec::new()),
+    }
+}
+
+fn worker(sh: &Shared, w: usize) {
+    let (post_shard, poll) = roles(sh, w);
+    let local = sh.endpoints.register();
+    let owner = Owner::new(&sh.tokens, &sh.slices, &sh.endpoints);
+    let c = &sh.counters[w];
+    let mut wcs = [WorkCompletion::default(); 64];
+    let mut idle = 0u32;
+    while !sh.stop.load(Ordering::Acquire) {
+        let mut did = 0;
+        if let Some(s) = post_shard {
+            did += post_round(sh, &owner, &local, s, c);
+        }
+        for &q in &poll {
+            did += poll_cq(sh, &owner, q, &mut wcs, c);
+        }
+        if did == 0 {
+            idle = idle.saturating_add(1);
+            if idle <= SPIN_ROUNDS {
+                std::hint::spin_loop();
+            } else if has_work(sh, post_shard, &poll) {
+                // Work is on the wire: keep polling, but let the kernel
+                // (and, on Soft-RoCE, the NIC itself) run.
+                match sh.cfg.inflight_nap {
+                    Some(d) if idle > 16 * SPIN_ROUNDS => std::thread::sleep(d),
+                    _ => std::thread::yield_now(),
+                }
+            } else if let Some(d) = sh.cfg.idle_sleep {
+                // Nothing queued and nothing in flight: park (Mooncake's
+                // workers suspend when idle too) until a submit, a retry or
+                // a post for our CQ unparks us, or `d` passes. Park tokens
+                // make the check-then-park race harmless. `None` =
+                // pure busy-poll.
+                std::thread::park_timeout(d);
+            } else {
+                std::thread::yield_now();
+            }
+        } else {
+            idle = 0;
+        }
+    }
+}
+
+/// Whether worker's queue or CQs have anything pending.
+fn has_work(sh: &Shared, post_shard: Option<usize>, poll: &[usize]) -> bool {
+    post_shard.is_some_and(|s| !sh.queues[s].is_empty())
+        || poll.iter().any(|&q| sh.cqs[q].outstanding() > 0)
+}
+
+/// One posted-to-be work request, between `Owner::post` and the doorbell.
+#[derive(Clone, Copy)]
+struct Pending {
+    wr_id: WrId,
+    slice: SliceRef,
+    rec: TokenRecord,
+}
+
+fn decode_ep(v: u64) -> EndpointHandle {
+    EndpointHandle {
+        slot: v as u32,
+        generation: (v >> 32) as u32,
+    }
+}
+
+/// Pops up to one queue-length of slices from `shard`'s queue and posts
+/// them, chained per QP. Returns how many were handled.
+fn post_round(
+    sh: &Shared,
+    owner: &Owner<'_, EpResource>,
+    local: &railyard_core::endpoint::EndpointLocal,
+    shard: usize,
+    c: &super::WorkerCounters,
+) -> usize {
+    let q = &sh.queues[shard];
+    let budget = q.len().min(4 * MAX_POST_BATCH);
+    if budget == 0 {
+        return 0;
+    }
+    let guard = local.pin();
+    let mut chain: heapless::Vec<Pending, MAX_POST_BATCH> = heapless::Vec::new();
+    let mut key: Option<(u64, u32)> = None;
+    let mut handled = 0;
+    for _ in 0..budget {
+        let Some(r) = q.pop() else { break };
+        handled += 1;
+        if sh.draining.load(Ordering::Relaxed) {
+            sh.settle(r, Outcome::Canceled);
+            continue;
+        }
+        let m = &sh.meta[r.index as usize];
+        let ep = m.ep.load(Ordering::Relaxed);
+        let qp = m.qp.load(Ordering::Relaxed);
+        if key != Some((ep, qp)) || chain.is_full() {
+            flush_chain(sh, owner, &guard, &mut chain, c);
+            key = Some((ep, qp));
+        }
+        let now = sh.now();
+        let mut rec = TokenRecord {
+            slice: r,
+            endpoint: decode_ep(ep),
+            post_ns: now,
+            bytes: m.len.load(Ordering::Relaxed),
+            peer: Some(m.segment.load(Ordering::Relaxed)),
+            qp: qp as u16,
+            ..TokenRecord::default()
+        };
+        // (1) the post gate, (2) ownership admission + token.
+        match sh.gate.admit(&mut rec, now) {
+            GateDecision::Admit => {}
+            GateDecision::Defer => {
+                c.deferrals.fetch_add(1, Ordering::Relaxed);
+                sh.requeue(r);
+                continue;
+            }
+            GateDecision::Avoid => {
+                c.avoids.fetch_add(1, Ordering::Relaxed);
+                sh.requeue(r);
+                continue;
+            }
+        }
+        match owner.post(PostRequest { record: rec }) {
+            Ok(wr_id) => {
+                // `chain` was flushed above if full.
+                let _ = chain.push(Pending {
+                    wr_id,
+                    slice: r,
+                    rec,
+                });
+            }
+            Err(e) => {
+                sh.gate.release(&rec, None, now);
+                match e {
+                    OwnerError::Token(_)
+                    | OwnerError::Endpoint(EndpointError::QpFull)
+                    | OwnerError::Endpoint(EndpointError::Saturated) => {
+                        c.backpressure.fetch_add(1, Ordering::Relaxed);
+                        sh.requeue(r);
+                    }
+                    // Timed out or canceled meanwhile: nothing to do.
+                    OwnerError::Slice(_) => {}
+                    // Retired or reclaimed endpoint: no reconnect yet.
+                    OwnerError::Endpoint(_) => sh.settle(r, Outcome::Failure),
+                }
+            }
+        }
+    }
+    flush_chain(sh, owner, &guard, &mut chain, c);
+    handled
+}
+
+/// (3) `ibv_post_send` of one QP's chain; on `bad_wr`, releases only the
+/// unposted tail and re-queues its slices.
+fn flush_chain(
+    sh: &Shared,
+    owner: &Owner<'_, EpResource>,
+    guard: &EndpointGuard,
+    chain: &mut heapless::Vec<Pending, MAX_POST_BATCH>,
+    c: &super::WorkerCounters,
+) {
+    let Some(first) = chain.first().copied() else {
+        return;
+    };
+    let h = first.rec.endpoint;
+    let qp_idx = usize::from(first.rec.qp);
+    let release_from = |from: usize, requeue: bool, chain: &[Pending]| {
+        let now = sh.now();
+        for p in &chain[from..] {
+            if let Ok(rec) = owner.unposted(p.wr_id) {
+                sh.gate.release(&rec, None, now);
+            }
+            c.unposted.fetch_add(1, Ordering::Relaxed);
+            if requeue {
+                let shard = sh.meta[p.slice.index as usize]
+                    .shard
+                    .load(Ordering::Relaxed);
+                let _ = sh.queues[shard as usize].push(p.slice);
+            } else {
+                sh.settle(p.slice, Outcome::Failure);
+            }
+        }
+    };
+    let res = match sh.endpoints.resource(h, guard) {
+        Ok(r) => r,
+        Err(_) => {
+            release_from(0, false, chain);
+            chain.clear();
+            return;
+        }
+    };
+    let Some(qp) = res.qps.get(qp_idx) else {
+        release_from(0, false, chain);
+        chain.clear();
+        return;
+    };
+    let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
+    for p in chain.iter() {
+        let m = &sh.meta[p.slice.index as usize];
+        let mem = sh.mem[m.mem.load(Ordering::Relaxed) as usize].get();
+        let remote = res.remote.get(m.region.load(Ordering::Relaxed) as usize);
+        let (Some(mem), Some(remote)) = (mem, remote) else {
+            // Cannot happen for a validated submit; fail rather than guess.
+            release_from(0, false, chain);
+            chain.clear();
+            return;
+        };
+        let _ = wrs.push(RdmaWr {
+            wr_id: p.wr_id,
+            op: if m.op.load(Ordering::Relaxed) == 1 {
+                RdmaOp::Read
+            } else {
+                RdmaOp::Write
+            },
+            local: mem,
+            local_off: m.local_off.load(Ordering::Relaxed) as usize,
+            len: m.len.load(Ordering::Relaxed),
+            remote: *remote,
+            remote_off: m.remote_off.load(Ordering::Relaxed),
+            signaled: true,
+        });
+    }
+    c.doorbells.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: every local region is owned by the engine (`Shared::mem`) and
+    // lives until the engine is dropped, which happens only after every QP
+    // was moved to ERR and every token came back (or the drain timed out,
+    // after which the QPs, being in ERR, no longer touch memory).
+    match unsafe { qp.post_batch(&wrs) } {
+        Ok(()) => {
+            c.posts.fetch_add(wrs.len() as u64, Ordering::Relaxed);
+            let shard = sh.meta[first.slice.index as usize]
+                .shard
+                .load(Ordering::Relaxed);
+            sh.wake_poller(shard as usize);
+            for p in chain.iter() {
+                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
+                sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
+            }
+        }
+        Err(e) => {
+            c.posts.fetch_add(e.posted as u64, Ordering::Relaxed);
+            let shard = sh.meta[first.slice.index as usize]
+                .shard
+                .load(Ordering::Relaxed);
+            sh.wake_poller(shard as usize);
+            for p in &chain[..e.posted] {
+                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
+                sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
+            }
+            // Only the tail is ours to release. A QP that refuses outright
+            // (not ENOMEM) is broken: retire its endpoint (the one API), and
+            // the re-queued slices then fail at admission.
+            let transient = matches!(
+                e.error,
+                crate::VerbsError::Os { errno, .. } if errno == libc::ENOMEM
+            );
+            if !transient {
+                sh.retire(h, RetireReason::QpFatal);
+            }
+            release_from(e.posted, true, chain);
+        }
+    }
+    chain.clear();
+}
+
+/// Polls one CQ and resolves every completion through its token.
+fn poll_cq(
+    sh: &Shared,
+    owner: &Owner<'_, EpResource>,
+    cq: usize,
+    wcs: &mut [WorkCompletion],
+    c: &super::WorkerCounters,
+) -> usize {
+    let n = match sh.cqs[cq].poll(wcs) {
+        Ok(n) => n,
+        Err(_) => return 0,
+    };
+    if n == 0 {
+        return 0;
+    }
+    let now = sh.now();
+    c.completions.fetch_add(n as u64, Ordering::Relaxed);
+    for wc in &wcs[..n] {
+        let class = sh.classifier.wc(wc.status);
+        let done = match owner.complete(wc.wr_id, class) {
+            Ok(d) => d,
+            Err(_) => {
+                c.bad.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        };
+        sh.gate.release(&done.record, Some(wc.status), now);
+        if wc.status != WC_SUCCESS && wc.status != WC_WR_FLUSH_ERR {
+            // The QP is in ERR now: retire its endpoint (one API).
+            sh.retire(done.record.endpoint, RetireReason::CqError);
+        }
+        match done.slice {
+            SliceEffect::Settled(s) => sh.settled(done.record.slice.index, s),
+            SliceEffect::Retry(r) => {
+                c.retries.fetch_add(1, Ordering::Relaxed);
+                sh.requeue(r);
+            }
+            SliceEffect::StaleReleaseOnly => {
+                c.stale.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    n
+}
+
+/// Moves the QPs of endpoint `h` to ERR (forced flush).
+fn flush_endpoint(sh: &Shared, h: EndpointHandle, guard: &EndpointGuard) {
+    if let Ok(res) = sh.endpoints.resource(h, guard) {
+        for qp in &res.qps {
+            let _ = qp.to_error_shared();
+        }
+    }
+}
+
+/// Moves every live endpoint's QPs to ERR (shutdown).
+pub(crate) fn flush_all(sh: &Shared) {
+    let local = sh.endpoints.register();
+    let guard = local.pin();
+    let hs: Vec<EndpointHandle> = sh
+        .qpn_map
+        .read()
+        .map(|m| m.values().copied().collect())
+        .unwrap_or_default();
+    for h in hs {
+        flush_endpoint(sh, h, &guard);
+    }
+}
+
+/// How often the monitor runs reclaim (task timeouts: every 4th tick).
+/// Reclaim and timeouts are millisecond-scale policies; a faster tick only
+/// steals CPU from the workers.
+const MONITOR_TICK: Duration = Duration::from_millis(5);
+
+/// Reclaim, forced flush and task timeouts, every [`MONITOR_TICK`].
+fn monitor(sh: &Shared) {
+    let local = sh.endpoints.register();
+    let mut tick = 0u64;
+    while !sh.stop.load(Ordering::Acquire) {
+        let now = sh.now();
+        {
+            let guard = local.pin();
+            let mut events = Vec::new();
+            let _ = sh.endpoints.poll_reclaim(now, &guard, |e| events.push(e));
+            for e in events {
+                match e {
+                    ReclaimEvent::ForceFlush { handle, .. } => {
+                        sh.force_flushes.fetch_add(1, Ordering::Relaxed);
+                        flush_endpoint(sh, handle, &guard);
+                    }
+                    ReclaimEvent::Reclaimed { handle, .. }
+                    | ReclaimEvent::Abandoned { handle, .. } => {
+                        sh.reclaimed.fetch_add(1, Ordering::Relaxed);
+                        sh.forget_endpoint(handle);
+                    }
+                }
+            }
+        }
+        if tick % 4 == 0 {
+            sh.expire_tasks(now);
+        }
+        tick += 1;
+        std::thread::sleep(MONITOR_TICK);
+    }
+}
+
+/// Reads `ibv_get_async_event` (non-blocking fd + poll with a timeout, so
+/// it stops within 50 ms) and retires affected endpoints through the one
+/// retire API, as the [`Classifier`](super::Classifier) says.
+fn async_events(sh: &Shared) {
+    while !sh.stop.load(Ordering::Acquire) {
+        let ev = match sh.ctx.next_async_event(50) {
+            Ok(Some(ev)) => ev,
+            Ok(None) => continue,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        sh.async_events.fetch_add(1, Ordering::Relaxed);
+        match sh.classifier.event(ev.event_type) {
+            EventAction::Ignore => {}
+            EventAction::RetireQp(reason) => {
+                let h = ev
+                    .qp_num
+                    .and_then(|q| sh.qpn_map.read().ok().and_then(|m| m.get(&q).copied()));
+                if let Some(h) = h {
+                    sh.retire(h, reason);
+                }
+            }
+            EventAction::RetireAll(reason) => sh.retire_all(reason),
+        }
+    }
+}
+
+/// Accepts peers' handshakes (the passive side of `open_segment`).
+fn listen(sh: &Shared, listener: TcpListener) {
+    while !sh.stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                if let Ok(hs) = Handshake::from_stream(stream, sh.cfg.handshake_timeout) {
+                    // A failed handshake drops the connection and its QPs.
+                    let _ = sh.connect(hs, false);
+                }
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+        }
+    }
+}
