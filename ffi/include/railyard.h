@@ -651,6 +651,48 @@ typedef uint32_t ry_abi_type;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Whether the CQ poller made progress during a control epoch.
+enum ry_poller_status
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The poller ran: software timeouts count as route timeouts.
+  RY_POLLER_STATUS_PROGRESSING = 0,
+  // The poller stalled: this epoch's software timeouts are suppressed.
+  RY_POLLER_STATUS_STALLED = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_poller_status ry_poller_status;
+#else
+typedef uint32_t ry_poller_status;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Rail selector score inputs with peer accounting on (RFC 4534).
+enum ry_variant
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Zero in-flight, nominal link rate.
+  RY_VARIANT_V0 = 0,
+  // NIC in-flight, NIC completion EWMA (the default).
+  RY_VARIANT_V1 = 1,
+  // NIC in-flight, peer completion EWMA.
+  RY_VARIANT_V2 = 2,
+  // Peer in-flight, peer completion EWMA.
+  RY_VARIANT_V3 = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_variant ry_variant;
+#else
+typedef uint32_t ry_variant;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // The size and alignment of one ABI type.
 typedef struct {
   // `sizeof` as Rust lays the type out.
@@ -760,8 +802,8 @@ typedef struct {
   uint8_t has_peer;
   // Nonzero if `credit_key` is set.
   uint8_t has_credit_key;
-  // Reserved, zero.
-  uint8_t reserved;
+  // Reserved, zero (explicit: the struct has no implicit padding).
+  uint8_t reserved[5];
 } ry_token_record;
 
 // A read-only view of one controller domain.

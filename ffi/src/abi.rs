@@ -118,43 +118,154 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
     use std::mem::{align_of, size_of};
     guard(|| {
         let l = match which {
-            0 => (size_of::<crate::token::ry_token_record>(), align_of::<crate::token::ry_token_record>()),
-            1 => (size_of::<crate::token::ry_token_pool>(), align_of::<crate::token::ry_token_pool>()),
-            2 => (size_of::<crate::cc::ry_cc_config>(), align_of::<crate::cc::ry_cc_config>()),
-            3 => (size_of::<crate::cc::ry_cc>(), align_of::<crate::cc::ry_cc>()),
-            4 => (size_of::<crate::cc::ry_permit>(), align_of::<crate::cc::ry_permit>()),
-            5 => (size_of::<crate::cc::ry_admission>(), align_of::<crate::cc::ry_admission>()),
-            6 => (size_of::<crate::cc::ry_domain_snapshot>(), align_of::<crate::cc::ry_domain_snapshot>()),
-            7 => (size_of::<crate::cc::ry_cc_stats>(), align_of::<crate::cc::ry_cc_stats>()),
-            8 => (size_of::<crate::cc::ry_epoch_report>(), align_of::<crate::cc::ry_epoch_report>()),
-            9 => (size_of::<crate::classify::ry_wc_classification>(), align_of::<crate::classify::ry_wc_classification>()),
-            10 => (size_of::<crate::classify::ry_event_classification>(), align_of::<crate::classify::ry_event_classification>()),
-            11 => (size_of::<crate::classify::ry_signal_classification>(), align_of::<crate::classify::ry_signal_classification>()),
-            12 => (size_of::<crate::evidence::ry_observation>(), align_of::<crate::evidence::ry_observation>()),
-            13 => (size_of::<crate::evidence::ry_task_detail>(), align_of::<crate::evidence::ry_task_detail>()),
-            14 => (size_of::<crate::evidence::ry_task>(), align_of::<crate::evidence::ry_task>()),
-            15 => (size_of::<crate::rail::ry_device_spec>(), align_of::<crate::rail::ry_device_spec>()),
-            16 => (size_of::<crate::rail::ry_rail_config>(), align_of::<crate::rail::ry_rail_config>()),
-            17 => (size_of::<crate::rail::ry_rail>(), align_of::<crate::rail::ry_rail>()),
-            18 => (size_of::<crate::rail::ry_rail_charge>(), align_of::<crate::rail::ry_rail_charge>()),
-            19 => (size_of::<crate::rail::ry_rail_pick_result>(), align_of::<crate::rail::ry_rail_pick_result>()),
-            20 => (size_of::<crate::rail::ry_rail_counters>(), align_of::<crate::rail::ry_rail_counters>()),
-            21 => (size_of::<crate::error::RyStatus>(), align_of::<crate::error::RyStatus>()),
-            22 => (size_of::<crate::enums::ry_failure_class>(), align_of::<crate::enums::ry_failure_class>()),
-            23 => (size_of::<crate::enums::ry_failure_scope>(), align_of::<crate::enums::ry_failure_scope>()),
-            24 => (size_of::<crate::enums::ry_object_handling>(), align_of::<crate::enums::ry_object_handling>()),
-            25 => (size_of::<crate::enums::ry_effect>(), align_of::<crate::enums::ry_effect>()),
-            26 => (size_of::<crate::enums::ry_signal>(), align_of::<crate::enums::ry_signal>()),
-            27 => (size_of::<crate::enums::ry_reason>(), align_of::<crate::enums::ry_reason>()),
-            28 => (size_of::<crate::enums::ry_task_state>(), align_of::<crate::enums::ry_task_state>()),
-            29 => (size_of::<crate::enums::ry_health>(), align_of::<crate::enums::ry_health>()),
-            30 => (size_of::<crate::enums::ry_mode>(), align_of::<crate::enums::ry_mode>()),
-            31 => (size_of::<crate::enums::ry_domain_kind>(), align_of::<crate::enums::ry_domain_kind>()),
-            32 => (size_of::<crate::enums::ry_poller_status>(), align_of::<crate::enums::ry_poller_status>()),
-            33 => (size_of::<crate::enums::ry_settlement>(), align_of::<crate::enums::ry_settlement>()),
-            34 => (size_of::<crate::enums::ry_variant>(), align_of::<crate::enums::ry_variant>()),
-            35 => (size_of::<crate::cc::ry_admission_kind>(), align_of::<crate::cc::ry_admission_kind>()),
-            36 => (size_of::<crate::evidence::ry_recorded>(), align_of::<crate::evidence::ry_recorded>()),
+            0 => (
+                size_of::<crate::token::ry_token_record>(),
+                align_of::<crate::token::ry_token_record>(),
+            ),
+            1 => (
+                size_of::<crate::token::ry_token_pool>(),
+                align_of::<crate::token::ry_token_pool>(),
+            ),
+            2 => (
+                size_of::<crate::cc::ry_cc_config>(),
+                align_of::<crate::cc::ry_cc_config>(),
+            ),
+            3 => (
+                size_of::<crate::cc::ry_cc>(),
+                align_of::<crate::cc::ry_cc>(),
+            ),
+            4 => (
+                size_of::<crate::cc::ry_permit>(),
+                align_of::<crate::cc::ry_permit>(),
+            ),
+            5 => (
+                size_of::<crate::cc::ry_admission>(),
+                align_of::<crate::cc::ry_admission>(),
+            ),
+            6 => (
+                size_of::<crate::cc::ry_domain_snapshot>(),
+                align_of::<crate::cc::ry_domain_snapshot>(),
+            ),
+            7 => (
+                size_of::<crate::cc::ry_cc_stats>(),
+                align_of::<crate::cc::ry_cc_stats>(),
+            ),
+            8 => (
+                size_of::<crate::cc::ry_epoch_report>(),
+                align_of::<crate::cc::ry_epoch_report>(),
+            ),
+            9 => (
+                size_of::<crate::classify::ry_wc_classification>(),
+                align_of::<crate::classify::ry_wc_classification>(),
+            ),
+            10 => (
+                size_of::<crate::classify::ry_event_classification>(),
+                align_of::<crate::classify::ry_event_classification>(),
+            ),
+            11 => (
+                size_of::<crate::classify::ry_signal_classification>(),
+                align_of::<crate::classify::ry_signal_classification>(),
+            ),
+            12 => (
+                size_of::<crate::evidence::ry_observation>(),
+                align_of::<crate::evidence::ry_observation>(),
+            ),
+            13 => (
+                size_of::<crate::evidence::ry_task_detail>(),
+                align_of::<crate::evidence::ry_task_detail>(),
+            ),
+            14 => (
+                size_of::<crate::evidence::ry_task>(),
+                align_of::<crate::evidence::ry_task>(),
+            ),
+            15 => (
+                size_of::<crate::rail::ry_device_spec>(),
+                align_of::<crate::rail::ry_device_spec>(),
+            ),
+            16 => (
+                size_of::<crate::rail::ry_rail_config>(),
+                align_of::<crate::rail::ry_rail_config>(),
+            ),
+            17 => (
+                size_of::<crate::rail::ry_rail>(),
+                align_of::<crate::rail::ry_rail>(),
+            ),
+            18 => (
+                size_of::<crate::rail::ry_rail_charge>(),
+                align_of::<crate::rail::ry_rail_charge>(),
+            ),
+            19 => (
+                size_of::<crate::rail::ry_rail_pick_result>(),
+                align_of::<crate::rail::ry_rail_pick_result>(),
+            ),
+            20 => (
+                size_of::<crate::rail::ry_rail_counters>(),
+                align_of::<crate::rail::ry_rail_counters>(),
+            ),
+            21 => (
+                size_of::<crate::error::RyStatus>(),
+                align_of::<crate::error::RyStatus>(),
+            ),
+            22 => (
+                size_of::<crate::enums::ry_failure_class>(),
+                align_of::<crate::enums::ry_failure_class>(),
+            ),
+            23 => (
+                size_of::<crate::enums::ry_failure_scope>(),
+                align_of::<crate::enums::ry_failure_scope>(),
+            ),
+            24 => (
+                size_of::<crate::enums::ry_object_handling>(),
+                align_of::<crate::enums::ry_object_handling>(),
+            ),
+            25 => (
+                size_of::<crate::enums::ry_effect>(),
+                align_of::<crate::enums::ry_effect>(),
+            ),
+            26 => (
+                size_of::<crate::enums::ry_signal>(),
+                align_of::<crate::enums::ry_signal>(),
+            ),
+            27 => (
+                size_of::<crate::enums::ry_reason>(),
+                align_of::<crate::enums::ry_reason>(),
+            ),
+            28 => (
+                size_of::<crate::enums::ry_task_state>(),
+                align_of::<crate::enums::ry_task_state>(),
+            ),
+            29 => (
+                size_of::<crate::enums::ry_health>(),
+                align_of::<crate::enums::ry_health>(),
+            ),
+            30 => (
+                size_of::<crate::enums::ry_mode>(),
+                align_of::<crate::enums::ry_mode>(),
+            ),
+            31 => (
+                size_of::<crate::enums::ry_domain_kind>(),
+                align_of::<crate::enums::ry_domain_kind>(),
+            ),
+            32 => (
+                size_of::<crate::enums::ry_poller_status>(),
+                align_of::<crate::enums::ry_poller_status>(),
+            ),
+            33 => (
+                size_of::<crate::enums::ry_settlement>(),
+                align_of::<crate::enums::ry_settlement>(),
+            ),
+            34 => (
+                size_of::<crate::enums::ry_variant>(),
+                align_of::<crate::enums::ry_variant>(),
+            ),
+            35 => (
+                size_of::<crate::cc::ry_admission_kind>(),
+                align_of::<crate::cc::ry_admission_kind>(),
+            ),
+            36 => (
+                size_of::<crate::evidence::ry_recorded>(),
+                align_of::<crate::evidence::ry_recorded>(),
+            ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(
                     "{which} is not an ry_abi_type"
@@ -162,6 +273,15 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             }
         };
         // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_abi_layout_t { size: l.0, align: l.1 }, "out") }
+        unsafe {
+            write_out(
+                out,
+                ry_abi_layout_t {
+                    size: l.0,
+                    align: l.1,
+                },
+                "out",
+            )
+        }
     })
 }

@@ -12,8 +12,7 @@
 use std::sync::Mutex;
 
 use railyard_core::cc::{
-    Admission, CcConfig, ConfigError, Controller, DomainSnapshot, Mode, Monitor, Permit,
-    Settlement,
+    Admission, CcConfig, ConfigError, Controller, DomainSnapshot, Mode, Monitor, Permit, Settlement,
 };
 use railyard_core::evidence::Observed;
 use railyard_core::token::TokenRecord;
@@ -77,7 +76,7 @@ impl From<&CcConfig> for ry_cc_config {
 }
 
 impl ry_cc_config {
-    fn to_core(&self) -> Result<CcConfig> {
+    fn to_core(self) -> Result<CcConfig> {
         let mode = ry_mode::to_core(self.mode, "mode")
             .map_err(|_| Error::from(ConfigError::InvalidMode))?;
         let threshold = u16::try_from(self.hard_error_threshold).map_err(|_| {
@@ -656,7 +655,10 @@ pub unsafe extern "C" fn ry_cc_route_snapshot(
 ) -> RyStatus {
     guard(|| {
         let s = self::cc(cc)?.ctl.route_snapshot(route).ok_or_else(|| {
-            Error::new(RyStatus::CcNoSuchRoute, format_args!("no route domain {route}"))
+            Error::new(
+                RyStatus::CcNoSuchRoute,
+                format_args!("no route domain {route}"),
+            )
         })?;
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, snapshot(s), "out") }
@@ -675,7 +677,10 @@ pub unsafe extern "C" fn ry_cc_device_snapshot(
 ) -> RyStatus {
     guard(|| {
         let s = self::cc(cc)?.ctl.device_snapshot(device).ok_or_else(|| {
-            Error::new(RyStatus::CcNoSuchDevice, format_args!("no device domain {device}"))
+            Error::new(
+                RyStatus::CcNoSuchDevice,
+                format_args!("no device domain {device}"),
+            )
         })?;
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, snapshot(s), "out") }
@@ -684,7 +689,10 @@ pub unsafe extern "C" fn ry_cc_device_snapshot(
 
 pub(crate) fn route_snapshot(h: ry_cc, route: u32) -> Result<DomainSnapshot> {
     cc(h)?.ctl.route_snapshot(route).ok_or_else(|| {
-        Error::new(RyStatus::CcNoSuchRoute, format_args!("no route domain {route}"))
+        Error::new(
+            RyStatus::CcNoSuchRoute,
+            format_args!("no route domain {route}"),
+        )
     })
 }
 

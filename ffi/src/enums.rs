@@ -53,17 +53,29 @@ impl From<railyard_core::classify::FailureClass> for ry_failure_class {
         match v {
             railyard_core::classify::FailureClass::Success => ry_failure_class::Success,
             railyard_core::classify::FailureClass::Congestion => ry_failure_class::Congestion,
-            railyard_core::classify::FailureClass::ReceiverPressure => ry_failure_class::ReceiverPressure,
+            railyard_core::classify::FailureClass::ReceiverPressure => {
+                ry_failure_class::ReceiverPressure
+            }
             railyard_core::classify::FailureClass::RouteTimeout => ry_failure_class::RouteTimeout,
-            railyard_core::classify::FailureClass::LocalConfiguration => ry_failure_class::LocalConfiguration,
-            railyard_core::classify::FailureClass::RemoteMetadata => ry_failure_class::RemoteMetadata,
+            railyard_core::classify::FailureClass::LocalConfiguration => {
+                ry_failure_class::LocalConfiguration
+            }
+            railyard_core::classify::FailureClass::RemoteMetadata => {
+                ry_failure_class::RemoteMetadata
+            }
             railyard_core::classify::FailureClass::DerivedFlush => ry_failure_class::DerivedFlush,
             railyard_core::classify::FailureClass::Fatal => ry_failure_class::Fatal,
-            railyard_core::classify::FailureClass::RouteConnection => ry_failure_class::RouteConnection,
+            railyard_core::classify::FailureClass::RouteConnection => {
+                ry_failure_class::RouteConnection
+            }
             railyard_core::classify::FailureClass::NoUsablePath => ry_failure_class::NoUsablePath,
             railyard_core::classify::FailureClass::ByteWindow => ry_failure_class::ByteWindow,
-            railyard_core::classify::FailureClass::PathQuarantined => ry_failure_class::PathQuarantined,
-            railyard_core::classify::FailureClass::GenerationChanged => ry_failure_class::GenerationChanged,
+            railyard_core::classify::FailureClass::PathQuarantined => {
+                ry_failure_class::PathQuarantined
+            }
+            railyard_core::classify::FailureClass::GenerationChanged => {
+                ry_failure_class::GenerationChanged
+            }
             railyard_core::classify::FailureClass::PostRejected => ry_failure_class::PostRejected,
             railyard_core::classify::FailureClass::PollerStall => ry_failure_class::PollerStall,
             railyard_core::classify::FailureClass::ControlPlane => ry_failure_class::ControlPlane,
@@ -98,7 +110,11 @@ impl ry_failure_class {
             16 => railyard_core::classify::FailureClass::Cancelled,
             17 => railyard_core::classify::FailureClass::NonFailure,
             18 => railyard_core::classify::FailureClass::Unclassified,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_failure_class"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_failure_class"
+                )))
+            }
         })
     }
 }
@@ -149,7 +165,11 @@ impl ry_failure_scope {
             4 => railyard_core::classify::FailureScope::Route,
             5 => railyard_core::classify::FailureScope::Port,
             6 => railyard_core::classify::FailureScope::Device,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_failure_scope"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_failure_scope"
+                )))
+            }
         })
     }
 }
@@ -215,32 +235,72 @@ pub enum ry_object_handling {
 impl From<railyard_core::classify::ObjectHandling> for ry_object_handling {
     fn from(v: railyard_core::classify::ObjectHandling) -> Self {
         match v {
-            railyard_core::classify::ObjectHandling::CompleteNormally => ry_object_handling::CompleteNormally,
-            railyard_core::classify::ObjectHandling::ContinueUsing => ry_object_handling::ContinueUsing,
+            railyard_core::classify::ObjectHandling::CompleteNormally => {
+                ry_object_handling::CompleteNormally
+            }
+            railyard_core::classify::ObjectHandling::ContinueUsing => {
+                ry_object_handling::ContinueUsing
+            }
             railyard_core::classify::ObjectHandling::RebuildQp => ry_object_handling::RebuildQp,
-            railyard_core::classify::ObjectHandling::FailOperation => ry_object_handling::FailOperation,
-            railyard_core::classify::ObjectHandling::RebuildLocalObject => ry_object_handling::RebuildLocalObject,
-            railyard_core::classify::ObjectHandling::RefreshMetadata => ry_object_handling::RefreshMetadata,
-            railyard_core::classify::ObjectHandling::CompleteTeardown => ry_object_handling::CompleteTeardown,
+            railyard_core::classify::ObjectHandling::FailOperation => {
+                ry_object_handling::FailOperation
+            }
+            railyard_core::classify::ObjectHandling::RebuildLocalObject => {
+                ry_object_handling::RebuildLocalObject
+            }
+            railyard_core::classify::ObjectHandling::RefreshMetadata => {
+                ry_object_handling::RefreshMetadata
+            }
+            railyard_core::classify::ObjectHandling::CompleteTeardown => {
+                ry_object_handling::CompleteTeardown
+            }
             railyard_core::classify::ObjectHandling::StopReuse => ry_object_handling::StopReuse,
-            railyard_core::classify::ObjectHandling::StopWqAndDependents => ry_object_handling::StopWqAndDependents,
+            railyard_core::classify::ObjectHandling::StopWqAndDependents => {
+                ry_object_handling::StopWqAndDependents
+            }
             railyard_core::classify::ObjectHandling::IsolateCq => ry_object_handling::IsolateCq,
-            railyard_core::classify::ObjectHandling::StopMigrationPath => ry_object_handling::StopMigrationPath,
+            railyard_core::classify::ObjectHandling::StopMigrationPath => {
+                ry_object_handling::StopMigrationPath
+            }
             railyard_core::classify::ObjectHandling::IsolatePort => ry_object_handling::IsolatePort,
-            railyard_core::classify::ObjectHandling::IsolateDevice => ry_object_handling::IsolateDevice,
-            railyard_core::classify::ObjectHandling::RefreshTopology => ry_object_handling::RefreshTopology,
-            railyard_core::classify::ObjectHandling::LeaveToEventOwner => ry_object_handling::LeaveToEventOwner,
+            railyard_core::classify::ObjectHandling::IsolateDevice => {
+                ry_object_handling::IsolateDevice
+            }
+            railyard_core::classify::ObjectHandling::RefreshTopology => {
+                ry_object_handling::RefreshTopology
+            }
+            railyard_core::classify::ObjectHandling::LeaveToEventOwner => {
+                ry_object_handling::LeaveToEventOwner
+            }
             railyard_core::classify::ObjectHandling::LeaveQueued => ry_object_handling::LeaveQueued,
-            railyard_core::classify::ObjectHandling::UseAlternateRail => ry_object_handling::UseAlternateRail,
-            railyard_core::classify::ObjectHandling::RollbackAndResolve => ry_object_handling::RollbackAndResolve,
-            railyard_core::classify::ObjectHandling::ReleaseUnposted => ry_object_handling::ReleaseUnposted,
-            railyard_core::classify::ObjectHandling::RetainDiagnostics => ry_object_handling::RetainDiagnostics,
-            railyard_core::classify::ObjectHandling::RetryReadOnlyOnce => ry_object_handling::RetryReadOnlyOnce,
-            railyard_core::classify::ObjectHandling::SingleAttempt => ry_object_handling::SingleAttempt,
-            railyard_core::classify::ObjectHandling::SettleAndRelease => ry_object_handling::SettleAndRelease,
-            railyard_core::classify::ObjectHandling::DelegateFailover => ry_object_handling::DelegateFailover,
+            railyard_core::classify::ObjectHandling::UseAlternateRail => {
+                ry_object_handling::UseAlternateRail
+            }
+            railyard_core::classify::ObjectHandling::RollbackAndResolve => {
+                ry_object_handling::RollbackAndResolve
+            }
+            railyard_core::classify::ObjectHandling::ReleaseUnposted => {
+                ry_object_handling::ReleaseUnposted
+            }
+            railyard_core::classify::ObjectHandling::RetainDiagnostics => {
+                ry_object_handling::RetainDiagnostics
+            }
+            railyard_core::classify::ObjectHandling::RetryReadOnlyOnce => {
+                ry_object_handling::RetryReadOnlyOnce
+            }
+            railyard_core::classify::ObjectHandling::SingleAttempt => {
+                ry_object_handling::SingleAttempt
+            }
+            railyard_core::classify::ObjectHandling::SettleAndRelease => {
+                ry_object_handling::SettleAndRelease
+            }
+            railyard_core::classify::ObjectHandling::DelegateFailover => {
+                ry_object_handling::DelegateFailover
+            }
             railyard_core::classify::ObjectHandling::CmReconnect => ry_object_handling::CmReconnect,
-            railyard_core::classify::ObjectHandling::CmRemoveDevice => ry_object_handling::CmRemoveDevice,
+            railyard_core::classify::ObjectHandling::CmRemoveDevice => {
+                ry_object_handling::CmRemoveDevice
+            }
         }
     }
 }
@@ -276,7 +336,11 @@ impl ry_object_handling {
             23 => railyard_core::classify::ObjectHandling::DelegateFailover,
             24 => railyard_core::classify::ObjectHandling::CmReconnect,
             25 => railyard_core::classify::ObjectHandling::CmRemoveDevice,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_object_handling"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_object_handling"
+                )))
+            }
         })
     }
 }
@@ -327,7 +391,11 @@ impl ry_effect {
             3 => railyard_core::classify::Effect::HardError,
             4 => railyard_core::classify::Effect::Timeout,
             5 => railyard_core::classify::Effect::Quarantine,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_effect"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_effect"
+                )))
+            }
         })
     }
 }
@@ -373,8 +441,12 @@ impl From<railyard_core::classify::Signal> for ry_signal {
             railyard_core::classify::Signal::AcquireAvoided => ry_signal::AcquireAvoided,
             railyard_core::classify::Signal::GenerationChanged => ry_signal::GenerationChanged,
             railyard_core::classify::Signal::PostRejected => ry_signal::PostRejected,
-            railyard_core::classify::Signal::DeadlinePollerProgressing => ry_signal::DeadlinePollerProgressing,
-            railyard_core::classify::Signal::DeadlinePollerStalled => ry_signal::DeadlinePollerStalled,
+            railyard_core::classify::Signal::DeadlinePollerProgressing => {
+                ry_signal::DeadlinePollerProgressing
+            }
+            railyard_core::classify::Signal::DeadlinePollerStalled => {
+                ry_signal::DeadlinePollerStalled
+            }
             railyard_core::classify::Signal::ReadOnlyRpcFailure => ry_signal::ReadOnlyRpcFailure,
             railyard_core::classify::Signal::MutatingRpcFailure => ry_signal::MutatingRpcFailure,
             railyard_core::classify::Signal::StaleMetadata => ry_signal::StaleMetadata,
@@ -406,7 +478,11 @@ impl ry_signal {
             11 => railyard_core::classify::Signal::CmDisconnected,
             12 => railyard_core::classify::Signal::CmUnreachable,
             13 => railyard_core::classify::Signal::CmDeviceRemoval,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_signal"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_signal"
+                )))
+            }
         })
     }
 }
@@ -501,7 +577,11 @@ impl ry_reason {
             15 => railyard_core::evidence::Reason::PollerStall,
             16 => railyard_core::evidence::Reason::ControlPlane,
             17 => railyard_core::evidence::Reason::Cancelled,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_reason"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_reason"
+                )))
+            }
         })
     }
 }
@@ -542,7 +622,11 @@ impl ry_task_state {
             1 => railyard_core::evidence::TaskState::Unknown,
             2 => railyard_core::evidence::TaskState::Congested,
             3 => railyard_core::evidence::TaskState::LongUnavailable,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_task_state"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_task_state"
+                )))
+            }
         })
     }
 }
@@ -585,7 +669,11 @@ impl ry_health {
             2 => railyard_core::cc::Health::Suspect,
             3 => railyard_core::cc::Health::Quarantined,
             4 => railyard_core::cc::Health::Probing,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_health"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_health"
+                )))
+            }
         })
     }
 }
@@ -620,7 +708,11 @@ impl ry_mode {
             0 => railyard_core::cc::Mode::Off,
             1 => railyard_core::cc::Mode::Observe,
             2 => railyard_core::cc::Mode::Enforce,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_mode"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_mode"
+                )))
+            }
         })
     }
 }
@@ -651,7 +743,11 @@ impl ry_domain_kind {
         Ok(match v {
             0 => railyard_core::cc::DomainKind::Device,
             1 => railyard_core::cc::DomainKind::Route,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_domain_kind"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_domain_kind"
+                )))
+            }
         })
     }
 }
@@ -682,7 +778,11 @@ impl ry_poller_status {
         Ok(match v {
             0 => railyard_core::cc::PollerStatus::Progressing,
             1 => railyard_core::cc::PollerStatus::Stalled,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_poller_status"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_poller_status"
+                )))
+            }
         })
     }
 }
@@ -713,7 +813,11 @@ impl ry_settlement {
         Ok(match v {
             0 => railyard_core::cc::Settlement::Current,
             1 => railyard_core::cc::Settlement::Stale,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_settlement"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_settlement"
+                )))
+            }
         })
     }
 }
@@ -752,7 +856,11 @@ impl ry_variant {
             1 => railyard_core::rail::Variant::V1,
             2 => railyard_core::rail::Variant::V2,
             3 => railyard_core::rail::Variant::V3,
-            _ => return Err(Error::invalid(format_args!("{what}: {v} is not a valid ry_variant"))),
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_variant"
+                )))
+            }
         })
     }
 }

@@ -100,7 +100,8 @@ impl ry_observation {
         o.generation = obs_in(self.generation_observed, self.generation);
         o.window = obs_in(self.window_observed, self.window);
         o.in_flight = obs_in(self.in_flight_observed, self.in_flight);
-        o.cooldown_remaining_ns = obs_in(self.cooldown_remaining_observed, self.cooldown_remaining_ns);
+        o.cooldown_remaining_ns =
+            obs_in(self.cooldown_remaining_observed, self.cooldown_remaining_ns);
         Ok(o)
     }
 
@@ -116,8 +117,7 @@ impl ry_observation {
         let (generation, generation_observed) = obs_out(o.generation);
         let (window, window_observed) = obs_out(o.window);
         let (in_flight, in_flight_observed) = obs_out(o.in_flight);
-        let (cooldown_remaining_ns, cooldown_remaining_observed) =
-            obs_out(o.cooldown_remaining_ns);
+        let (cooldown_remaining_ns, cooldown_remaining_observed) = obs_out(o.cooldown_remaining_ns);
         ry_observation {
             observed_ns: o.observed_ns,
             window,

@@ -421,7 +421,11 @@ pub unsafe extern "C" fn ry_rail_release_record(
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn ry_rail_nic_inflight(rail: ry_rail, device: u16, out: *mut u64) -> RyStatus {
+pub unsafe extern "C" fn ry_rail_nic_inflight(
+    rail: ry_rail,
+    device: u16,
+    out: *mut u64,
+) -> RyStatus {
     guard(|| {
         let sel = RAILS.get(rail.bits)?;
         if usize::from(device) >= sel.len() {
@@ -467,7 +471,10 @@ pub struct ry_rail_counters {
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn ry_rail_counters_get(rail: ry_rail, out: *mut ry_rail_counters) -> RyStatus {
+pub unsafe extern "C" fn ry_rail_counters_get(
+    rail: ry_rail,
+    out: *mut ry_rail_counters,
+) -> RyStatus {
     guard(|| {
         let c = RAILS.get(rail.bits)?.counters();
         let v = ry_rail_counters {

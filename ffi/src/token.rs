@@ -64,8 +64,8 @@ pub struct ry_token_record {
     pub has_peer: u8,
     /// Nonzero if `credit_key` is set.
     pub has_credit_key: u8,
-    /// Reserved, zero.
-    pub reserved: u8,
+    /// Reserved, zero (explicit: the struct has no implicit padding).
+    pub reserved: [u8; 5],
 }
 
 impl From<&ry_token_record> for TokenRecord {
@@ -110,7 +110,7 @@ impl From<&TokenRecord> for ry_token_record {
             holds: r.holds,
             has_peer: u8::from(r.peer.is_some()),
             has_credit_key: u8::from(r.credit_key.is_some()),
-            reserved: 0,
+            reserved: [0; 5],
         }
     }
 }
