@@ -23,6 +23,7 @@ command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 
 step "fmt"
 cargo fmt --all -- --check
+(cd fuzz && cargo fmt -- --check)
 
 step "clippy"
 cargo clippy --workspace --all-targets -- -D warnings

@@ -1,1 +1,737 @@
-//! Placeholder: filled in by its issue.
+//! The versioned credit wire schema (RFC 2849): little-endian, explicit
+//! lengths, bounded resource lists, no allocation.
+//!
+//! The byte layout is documented in `docs/wire.md`. Every message is an
+//! 8-byte header followed by a body whose length the header states exactly:
+//!
+//! ```text
+//! u16 schema_version | u8 msg_type | u8 flags (0) | u32 body_len | body ...
+//! ```
+//!
+//! [`decode`] runs **every** check on the raw bytes — version, message type,
+//! truncation, trailing bytes, reserved-zero fields, flag bits, list counts
+//! (at most [`MAX_RESOURCES_PER_MSG`]), duplicate resources, unknown
+//! resources marked required — *before* it builds any value. Decoding never
+//! panics and never allocates (lists are `heapless::Vec`s). The encoding is
+//! canonical: anything [`decode`] accepts, [`encode`] writes back byte for
+//! byte (unknown *optional* resources are preserved for that reason and
+//! ignored when converting to runtime types).
+//!
+//! ```
+//! use railyard_core::wire::{decode, encode, CreditUpdateV1, Message, WireAmount};
+//! let mut m = CreditUpdateV1 { receiver_session: 9, epoch: 1, sequence: 4, ..Default::default() };
+//! m.grants.push(WireAmount { resource: 1, required: true, value: 1 << 20 }).unwrap();
+//! let msg = Message::CreditUpdate(m);
+//! let mut buf = [0u8; 256];
+//! let n = encode(&msg, &mut buf).unwrap();
+//! assert_eq!(decode(&buf[..n]), Ok(msg));
+//! assert!(decode(&buf[..n - 1]).is_err()); // truncated
+//! ```
+use core::fmt;
+
+use crate::credit::{CreditUpdate, CreditUsage, Resource, SessionId, Totals};
+
+/// The schema version this codec speaks.
+pub const SCHEMA_V1: u16 = 1;
+/// Maximum entries in one resource list.
+pub const MAX_RESOURCES_PER_MSG: usize = 8;
+/// Header size in bytes.
+pub const HEADER_LEN: usize = 8;
+/// Size of one encoded resource amount.
+pub const AMOUNT_LEN: usize = 12;
+/// Largest encoded message (a usage report with four full lists).
+pub const MAX_MESSAGE_LEN: usize =
+    HEADER_LEN + USAGE_FIXED + 4 * MAX_RESOURCES_PER_MSG * AMOUNT_LEN;
+
+const UPDATE_FIXED: usize = 44;
+const USAGE_FIXED: usize = 40;
+const OFFER_FIXED: usize = 12;
+const ANSWER_FIXED: usize = 32;
+/// Amount flag: the receiver of the message must understand this resource.
+pub const AMOUNT_REQUIRED: u16 = 1;
+
+/// Message type codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MsgType {
+    /// [`CreditUpdateV1`].
+    CreditUpdate = 1,
+    /// [`CreditUsageV1`].
+    CreditUsage = 2,
+    /// [`CapabilityOfferV1`].
+    CapabilityOffer = 3,
+    /// [`CapabilityAnswerV1`].
+    CapabilityAnswer = 4,
+}
+
+/// One resource amount on the wire. `resource` is a raw code so unknown
+/// optional resources survive a round trip.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireAmount {
+    /// Resource code ([`Resource::code`] for known ones).
+    pub resource: u16,
+    /// Whether the peer must understand the resource.
+    pub required: bool,
+    /// Cumulative total, window or demand.
+    pub value: u64,
+}
+
+/// A bounded resource list.
+pub type Amounts = heapless::Vec<WireAmount, MAX_RESOURCES_PER_MSG>;
+
+/// `ReceiverCreditUpdateV1`: cumulative grant totals for one class.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CreditUpdateV1 {
+    /// QoS class.
+    pub qos_class: u32,
+    /// Freshness hint, ms after local receipt; 0 = none.
+    pub freshness_ttl_ms: u32,
+    /// Receiver session.
+    pub receiver_session: u128,
+    /// Epoch.
+    pub epoch: u64,
+    /// Sequence.
+    pub sequence: u64,
+    /// Cumulative grants.
+    pub grants: Amounts,
+}
+
+/// `SenderCreditUsageV1`: cumulative usage for one class, plus demand.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CreditUsageV1 {
+    /// Receiver session.
+    pub receiver_session: u128,
+    /// Epoch.
+    pub epoch: u64,
+    /// Sender's report sequence.
+    pub sequence: u64,
+    /// QoS class.
+    pub qos_class: u32,
+    /// Cumulative committed totals.
+    pub consumed: Amounts,
+    /// Cumulative completion-released totals.
+    pub released: Amounts,
+    /// Cumulative explicitly returned unused credit.
+    pub returned: Amounts,
+    /// Credit-stalled demand.
+    pub pending_demand: Amounts,
+}
+
+/// Sender → receiver at bootstrap: supported versions, mode, windows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CapabilityOfferV1 {
+    /// Lowest schema version supported.
+    pub min_version: u16,
+    /// Highest schema version supported.
+    pub max_version: u16,
+    /// The sender runs in required mode.
+    pub required: bool,
+    /// QoS classes the sender wants.
+    pub max_classes: u32,
+    /// The sender's per-entry tracking window per resource.
+    pub windows: Amounts,
+}
+
+/// Negotiation result codes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub enum NegotiationResult {
+    /// Credit active at `version`.
+    #[default]
+    Accepted = 0,
+    /// No common version / capability: legacy or fail per mode.
+    Unsupported = 1,
+    /// Refused by receiver policy.
+    Rejected = 2,
+}
+
+/// Receiver → sender: the negotiated version and session binding.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CapabilityAnswerV1 {
+    /// Chosen version (0 unless accepted).
+    pub version: u16,
+    /// Result.
+    pub result: NegotiationResult,
+    /// QoS classes authorized for this sender.
+    pub classes: u32,
+    /// Receiver session.
+    pub receiver_session: u128,
+    /// First epoch.
+    pub epoch: u64,
+    /// Receiver per-entry caps per resource.
+    pub caps: Amounts,
+}
+
+/// A decoded message. Unboxed on purpose: decoding never allocates.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Receiver credit update.
+    CreditUpdate(CreditUpdateV1),
+    /// Sender usage report.
+    CreditUsage(CreditUsageV1),
+    /// Capability offer.
+    CapabilityOffer(CapabilityOfferV1),
+    /// Capability answer.
+    CapabilityAnswer(CapabilityAnswerV1),
+}
+
+/// Why bytes were rejected. No runtime value was built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Fewer bytes than the header or body requires.
+    Truncated {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes present.
+        have: usize,
+    },
+    /// Bytes after the stated body.
+    TrailingBytes(usize),
+    /// Schema version not spoken here.
+    UnknownVersion(u16),
+    /// Unknown message type.
+    UnknownMessageType(u8),
+    /// Unknown header or amount flag bits.
+    UnknownFlags,
+    /// A reserved field is not zero.
+    NonzeroReserved,
+    /// A list longer than [`MAX_RESOURCES_PER_MSG`].
+    TooManyResources(u8),
+    /// The same resource twice in one list.
+    DuplicateResource(u16),
+    /// A resource this codec does not know, marked required.
+    UnknownRequiredResource(u16),
+    /// An enum field with an undefined value.
+    BadEnum(u8),
+    /// The header's body length disagrees with the body's own counts.
+    LengthMismatch {
+        /// From the header.
+        stated: usize,
+        /// From the body's counts.
+        computed: usize,
+    },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Truncated { need, have } => {
+                write!(f, "truncated: need {need} bytes, have {have}")
+            }
+            DecodeError::TrailingBytes(n) => write!(f, "{n} trailing bytes"),
+            DecodeError::UnknownVersion(v) => write!(f, "unknown schema version {v}"),
+            DecodeError::UnknownMessageType(t) => write!(f, "unknown message type {t}"),
+            DecodeError::UnknownFlags => f.write_str("unknown flag bits"),
+            DecodeError::NonzeroReserved => f.write_str("reserved field is not zero"),
+            DecodeError::TooManyResources(n) => write!(
+                f,
+                "{n} resources exceed the maximum of {MAX_RESOURCES_PER_MSG}"
+            ),
+            DecodeError::DuplicateResource(r) => write!(f, "resource {r} listed twice"),
+            DecodeError::UnknownRequiredResource(r) => write!(f, "unknown required resource {r}"),
+            DecodeError::BadEnum(v) => write!(f, "undefined enum value {v}"),
+            DecodeError::LengthMismatch { stated, computed } => {
+                write!(
+                    f,
+                    "body length {stated} disagrees with contents ({computed})"
+                )
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for DecodeError {}
+
+/// Why a message could not be encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EncodeError {
+    /// The output buffer is too small.
+    BufferTooSmall {
+        /// Bytes needed.
+        need: usize,
+    },
+    /// The message would not decode (duplicate or unknown-required
+    /// resource); the codec never emits what it would reject.
+    Invalid(DecodeError),
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::BufferTooSmall { need } => {
+                write!(f, "output buffer too small: need {need} bytes")
+            }
+            EncodeError::Invalid(e) => write!(f, "message would not decode: {e}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for EncodeError {}
+
+// --- reading -----------------------------------------------------------------
+
+#[inline]
+fn rd_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+#[inline]
+fn rd_u32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+#[inline]
+fn rd_u64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(a)
+}
+#[inline]
+fn rd_u128(b: &[u8], at: usize) -> u128 {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&b[at..at + 16]);
+    u128::from_le_bytes(a)
+}
+
+fn check_count(n: u8) -> Result<usize, DecodeError> {
+    if n as usize > MAX_RESOURCES_PER_MSG {
+        Err(DecodeError::TooManyResources(n))
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Validates a list of `n` amounts at `body[at..]` (already length-checked).
+fn check_amounts(body: &[u8], at: usize, n: usize) -> Result<(), DecodeError> {
+    for i in 0..n {
+        let p = at + i * AMOUNT_LEN;
+        let code = rd_u16(body, p);
+        let flags = rd_u16(body, p + 2);
+        if flags & !AMOUNT_REQUIRED != 0 {
+            return Err(DecodeError::UnknownFlags);
+        }
+        if flags & AMOUNT_REQUIRED != 0 && Resource::from_code(code).is_none() {
+            return Err(DecodeError::UnknownRequiredResource(code));
+        }
+        for j in 0..i {
+            if rd_u16(body, at + j * AMOUNT_LEN) == code {
+                return Err(DecodeError::DuplicateResource(code));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds a list already validated by [`check_amounts`].
+fn build_amounts(body: &[u8], at: usize, n: usize) -> Amounts {
+    let mut v = Amounts::new();
+    for i in 0..n {
+        let p = at + i * AMOUNT_LEN;
+        // Cannot fail: n <= MAX_RESOURCES_PER_MSG was checked.
+        let _ = v.push(WireAmount {
+            resource: rd_u16(body, p),
+            required: rd_u16(body, p + 2) & AMOUNT_REQUIRED != 0,
+            value: rd_u64(body, p + 4),
+        });
+    }
+    v
+}
+
+fn need(body: &[u8], len: usize) -> Result<(), DecodeError> {
+    if body.len() < len {
+        Err(DecodeError::Truncated {
+            need: HEADER_LEN + len,
+            have: HEADER_LEN + body.len(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn exact(body: &[u8], computed: usize) -> Result<(), DecodeError> {
+    need(body, computed)?;
+    if body.len() > computed {
+        return Err(DecodeError::LengthMismatch {
+            stated: body.len(),
+            computed,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes one message from exactly `buf`. All checks run before any value
+/// is built; never panics, never allocates.
+pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
+    if buf.len() < HEADER_LEN {
+        return Err(DecodeError::Truncated {
+            need: HEADER_LEN,
+            have: buf.len(),
+        });
+    }
+    let version = rd_u16(buf, 0);
+    if version != SCHEMA_V1 {
+        return Err(DecodeError::UnknownVersion(version));
+    }
+    let ty = buf[2];
+    if buf[3] != 0 {
+        return Err(DecodeError::UnknownFlags);
+    }
+    let body_len = rd_u32(buf, 4) as usize;
+    let have = buf.len() - HEADER_LEN;
+    if have < body_len {
+        return Err(DecodeError::Truncated {
+            need: HEADER_LEN.saturating_add(body_len),
+            have: buf.len(),
+        });
+    }
+    if have > body_len {
+        return Err(DecodeError::TrailingBytes(have - body_len));
+    }
+    let body = &buf[HEADER_LEN..];
+    match ty {
+        1 => {
+            need(body, UPDATE_FIXED)?;
+            if body[41..44] != [0, 0, 0] {
+                return Err(DecodeError::NonzeroReserved);
+            }
+            let n = check_count(body[40])?;
+            exact(body, UPDATE_FIXED + n * AMOUNT_LEN)?;
+            check_amounts(body, UPDATE_FIXED, n)?;
+            Ok(Message::CreditUpdate(CreditUpdateV1 {
+                qos_class: rd_u32(body, 0),
+                freshness_ttl_ms: rd_u32(body, 4),
+                receiver_session: rd_u128(body, 8),
+                epoch: rd_u64(body, 24),
+                sequence: rd_u64(body, 32),
+                grants: build_amounts(body, UPDATE_FIXED, n),
+            }))
+        }
+        2 => {
+            need(body, USAGE_FIXED)?;
+            let mut counts = [0usize; 4];
+            for (i, c) in counts.iter_mut().enumerate() {
+                *c = check_count(body[36 + i])?;
+            }
+            let total: usize = counts.iter().sum();
+            exact(body, USAGE_FIXED + total * AMOUNT_LEN)?;
+            let mut at = USAGE_FIXED;
+            for &c in &counts {
+                check_amounts(body, at, c)?;
+                at += c * AMOUNT_LEN;
+            }
+            let mut lists: [Amounts; 4] = Default::default();
+            let mut at = USAGE_FIXED;
+            for (l, &c) in lists.iter_mut().zip(&counts) {
+                *l = build_amounts(body, at, c);
+                at += c * AMOUNT_LEN;
+            }
+            let [consumed, released, returned, pending_demand] = lists;
+            Ok(Message::CreditUsage(CreditUsageV1 {
+                receiver_session: rd_u128(body, 0),
+                epoch: rd_u64(body, 16),
+                sequence: rd_u64(body, 24),
+                qos_class: rd_u32(body, 32),
+                consumed,
+                released,
+                returned,
+                pending_demand,
+            }))
+        }
+        3 => {
+            need(body, OFFER_FIXED)?;
+            if body[4] > 1 {
+                return Err(DecodeError::BadEnum(body[4]));
+            }
+            if rd_u16(body, 6) != 0 {
+                return Err(DecodeError::NonzeroReserved);
+            }
+            let n = check_count(body[5])?;
+            exact(body, OFFER_FIXED + n * AMOUNT_LEN)?;
+            check_amounts(body, OFFER_FIXED, n)?;
+            Ok(Message::CapabilityOffer(CapabilityOfferV1 {
+                min_version: rd_u16(body, 0),
+                max_version: rd_u16(body, 2),
+                required: body[4] == 1,
+                max_classes: rd_u32(body, 8),
+                windows: build_amounts(body, OFFER_FIXED, n),
+            }))
+        }
+        4 => {
+            need(body, ANSWER_FIXED)?;
+            let result = match body[2] {
+                0 => NegotiationResult::Accepted,
+                1 => NegotiationResult::Unsupported,
+                2 => NegotiationResult::Rejected,
+                v => return Err(DecodeError::BadEnum(v)),
+            };
+            let n = check_count(body[3])?;
+            exact(body, ANSWER_FIXED + n * AMOUNT_LEN)?;
+            check_amounts(body, ANSWER_FIXED, n)?;
+            Ok(Message::CapabilityAnswer(CapabilityAnswerV1 {
+                version: rd_u16(body, 0),
+                result,
+                classes: rd_u32(body, 4),
+                receiver_session: rd_u128(body, 8),
+                epoch: rd_u64(body, 24),
+                caps: build_amounts(body, ANSWER_FIXED, n),
+            }))
+        }
+        t => Err(DecodeError::UnknownMessageType(t)),
+    }
+}
+
+// --- writing -----------------------------------------------------------------
+
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, b: &[u8]) {
+        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
+        self.at += b.len();
+    }
+    fn amounts(&mut self, a: &Amounts) {
+        for x in a {
+            self.put(&x.resource.to_le_bytes());
+            self.put(&(if x.required { AMOUNT_REQUIRED } else { 0 }).to_le_bytes());
+            self.put(&x.value.to_le_bytes());
+        }
+    }
+}
+
+fn validate_list(a: &Amounts) -> Result<(), DecodeError> {
+    for (i, x) in a.iter().enumerate() {
+        if x.required && Resource::from_code(x.resource).is_none() {
+            return Err(DecodeError::UnknownRequiredResource(x.resource));
+        }
+        if a[..i].iter().any(|y| y.resource == x.resource) {
+            return Err(DecodeError::DuplicateResource(x.resource));
+        }
+    }
+    Ok(())
+}
+
+/// The encoded size of `msg`.
+pub fn encoded_len(msg: &Message) -> usize {
+    HEADER_LEN
+        + match msg {
+            Message::CreditUpdate(m) => UPDATE_FIXED + m.grants.len() * AMOUNT_LEN,
+            Message::CreditUsage(m) => {
+                USAGE_FIXED
+                    + (m.consumed.len()
+                        + m.released.len()
+                        + m.returned.len()
+                        + m.pending_demand.len())
+                        * AMOUNT_LEN
+            }
+            Message::CapabilityOffer(m) => OFFER_FIXED + m.windows.len() * AMOUNT_LEN,
+            Message::CapabilityAnswer(m) => ANSWER_FIXED + m.caps.len() * AMOUNT_LEN,
+        }
+}
+
+/// Encodes `msg` into `out`; returns the bytes written. Never allocates.
+pub fn encode(msg: &Message, out: &mut [u8]) -> Result<usize, EncodeError> {
+    let len = encoded_len(msg);
+    match msg {
+        Message::CreditUpdate(m) => validate_list(&m.grants),
+        Message::CreditUsage(m) => validate_list(&m.consumed)
+            .and(validate_list(&m.released))
+            .and(validate_list(&m.returned))
+            .and(validate_list(&m.pending_demand)),
+        Message::CapabilityOffer(m) => validate_list(&m.windows),
+        Message::CapabilityAnswer(m) => validate_list(&m.caps),
+    }
+    .map_err(EncodeError::Invalid)?;
+    if out.len() < len {
+        return Err(EncodeError::BufferTooSmall { need: len });
+    }
+    let mut w = Writer { buf: out, at: 0 };
+    let ty = match msg {
+        Message::CreditUpdate(_) => MsgType::CreditUpdate,
+        Message::CreditUsage(_) => MsgType::CreditUsage,
+        Message::CapabilityOffer(_) => MsgType::CapabilityOffer,
+        Message::CapabilityAnswer(_) => MsgType::CapabilityAnswer,
+    };
+    w.put(&SCHEMA_V1.to_le_bytes());
+    w.put(&[ty as u8, 0]);
+    w.put(&((len - HEADER_LEN) as u32).to_le_bytes());
+    match msg {
+        Message::CreditUpdate(m) => {
+            w.put(&m.qos_class.to_le_bytes());
+            w.put(&m.freshness_ttl_ms.to_le_bytes());
+            w.put(&m.receiver_session.to_le_bytes());
+            w.put(&m.epoch.to_le_bytes());
+            w.put(&m.sequence.to_le_bytes());
+            w.put(&[m.grants.len() as u8, 0, 0, 0]);
+            w.amounts(&m.grants);
+        }
+        Message::CreditUsage(m) => {
+            w.put(&m.receiver_session.to_le_bytes());
+            w.put(&m.epoch.to_le_bytes());
+            w.put(&m.sequence.to_le_bytes());
+            w.put(&m.qos_class.to_le_bytes());
+            w.put(&[
+                m.consumed.len() as u8,
+                m.released.len() as u8,
+                m.returned.len() as u8,
+                m.pending_demand.len() as u8,
+            ]);
+            w.amounts(&m.consumed);
+            w.amounts(&m.released);
+            w.amounts(&m.returned);
+            w.amounts(&m.pending_demand);
+        }
+        Message::CapabilityOffer(m) => {
+            w.put(&m.min_version.to_le_bytes());
+            w.put(&m.max_version.to_le_bytes());
+            w.put(&[m.required as u8, m.windows.len() as u8, 0, 0]);
+            w.put(&m.max_classes.to_le_bytes());
+            w.amounts(&m.windows);
+        }
+        Message::CapabilityAnswer(m) => {
+            w.put(&m.version.to_le_bytes());
+            w.put(&[m.result as u8, m.caps.len() as u8]);
+            w.put(&m.classes.to_le_bytes());
+            w.put(&m.receiver_session.to_le_bytes());
+            w.put(&m.epoch.to_le_bytes());
+            w.amounts(&m.caps);
+        }
+    }
+    debug_assert_eq!(w.at, len);
+    Ok(len)
+}
+
+// --- runtime conversion -------------------------------------------------------
+
+/// Known resources of a validated list as runtime totals (unknown optional
+/// resources are ignored).
+pub fn to_totals(a: &Amounts) -> Totals {
+    let mut t = Totals::default();
+    for x in a {
+        if let Some(r) = Resource::from_code(x.resource) {
+            t = t.with(r, x.value);
+        }
+    }
+    t
+}
+
+/// Runtime totals as a wire list (every present resource, marked required).
+pub fn from_totals(t: &Totals) -> Amounts {
+    let mut a = Amounts::new();
+    for r in t.present.iter() {
+        // Cannot fail: at most 4 known resources.
+        let _ = a.push(WireAmount {
+            resource: r.code(),
+            required: true,
+            value: t.values[r.index()],
+        });
+    }
+    a
+}
+
+impl CreditUpdateV1 {
+    /// The runtime update.
+    pub fn to_update(&self) -> CreditUpdate {
+        CreditUpdate {
+            receiver_session: SessionId(self.receiver_session),
+            epoch: self.epoch,
+            sequence: self.sequence,
+            qos_class: self.qos_class,
+            freshness_ttl_ms: self.freshness_ttl_ms,
+            grants: to_totals(&self.grants),
+        }
+    }
+
+    /// The wire form of a runtime update.
+    pub fn from_update(u: &CreditUpdate) -> CreditUpdateV1 {
+        CreditUpdateV1 {
+            qos_class: u.qos_class,
+            freshness_ttl_ms: u.freshness_ttl_ms,
+            receiver_session: u.receiver_session.0,
+            epoch: u.epoch,
+            sequence: u.sequence,
+            grants: from_totals(&u.grants),
+        }
+    }
+}
+
+impl CreditUsageV1 {
+    /// The runtime usage report.
+    pub fn to_usage(&self) -> CreditUsage {
+        CreditUsage {
+            receiver_session: SessionId(self.receiver_session),
+            epoch: self.epoch,
+            sequence: self.sequence,
+            qos_class: self.qos_class,
+            consumed: to_totals(&self.consumed),
+            released: to_totals(&self.released),
+            returned: to_totals(&self.returned),
+            pending_demand: to_totals(&self.pending_demand),
+        }
+    }
+
+    /// The wire form of a runtime usage report.
+    pub fn from_usage(u: &CreditUsage) -> CreditUsageV1 {
+        CreditUsageV1 {
+            receiver_session: u.receiver_session.0,
+            epoch: u.epoch,
+            sequence: u.sequence,
+            qos_class: u.qos_class,
+            consumed: from_totals(&u.consumed),
+            released: from_totals(&u.released),
+            returned: from_totals(&u.returned),
+            pending_demand: from_totals(&u.pending_demand),
+        }
+    }
+}
+
+/// Picks the highest schema version both sides support, if any.
+///
+/// ```
+/// use railyard_core::wire::negotiate_version;
+/// assert_eq!(negotiate_version((1, 3), (1, 1)), Some(1));
+/// assert_eq!(negotiate_version((2, 3), (1, 1)), None);
+/// ```
+pub fn negotiate_version(theirs: (u16, u16), ours: (u16, u16)) -> Option<u16> {
+    let lo = theirs.0.max(ours.0);
+    let hi = theirs.1.min(ours.1);
+    if lo <= hi && hi != 0 {
+        Some(hi)
+    } else {
+        None
+    }
+}
+
+impl CapabilityOfferV1 {
+    /// The receiver's answer to this offer, given the versions it speaks
+    /// and the classes it authorizes (identity and class come from policy,
+    /// never from the sender's claims).
+    pub fn answer(
+        &self,
+        ours: (u16, u16),
+        session: u128,
+        epoch: u64,
+        authorized_classes: u32,
+        caps: Amounts,
+    ) -> CapabilityAnswerV1 {
+        match negotiate_version((self.min_version, self.max_version), ours) {
+            Some(v) => CapabilityAnswerV1 {
+                version: v,
+                result: NegotiationResult::Accepted,
+                classes: authorized_classes.min(self.max_classes),
+                receiver_session: session,
+                epoch,
+                caps,
+            },
+            None => CapabilityAnswerV1 {
+                result: NegotiationResult::Unsupported,
+                ..Default::default()
+            },
+        }
+    }
+}

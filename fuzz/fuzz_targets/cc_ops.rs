@@ -33,8 +33,14 @@ struct Input {
 }
 
 fn effect(e: u8) -> Effect {
-    [Effect::None, Effect::Success, Effect::ReceiverPressure, Effect::HardError, Effect::Timeout, Effect::Quarantine]
-        [usize::from(e) % 6]
+    [
+        Effect::None,
+        Effect::Success,
+        Effect::ReceiverPressure,
+        Effect::HardError,
+        Effect::Timeout,
+        Effect::Quarantine,
+    ][usize::from(e) % 6]
 }
 
 fuzz_target!(|input: Input| {
@@ -63,7 +69,10 @@ fuzz_target!(|input: Input| {
                 let route = u32::from(route) % 3;
                 let device = ROUTE_DEVICES[route as usize];
                 let bytes = u32::from(bytes) + 1;
-                let (dw, rw) = (c.device_snapshot(device).unwrap().window, c.route_snapshot(route).unwrap().window);
+                let (dw, rw) = (
+                    c.device_snapshot(device).unwrap().window,
+                    c.route_snapshot(route).unwrap().window,
+                );
                 match c.try_acquire(device, route, bytes, now).unwrap() {
                     Admission::Admit(p) => {
                         if mode == Mode::Enforce {
@@ -106,17 +115,31 @@ fuzz_target!(|input: Input| {
                 if !records.is_empty() {
                     let mut r = records.swap_remove(usize::from(idx) % records.len());
                     c.release_record(&mut r, effect(e)).unwrap();
-                    assert!(c.release_record(&mut r, effect(e)).is_err(), "released twice");
+                    assert!(
+                        c.release_record(&mut r, effect(e)).is_err(),
+                        "released twice"
+                    );
                 }
             }
-            Op::Feedback { route, effect: e, stale } => {
+            Op::Feedback {
+                route,
+                effect: e,
+                stale,
+            } => {
                 let route = u32::from(route) % 3;
-                let g = c.route_generation(route).unwrap().wrapping_sub(u32::from(stale));
+                let g = c
+                    .route_generation(route)
+                    .unwrap()
+                    .wrapping_sub(u32::from(stale));
                 c.route_feedback(route, g, effect(e)).unwrap();
             }
             Op::Epoch { dt_us, stalled } => {
                 now += u64::from(dt_us) * 1_000;
-                let poller = if stalled { PollerStatus::Stalled } else { PollerStatus::Progressing };
+                let poller = if stalled {
+                    PollerStatus::Stalled
+                } else {
+                    PollerStatus::Progressing
+                };
                 m.on_epoch(&c, now, poller);
             }
             Op::Advance { route } => {
@@ -127,13 +150,29 @@ fuzz_target!(|input: Input| {
         // Shadow accounting: in-flight bytes are exactly what is held.
         if mode != Mode::Off {
             for route in 0..3u32 {
-                let want: u64 = held.iter().filter(|p| p.route() == route).map(|p| u64::from(p.bytes())).sum::<u64>()
-                    + records.iter().filter(|r| r.route == route).map(|r| u64::from(r.bytes)).sum::<u64>();
+                let want: u64 = held
+                    .iter()
+                    .filter(|p| p.route() == route)
+                    .map(|p| u64::from(p.bytes()))
+                    .sum::<u64>()
+                    + records
+                        .iter()
+                        .filter(|r| r.route == route)
+                        .map(|r| u64::from(r.bytes))
+                        .sum::<u64>();
                 assert_eq!(c.route_snapshot(route).unwrap().in_flight, want);
             }
             for device in 0..2u16 {
-                let want: u64 = held.iter().filter(|p| p.device() == device).map(|p| u64::from(p.bytes())).sum::<u64>()
-                    + records.iter().filter(|r| r.device == device).map(|r| u64::from(r.bytes)).sum::<u64>();
+                let want: u64 = held
+                    .iter()
+                    .filter(|p| p.device() == device)
+                    .map(|p| u64::from(p.bytes()))
+                    .sum::<u64>()
+                    + records
+                        .iter()
+                        .filter(|r| r.device == device)
+                        .map(|r| u64::from(r.bytes))
+                        .sum::<u64>();
                 assert_eq!(c.device_snapshot(device).unwrap().in_flight, want);
             }
         }

@@ -3,7 +3,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use railyard_core::classify::{
-    classify_event, classify_signal, classify_wc, event, wc, Effect, FailureClass, FailureScope, Signal,
+    classify_event, classify_signal, classify_wc, event, wc, Effect, FailureClass, FailureScope,
+    Signal,
 };
 
 fuzz_target!(|input: (u32, u32, u32, u8)| {
@@ -12,12 +13,23 @@ fuzz_target!(|input: (u32, u32, u32, u8)| {
     assert_eq!((c.status, c.vendor_err), (status, vendor_err));
     assert_eq!(c.known, status <= wc::MAX_KNOWN);
     if !c.known {
-        assert_eq!((c.class, c.scope, c.effect), (FailureClass::Fatal, FailureScope::Qp, Effect::HardError));
+        assert_eq!(
+            (c.class, c.scope, c.effect),
+            (FailureClass::Fatal, FailureScope::Qp, Effect::HardError)
+        );
     }
     // vendor_err is evidence only.
     let z = classify_wc(status, 0);
-    assert_eq!((z.class, z.scope, z.handling, z.effect), (c.class, c.scope, c.handling, c.effect));
-    if matches!(c.class, FailureClass::LocalConfiguration | FailureClass::RemoteMetadata | FailureClass::DerivedFlush) {
+    assert_eq!(
+        (z.class, z.scope, z.handling, z.effect),
+        (c.class, c.scope, c.handling, c.effect)
+    );
+    if matches!(
+        c.class,
+        FailureClass::LocalConfiguration
+            | FailureClass::RemoteMetadata
+            | FailureClass::DerivedFlush
+    ) {
         assert!(!c.counts_hard_error());
     }
     let e = classify_event(ev);

@@ -43,15 +43,7 @@ fn outcome(b: u8) -> WcOutcome {
 }
 
 fn reason(b: u8) -> RetireReason {
-    [
-        RetireReason::CqError,
-        RetireReason::QpFatal,
-        RetireReason::ContextFatal,
-        RetireReason::GidChange,
-        RetireReason::PassiveHandshakeStale,
-        RetireReason::StoreEviction,
-        RetireReason::Shutdown,
-    ][b as usize % 7]
+    RetireReason::ALL[b as usize % RetireReason::ALL.len()]
 }
 
 fuzz_target!(|ops: Vec<Op>| {
@@ -112,7 +104,10 @@ fuzz_target!(|ops: Vec<Op>| {
                 let (wr, rec) = live.swap_remove(pick as usize % live.len());
                 let before = slices.status(rec.slice.index).unwrap();
                 let d = owner.complete(wr, outcome(o)).expect("live wr completes");
-                assert_eq!(d.record, rec, "completion returned another attempt's record");
+                assert_eq!(
+                    d.record, rec,
+                    "completion returned another attempt's record"
+                );
                 dead.push(wr);
                 match d.slice {
                     SliceEffect::Settled(s) => {
@@ -165,7 +160,9 @@ fuzz_target!(|ops: Vec<Op>| {
                 if res.is_ok() {
                     let now_st = slices.status(idx).unwrap();
                     if now_st.state == SliceState::Failed {
-                        assert!(terminal.insert((idx, st.attempt), SliceState::Failed).is_none());
+                        assert!(terminal
+                            .insert((idx, st.attempt), SliceState::Failed)
+                            .is_none());
                     }
                 }
             }
@@ -176,10 +173,17 @@ fuzz_target!(|ops: Vec<Op>| {
                     index: idx,
                     attempt: st.attempt,
                 };
-                let out = [Outcome::Success, Outcome::Failure, Outcome::Canceled, Outcome::TimedOut]
-                    [o as usize % 4];
+                let out = [
+                    Outcome::Success,
+                    Outcome::Failure,
+                    Outcome::Canceled,
+                    Outcome::TimedOut,
+                ][o as usize % 4];
                 if let Ok(s) = slices.settle(r, out) {
-                    assert!(terminal.insert((idx, st.attempt), s).is_none(), "two terminal states");
+                    assert!(
+                        terminal.insert((idx, st.attempt), s).is_none(),
+                        "two terminal states"
+                    );
                 }
             }
             Op::Retire { ep, reason: r } => {
@@ -195,10 +199,16 @@ fuzz_target!(|ops: Vec<Op>| {
                 let g = local.pin();
                 eps.poll_reclaim(now, &g, |e| match e {
                     ReclaimEvent::Reclaimed { handle, .. } => {
-                        assert!(!live.iter().any(|(_, r)| r.endpoint == handle), "reclaimed with work posted");
+                        assert!(
+                            !live.iter().any(|(_, r)| r.endpoint == handle),
+                            "reclaimed with work posted"
+                        );
                         handles.retain(|h| *h != handle);
                     }
-                    ReclaimEvent::Abandoned { handle, outstanding } => {
+                    ReclaimEvent::Abandoned {
+                        handle,
+                        outstanding,
+                    } => {
                         let n = live.iter().filter(|(_, r)| r.endpoint == handle).count();
                         assert_eq!(n as u32, outstanding);
                         handles.retain(|h| *h != handle);
@@ -215,7 +225,11 @@ fuzz_target!(|ops: Vec<Op>| {
             .iter()
             .filter(|(_, r)| !abandoned.contains(&r.endpoint))
             .count() as u64;
-        assert_eq!(eps.outstanding_total(), counted, "endpoint outstanding diverged");
+        assert_eq!(
+            eps.outstanding_total(),
+            counted,
+            "endpoint outstanding diverged"
+        );
         assert_eq!(eps.qp_depth_total(), counted, "QP depth diverged");
         for &wr in dead.iter().rev().take(4) {
             assert!(!tokens.is_live(wr) || live.iter().any(|(w, _)| *w == wr));
@@ -223,7 +237,10 @@ fuzz_target!(|ops: Vec<Op>| {
     }
     // Drain: everything completes, nothing leaks.
     for (wr, rec) in live.drain(..) {
-        assert_eq!(owner.complete(wr, WcOutcome::Fatal).map(|d| d.record), Ok(rec));
+        assert_eq!(
+            owner.complete(wr, WcOutcome::Fatal).map(|d| d.record),
+            Ok(rec)
+        );
     }
     assert_eq!(tokens.in_use(), 0);
     assert_eq!(eps.outstanding_total(), 0);

@@ -90,6 +90,17 @@ pub enum RetireReason {
 }
 
 impl RetireReason {
+    /// Every reason, in discriminant order.
+    pub const ALL: [RetireReason; 7] = [
+        RetireReason::CqError,
+        RetireReason::QpFatal,
+        RetireReason::ContextFatal,
+        RetireReason::GidChange,
+        RetireReason::PassiveHandshakeStale,
+        RetireReason::StoreEviction,
+        RetireReason::Shutdown,
+    ];
+
     fn from_u8(v: u8) -> Option<RetireReason> {
         Some(match v {
             1 => RetireReason::CqError,
@@ -396,15 +407,7 @@ mod tests {
 
     #[test]
     fn reasons_round_trip() {
-        for r in [
-            RetireReason::CqError,
-            RetireReason::QpFatal,
-            RetireReason::ContextFatal,
-            RetireReason::GidChange,
-            RetireReason::PassiveHandshakeStale,
-            RetireReason::StoreEviction,
-            RetireReason::Shutdown,
-        ] {
+        for r in RetireReason::ALL {
             assert_eq!(RetireReason::from_u8(r as u8), Some(r));
         }
         assert_eq!(RetireReason::from_u8(0), None);

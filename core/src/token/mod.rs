@@ -53,7 +53,7 @@
 //! the same run: a free list on crossbeam's `ArrayQueue`, and a
 //! `Mutex<Vec<u32>>` free list.
 //!
-//! | round trip | railyard | ArrayQueue | Mutex<Vec> |
+//! | round trip | railyard | `ArrayQueue` | `Mutex<Vec>` |
 //! |---|---|---|---|
 //! | 1 thread (criterion) | 30.0 ns (0.75×) | 39.8 ns | 95.3 ns |
 //! | 2 threads, one pool | 52.7 ns (0.98×) | 53.7 ns | 94.2 ns |

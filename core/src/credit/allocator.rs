@@ -1,0 +1,522 @@
+//! The receiver's global capacity allocator.
+//!
+//! Per-`(sender peer, class)` grants are *carved* from one global capacity
+//! per resource, so for every resource, at all times:
+//!
+//! ```text
+//! free + Σ outstanding(peer, class) + Σ fencing(peer) == capacity
+//! outstanding = granted_total - reclaimed_total      (never negative)
+//! ```
+//!
+//! Capacity comes back only through
+//! * consumption reports: receiver-local consumption
+//!   ([`ReceiverAllocator::consumed`], for [`ReturnPath::ReceiverConsumption`]
+//!   resources) or sender completions reported in usage
+//!   ([`ReceiverAllocator::on_usage`], for [`ReturnPath::SenderCompletion`]
+//!   resources);
+//! * explicit returns of unused credit (the `returned` totals of a usage
+//!   report);
+//! * fencing: a new epoch or a disconnect moves a peer's outstanding grants
+//!   into its *fencing* bucket, which becomes free only when the caller
+//!   confirms with [`ReceiverAllocator::fence_complete`] that the old
+//!   session's QPs and in-flight work are drained or failed.
+//!
+//! The allocator is control-path state with one owner (`&mut self`); it is
+//! not shared between threads. All storage is allocated at construction.
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::{Charge, CreditUpdate, CreditUsage, KeyError, Resource, SessionId, Totals, RESOURCES};
+
+/// Which report returns a resource's capacity to the free pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnPath {
+    /// The sender's completion (reported as `released` in usage), e.g.
+    /// in-flight DATA_BYTES and REQUEST_SLOTS.
+    SenderCompletion,
+    /// The receiver's own consumer, e.g. CONSUMER_SLOTS, STAGING_SLOTS.
+    ReceiverConsumption,
+}
+
+/// Receiver allocator configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocatorConfig {
+    /// This receiver's session id (a new incarnation must use a new one).
+    pub session: SessionId,
+    /// Sender peers.
+    pub max_peers: u32,
+    /// QoS classes per peer.
+    pub max_classes: u32,
+    /// Global capacity per resource; 0 = not modeled.
+    pub capacity: [u64; RESOURCES],
+    /// Per-entry outstanding cap per resource (the sender's negotiated
+    /// tracking window); 0 = no cap beyond capacity.
+    pub entry_cap: [u64; RESOURCES],
+    /// How each resource's capacity returns.
+    pub return_path: [ReturnPath; RESOURCES],
+}
+
+impl AllocatorConfig {
+    /// A configuration with default return paths and no per-entry caps.
+    pub const fn new(
+        session: SessionId,
+        max_peers: u32,
+        max_classes: u32,
+        capacity: [u64; RESOURCES],
+    ) -> Self {
+        AllocatorConfig {
+            session,
+            max_peers,
+            max_classes,
+            capacity,
+            entry_cap: [0; RESOURCES],
+            return_path: [
+                ReturnPath::SenderCompletion,
+                ReturnPath::SenderCompletion,
+                ReturnPath::ReceiverConsumption,
+                ReturnPath::ReceiverConsumption,
+            ],
+        }
+    }
+}
+
+/// Why an allocator operation was refused. Refusals change nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllocError {
+    /// Bad peer, class or resource.
+    Key(KeyError),
+    /// `max_peers * max_classes` is zero or too large.
+    BadConfig,
+    /// Not enough free capacity for the whole grant.
+    Insufficient(Resource),
+    /// The grant would exceed the entry's outstanding cap.
+    EntryCap(Resource),
+    /// The peer has no open session (closed, fencing-only or quarantined).
+    PeerNotOpen,
+    /// Usage for another session or epoch (e.g. an old completion after a
+    /// new epoch): ignored, counted. Its capacity is in the fencing bucket.
+    Stale,
+    /// Violation: totals decreased or exceed what was granted/consumed. The
+    /// peer is quarantined.
+    Violation(Resource),
+    /// A receiver-local consumption report larger than what is outstanding
+    /// (refused, counted).
+    OverRelease(Resource),
+    /// `fence_complete` with nothing fencing.
+    NothingFencing,
+}
+
+impl fmt::Display for AllocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllocError::Key(k) => write!(f, "allocator: {k}"),
+            AllocError::BadConfig => f.write_str("allocator: bad table size"),
+            AllocError::Insufficient(r) => write!(f, "allocator: not enough free {r}"),
+            AllocError::EntryCap(r) => {
+                write!(f, "allocator: grant would exceed the entry cap for {r}")
+            }
+            AllocError::PeerNotOpen => f.write_str("allocator: peer session not open"),
+            AllocError::Stale => f.write_str("allocator: usage for an old session or epoch"),
+            AllocError::Violation(r) => write!(f, "allocator: protocol violation on {r}"),
+            AllocError::OverRelease(r) => {
+                write!(f, "allocator: release of {r} exceeds outstanding")
+            }
+            AllocError::NothingFencing => f.write_str("allocator: nothing to fence"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for AllocError {}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum PeerState {
+    #[default]
+    Closed,
+    Open,
+    Quarantined,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Peer {
+    state: PeerState,
+    epoch: u64,
+    fencing: [u64; RESOURCES],
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    granted: [u64; RESOURCES],
+    reclaimed: [u64; RESOURCES],
+    consumed: [u64; RESOURCES],
+    released: [u64; RESOURCES],
+    returned: [u64; RESOURCES],
+    local: [u64; RESOURCES],
+    update_seq: u64,
+    usage_seq: Option<u64>,
+}
+
+/// Bounded allocator metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorMetrics {
+    /// Free capacity.
+    pub free: [u64; RESOURCES],
+    /// Outstanding (granted, not reclaimed) capacity in live epochs.
+    pub outstanding: [u64; RESOURCES],
+    /// Capacity waiting for old sessions to be fenced.
+    pub fencing: [u64; RESOURCES],
+    /// Explicitly returned unused credit.
+    pub returned: [u64; RESOURCES],
+    /// Grants refused for lack of capacity.
+    pub refused_grants: u64,
+    /// Stale usage reports (old session/epoch).
+    pub stale_usage: u64,
+    /// Duplicate usage reports.
+    pub duplicate_usage: u64,
+    /// Epoch resets and disconnects fenced.
+    pub epoch_resets: u64,
+    /// Protocol violations.
+    pub violations: u64,
+}
+
+/// Outcome of a usage report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageOutcome {
+    /// Applied; this much capacity returned to the free pool.
+    Applied(Charge),
+    /// Duplicate or older sequence: no-op.
+    Duplicate,
+}
+
+/// The receiver's global capacity allocator.
+#[derive(Debug)]
+pub struct ReceiverAllocator {
+    cfg: AllocatorConfig,
+    free: [u64; RESOURCES],
+    peers: Box<[Peer]>,
+    slots: Box<[Slot]>,
+    m: AllocatorMetrics,
+}
+
+impl ReceiverAllocator {
+    /// Builds an allocator with all capacity free.
+    pub fn new(cfg: AllocatorConfig) -> Result<ReceiverAllocator, AllocError> {
+        let n = cfg.max_peers as u64 * cfg.max_classes as u64;
+        if n == 0 || n > 1 << 16 {
+            return Err(AllocError::BadConfig);
+        }
+        Ok(ReceiverAllocator {
+            cfg,
+            free: cfg.capacity,
+            peers: (0..cfg.max_peers)
+                .map(|_| Peer::default())
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+            slots: (0..n)
+                .map(|_| Slot::default())
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+            m: AllocatorMetrics::default(),
+        })
+    }
+
+    fn idx(&self, peer: u32, class: u32) -> Result<usize, AllocError> {
+        if peer >= self.cfg.max_peers {
+            return Err(AllocError::Key(KeyError::UnknownPeer(peer)));
+        }
+        if class >= self.cfg.max_classes {
+            return Err(AllocError::Key(KeyError::UnknownClass(class)));
+        }
+        Ok((peer * self.cfg.max_classes + class) as usize)
+    }
+
+    fn classes(&self, peer: u32) -> core::ops::Range<usize> {
+        let s = (peer * self.cfg.max_classes) as usize;
+        s..s + self.cfg.max_classes as usize
+    }
+
+    /// This receiver's session id.
+    pub fn session(&self) -> SessionId {
+        self.cfg.session
+    }
+
+    /// The current epoch of `peer`.
+    pub fn epoch(&self, peer: u32) -> Option<u64> {
+        self.peers.get(peer as usize).map(|p| p.epoch)
+    }
+
+    /// Opens `peer` for grants in a new epoch. Any outstanding grants of the
+    /// previous epoch move to the fencing bucket (not reusable until
+    /// [`fence_complete`](Self::fence_complete)). Returns the new epoch.
+    pub fn open(&mut self, peer: u32) -> Result<u64, AllocError> {
+        self.fence_old(peer)?;
+        let p = &mut self.peers[peer as usize];
+        p.epoch += 1;
+        p.state = PeerState::Open;
+        Ok(p.epoch)
+    }
+
+    /// Disconnect: moves `peer`'s outstanding grants into its fencing
+    /// bucket and closes it.
+    pub fn close(&mut self, peer: u32) -> Result<(), AllocError> {
+        self.fence_old(peer)?;
+        self.peers[peer as usize].state = PeerState::Closed;
+        Ok(())
+    }
+
+    fn fence_old(&mut self, peer: u32) -> Result<(), AllocError> {
+        self.idx(peer, 0)?;
+        let mut any = false;
+        for i in self.classes(peer) {
+            let s = self.slots[i];
+            for k in 0..RESOURCES {
+                let out = s.granted[k] - s.reclaimed[k];
+                any |= out != 0;
+                self.peers[peer as usize].fencing[k] += out;
+            }
+            self.slots[i] = Slot::default();
+        }
+        if self.peers[peer as usize].epoch != 0 || any {
+            self.m.epoch_resets += 1;
+        }
+        Ok(())
+    }
+
+    /// The old session of `peer` is fenced: its QPs and in-flight work are
+    /// drained or failed. Only now does its old capacity become free.
+    pub fn fence_complete(&mut self, peer: u32) -> Result<Charge, AllocError> {
+        self.idx(peer, 0)?;
+        let p = &mut self.peers[peer as usize];
+        if p.fencing == [0; RESOURCES] {
+            return Err(AllocError::NothingFencing);
+        }
+        let f = core::mem::take(&mut p.fencing);
+        for k in 0..RESOURCES {
+            self.free[k] += f[k];
+        }
+        Ok(Charge(f))
+    }
+
+    /// Carves `add` from free capacity for `(peer, class)`, all or nothing,
+    /// and returns the update to send (cumulative totals, next sequence).
+    pub fn grant(
+        &mut self,
+        peer: u32,
+        class: u32,
+        add: &Charge,
+    ) -> Result<CreditUpdate, AllocError> {
+        let i = self.idx(peer, class)?;
+        if self.peers[peer as usize].state != PeerState::Open {
+            return Err(AllocError::PeerNotOpen);
+        }
+        let s = self.slots[i];
+        for r in Resource::ALL {
+            let k = r.index();
+            if add.0[k] == 0 {
+                continue;
+            }
+            if self.cfg.capacity[k] == 0 {
+                return Err(AllocError::Key(KeyError::UnknownResource(r)));
+            }
+            if add.0[k] > self.free[k] {
+                self.m.refused_grants += 1;
+                return Err(AllocError::Insufficient(r));
+            }
+            let cap = self.cfg.entry_cap[k];
+            if cap != 0 && (s.granted[k] - s.reclaimed[k]).saturating_add(add.0[k]) > cap {
+                self.m.refused_grants += 1;
+                return Err(AllocError::EntryCap(r));
+            }
+        }
+        let s = &mut self.slots[i];
+        for k in 0..RESOURCES {
+            self.free[k] -= add.0[k];
+            s.granted[k] += add.0[k];
+        }
+        s.update_seq += 1;
+        Ok(self.update_for(peer, class, i))
+    }
+
+    /// The current update for `(peer, class)` (same sequence: a refresh /
+    /// retransmission that the sender treats as a duplicate).
+    pub fn current_update(&self, peer: u32, class: u32) -> Result<CreditUpdate, AllocError> {
+        let i = self.idx(peer, class)?;
+        Ok(self.update_for(peer, class, i))
+    }
+
+    fn update_for(&self, peer: u32, class: u32, i: usize) -> CreditUpdate {
+        let mut grants = Totals::default();
+        for r in Resource::ALL {
+            if self.cfg.capacity[r.index()] != 0 {
+                grants = grants.with(r, self.slots[i].granted[r.index()]);
+            }
+        }
+        CreditUpdate {
+            receiver_session: self.cfg.session,
+            epoch: self.peers[peer as usize].epoch,
+            sequence: self.slots[i].update_seq,
+            qos_class: class,
+            freshness_ttl_ms: 0,
+            grants,
+        }
+    }
+
+    fn reclaim(&mut self, i: usize, k: usize, amount: u64) {
+        self.slots[i].reclaimed[k] += amount;
+        self.free[k] += amount;
+    }
+
+    /// Applies a sender's usage report for `peer` (identity from the
+    /// endpoint). Checks session, epoch, sequence, monotonicity and
+    /// `released <= consumed`, `consumed + returned <= granted`; returns
+    /// capacity for completion-released resources and returned credit.
+    pub fn on_usage(&mut self, peer: u32, u: &CreditUsage) -> Result<UsageOutcome, AllocError> {
+        let i = self.idx(peer, u.qos_class)?;
+        let p = self.peers[peer as usize];
+        if p.state == PeerState::Quarantined {
+            return Err(AllocError::PeerNotOpen);
+        }
+        if u.receiver_session != self.cfg.session
+            || u.epoch != p.epoch
+            || p.state != PeerState::Open
+        {
+            self.m.stale_usage += 1;
+            return Err(AllocError::Stale);
+        }
+        let s = self.slots[i];
+        if s.usage_seq.is_some_and(|last| u.sequence <= last) {
+            self.m.duplicate_usage += 1;
+            return Ok(UsageOutcome::Duplicate);
+        }
+        let get = |t: &Totals, k: usize, old: u64| t.get(Resource::ALL[k]).unwrap_or(old);
+        for r in Resource::ALL {
+            let k = r.index();
+            let (c, rel, ret) = (
+                get(&u.consumed, k, s.consumed[k]),
+                get(&u.released, k, s.released[k]),
+                get(&u.returned, k, s.returned[k]),
+            );
+            let bad = c < s.consumed[k]
+                || rel < s.released[k]
+                || ret < s.returned[k]
+                || rel > c
+                || c.checked_add(ret).map_or(true, |t| t > s.granted[k])
+                || (self.cfg.capacity[k] == 0 && (c | rel | ret) != 0);
+            // Capacity may come back at most once: returned + released (for
+            // completion resources) + locally consumed never exceed granted.
+            let mut back = ret.saturating_sub(s.returned[k]);
+            if self.cfg.return_path[k] == ReturnPath::SenderCompletion {
+                back = back.saturating_add(rel.saturating_sub(s.released[k]));
+            }
+            let over = s.reclaimed[k]
+                .checked_add(back)
+                .map_or(true, |t| t > s.granted[k])
+                || ret.saturating_add(s.local[k]) > s.granted[k];
+            if bad || over {
+                self.violation(peer);
+                return Err(AllocError::Violation(r));
+            }
+        }
+        let mut back = Charge::ZERO;
+        for r in Resource::ALL {
+            let k = r.index();
+            let c = get(&u.consumed, k, s.consumed[k]);
+            let rel = get(&u.released, k, s.released[k]);
+            let ret = get(&u.returned, k, s.returned[k]);
+            let mut amount = ret - s.returned[k];
+            if self.cfg.return_path[k] == ReturnPath::SenderCompletion {
+                amount += rel - s.released[k];
+            }
+            self.m.returned[k] += ret - s.returned[k];
+            let sl = &mut self.slots[i];
+            sl.consumed[k] = c;
+            sl.released[k] = rel;
+            sl.returned[k] = ret;
+            self.reclaim(i, k, amount);
+            back.0[k] = amount;
+        }
+        self.slots[i].usage_seq = Some(u.sequence);
+        Ok(UsageOutcome::Applied(back))
+    }
+
+    /// A receiver-local consumption report: the consumer freed `amounts` of
+    /// [`ReturnPath::ReceiverConsumption`] resources for `(peer, class)` in
+    /// the current epoch. Refused (and nothing changes) if it exceeds what
+    /// is outstanding.
+    pub fn consumed(&mut self, peer: u32, class: u32, amounts: &Charge) -> Result<(), AllocError> {
+        let i = self.idx(peer, class)?;
+        let s = self.slots[i];
+        for r in Resource::ALL {
+            let k = r.index();
+            let a = amounts.0[k];
+            if a == 0 {
+                continue;
+            }
+            if self.cfg.capacity[k] == 0
+                || self.cfg.return_path[k] != ReturnPath::ReceiverConsumption
+            {
+                return Err(AllocError::Key(KeyError::UnknownResource(r)));
+            }
+            // Only what the sender has consumed (committed) can be consumed here.
+            if s.local[k].saturating_add(a) > s.granted[k] - s.returned[k]
+                || a > s.granted[k] - s.reclaimed[k]
+            {
+                return Err(AllocError::OverRelease(r));
+            }
+        }
+        for k in 0..RESOURCES {
+            self.slots[i].local[k] += amounts.0[k];
+            self.reclaim(i, k, amounts.0[k]);
+        }
+        Ok(())
+    }
+
+    fn violation(&mut self, peer: u32) {
+        self.m.violations += 1;
+        self.peers[peer as usize].state = PeerState::Quarantined;
+    }
+
+    /// Free capacity per resource.
+    pub fn free(&self) -> [u64; RESOURCES] {
+        self.free
+    }
+
+    /// Configured capacity per resource.
+    pub fn capacity(&self) -> [u64; RESOURCES] {
+        self.cfg.capacity
+    }
+
+    /// Outstanding grants of `(peer, class)` in its current epoch.
+    pub fn outstanding(&self, peer: u32, class: u32) -> Result<Charge, AllocError> {
+        let s = self.slots[self.idx(peer, class)?];
+        let mut c = Charge::ZERO;
+        for k in 0..RESOURCES {
+            c.0[k] = s.granted[k] - s.reclaimed[k];
+        }
+        Ok(c)
+    }
+
+    /// Bounded metrics, including the conservation totals.
+    pub fn metrics(&self) -> AllocatorMetrics {
+        let mut m = self.m;
+        m.free = self.free;
+        for s in self.slots.iter() {
+            for k in 0..RESOURCES {
+                m.outstanding[k] += s.granted[k] - s.reclaimed[k];
+            }
+        }
+        for p in self.peers.iter() {
+            for k in 0..RESOURCES {
+                m.fencing[k] += p.fencing[k];
+            }
+        }
+        m
+    }
+
+    /// Checks `free + outstanding + fencing == capacity` for every resource.
+    pub fn conserved(&self) -> bool {
+        let m = self.metrics();
+        (0..RESOURCES).all(|k| m.free[k] + m.outstanding[k] + m.fencing[k] == self.cfg.capacity[k])
+    }
+}

@@ -1,0 +1,1513 @@
+//! The sender's credit ledger: lock-free, all-or-nothing multi-resource
+//! reserve against receiver grants.
+//!
+//! # One packed word per entry
+//!
+//! Each entry (one `(peer, qos class)` pair) keeps the *available* credit of
+//! all its modeled resources in **one `AtomicU64`**:
+//!
+//! ```text
+//!  63      56 55  54 ............................................ 0
+//! +----------+---+---------------------------------------------------+
+//! | gen (8)  |open| DATA_BYTES | REQUEST_SLOTS | STAGING | CONSUMER   |
+//! +----------+---+---------------------------------------------------+
+//!                  field widths come from LedgerConfig::window (55 bits total)
+//! ```
+//!
+//! [`SenderLedger::try_reserve`] loads the word, checks every charged field
+//! and the `open` bit, and subtracts the whole packed charge with **one
+//! compare-and-swap**. So a reservation is all-or-nothing and *never
+//! partially visible*: there is no instant at which another reserver, a
+//! snapshot ([`SenderLedger::available`]), a usage report or an update sees
+//! DATA_BYTES taken but REQUEST_SLOTS not. (The alternative — one atomic per
+//! resource, reserved in a fixed order with rollback — is safe against
+//! overdraw but lets a concurrent reserver fail spuriously on a resource that
+//! is only transiently taken, and lets reports read torn vectors; the loom
+//! model `reserve_is_never_partially_visible` shows that twin failing.)
+//!
+//! The price is bounded windows: each field holds at most its configured
+//! window (default: 4 GiB of bytes, 2047 request slots, 63 staging and 63
+//! consumer slots per entry). The window bounds what the sender *tracks*
+//! as granted-but-not-yet-completed; a receiver that grants beyond it is not
+//! refused — the excess is *banked* by [`SenderControl`] and made available
+//! as completions free room (see `flush`).
+//!
+//! Commits and completions use two more packed words (`committed`,
+//! `released`): amounts accumulated since the control thread last drained
+//! them into its cumulative totals. The control thread drains `released`
+//! before `committed`, and never lets `applied grant - released total`
+//! exceed the window, so no field can overflow; every CAS still checks and
+//! *refuses* (counted) rather than wrap.
+//!
+//! The `gen` tag (low 8 bits of the entry's 16-bit generation) fences
+//! epochs: a new session or epoch bumps the generation and swaps all three
+//! words, so a reservation, commit, rollback or completion from the old
+//! epoch can never add to or take from the new one. Completions carry the
+//! full 16-bit generation in their [`TokenRecord`].
+//!
+//! # Roles
+//!
+//! [`SenderLedger`] (`&self`, shared by workers) has the hot path.
+//! [`SenderControl`] (`&mut self`, one control thread) applies updates,
+//! builds usage reports, returns unused credit and fences epochs. It is the
+//! only writer of tags and grants, so updates are applied serially, as the
+//! RFC requires, without a lock.
+#[cfg(feature = "alloc")]
+use alloc::boxed::Box;
+#[cfg(feature = "alloc")]
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::{
+    Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId,
+    Totals, RESOURCES,
+};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::token::TokenRecord;
+
+const TAG_SHIFT: u32 = 56;
+const TAG_MASK: u64 = 0xFF << TAG_SHIFT;
+const OPEN: u64 = 1 << 55;
+/// Bits available for resource fields in a packed word.
+pub const FIELD_BITS: u32 = 55;
+
+#[inline]
+const fn tag(generation: u16) -> u64 {
+    ((generation & 0xFF) as u64) << TAG_SHIFT
+}
+
+/// Sender ledger configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// Peer links (receivers) this sender can hold credit from.
+    pub max_peers: u32,
+    /// QoS classes per peer.
+    pub max_classes: u32,
+    /// Per-entry tracking window per resource; 0 = resource not modeled.
+    /// The bit widths must sum to at most [`FIELD_BITS`].
+    pub window: [u64; RESOURCES],
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        LedgerConfig {
+            max_peers: 64,
+            max_classes: 4,
+            window: [u32::MAX as u64, 2047, 63, 63],
+        }
+    }
+}
+
+/// A configuration that cannot be built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// `max_peers * max_classes` is zero or exceeds 8192 (the entry index
+    /// must fit the 13 bits of a token record's `credit_key`).
+    TooManyEntries,
+    /// The windows need more than [`FIELD_BITS`] bits.
+    WindowTooWide,
+    /// No resource is modeled.
+    NoResources,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::TooManyEntries => f.write_str("max_peers * max_classes must be 1..=8192"),
+            ConfigError::WindowTooWide => f.write_str("resource windows exceed 55 packed bits"),
+            ConfigError::NoResources => f.write_str("no resource has a nonzero window"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ConfigError {}
+
+/// Maximum entries (`max_peers * max_classes`) a ledger may have.
+pub const MAX_ENTRIES: u32 = 1 << 13;
+
+/// Bit layout of the packed resource fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    shift: [u32; RESOURCES],
+    mask: [u64; RESOURCES],
+    window: [u64; RESOURCES],
+    present: ResourceSet,
+    /// The most significant bit of every present field (for SWAR checks).
+    tops: u64,
+    /// All field bits.
+    fields: u64,
+}
+
+impl Layout {
+    pub(crate) fn new(window: [u64; RESOURCES]) -> Result<Layout, ConfigError> {
+        let mut l = Layout {
+            shift: [0; RESOURCES],
+            mask: [0; RESOURCES],
+            window,
+            present: ResourceSet::EMPTY,
+            tops: 0,
+            fields: 0,
+        };
+        let mut at = 0u32;
+        for r in Resource::ALL {
+            let w = window[r.index()];
+            if w == 0 {
+                continue;
+            }
+            let bits = 64 - w.leading_zeros();
+            if at + bits > FIELD_BITS {
+                return Err(ConfigError::WindowTooWide);
+            }
+            l.shift[r.index()] = at;
+            l.mask[r.index()] = (1u64 << bits) - 1;
+            l.present = l.present.with(r);
+            l.tops |= 1 << (at + bits - 1);
+            l.fields |= ((1u64 << bits) - 1) << at;
+            at += bits;
+        }
+        if l.present.is_empty() {
+            return Err(ConfigError::NoResources);
+        }
+        Ok(l)
+    }
+
+    #[inline(always)]
+    fn get(&self, word: u64, i: usize) -> u64 {
+        (word >> self.shift[i]) & self.mask[i]
+    }
+
+    /// Packs a charge; rejects unmodeled resources and oversized amounts.
+    #[inline]
+    fn pack(&self, c: &Charge) -> Result<u64, KeyError> {
+        let mut d = 0u64;
+        for r in Resource::ALL {
+            let i = r.index();
+            let v = c.0[i];
+            if v == 0 {
+                continue;
+            }
+            if self.mask[i] == 0 {
+                return Err(KeyError::UnknownResource(r));
+            }
+            if v > self.window[i] {
+                return Err(KeyError::ChargeTooLarge(r));
+            }
+            d |= v << self.shift[i];
+        }
+        Ok(d)
+    }
+
+    /// Resources whose field in `word` is smaller than in `delta`.
+    #[inline(always)]
+    fn short(&self, word: u64, delta: u64) -> ResourceSet {
+        let mut s = ResourceSet::EMPTY;
+        for r in Resource::ALL {
+            let i = r.index();
+            if self.get(word, i) < self.get(delta, i) {
+                s = s.with(r);
+            }
+        }
+        s
+    }
+
+    /// Whether any field of `word` is smaller than in `delta`: branch-free
+    /// (SWAR) — a field underflows iff a borrow leaves its top bit. A borrow
+    /// crossing into a higher field only happens if a lower field already
+    /// underflowed, so "any" is exact.
+    #[inline(always)]
+    fn any_short(&self, word: u64, delta: u64) -> bool {
+        let a = word & self.fields;
+        let d = a.wrapping_sub(delta);
+        let borrow = (!a & delta) | ((!a | delta) & d);
+        borrow & self.tops != 0
+    }
+
+    /// Whether adding `delta` to `word` would overflow any field (SWAR: a
+    /// carry out of some field's top bit).
+    #[inline(always)]
+    fn overflows(&self, word: u64, delta: u64) -> bool {
+        let a = word & self.fields;
+        let s = a.wrapping_add(delta);
+        let carry = (a & delta) | ((a | delta) & !s);
+        carry & self.tops != 0
+    }
+
+    fn unpack(&self, word: u64) -> [u64; RESOURCES] {
+        let mut v = [0; RESOURCES];
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = self.get(word, i);
+        }
+        v
+    }
+}
+
+/// Dense id of one ledger entry (`peer * max_classes + class`): what the
+/// hot path takes, resolved once by [`SenderLedger::entry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EntryId(u32);
+
+impl EntryId {
+    /// The dense index.
+    pub const fn index(self) -> u32 {
+        self.0
+    }
+}
+
+#[cfg_attr(not(railyard_loom), repr(align(64)))]
+struct Entry {
+    avail: AtomicU64,
+    committed: AtomicU64,
+    released: AtomicU64,
+    generation: AtomicU32,
+    stalls: AtomicU64,
+    stall_ns: AtomicU64,
+    fenced: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Entry {
+    fn new() -> Entry {
+        Entry {
+            avail: AtomicU64::new(tag(0)),
+            committed: AtomicU64::new(tag(0)),
+            released: AtomicU64::new(tag(0)),
+            generation: AtomicU32::new(0),
+            stalls: AtomicU64::new(0),
+            stall_ns: AtomicU64::new(0),
+            fenced: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Why a reservation failed. Nothing was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReserveError {
+    /// The charge or entry id is invalid for this ledger.
+    Key(KeyError),
+    /// The entry is not open for dispatch (unbound, fencing, stale or
+    /// quarantined); ask the [`CreditLink`](super::CreditLink) why.
+    Closed,
+    /// Not enough credit for these resources (the whole charge was refused).
+    Insufficient(ResourceSet),
+}
+
+impl fmt::Display for ReserveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReserveError::Key(k) => write!(f, "invalid credit charge: {k}"),
+            ReserveError::Closed => f.write_str("credit entry is not open for dispatch"),
+            ReserveError::Insufficient(s) => {
+                write!(f, "insufficient credit (resources {:#06b})", s.bits())
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ReserveError {}
+
+/// Why a commit failed. The credit is not lost: on `Overflow` it was rolled
+/// back; on `EpochChanged` it belonged to an invalidated epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommitError {
+    /// A new session/epoch was bound between reserve and commit: do not
+    /// dispatch; the old epoch's credit is void.
+    EpochChanged,
+    /// The pending-commit word would overflow (an accounting bug elsewhere,
+    /// e.g. a double release); the reservation was rolled back.
+    Overflow,
+}
+
+impl fmt::Display for CommitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommitError::EpochChanged => f.write_str("credit epoch changed before handoff"),
+            CommitError::Overflow => f.write_str("commit refused: pending counter would overflow"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for CommitError {}
+
+/// What a completion's release did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// Counted for the next usage report to the receiver.
+    Released,
+    /// The charge belongs to an older epoch: counted as fenced work, and it
+    /// does not touch the current epoch.
+    Fenced,
+    /// Refused: the release counter would overflow (double release?).
+    Refused,
+}
+
+/// Why a charge cannot be recorded into / read from a [`TokenRecord`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordError {
+    /// The record does not hold a credit charge.
+    NoCredit,
+    /// Slot charges other than 0 or 1, or bytes beyond `u32`.
+    NotRecordable,
+    /// `record.bytes` differs from the charge's DATA_BYTES.
+    BytesMismatch,
+    /// The record's entry index is out of range for this ledger.
+    Key(KeyError),
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordError::NoCredit => f.write_str("token record holds no credit"),
+            RecordError::NotRecordable => f.write_str("charge cannot be encoded in a token record"),
+            RecordError::BytesMismatch => f.write_str("record bytes differ from the charged bytes"),
+            RecordError::Key(k) => write!(f, "record credit key invalid: {k}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for RecordError {}
+
+/// A committed charge: plain data, released exactly once by its completion.
+///
+/// Recordable into a [`TokenRecord`] as `credit_key` (entry index: 13 bits,
+/// slot mask: 3 bits, generation: 16 bits) plus `bytes` (= DATA_BYTES), so
+/// the completion path can release from the record alone.
+///
+/// ```
+/// use railyard_core::credit::{CommittedCharge, Charge};
+/// use railyard_core::token::TokenRecord;
+/// let c = CommittedCharge::new_unchecked(5, 7, Charge::direct_write(4096));
+/// let mut rec = TokenRecord { bytes: 4096, ..Default::default() };
+/// c.record_into(&mut rec).unwrap();
+/// assert!(rec.holds & TokenRecord::HOLDS_CREDIT != 0);
+/// assert_eq!(CommittedCharge::from_record(&rec), Ok(c));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommittedCharge {
+    entry: u32,
+    generation: u16,
+    charge: Charge,
+}
+
+impl CommittedCharge {
+    /// Builds a committed charge from parts (for tests and records; a
+    /// forged one is harmless: release checks entry, generation and
+    /// overflow).
+    pub const fn new_unchecked(entry: u32, generation: u16, charge: Charge) -> Self {
+        CommittedCharge {
+            entry,
+            generation,
+            charge,
+        }
+    }
+
+    /// The entry charged.
+    pub const fn entry(&self) -> EntryId {
+        EntryId(self.entry)
+    }
+
+    /// The entry generation at reserve time.
+    pub const fn generation(&self) -> u16 {
+        self.generation
+    }
+
+    /// The charge vector.
+    pub const fn charge(&self) -> Charge {
+        self.charge
+    }
+
+    /// The compact `credit_key` for a [`TokenRecord`].
+    pub fn credit_key(&self) -> Result<u32, RecordError> {
+        let c = &self.charge.0;
+        if self.entry >= MAX_ENTRIES || c[0] > u32::MAX as u64 || c[1..].iter().any(|&s| s > 1) {
+            return Err(RecordError::NotRecordable);
+        }
+        let mask = (c[1] | (c[2] << 1) | (c[3] << 2)) as u32;
+        Ok(self.entry | (mask << 13) | ((self.generation as u32) << 16))
+    }
+
+    /// Records the charge into `rec`: sets `credit_key` and `HOLDS_CREDIT`.
+    /// `rec.bytes` must equal the charged DATA_BYTES.
+    pub fn record_into(&self, rec: &mut TokenRecord) -> Result<(), RecordError> {
+        let key = self.credit_key()?;
+        if rec.bytes as u64 != self.charge.0[0] {
+            return Err(RecordError::BytesMismatch);
+        }
+        rec.credit_key = Some(key);
+        rec.holds |= TokenRecord::HOLDS_CREDIT;
+        Ok(())
+    }
+
+    /// Reconstructs the charge from a record written by [`record_into`](Self::record_into).
+    pub fn from_record(rec: &TokenRecord) -> Result<CommittedCharge, RecordError> {
+        let key = match rec.credit_key {
+            Some(k) if rec.holds & TokenRecord::HOLDS_CREDIT != 0 => k,
+            _ => return Err(RecordError::NoCredit),
+        };
+        let mask = (key >> 13) & 0b111;
+        Ok(CommittedCharge {
+            entry: key & (MAX_ENTRIES - 1),
+            generation: (key >> 16) as u16,
+            charge: Charge([
+                rec.bytes as u64,
+                (mask & 1) as u64,
+                ((mask >> 1) & 1) as u64,
+                ((mask >> 2) & 1) as u64,
+            ]),
+        })
+    }
+}
+
+/// The worker-shared half of the sender ledger: reserve, commit, release.
+pub struct SenderLedger {
+    entries: Box<[Entry]>,
+    layout: Layout,
+    max_peers: u32,
+    max_classes: u32,
+}
+
+impl fmt::Debug for SenderLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SenderLedger")
+            .field("entries", &self.entries.len())
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
+/// A successful reservation: the whole charge is held until it is
+/// [committed](Reservation::commit) on handoff to the transport, or rolled
+/// back (explicitly or on drop) — rollback exists only before handoff,
+/// because `commit` consumes the reservation.
+#[must_use = "dropping a reservation rolls it back"]
+#[derive(Debug)]
+pub struct Reservation<'a> {
+    ledger: &'a SenderLedger,
+    entry: u32,
+    generation: u16,
+    delta: u64,
+    charge: Charge,
+    armed: bool,
+}
+
+impl SenderLedger {
+    /// Builds the two halves of a sender ledger. All memory is allocated
+    /// here; no operation allocates afterwards.
+    pub fn new(cfg: LedgerConfig) -> Result<(SenderLedger, SenderControl), ConfigError> {
+        let n = (cfg.max_peers as u64) * (cfg.max_classes as u64);
+        if n == 0 || n > MAX_ENTRIES as u64 {
+            return Err(ConfigError::TooManyEntries);
+        }
+        let layout = Layout::new(cfg.window)?;
+        let entries: Vec<Entry> = (0..n).map(|_| Entry::new()).collect();
+        let ledger = SenderLedger {
+            entries: entries.into_boxed_slice(),
+            layout,
+            max_peers: cfg.max_peers,
+            max_classes: cfg.max_classes,
+        };
+        let ctl = SenderControl {
+            ledger_addr: ledger.entries.as_ptr() as usize,
+            layout,
+            max_classes: cfg.max_classes,
+            peers: (0..cfg.max_peers)
+                .map(|_| PeerCtl::default())
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+            entries: (0..n)
+                .map(|_| EntryCtl::default())
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+            counters: Counters::default(),
+        };
+        Ok((ledger, ctl))
+    }
+
+    /// Resolves `(peer, class)` to an entry id; unknown peer or class is
+    /// rejected here, before any state is touched.
+    #[inline]
+    pub fn entry(&self, peer: u32, class: u32) -> Result<EntryId, KeyError> {
+        if peer >= self.max_peers {
+            return Err(KeyError::UnknownPeer(peer));
+        }
+        if class >= self.max_classes {
+            return Err(KeyError::UnknownClass(class));
+        }
+        Ok(EntryId(peer * self.max_classes + class))
+    }
+
+    #[inline]
+    fn get(&self, entry: u32) -> Result<&Entry, KeyError> {
+        self.entries
+            .get(entry as usize)
+            .ok_or(KeyError::ForeignEntry)
+    }
+
+    /// Reserves the whole `charge` against `entry`, atomically: one CAS on
+    /// the entry's packed word, so either every resource is taken or none.
+    /// Lock-free; never allocates.
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId(7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let grants = Totals::all([8192, 1, 0, 4]);
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1, grants, ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// let e = ledger.entry(0, 0).unwrap();
+    /// let r = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap();
+    /// // Only one request slot was granted: the second reserve takes nothing.
+    /// assert!(ledger.try_reserve(e, &Charge::direct_write(4096)).is_err());
+    /// let committed = r.commit().unwrap();
+    /// assert_eq!(ledger.release(&committed), Ok(ReleaseOutcome::Released));
+    /// ```
+    #[inline]
+    pub fn try_reserve(
+        &self,
+        entry: EntryId,
+        charge: &Charge,
+    ) -> Result<Reservation<'_>, ReserveError> {
+        let e = self.get(entry.0).map_err(ReserveError::Key)?;
+        let delta = self.layout.pack(charge).map_err(ReserveError::Key)?;
+        let mut generation = e.generation.load(Ordering::Acquire) as u16;
+        let mut cur = e.avail.load(Ordering::Acquire);
+        loop {
+            if cur & TAG_MASK != tag(generation) {
+                // An epoch change is in progress: re-read the generation.
+                crate::sync::spin_hint();
+                generation = e.generation.load(Ordering::Acquire) as u16;
+                cur = e.avail.load(Ordering::Acquire);
+                continue;
+            }
+            if cur & OPEN == 0 {
+                return Err(ReserveError::Closed);
+            }
+            if self.layout.any_short(cur, delta) {
+                e.stalls.fetch_add(1, Ordering::Relaxed);
+                return Err(ReserveError::Insufficient(self.layout.short(cur, delta)));
+            }
+            #[cfg(railyard_broken = "credit_check_then_act")]
+            {
+                // BROKEN: check, then subtract without re-validating.
+                e.avail.fetch_sub(delta, Ordering::AcqRel);
+                break;
+            }
+            #[cfg(railyard_broken = "credit_partial_reserve")]
+            {
+                // BROKEN: take each resource with its own CAS; a concurrent
+                // observer sees a partially taken charge.
+                if self.broken_split_reserve(e, generation, delta).is_err() {
+                    return Err(ReserveError::Insufficient(ResourceSet::ALL));
+                }
+                break;
+            }
+            #[allow(unreachable_code)]
+            match e.avail.compare_exchange_weak(
+                cur,
+                cur - delta,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        Ok(Reservation {
+            ledger: self,
+            entry: entry.0,
+            generation,
+            delta,
+            charge: *charge,
+            armed: true,
+        })
+    }
+
+    #[cfg(railyard_broken = "credit_partial_reserve")]
+    fn broken_split_reserve(&self, e: &Entry, generation: u16, delta: u64) -> Result<(), ()> {
+        let mut taken = 0u64;
+        for i in 0..RESOURCES {
+            let part = self.layout.get(delta, i) << self.layout.shift[i];
+            if part == 0 {
+                continue;
+            }
+            let mut cur = e.avail.load(Ordering::Acquire);
+            loop {
+                if cur & TAG_MASK != tag(generation)
+                    || self.layout.get(cur, i) < self.layout.get(delta, i)
+                {
+                    e.avail.fetch_add(taken, Ordering::AcqRel);
+                    return Err(());
+                }
+                match e
+                    .avail
+                    .compare_exchange(cur, cur - part, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => break,
+                    Err(a) => cur = a,
+                }
+            }
+            taken += part;
+        }
+        Ok(())
+    }
+
+    /// Releases a committed charge on completion. This only *reports*
+    /// release to the receiver (through the next usage report); it never
+    /// mints sender credit. A charge from an older epoch is `Fenced`.
+    #[inline]
+    pub fn release(&self, c: &CommittedCharge) -> Result<ReleaseOutcome, KeyError> {
+        let e = self.get(c.entry)?;
+        let delta = self.layout.pack(&c.charge)?;
+        #[cfg(not(railyard_broken = "credit_untagged_release"))]
+        if e.generation.load(Ordering::Acquire) as u16 != c.generation {
+            e.fenced.fetch_add(1, Ordering::Relaxed);
+            return Ok(ReleaseOutcome::Fenced);
+        }
+        let mut cur = e.released.load(Ordering::Acquire);
+        loop {
+            // BROKEN twin "credit_untagged_release": no epoch check at all.
+            if cfg!(not(railyard_broken = "credit_untagged_release"))
+                && cur & TAG_MASK != tag(c.generation)
+            {
+                e.fenced.fetch_add(1, Ordering::Relaxed);
+                return Ok(ReleaseOutcome::Fenced);
+            }
+            if self.layout.overflows(cur, delta) {
+                e.refused.fetch_add(1, Ordering::Relaxed);
+                return Ok(ReleaseOutcome::Refused);
+            }
+            match e.released.compare_exchange_weak(
+                cur,
+                cur + delta,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(ReleaseOutcome::Released),
+                Err(a) => cur = a,
+            }
+        }
+    }
+
+    /// [`release`](Self::release) from a token record alone.
+    pub fn release_record(&self, rec: &TokenRecord) -> Result<ReleaseOutcome, RecordError> {
+        let c = CommittedCharge::from_record(rec)?;
+        self.release(&c).map_err(RecordError::Key)
+    }
+
+    /// Records how long a dispatch stayed credit-stalled (the caller times
+    /// stalls with its own clock; see [`BackpressureInfo`](super::BackpressureInfo)).
+    #[inline]
+    pub fn record_stall(&self, entry: EntryId, stalled_ns: u64) {
+        if let Ok(e) = self.get(entry.0) {
+            e.stall_ns.fetch_add(stalled_ns, Ordering::Relaxed);
+        }
+    }
+
+    /// A consistent snapshot of `entry`'s available credit (one atomic load:
+    /// never a torn vector) and whether it is open.
+    pub fn available(&self, entry: EntryId) -> Result<(Charge, bool), KeyError> {
+        let w = self.get(entry.0)?.avail.load(Ordering::Acquire);
+        Ok((Charge(self.layout.unpack(w)), w & OPEN != 0))
+    }
+
+    /// The resources this ledger models.
+    pub fn resources(&self) -> ResourceSet {
+        self.layout.present
+    }
+
+    fn rollback(&self, entry: u32, generation: u16, delta: u64) {
+        let Ok(e) = self.get(entry) else { return };
+        let mut cur = e.avail.load(Ordering::Acquire);
+        loop {
+            if cur & TAG_MASK != tag(generation) {
+                e.fenced.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            if self.layout.overflows(cur, delta) {
+                e.refused.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            match e.avail.compare_exchange_weak(
+                cur,
+                cur + delta,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(a) => cur = a,
+            }
+        }
+    }
+}
+
+impl Reservation<'_> {
+    /// The entry reserved against.
+    pub fn entry(&self) -> EntryId {
+        EntryId(self.entry)
+    }
+
+    /// The reserved charge.
+    pub fn charge(&self) -> Charge {
+        self.charge
+    }
+
+    /// Commits on handoff to the transport. After this there is no rollback:
+    /// only a completion's [`SenderLedger::release`].
+    #[inline]
+    pub fn commit(mut self) -> Result<CommittedCharge, CommitError> {
+        let l = self.ledger;
+        let e = &l.entries[self.entry as usize];
+        let mut cur = e.committed.load(Ordering::Acquire);
+        loop {
+            if cur & TAG_MASK != tag(self.generation) {
+                self.armed = false;
+                e.fenced.fetch_add(1, Ordering::Relaxed);
+                return Err(CommitError::EpochChanged);
+            }
+            if l.layout.overflows(cur, self.delta) {
+                e.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(CommitError::Overflow); // drop rolls back
+            }
+            match e.committed.compare_exchange_weak(
+                cur,
+                cur + self.delta,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(a) => cur = a,
+            }
+        }
+        self.armed = false;
+        Ok(CommittedCharge {
+            entry: self.entry,
+            generation: self.generation,
+            charge: self.charge,
+        })
+    }
+
+    /// Gives the reservation back (before handoff). Same as dropping it.
+    pub fn rollback(self) {}
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.ledger
+                .rollback(self.entry, self.generation, self.delta);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Control half
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Phase {
+    #[default]
+    Unbound,
+    /// Bound to a new session/epoch; closed until its first update.
+    Fencing,
+    Active,
+    Stale,
+    Quarantined,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PeerCtl {
+    session: Option<SessionId>,
+    /// The session bound before this one: never re-bound.
+    retired: Option<SessionId>,
+    epoch: u64,
+    phase: Phase,
+    generation: u16,
+    last_update_ns: u64,
+    ttl_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct EntryCtl {
+    /// Cumulative grant totals received in this epoch.
+    grant: [u64; RESOURCES],
+    /// Grant made available in the packed word (`<= grant`; excess banked).
+    applied: [u64; RESOURCES],
+    /// Drained committed + returned totals.
+    cd: [u64; RESOURCES],
+    /// Drained released + returned totals.
+    rd: [u64; RESOURCES],
+    /// Returned (unused) totals.
+    returned: [u64; RESOURCES],
+    last_seq: Option<u64>,
+    usage_seq: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    applied: u64,
+    duplicate: u64,
+    stale: u64,
+    gaps: u64,
+    epoch_resets: u64,
+    fenced_inflight: [u64; RESOURCES],
+    violations: u64,
+    legacy_fallbacks: u64,
+    returned: [u64; RESOURCES],
+}
+
+/// How an update was applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateOutcome {
+    /// Applied; the sequence followed the last one.
+    Applied,
+    /// Applied after a sequence gap of `missed` updates (counted).
+    AppliedAfterGap {
+        /// Sequences skipped.
+        missed: u64,
+    },
+    /// Duplicate or older sequence: a no-op (counted).
+    Duplicate,
+}
+
+/// Why an update (or control operation) was refused. Refusals never change
+/// available credit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateError {
+    /// Bad peer, class or resource.
+    Key(KeyError),
+    /// The peer has no bound session (not negotiated).
+    NotBound,
+    /// Update for another receiver session (old incarnation): stale, counted.
+    SessionMismatch,
+    /// Update for another epoch: stale, counted. A newer epoch needs
+    /// [`SenderControl::bind`] (fencing) first.
+    EpochMismatch {
+        /// The bound epoch.
+        ours: u64,
+        /// The update's epoch.
+        theirs: u64,
+    },
+    /// The peer is quarantined after a violation.
+    Quarantined,
+    /// Violation: a cumulative total decreased. The peer is quarantined.
+    Decreasing(Resource),
+    /// Violation: checked arithmetic overflowed. The peer is quarantined.
+    Overflow(Resource),
+    /// The handle belongs to another ledger.
+    ForeignLedger,
+}
+
+impl fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpdateError::Key(k) => write!(f, "credit update rejected: {k}"),
+            UpdateError::NotBound => f.write_str("peer has no negotiated credit session"),
+            UpdateError::SessionMismatch => {
+                f.write_str("credit update for another receiver session")
+            }
+            UpdateError::EpochMismatch { ours, theirs } => {
+                write!(f, "credit update for epoch {theirs}, bound epoch is {ours}")
+            }
+            UpdateError::Quarantined => f.write_str("peer is quarantined after a credit violation"),
+            UpdateError::Decreasing(r) => write!(f, "protocol violation: cumulative {r} decreased"),
+            UpdateError::Overflow(r) => write!(f, "protocol violation: {r} total overflows"),
+            UpdateError::ForeignLedger => f.write_str("control handle used with another ledger"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for UpdateError {}
+
+impl UpdateError {
+    /// Whether this is a protocol violation (the peer was quarantined).
+    pub const fn is_violation(&self) -> bool {
+        matches!(self, UpdateError::Decreasing(_) | UpdateError::Overflow(_))
+    }
+}
+
+/// Bounded credit metrics: aggregated per resource, never labeled with
+/// request or tenant ids. Per-entry views come from
+/// [`SenderControl::entry_metrics`] (bounded by the table size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreditMetrics {
+    /// Cumulative grant totals in current epochs.
+    pub granted: [u64; RESOURCES],
+    /// Committed (consumed) totals in current epochs.
+    pub consumed: [u64; RESOURCES],
+    /// Currently available.
+    pub available: [u64; RESOURCES],
+    /// Returned unused credit (all epochs).
+    pub returned: [u64; RESOURCES],
+    /// Reservations refused for lack of credit.
+    pub stalls: u64,
+    /// Total stall time reported by callers.
+    pub stall_ns: u64,
+    /// Updates applied.
+    pub updates_applied: u64,
+    /// Duplicate / old updates ignored.
+    pub duplicate_updates: u64,
+    /// Session / epoch mismatched updates ignored.
+    pub stale_updates: u64,
+    /// Sequence gaps seen (applied anyway).
+    pub sequence_gaps: u64,
+    /// New sessions / epochs bound over an old one.
+    pub epoch_resets: u64,
+    /// In-flight (committed, unreleased) amounts fenced by epoch resets.
+    pub fenced_inflight: [u64; RESOURCES],
+    /// Commits, rollbacks and completions from an old epoch.
+    pub fenced_ops: u64,
+    /// Counter updates refused to avoid overflow (should stay 0).
+    pub refused_ops: u64,
+    /// Protocol violations (peer quarantined).
+    pub violations: u64,
+    /// Dispatches that fell back to legacy (reported by the caller).
+    pub legacy_fallbacks: u64,
+}
+
+/// A per-entry view: granted / consumed / available by resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntryMetrics {
+    /// Cumulative grant totals.
+    pub granted: [u64; RESOURCES],
+    /// Committed totals.
+    pub consumed: [u64; RESOURCES],
+    /// Released by completions.
+    pub released: [u64; RESOURCES],
+    /// Available now.
+    pub available: [u64; RESOURCES],
+    /// Granted beyond the tracking window, not yet made available.
+    pub banked: [u64; RESOURCES],
+}
+
+/// The control half of the sender ledger: one owner, `&mut self`.
+#[derive(Debug)]
+pub struct SenderControl {
+    ledger_addr: usize,
+    layout: Layout,
+    max_classes: u32,
+    peers: Box<[PeerCtl]>,
+    entries: Box<[EntryCtl]>,
+    counters: Counters,
+}
+
+impl SenderControl {
+    fn check(&self, l: &SenderLedger) -> Result<(), UpdateError> {
+        if l.entries.as_ptr() as usize == self.ledger_addr {
+            Ok(())
+        } else {
+            Err(UpdateError::ForeignLedger)
+        }
+    }
+
+    fn peer_mut(&mut self, peer: u32) -> Result<&mut PeerCtl, UpdateError> {
+        self.peers
+            .get_mut(peer as usize)
+            .ok_or(UpdateError::Key(KeyError::UnknownPeer(peer)))
+    }
+
+    fn class_range(&self, peer: u32) -> core::ops::Range<usize> {
+        let s = (peer * self.max_classes) as usize;
+        s..s + self.max_classes as usize
+    }
+
+    /// Binds `peer` to a receiver session and epoch (after negotiation, or
+    /// on a new session/epoch). If it was bound to another one, the old
+    /// ledger state is invalidated: every entry gets a new generation, so
+    /// old reservations, commits and completions can no longer touch it,
+    /// and the old epoch's in-flight work is counted as fenced. The entries
+    /// stay closed (Fencing) until the first update of the new epoch.
+    ///
+    /// Binding never goes back: an older epoch of the bound session, or the
+    /// previously bound session, is refused (counted as stale), so replayed
+    /// negotiation cannot re-admit fenced credit.
+    pub fn bind(
+        &mut self,
+        l: &SenderLedger,
+        peer: u32,
+        session: SessionId,
+        epoch: u64,
+    ) -> Result<(), UpdateError> {
+        self.check(l)?;
+        let p = *self.peer_mut(peer)?;
+        if p.session == Some(session) && p.epoch == epoch && p.phase != Phase::Unbound {
+            return Ok(());
+        }
+        // Never go back: an older epoch of the same session, or the session
+        // this peer was bound to before, would re-admit fenced credit.
+        if p.session == Some(session) && epoch < p.epoch {
+            self.counters.stale += 1;
+            return Err(UpdateError::EpochMismatch {
+                ours: p.epoch,
+                theirs: epoch,
+            });
+        }
+        if p.retired == Some(session) {
+            self.counters.stale += 1;
+            return Err(UpdateError::SessionMismatch);
+        }
+        if p.session.is_some() {
+            self.counters.epoch_resets += 1;
+        }
+        let generation = p.generation.wrapping_add(1);
+        for i in self.class_range(peer) {
+            let e = &l.entries[i];
+            e.generation.store(generation as u32, Ordering::Release);
+            let t = tag(generation);
+            // Order matters: drain released before committed (see module docs).
+            let r = e.released.swap(t, Ordering::AcqRel);
+            let c = e.committed.swap(t, Ordering::AcqRel);
+            e.avail.swap(t, Ordering::AcqRel);
+            let ec = &mut self.entries[i];
+            for k in 0..RESOURCES {
+                let committed = (ec.cd[k] - ec.returned[k]).saturating_add(self.layout.get(c, k));
+                let released = (ec.rd[k] - ec.returned[k]).saturating_add(self.layout.get(r, k));
+                self.counters.fenced_inflight[k] = self.counters.fenced_inflight[k]
+                    .saturating_add(committed.saturating_sub(released));
+            }
+            *ec = EntryCtl::default();
+        }
+        let pm = &mut self.peers[peer as usize];
+        let retired = match p.session {
+            Some(old) if old != session => Some(old),
+            _ => p.retired,
+        };
+        *pm = PeerCtl {
+            session: Some(session),
+            retired,
+            epoch,
+            phase: Phase::Fencing,
+            generation,
+            last_update_ns: 0,
+            ttl_ns: 0,
+        };
+        Ok(())
+    }
+
+    /// Applies a receiver update for `peer` (identity from the endpoint
+    /// context, never from the payload). Rules (RFC 2849):
+    /// session and epoch must match; an older or equal sequence is a no-op;
+    /// a gap is applied and counted; every cumulative total must be
+    /// non-decreasing (else: violation, peer quarantined); arithmetic is
+    /// checked. A newer update reopens a stale peer.
+    pub fn apply_update(
+        &mut self,
+        l: &SenderLedger,
+        peer: u32,
+        u: &CreditUpdate,
+        now_ns: u64,
+    ) -> Result<UpdateOutcome, UpdateError> {
+        self.check(l)?;
+        let entry = l.entry(peer, u.qos_class).map_err(UpdateError::Key)?;
+        for r in u.grants.present.iter() {
+            if !self.layout.present.contains(r) {
+                return Err(UpdateError::Key(KeyError::UnknownResource(r)));
+            }
+        }
+        let p = *self.peer_mut(peer)?;
+        match p.phase {
+            Phase::Unbound => return Err(UpdateError::NotBound),
+            Phase::Quarantined => return Err(UpdateError::Quarantined),
+            _ => {}
+        }
+        if p.session != Some(u.receiver_session) {
+            self.counters.stale += 1;
+            return Err(UpdateError::SessionMismatch);
+        }
+        if p.epoch != u.epoch {
+            self.counters.stale += 1;
+            return Err(UpdateError::EpochMismatch {
+                ours: p.epoch,
+                theirs: u.epoch,
+            });
+        }
+        let idx = entry.0 as usize;
+        let ec = self.entries[idx];
+        let outcome = match ec.last_seq {
+            Some(last) if u.sequence <= last => {
+                self.counters.duplicate += 1;
+                return Ok(UpdateOutcome::Duplicate);
+            }
+            Some(last) if u.sequence > last + 1 => UpdateOutcome::AppliedAfterGap {
+                missed: u.sequence - last - 1,
+            },
+            None if u.sequence > 1 => UpdateOutcome::AppliedAfterGap {
+                missed: u.sequence - 1,
+            },
+            _ => UpdateOutcome::Applied,
+        };
+        for r in u.grants.present.iter() {
+            if u.grants.values[r.index()] < ec.grant[r.index()] {
+                self.violation(l, peer);
+                return Err(UpdateError::Decreasing(r));
+            }
+        }
+        if let UpdateOutcome::AppliedAfterGap { .. } = outcome {
+            self.counters.gaps += 1;
+        }
+        let ec = &mut self.entries[idx];
+        ec.last_seq = Some(u.sequence);
+        for r in u.grants.present.iter() {
+            ec.grant[r.index()] = u.grants.values[r.index()];
+        }
+        self.counters.applied += 1;
+        if let Err(r) = self.flush(l, idx) {
+            self.violation(l, peer);
+            return Err(UpdateError::Overflow(r));
+        }
+        let pm = &mut self.peers[peer as usize];
+        pm.last_update_ns = now_ns;
+        pm.ttl_ns = u.freshness_ttl_ms as u64 * crate::time::NS_PER_MS;
+        if pm.phase != Phase::Active {
+            pm.phase = Phase::Active;
+            self.set_open(l, peer, true);
+        }
+        Ok(outcome)
+    }
+
+    /// Drains pending commits/releases into the cumulative totals and makes
+    /// banked grant available as far as the window allows.
+    fn flush(&mut self, l: &SenderLedger, idx: usize) -> Result<(), Resource> {
+        let e = &l.entries[idx];
+        let ec = &mut self.entries[idx];
+        let t = e.avail.load(Ordering::Acquire) & TAG_MASK;
+        // Released first, then committed: keeps released <= committed.
+        let r = e.released.swap(t, Ordering::AcqRel);
+        let c = e.committed.swap(t, Ordering::AcqRel);
+        let mut overflow = None;
+        let mut target = [0u64; RESOURCES];
+        for res in Resource::ALL {
+            let k = res.index();
+            // Saturate (never lose the drained amounts half-way); a
+            // saturated total is reported as a violation below.
+            let (rd, o1) = ec.rd[k].overflowing_add(self.layout.get(r, k));
+            let (cd, o2) = ec.cd[k].overflowing_add(self.layout.get(c, k));
+            ec.rd[k] = if o1 { u64::MAX } else { rd };
+            ec.cd[k] = if o2 { u64::MAX } else { cd };
+            if (o1 || o2) && overflow.is_none() {
+                overflow = Some(res);
+            }
+            target[k] = ec.grant[k].min(ec.rd[k].saturating_add(self.layout.window[k]));
+        }
+        // Make banked grant available, never beyond a field's window: with
+        // honest releases `target - applied` always fits; forged releases
+        // (released > committed) could claim more room than exists, and the
+        // excess simply stays banked.
+        let mut cur = e.avail.load(Ordering::Acquire);
+        loop {
+            let mut delta = 0u64;
+            let mut applied = ec.applied;
+            for k in 0..RESOURCES {
+                if self.layout.mask[k] == 0 || target[k] <= ec.applied[k] {
+                    continue;
+                }
+                let room = self.layout.window[k].saturating_sub(self.layout.get(cur, k));
+                let add = (target[k] - ec.applied[k]).min(room);
+                delta |= add << self.layout.shift[k];
+                applied[k] += add;
+            }
+            if delta == 0 {
+                break;
+            }
+            match e.avail.compare_exchange_weak(
+                cur,
+                cur + delta,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    ec.applied = applied;
+                    break;
+                }
+                Err(a) => cur = a,
+            }
+        }
+        match overflow {
+            Some(res) => Err(res),
+            None => Ok(()),
+        }
+    }
+
+    fn set_open(&mut self, l: &SenderLedger, peer: u32, open: bool) {
+        for i in self.class_range(peer) {
+            let e = &l.entries[i];
+            if open {
+                e.avail.fetch_or(OPEN, Ordering::AcqRel);
+            } else {
+                e.avail.fetch_and(!OPEN, Ordering::AcqRel);
+            }
+        }
+    }
+
+    fn violation(&mut self, l: &SenderLedger, peer: u32) {
+        self.counters.violations += 1;
+        self.peers[peer as usize].phase = Phase::Quarantined;
+        self.set_open(l, peer, false);
+    }
+
+    /// Quarantines `peer` (a credit violation seen elsewhere): no new
+    /// dispatch until it is re-bound to a new session/epoch.
+    pub fn quarantine(&mut self, l: &SenderLedger, peer: u32) -> Result<(), UpdateError> {
+        self.check(l)?;
+        self.peer_mut(peer)?;
+        self.violation(l, peer);
+        Ok(())
+    }
+
+    /// Marks `peer` stale (disconnect, freshness expiry): no new
+    /// credit-gated dispatch; work already handed off continues. A newer
+    /// update reopens it.
+    pub fn mark_stale(&mut self, l: &SenderLedger, peer: u32) -> Result<(), UpdateError> {
+        self.check(l)?;
+        let p = self.peer_mut(peer)?;
+        if p.phase == Phase::Active {
+            p.phase = Phase::Stale;
+            self.set_open(l, peer, false);
+        }
+        Ok(())
+    }
+
+    /// Marks stale every active peer whose last update is older than its
+    /// freshness TTL at `now_ns`. Returns how many became stale.
+    pub fn expire(&mut self, l: &SenderLedger, now_ns: u64) -> Result<u32, UpdateError> {
+        self.check(l)?;
+        let mut n = 0;
+        for peer in 0..self.peers.len() as u32 {
+            let p = self.peers[peer as usize];
+            if p.phase == Phase::Active
+                && p.ttl_ns != 0
+                && crate::time::expired(now_ns, p.last_update_ns, p.ttl_ns)
+            {
+                self.mark_stale(l, peer)?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    /// Builds the usage report for `(peer, class)`: cumulative consumed,
+    /// released and returned totals of the bound epoch (exact: pending
+    /// amounts are drained first), plus the caller's pending demand.
+    pub fn usage(
+        &mut self,
+        l: &SenderLedger,
+        peer: u32,
+        class: u32,
+        pending_demand: Charge,
+    ) -> Result<CreditUsage, UpdateError> {
+        self.check(l)?;
+        let entry = l.entry(peer, class).map_err(UpdateError::Key)?;
+        let p = self.peers[peer as usize];
+        let session = p.session.ok_or(UpdateError::NotBound)?;
+        let idx = entry.0 as usize;
+        if let Err(r) = self.flush(l, idx) {
+            self.violation(l, peer);
+            return Err(UpdateError::Overflow(r));
+        }
+        let ec = &mut self.entries[idx];
+        ec.usage_seq += 1;
+        let mut consumed = Totals::default();
+        let mut released = Totals::default();
+        let mut returned = Totals::default();
+        for r in self.layout.present.iter() {
+            let k = r.index();
+            consumed = consumed.with(r, ec.cd[k] - ec.returned[k]);
+            released = released.with(r, ec.rd[k] - ec.returned[k]);
+            returned = returned.with(r, ec.returned[k]);
+        }
+        Ok(CreditUsage {
+            receiver_session: session,
+            epoch: p.epoch,
+            sequence: ec.usage_seq,
+            qos_class: class,
+            consumed,
+            released,
+            returned,
+            pending_demand: Totals::from_charge(&pending_demand),
+        })
+    }
+
+    /// Returns up to `max` of `(peer, class)`'s *unused* credit to the
+    /// receiver (reported in the next usage report). Takes it atomically
+    /// from the available word, so it can never be both returned and used.
+    /// Returns what was actually returned.
+    pub fn return_unused(
+        &mut self,
+        l: &SenderLedger,
+        peer: u32,
+        class: u32,
+        max: Charge,
+    ) -> Result<Charge, UpdateError> {
+        self.check(l)?;
+        let entry = l.entry(peer, class).map_err(UpdateError::Key)?;
+        let idx = entry.0 as usize;
+        let e = &l.entries[idx];
+        let mut cur = e.avail.load(Ordering::Acquire);
+        let taken = loop {
+            let mut take = [0u64; RESOURCES];
+            let mut delta = 0u64;
+            for r in self.layout.present.iter() {
+                let k = r.index();
+                take[k] = self.layout.get(cur, k).min(max.0[k]);
+                delta |= take[k] << self.layout.shift[k];
+            }
+            match e
+                .avail
+                .compare_exchange(cur, cur - delta, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break take,
+                Err(a) => cur = a,
+            }
+        };
+        let ec = &mut self.entries[idx];
+        for k in 0..RESOURCES {
+            ec.returned[k] += taken[k];
+            ec.cd[k] += taken[k];
+            ec.rd[k] += taken[k];
+            self.counters.returned[k] += taken[k];
+        }
+        Ok(Charge(taken))
+    }
+
+    /// Counts a dispatch that fell back to legacy (optional mode).
+    pub fn note_legacy_fallback(&mut self) {
+        self.counters.legacy_fallbacks += 1;
+    }
+
+    /// Whether `peer`'s entries are open for dispatch.
+    pub fn is_active(&self, peer: u32) -> bool {
+        self.peers
+            .get(peer as usize)
+            .is_some_and(|p| p.phase == Phase::Active)
+    }
+
+    /// Resolves a full [`CreditKey`] to its entry: the peer index and class
+    /// must be in range and `receiver_session` must be the session the peer
+    /// is bound to (an old incarnation's key resolves to nothing).
+    pub fn entry_for(&self, l: &SenderLedger, key: &CreditKey) -> Result<EntryId, UpdateError> {
+        self.check(l)?;
+        let e = l
+            .entry(key.sender_peer, key.qos_class)
+            .map_err(UpdateError::Key)?;
+        match self.peers[key.sender_peer as usize].session {
+            None => Err(UpdateError::NotBound),
+            Some(s) if s != key.receiver_session => Err(UpdateError::SessionMismatch),
+            Some(_) => Ok(e),
+        }
+    }
+
+    /// The bound `(session, epoch)` of `peer`.
+    pub fn binding(&self, peer: u32) -> Option<(SessionId, u64)> {
+        let p = self.peers.get(peer as usize)?;
+        p.session.map(|s| (s, p.epoch))
+    }
+
+    /// Per-entry metrics (exact for drained amounts; pending commits and
+    /// releases since the last drain are included from the atomic words).
+    pub fn entry_metrics(
+        &self,
+        l: &SenderLedger,
+        peer: u32,
+        class: u32,
+    ) -> Result<EntryMetrics, UpdateError> {
+        self.check(l)?;
+        let idx = l.entry(peer, class).map_err(UpdateError::Key)?.0 as usize;
+        let e = &l.entries[idx];
+        let ec = &self.entries[idx];
+        let a = e.avail.load(Ordering::Acquire);
+        let c = e.committed.load(Ordering::Acquire);
+        let r = e.released.load(Ordering::Acquire);
+        let mut m = EntryMetrics::default();
+        for k in 0..RESOURCES {
+            m.granted[k] = ec.grant[k];
+            m.consumed[k] = ec.cd[k] - ec.returned[k] + self.layout.get(c, k);
+            m.released[k] = ec.rd[k] - ec.returned[k] + self.layout.get(r, k);
+            m.available[k] = self.layout.get(a, k);
+            m.banked[k] = ec.grant[k] - ec.applied[k];
+        }
+        Ok(m)
+    }
+
+    /// Aggregated bounded metrics.
+    pub fn metrics(&self, l: &SenderLedger) -> CreditMetrics {
+        let c = &self.counters;
+        let mut m = CreditMetrics {
+            returned: c.returned,
+            updates_applied: c.applied,
+            duplicate_updates: c.duplicate,
+            stale_updates: c.stale,
+            sequence_gaps: c.gaps,
+            epoch_resets: c.epoch_resets,
+            fenced_inflight: c.fenced_inflight,
+            violations: c.violations,
+            legacy_fallbacks: c.legacy_fallbacks,
+            ..Default::default()
+        };
+        if self.check(l).is_err() {
+            return m;
+        }
+        for (idx, e) in l.entries.iter().enumerate() {
+            let peer = idx as u32 / self.max_classes;
+            let class = idx as u32 % self.max_classes;
+            if let Ok(em) = self.entry_metrics(l, peer, class) {
+                for k in 0..RESOURCES {
+                    m.granted[k] = m.granted[k].saturating_add(em.granted[k]);
+                    m.consumed[k] = m.consumed[k].saturating_add(em.consumed[k]);
+                    m.available[k] = m.available[k].saturating_add(em.available[k]);
+                }
+            }
+            m.stalls += e.stalls.load(Ordering::Relaxed);
+            m.stall_ns += e.stall_ns.load(Ordering::Relaxed);
+            m.fenced_ops += e.fenced.load(Ordering::Relaxed);
+            m.refused_ops += e.refused.load(Ordering::Relaxed);
+        }
+        m
+    }
+}
+
+#[cfg(all(test, not(railyard_loom)))]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn windows() -> impl Strategy<Value = [u64; RESOURCES]> {
+        prop_oneof![
+            Just(LedgerConfig::default().window),
+            Just([7, 3, 0, 0]),
+            Just([1 << 20, 15, 7, 7]),
+            Just([0, 1, 0, (1 << 40) - 1]),
+        ]
+    }
+
+    proptest! {
+        /// The branch-free SWAR checks agree with per-field arithmetic.
+        #[test]
+        fn swar_checks_match_per_field_arithmetic(w in windows(), a in any::<[u64; 4]>(), b in any::<[u64; 4]>()) {
+            let l = Layout::new(w).unwrap();
+            let clamp = |v: [u64; 4]| {
+                let mut word = 0u64;
+                let mut f = [0u64; 4];
+                for i in 0..RESOURCES {
+                    f[i] = if l.mask[i] == 0 { 0 } else { v[i] % (l.mask[i] + 1) };
+                    word |= f[i] << l.shift[i];
+                }
+                (word, f)
+            };
+            let (wa, fa) = clamp(a);
+            let (wb, fb) = clamp(b);
+            let short = (0..RESOURCES).any(|i| fa[i] < fb[i]);
+            let over = (0..RESOURCES).any(|i| l.mask[i] != 0 && fa[i] + fb[i] > l.mask[i]);
+            prop_assert_eq!(l.any_short(wa | OPEN | tag(3), wb), short);
+            prop_assert_eq!(l.short(wa, wb).is_empty(), !short);
+            prop_assert_eq!(l.overflows(wa | tag(9), wb), over);
+            if !short {
+                prop_assert_eq!(l.unpack(wa - wb), core::array::from_fn::<u64, 4, _>(|i| fa[i] - fb[i]));
+            }
+        }
+    }
+}
