@@ -66,6 +66,25 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_VARIANT, ry_variant);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ADMISSION_KIND, ry_admission_kind);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_RECORDED, ry_recorded);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CHARGE, ry_charge);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_TOTALS, ry_totals);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_SESSION_ID, ry_session_id);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_UPDATE, ry_credit_update);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_USAGE, ry_credit_usage);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_LEDGER_CONFIG, ry_credit_ledger_config);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_SENDER, ry_credit_sender);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_COMMITTED_CHARGE, ry_committed_charge);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_METRICS, ry_credit_metrics);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_ALLOCATOR_CONFIG, ry_credit_allocator_config);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_RECEIVER, ry_credit_receiver);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_UPDATE_OUTCOME, ry_update_outcome);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_RELEASE_OUTCOME, ry_credit_release_outcome);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_RETURN_PATH, ry_return_path);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CAPABILITY_OFFER, ry_capability_offer);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CAPABILITY_ANSWER, ry_capability_answer);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_WIRE_MESSAGE, ry_wire_message);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_MSG_TYPE, ry_msg_type);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_NEGOTIATION_RESULT, ry_negotiation_result);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

@@ -20,11 +20,29 @@
 #define RY_ABI_VERSION 1
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 37
+#define RY_ABI_TYPE_COUNT 56
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
 #define RY_REASON_NONE UINT32_MAX
+
+// Number of credit resources.
+#define RY_RESOURCES 4
+
+// Resource index: bytes that may be in flight to the receiver.
+#define RY_RESOURCE_DATA_BYTES 0
+
+// Resource index: logical request / completion slots.
+#define RY_RESOURCE_REQUEST_SLOTS 1
+
+// Resource index: remote staging chunks.
+#define RY_RESOURCE_STAGING_SLOTS 2
+
+// Resource index: consumer readiness / commit capacity.
+#define RY_RESOURCE_CONSUMER_SLOTS 3
+
+// `ry_totals.present` / resource-set bit of resource index `i` is `1 << i`.
+#define RY_RESOURCE_SET_ALL 15
 
 // Slices of evidence one task keeps (fixed capacity, no allocation after
 // creation); more are handled by the core's eviction rules and counted in
@@ -48,6 +66,12 @@
 
 // `ry_token_record.holds`: the rail charge includes the peer entry.
 #define RY_HOLDS_RAIL_PEER_CHARGE (1 << 4)
+
+// Largest encoded message, in bytes: a buffer this big always suffices.
+#define RY_WIRE_MAX_MESSAGE_LEN 432
+
+// The schema version this library speaks.
+#define RY_WIRE_SCHEMA_V1 1
 
 // The result of every `ry_` function: `RY_STATUS_OK` (0) or a negative,
 // typed error. The thread's `ry_last_error_message()` describes the
@@ -128,6 +152,72 @@ enum ry_status
   RY_STATUS_RAIL_PEER_ACCOUNTING = -43,
   // Rail release: the charge / record holds no rail charge.
   RY_STATUS_RAIL_NOT_HELD = -44,
+  // Credit: peer index out of range for the table.
+  RY_STATUS_CREDIT_UNKNOWN_PEER = -50,
+  // Credit: QoS class out of range for the table.
+  RY_STATUS_CREDIT_UNKNOWN_CLASS = -51,
+  // Credit: a resource this table does not model.
+  RY_STATUS_CREDIT_UNKNOWN_RESOURCE = -52,
+  // Credit: a single charge larger than the resource's whole window.
+  RY_STATUS_CREDIT_CHARGE_TOO_LARGE = -53,
+  // Credit: an entry from another table (forged record).
+  RY_STATUS_CREDIT_FOREIGN_ENTRY = -54,
+  // Credit reserve: the entry is not open for dispatch (unbound,
+  // fencing, stale or quarantined).
+  RY_STATUS_CREDIT_CLOSED = -55,
+  // Credit reserve: not enough credit; nothing was taken.
+  RY_STATUS_CREDIT_INSUFFICIENT = -56,
+  // Credit commit: a new session/epoch was bound; do not dispatch.
+  RY_STATUS_CREDIT_EPOCH_CHANGED = -57,
+  // Credit: a counter would overflow (double release?); refused, counted.
+  RY_STATUS_CREDIT_OVERFLOW = -58,
+  // Credit update: the peer has no bound session.
+  RY_STATUS_CREDIT_NOT_BOUND = -59,
+  // Credit update: for another receiver session (stale, counted).
+  RY_STATUS_CREDIT_SESSION_MISMATCH = -60,
+  // Credit update: for another epoch (stale, counted).
+  RY_STATUS_CREDIT_EPOCH_MISMATCH = -61,
+  // Credit: the peer is quarantined after a violation.
+  RY_STATUS_CREDIT_QUARANTINED = -62,
+  // Credit: protocol violation (a cumulative total decreased or
+  // overflowed, or usage exceeds grants); the peer is quarantined.
+  RY_STATUS_CREDIT_VIOLATION = -63,
+  // Credit release: the record / committed charge holds no credit.
+  RY_STATUS_CREDIT_NOT_HELD = -64,
+  // Credit record: the charge cannot be encoded in a token record, or
+  // `record.bytes` differs from its DATA_BYTES.
+  RY_STATUS_CREDIT_NOT_RECORDABLE = -65,
+  // Credit: invalid ledger / allocator configuration.
+  RY_STATUS_CREDIT_CONFIG = -66,
+  // Credit allocator: the peer's session is not open.
+  RY_STATUS_CREDIT_PEER_NOT_OPEN = -67,
+  // Credit allocator: usage for an old session or epoch (ignored, counted).
+  RY_STATUS_CREDIT_STALE = -68,
+  // Credit allocator: a release or grant beyond what is outstanding /
+  // the entry cap.
+  RY_STATUS_CREDIT_OVER_RELEASE = -69,
+  // Credit allocator: `fence_complete` with nothing fencing.
+  RY_STATUS_CREDIT_NOTHING_FENCING = -70,
+  // Wire: fewer bytes than the header or body requires.
+  RY_STATUS_WIRE_TRUNCATED = -80,
+  // Wire: bytes after the stated body.
+  RY_STATUS_WIRE_TRAILING_BYTES = -81,
+  // Wire: schema version not spoken here.
+  RY_STATUS_WIRE_UNKNOWN_VERSION = -82,
+  // Wire: unknown message type.
+  RY_STATUS_WIRE_UNKNOWN_MESSAGE_TYPE = -83,
+  // Wire: unknown flag bits or a nonzero reserved field.
+  RY_STATUS_WIRE_MALFORMED = -84,
+  // Wire: a resource list longer than the maximum.
+  RY_STATUS_WIRE_TOO_MANY_RESOURCES = -85,
+  // Wire: the same resource twice in one list.
+  RY_STATUS_WIRE_DUPLICATE_RESOURCE = -86,
+  // Wire: an unknown resource marked required.
+  RY_STATUS_WIRE_UNKNOWN_REQUIRED_RESOURCE = -87,
+  // Wire: an enum field with an undefined value.
+  RY_STATUS_WIRE_BAD_ENUM = -88,
+  // Wire: the header's body length disagrees with the body.
+  RY_STATUS_WIRE_LENGTH_MISMATCH = -89,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -541,6 +631,51 @@ typedef uint32_t ry_task_state;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// `ry_credit_apply_update`'s outcome.
+enum ry_update_outcome
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Applied; the sequence followed the last one.
+  RY_UPDATE_OUTCOME_APPLIED = 0,
+  // Applied after a sequence gap (counted; `missed` says how many).
+  RY_UPDATE_OUTCOME_APPLIED_AFTER_GAP = 1,
+  // Duplicate or older sequence: a no-op (counted). Replaying an update
+  // never mints credit.
+  RY_UPDATE_OUTCOME_DUPLICATE = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_update_outcome ry_update_outcome;
+#else
+typedef uint32_t ry_update_outcome;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// `ry_credit_release`'s outcome.
+enum ry_credit_release_outcome
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Counted for the next usage report (never mints sender credit).
+  RY_CREDIT_RELEASE_OUTCOME_RELEASED = 0,
+  // From an older epoch: counted as fenced work; the current epoch is
+  // untouched.
+  RY_CREDIT_RELEASE_OUTCOME_FENCED = 1,
+  // Refused: the release counter would overflow (a forged or doubled
+  // release); counted.
+  RY_CREDIT_RELEASE_OUTCOME_REFUSED = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_credit_release_outcome ry_credit_release_outcome;
+#else
+typedef uint32_t ry_credit_release_outcome;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // `ry_task_record`'s outcome.
 enum ry_recorded
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -642,6 +777,44 @@ enum ry_abi_type
   RY_ABI_TYPE_ADMISSION_KIND = 35,
   // `ry_recorded`.
   RY_ABI_TYPE_RECORDED = 36,
+  // `ry_charge`.
+  RY_ABI_TYPE_CHARGE = 37,
+  // `ry_totals`.
+  RY_ABI_TYPE_TOTALS = 38,
+  // `ry_session_id`.
+  RY_ABI_TYPE_SESSION_ID = 39,
+  // `ry_credit_update`.
+  RY_ABI_TYPE_CREDIT_UPDATE = 40,
+  // `ry_credit_usage`.
+  RY_ABI_TYPE_CREDIT_USAGE = 41,
+  // `ry_credit_ledger_config`.
+  RY_ABI_TYPE_CREDIT_LEDGER_CONFIG = 42,
+  // `ry_credit_sender`.
+  RY_ABI_TYPE_CREDIT_SENDER = 43,
+  // `ry_committed_charge`.
+  RY_ABI_TYPE_COMMITTED_CHARGE = 44,
+  // `ry_credit_metrics`.
+  RY_ABI_TYPE_CREDIT_METRICS = 45,
+  // `ry_credit_allocator_config`.
+  RY_ABI_TYPE_CREDIT_ALLOCATOR_CONFIG = 46,
+  // `ry_credit_receiver`.
+  RY_ABI_TYPE_CREDIT_RECEIVER = 47,
+  // `ry_update_outcome`.
+  RY_ABI_TYPE_UPDATE_OUTCOME = 48,
+  // `ry_credit_release_outcome`.
+  RY_ABI_TYPE_CREDIT_RELEASE_OUTCOME = 49,
+  // `ry_return_path`.
+  RY_ABI_TYPE_RETURN_PATH = 50,
+  // `ry_capability_offer`.
+  RY_ABI_TYPE_CAPABILITY_OFFER = 51,
+  // `ry_capability_answer`.
+  RY_ABI_TYPE_CAPABILITY_ANSWER = 52,
+  // `ry_wire_message`.
+  RY_ABI_TYPE_WIRE_MESSAGE = 53,
+  // `ry_msg_type`.
+  RY_ABI_TYPE_MSG_TYPE = 54,
+  // `ry_negotiation_result`.
+  RY_ABI_TYPE_NEGOTIATION_RESULT = 55,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -690,6 +863,69 @@ enum ry_variant
 typedef enum ry_variant ry_variant;
 #else
 typedef uint32_t ry_variant;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// How a resource's capacity returns to the receiver's free pool.
+enum ry_return_path
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The sender's completion (reported as `released` in usage).
+  RY_RETURN_PATH_SENDER_COMPLETION = 0,
+  // The receiver's own consumer (`ry_credit_receiver_consumed`).
+  RY_RETURN_PATH_RECEIVER_CONSUMPTION = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_return_path ry_return_path;
+#else
+typedef uint32_t ry_return_path;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Message type codes (`ry_wire_message.msg_type`).
+enum ry_msg_type
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // `ReceiverCreditUpdateV1`: `ry_wire_message.update`.
+  RY_MSG_TYPE_CREDIT_UPDATE = 1,
+  // `SenderCreditUsageV1`: `ry_wire_message.usage`.
+  RY_MSG_TYPE_CREDIT_USAGE = 2,
+  // Capability offer: `ry_wire_message.offer`.
+  RY_MSG_TYPE_CAPABILITY_OFFER = 3,
+  // Capability answer: `ry_wire_message.answer`.
+  RY_MSG_TYPE_CAPABILITY_ANSWER = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_msg_type ry_msg_type;
+#else
+typedef uint32_t ry_msg_type;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Negotiation result codes (`ry_capability_answer.result`).
+enum ry_negotiation_result
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Credit active at `version`.
+  RY_NEGOTIATION_RESULT_ACCEPTED = 0,
+  // No common version / capability: legacy or fail per mode.
+  RY_NEGOTIATION_RESULT_UNSUPPORTED = 1,
+  // Refused by receiver policy.
+  RY_NEGOTIATION_RESULT_REJECTED = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_negotiation_result ry_negotiation_result;
+#else
+typedef uint32_t ry_negotiation_result;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -913,6 +1149,156 @@ typedef struct {
   bool counts_hard_error;
 } ry_signal_classification;
 
+// One amount per resource, indexed by `RY_RESOURCE_*`. Zero = not charged.
+typedef struct {
+  // Amounts by resource index.
+  uint64_t v[4];
+} ry_charge;
+
+// Sender ledger configuration.
+typedef struct {
+  // Per-entry tracking window per resource; 0 = resource not modeled.
+  // The bit widths must sum to at most 55.
+  ry_charge window;
+  // Receivers this sender can hold credit from.
+  uint32_t max_peers;
+  // QoS classes per peer (`max_peers * max_classes` <= 8192).
+  uint32_t max_classes;
+} ry_credit_ledger_config;
+
+// A sender credit ledger handle. Zero is never valid.
+typedef struct {
+  // Opaque handle bits.
+  uint64_t bits;
+} ry_credit_sender;
+
+// A receiver session identity (128 bits, unique per receiver incarnation).
+typedef struct {
+  // Low 64 bits.
+  uint64_t lo;
+  // High 64 bits.
+  uint64_t hi;
+} ry_session_id;
+
+// Cumulative totals carried by a message: `present` bit `1 << i` marks
+// resource `i` present; absent resources' values are ignored (written 0).
+typedef struct {
+  // Values by resource index.
+  uint64_t v[4];
+  // Bitmask of present resources (`1 << RY_RESOURCE_*`).
+  uint8_t present;
+  // Reserved, zero.
+  uint8_t reserved[7];
+} ry_totals;
+
+// A receiver's credit update: absolute cumulative grants within `epoch`.
+typedef struct {
+  // Receiver session the grants belong to.
+  ry_session_id receiver_session;
+  // Epoch within the session.
+  uint64_t epoch;
+  // Per-(session, epoch, class) sequence; newer wins.
+  uint64_t sequence;
+  // Cumulative grant totals.
+  ry_totals grants;
+  // QoS class.
+  uint32_t qos_class;
+  // Freshness hint (ms after receipt); 0 = no expiry.
+  uint32_t freshness_ttl_ms;
+} ry_credit_update;
+
+// A committed credit charge as plain data, released exactly once by its
+// completion (`ry_credit_release` clears `held`), or moved into a token
+// record with `ry_committed_charge_record_into`.
+typedef struct {
+  // The charge vector.
+  ry_charge charge;
+  // Ledger entry (`peer * max_classes + class`).
+  uint32_t entry;
+  // Entry generation at reserve time (epoch fencing).
+  uint16_t generation;
+  // 1 while held; 0 once released or recorded.
+  uint8_t held;
+  // Reserved, zero.
+  uint8_t reserved;
+} ry_committed_charge;
+
+// A sender's usage report: cumulative totals within `epoch`.
+typedef struct {
+  // Receiver session the usage belongs to.
+  ry_session_id receiver_session;
+  // Epoch.
+  uint64_t epoch;
+  // Sender's report sequence.
+  uint64_t sequence;
+  // Committed (handed to the transport) cumulative totals.
+  ry_totals consumed;
+  // Cumulative totals released by sender-side completions.
+  ry_totals released;
+  // Cumulative totals of unused credit returned explicitly.
+  ry_totals returned;
+  // Credit-stalled demand (a hint, not cumulative).
+  ry_totals pending_demand;
+  // QoS class.
+  uint32_t qos_class;
+  // Reserved, zero.
+  uint32_t reserved;
+} ry_credit_usage;
+
+// Bounded sender credit metrics (per resource, never per request).
+typedef struct {
+  // Cumulative grant totals in current epochs.
+  ry_charge granted;
+  // Committed (consumed) totals in current epochs.
+  ry_charge consumed;
+  // Currently available.
+  ry_charge available;
+  // Returned unused credit (all epochs).
+  ry_charge returned;
+  // In-flight amounts fenced by epoch resets.
+  ry_charge fenced_inflight;
+  // Reservations refused for lack of credit.
+  uint64_t stalls;
+  // Updates applied.
+  uint64_t updates_applied;
+  // Duplicate / old updates ignored.
+  uint64_t duplicate_updates;
+  // Session / epoch mismatched updates ignored.
+  uint64_t stale_updates;
+  // Sequence gaps seen (applied anyway).
+  uint64_t sequence_gaps;
+  // New sessions / epochs bound over an old one.
+  uint64_t epoch_resets;
+  // Commits, rollbacks and completions from an old epoch.
+  uint64_t fenced_ops;
+  // Counter updates refused to avoid overflow.
+  uint64_t refused_ops;
+  // Protocol violations (peer quarantined).
+  uint64_t violations;
+} ry_credit_metrics;
+
+// Receiver allocator configuration.
+typedef struct {
+  // This receiver's session id (a new incarnation must use a new one).
+  ry_session_id session;
+  // Global capacity per resource; 0 = not modeled.
+  ry_charge capacity;
+  // Per-entry outstanding cap per resource; 0 = no cap beyond capacity.
+  ry_charge entry_cap;
+  // `ry_return_path` per resource.
+  uint32_t return_path[4];
+  // Sender peers.
+  uint32_t max_peers;
+  // QoS classes per peer.
+  uint32_t max_classes;
+} ry_credit_allocator_config;
+
+// A receiver allocator handle. Zero is never valid.
+typedef struct {
+  // Opaque handle bits.
+  uint64_t bits;
+} ry_credit_receiver;
+
 // A task-evidence handle. Zero is never valid.
 typedef struct {
   // Opaque handle bits.
@@ -1078,6 +1464,56 @@ typedef struct {
   // Opaque handle bits.
   uint64_t bits;
 } ry_token_pool;
+
+// Sender -> receiver at bootstrap: supported versions, mode, windows.
+typedef struct {
+  // The sender's per-entry tracking window per resource.
+  ry_totals windows;
+  // QoS classes the sender wants.
+  uint32_t max_classes;
+  // Lowest schema version supported.
+  uint16_t min_version;
+  // Highest schema version supported.
+  uint16_t max_version;
+  // Nonzero: the sender runs in required mode.
+  uint8_t required;
+  // Reserved, zero.
+  uint8_t reserved[7];
+} ry_capability_offer;
+
+// Receiver -> sender: the negotiated version and session binding.
+typedef struct {
+  // Receiver session.
+  ry_session_id receiver_session;
+  // First epoch.
+  uint64_t epoch;
+  // Receiver per-entry caps per resource.
+  ry_totals caps;
+  // `ry_negotiation_result`.
+  uint32_t result;
+  // QoS classes authorized for this sender.
+  uint32_t classes;
+  // Chosen version (0 unless accepted).
+  uint16_t version;
+  // Reserved, zero.
+  uint8_t reserved[6];
+} ry_capability_answer;
+
+// One wire message: `type` says which member is meaningful.
+typedef struct {
+  // `RY_MSG_TYPE_CREDIT_UPDATE`.
+  ry_credit_update update;
+  // `RY_MSG_TYPE_CREDIT_USAGE`.
+  ry_credit_usage usage;
+  // `RY_MSG_TYPE_CAPABILITY_OFFER`.
+  ry_capability_offer offer;
+  // `RY_MSG_TYPE_CAPABILITY_ANSWER`.
+  ry_capability_answer answer;
+  // `ry_msg_type`.
+  uint32_t msg_type;
+  // Reserved, zero.
+  uint32_t reserved;
+} ry_wire_message;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1331,6 +1767,264 @@ ry_status ry_classify_event(uint32_t event_type, ry_event_classification *out);
 // `out` is valid for writes.
 ry_status ry_classify_signal(uint32_t signal, ry_signal_classification *out);
 
+// Writes the default ledger configuration (64 peers, 4 classes).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_credit_ledger_config_default(ry_credit_ledger_config *out);
+
+// Creates a sender ledger (all memory allocated here).
+//
+// Ownership: `*out` is owned by the caller; free with
+// `ry_credit_sender_destroy`. Thread-safety: the data-path calls
+// (`ry_credit_reserve_commit`, `ry_credit_release*`, `ry_credit_available`)
+// are lock-free from any thread; the control calls (bind, apply update,
+// usage, return, stale, quarantine, metrics) are serialised by an
+// internal mutex the data path never takes.
+//
+// # Safety
+// `cfg` is valid for reads; `out` is valid for writes.
+ry_status ry_credit_sender_create(const ry_credit_ledger_config *cfg, ry_credit_sender *out);
+
+// Destroys a sender ledger. Thread-safety: any thread.
+ry_status ry_credit_sender_destroy(ry_credit_sender sender);
+
+// Binds `peer` to a receiver session and epoch (after negotiation, or on
+// a new session/epoch). A previous binding is invalidated: old commits
+// and completions can no longer touch the new epoch (they are fenced),
+// and the entries stay closed until the first update of the new epoch.
+// An older epoch or a retired session is refused (replay-safe).
+//
+// Thread-safety: control path (internal mutex).
+ry_status ry_credit_bind(ry_credit_sender sender,
+                         uint32_t peer,
+                         ry_session_id session,
+                         uint64_t epoch);
+
+// Applies a receiver update for `peer` (identity from the endpoint, never
+// the payload): session and epoch must match, an older or equal sequence
+// is a no-op, a gap is applied and counted, every cumulative total must be
+// non-decreasing (else `RY_STATUS_CREDIT_VIOLATION` and the peer is
+// quarantined). `*outcome_out` and `*missed_out` are optional.
+//
+// Thread-safety: control path (internal mutex).
+//
+// # Safety
+// `update` is valid for reads; the out-pointers are NULL or valid for writes.
+ry_status ry_credit_apply_update(ry_credit_sender sender,
+                                 uint32_t peer,
+                                 const ry_credit_update *update,
+                                 uint64_t now_ns,
+                                 ry_update_outcome *outcome_out,
+                                 uint64_t *missed_out);
+
+// Reserves the whole `*charge` against `(peer, class)` — all resources or
+// none, one CAS — and commits it: call it at handoff to the transport.
+// On `RY_STATUS_CREDIT_INSUFFICIENT` nothing was taken and
+// `*short_out` (optional) holds the bitmask of exhausted resources.
+//
+// Ownership: the caller owns `*out` and releases it exactly once.
+// Thread-safety: lock-free; any number of threads.
+//
+// # Safety
+// `charge` is valid for reads; `out` is valid for writes; `short_out` is
+// NULL or valid for writes.
+ry_status ry_credit_reserve_commit(ry_credit_sender sender,
+                                   uint32_t peer,
+                                   uint32_t class_,
+                                   const ry_charge *charge,
+                                   ry_committed_charge *out,
+                                   uint8_t *short_out);
+
+// Releases a committed charge on completion (clearing `held`): it is
+// reported to the receiver in the next usage report; it never mints
+// sender credit. `*outcome_out` (optional) says whether it was released,
+// fenced (old epoch) or refused.
+//
+// Thread-safety: lock-free; any thread.
+//
+// # Safety
+// `charge` is valid for reads and writes; `outcome_out` is NULL or valid
+// for writes.
+ry_status ry_credit_release(ry_credit_sender sender,
+                            ry_committed_charge *charge,
+                            ry_credit_release_outcome *outcome_out);
+
+// Moves a held committed charge into a token record (`credit_key`,
+// `RY_HOLDS_CREDIT`) and clears `held`. `record->bytes` must equal the
+// charge's DATA_BYTES, and slot charges must be 0 or 1
+// (`RY_STATUS_CREDIT_NOT_RECORDABLE` otherwise; nothing moves).
+//
+// # Safety
+// `charge` and `record` are valid for reads and writes.
+ry_status ry_committed_charge_record_into(ry_committed_charge *charge, ry_token_record *record);
+
+// Releases the credit charge recorded in `*record` (the completion path)
+// and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
+// `RY_STATUS_CREDIT_NOT_HELD`. `*outcome_out` is optional.
+//
+// # Safety
+// `record` is valid for reads and writes; `outcome_out` is NULL or valid
+// for writes.
+ry_status ry_credit_release_record(ry_credit_sender sender,
+                                   ry_token_record *record,
+                                   ry_credit_release_outcome *outcome_out);
+
+// Writes `(peer, class)`'s available credit (one consistent snapshot,
+// never torn) and whether the entry is open for dispatch.
+//
+// # Safety
+// `out` is valid for writes; `open_out` is NULL or valid for writes.
+ry_status ry_credit_available(ry_credit_sender sender,
+                              uint32_t peer,
+                              uint32_t class_,
+                              ry_charge *out,
+                              bool *open_out);
+
+// Builds the usage report for `(peer, class)` (cumulative consumed,
+// released and returned totals of the bound epoch, plus `*pending_demand`,
+// which may be NULL for none). Encode it with `ry_wire_encode`.
+//
+// Thread-safety: control path (internal mutex).
+//
+// # Safety
+// `pending_demand` is NULL or valid for reads; `out` is valid for writes.
+ry_status ry_credit_usage_report(ry_credit_sender sender,
+                                 uint32_t peer,
+                                 uint32_t class_,
+                                 const ry_charge *pending_demand,
+                                 ry_credit_usage *out);
+
+// Returns up to `*max` of `(peer, class)`'s unused credit to the receiver
+// (reported in the next usage report), taken atomically from the
+// available credit so it can never be both returned and used. Writes what
+// was actually returned.
+//
+// # Safety
+// `max` is valid for reads; `returned_out` is valid for writes.
+ry_status ry_credit_return_unused(ry_credit_sender sender,
+                                  uint32_t peer,
+                                  uint32_t class_,
+                                  const ry_charge *max,
+                                  ry_charge *returned_out);
+
+// Marks `peer` stale (control disconnect, freshness expiry): no new
+// credit-gated dispatch; a newer update reopens it.
+ry_status ry_credit_mark_stale(ry_credit_sender sender, uint32_t peer);
+
+// Quarantines `peer` (a violation seen elsewhere) until it is re-bound.
+ry_status ry_credit_quarantine(ry_credit_sender sender, uint32_t peer);
+
+// Writes the sender's aggregated metrics. Control path (internal mutex).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_credit_metrics_get(ry_credit_sender sender, ry_credit_metrics *out);
+
+// Writes a configuration with the default return paths (DATA_BYTES and
+// REQUEST_SLOTS by sender completion, STAGING and CONSUMER slots by
+// receiver consumption), no entry caps, and the given sizes.
+//
+// # Safety
+// `capacity` is valid for reads; `out` is valid for writes.
+ry_status ry_credit_allocator_config_init(ry_session_id session,
+                                          uint32_t max_peers,
+                                          uint32_t max_classes,
+                                          const ry_charge *capacity,
+                                          ry_credit_allocator_config *out);
+
+// Creates a receiver allocator with all capacity free.
+//
+// Ownership: `*out` is owned by the caller; free with
+// `ry_credit_receiver_destroy`. Thread-safety: control-path state; every
+// call is serialised by an internal mutex.
+//
+// # Safety
+// `cfg` is valid for reads; `out` is valid for writes.
+ry_status ry_credit_receiver_create(const ry_credit_allocator_config *cfg, ry_credit_receiver *out);
+
+// Destroys a receiver allocator. Thread-safety: any thread.
+ry_status ry_credit_receiver_destroy(ry_credit_receiver receiver);
+
+// Opens `peer` for grants in a new epoch (written to `*epoch_out`,
+// optional). The previous epoch's outstanding grants move to the fencing
+// bucket, reusable only after `ry_credit_receiver_fence_complete`.
+//
+// # Safety
+// `epoch_out` is NULL or valid for writes.
+ry_status ry_credit_receiver_open(ry_credit_receiver receiver, uint32_t peer, uint64_t *epoch_out);
+
+// Disconnect: moves `peer`'s outstanding grants into fencing and closes it.
+ry_status ry_credit_receiver_close(ry_credit_receiver receiver, uint32_t peer);
+
+// The old session of `peer` is drained or failed: its fenced capacity
+// becomes free (written to `*freed_out`, optional).
+//
+// # Safety
+// `freed_out` is NULL or valid for writes.
+ry_status ry_credit_receiver_fence_complete(ry_credit_receiver receiver,
+                                            uint32_t peer,
+                                            ry_charge *freed_out);
+
+// Carves `*add` from free capacity for `(peer, class)`, all or nothing,
+// and writes the update to send (cumulative totals, next sequence).
+//
+// # Safety
+// `add` is valid for reads; `update_out` is valid for writes.
+ry_status ry_credit_receiver_grant(ry_credit_receiver receiver,
+                                   uint32_t peer,
+                                   uint32_t class_,
+                                   const ry_charge *add,
+                                   ry_credit_update *update_out);
+
+// Applies a sender's usage report for `peer` (identity from the
+// endpoint). Writes the capacity returned to the free pool to
+// `*returned_out` (optional) and whether it was a duplicate (a no-op) to
+// `*duplicate_out` (optional). Usage of an old session or epoch is
+// `RY_STATUS_CREDIT_STALE`; totals that decrease or exceed the grant are a
+// violation (peer quarantined).
+//
+// # Safety
+// `usage` is valid for reads; the out-pointers are NULL or valid for writes.
+ry_status ry_credit_receiver_on_usage(ry_credit_receiver receiver,
+                                      uint32_t peer,
+                                      const ry_credit_usage *usage,
+                                      ry_charge *returned_out,
+                                      bool *duplicate_out);
+
+// Receiver-local consumption of `(peer, class)`'s outstanding grants (for
+// `RY_RETURN_PATH_RECEIVER_CONSUMPTION` resources); capacity returns to
+// the free pool. More than outstanding is refused.
+//
+// # Safety
+// `amounts` is valid for reads.
+ry_status ry_credit_receiver_consumed(ry_credit_receiver receiver,
+                                      uint32_t peer,
+                                      uint32_t class_,
+                                      const ry_charge *amounts);
+
+// Writes the free capacity per resource.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_credit_receiver_free(ry_credit_receiver receiver, ry_charge *out);
+
+// Writes `(peer, class)`'s outstanding grants per resource.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_credit_receiver_outstanding(ry_credit_receiver receiver,
+                                         uint32_t peer,
+                                         uint32_t class_,
+                                         ry_charge *out);
+
+// Writes whether capacity is conserved: free + outstanding + fencing ==
+// capacity for every resource (must always be true).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_credit_receiver_conserved(ry_credit_receiver receiver, bool *out);
+
 // Creates empty evidence for one logical task (minimal state UNKNOWN until
 // something is observed).
 //
@@ -1564,6 +2258,30 @@ ry_status ry_token_pool_in_use(ry_token_pool pool, uint32_t *out);
 // # Safety
 // `out` is valid for writes.
 ry_status ry_token_pool_capacity(ry_token_pool pool, uint32_t *out);
+
+// Encodes `*msg` into `buf[0..cap)` and writes the encoded length to
+// `*len_out`. A buffer of `RY_WIRE_MAX_MESSAGE_LEN` always suffices; a
+// smaller one is `RY_STATUS_BUFFER_TOO_SMALL` (nothing useful written).
+//
+// Thread-safety: pure; any thread.
+//
+// # Safety
+// `msg` is valid for reads; `buf` points to `cap` writable bytes;
+// `len_out` is valid for writes.
+ry_status ry_wire_encode(const ry_wire_message *msg, uint8_t *buf, size_t cap, size_t *len_out);
+
+// Decodes exactly `len` bytes at `buf` into `*out`. Every check
+// (version, type, truncation, trailing bytes, reserved fields, list
+// counts, duplicate and unknown-required resources) runs before anything
+// is written; a rejected buffer is a `RY_STATUS_WIRE_*` error and `*out`
+// is untouched. Never reads beyond `len`.
+//
+// Thread-safety: pure; any thread.
+//
+// # Safety
+// `buf` points to `len` readable bytes (may be NULL if `len == 0`);
+// `out` is valid for writes.
+ry_status ry_wire_decode(const uint8_t *buf, size_t len, ry_wire_message *out);
 
 #ifdef __cplusplus
 }  // extern "C"

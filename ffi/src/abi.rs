@@ -93,10 +93,48 @@ pub enum ry_abi_type {
     AdmissionKind = 35,
     /// `ry_recorded`.
     Recorded = 36,
+    /// `ry_charge`.
+    Charge = 37,
+    /// `ry_totals`.
+    Totals = 38,
+    /// `ry_session_id`.
+    SessionId = 39,
+    /// `ry_credit_update`.
+    CreditUpdate = 40,
+    /// `ry_credit_usage`.
+    CreditUsage = 41,
+    /// `ry_credit_ledger_config`.
+    CreditLedgerConfig = 42,
+    /// `ry_credit_sender`.
+    CreditSender = 43,
+    /// `ry_committed_charge`.
+    CommittedCharge = 44,
+    /// `ry_credit_metrics`.
+    CreditMetrics = 45,
+    /// `ry_credit_allocator_config`.
+    CreditAllocatorConfig = 46,
+    /// `ry_credit_receiver`.
+    CreditReceiver = 47,
+    /// `ry_update_outcome`.
+    UpdateOutcome = 48,
+    /// `ry_credit_release_outcome`.
+    CreditReleaseOutcome = 49,
+    /// `ry_return_path`.
+    ReturnPath = 50,
+    /// `ry_capability_offer`.
+    CapabilityOffer = 51,
+    /// `ry_capability_answer`.
+    CapabilityAnswer = 52,
+    /// `ry_wire_message`.
+    WireMessage = 53,
+    /// `ry_msg_type`.
+    MsgType = 54,
+    /// `ry_negotiation_result`.
+    NegotiationResult = 55,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 37;
+pub const RY_ABI_TYPE_COUNT: u32 = 56;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -265,6 +303,82 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             36 => (
                 size_of::<crate::evidence::ry_recorded>(),
                 align_of::<crate::evidence::ry_recorded>(),
+            ),
+            37 => (
+                size_of::<crate::credit::ry_charge>(),
+                align_of::<crate::credit::ry_charge>(),
+            ),
+            38 => (
+                size_of::<crate::credit::ry_totals>(),
+                align_of::<crate::credit::ry_totals>(),
+            ),
+            39 => (
+                size_of::<crate::credit::ry_session_id>(),
+                align_of::<crate::credit::ry_session_id>(),
+            ),
+            40 => (
+                size_of::<crate::credit::ry_credit_update>(),
+                align_of::<crate::credit::ry_credit_update>(),
+            ),
+            41 => (
+                size_of::<crate::credit::ry_credit_usage>(),
+                align_of::<crate::credit::ry_credit_usage>(),
+            ),
+            42 => (
+                size_of::<crate::credit::ry_credit_ledger_config>(),
+                align_of::<crate::credit::ry_credit_ledger_config>(),
+            ),
+            43 => (
+                size_of::<crate::credit::ry_credit_sender>(),
+                align_of::<crate::credit::ry_credit_sender>(),
+            ),
+            44 => (
+                size_of::<crate::credit::ry_committed_charge>(),
+                align_of::<crate::credit::ry_committed_charge>(),
+            ),
+            45 => (
+                size_of::<crate::credit::ry_credit_metrics>(),
+                align_of::<crate::credit::ry_credit_metrics>(),
+            ),
+            46 => (
+                size_of::<crate::credit::ry_credit_allocator_config>(),
+                align_of::<crate::credit::ry_credit_allocator_config>(),
+            ),
+            47 => (
+                size_of::<crate::credit::ry_credit_receiver>(),
+                align_of::<crate::credit::ry_credit_receiver>(),
+            ),
+            48 => (
+                size_of::<crate::credit::ry_update_outcome>(),
+                align_of::<crate::credit::ry_update_outcome>(),
+            ),
+            49 => (
+                size_of::<crate::credit::ry_credit_release_outcome>(),
+                align_of::<crate::credit::ry_credit_release_outcome>(),
+            ),
+            50 => (
+                size_of::<crate::credit::ry_return_path>(),
+                align_of::<crate::credit::ry_return_path>(),
+            ),
+            51 => (
+                size_of::<crate::wire::ry_capability_offer>(),
+                align_of::<crate::wire::ry_capability_offer>(),
+            ),
+            52 => (
+                size_of::<crate::wire::ry_capability_answer>(),
+                align_of::<crate::wire::ry_capability_answer>(),
+            ),
+            53 => (
+                size_of::<crate::wire::ry_wire_message>(),
+                align_of::<crate::wire::ry_wire_message>(),
+            ),
+            54 => (
+                size_of::<crate::wire::ry_msg_type>(),
+                align_of::<crate::wire::ry_msg_type>(),
+            ),
+            55 => (
+                size_of::<crate::wire::ry_negotiation_result>(),
+                align_of::<crate::wire::ry_negotiation_result>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

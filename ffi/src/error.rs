@@ -7,8 +7,13 @@ use std::fmt::Display;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use railyard_core::cc::{AcquireError, ConfigError, ReleaseError};
+use railyard_core::credit::{
+    AllocError, CommitError, ConfigError as CreditConfigError, KeyError, RecordError, ReserveError,
+    UpdateError,
+};
 use railyard_core::rail::{ConfigError as RailConfigError, RailError};
 use railyard_core::token::TokenError;
+use railyard_core::wire::{DecodeError, EncodeError};
 
 /// The result of every `ry_` function: `RY_STATUS_OK` (0) or a negative,
 /// typed error. The thread's `ry_last_error_message()` describes the
@@ -91,6 +96,74 @@ pub enum RyStatus {
     RailPeerAccounting = -43,
     /// Rail release: the charge / record holds no rail charge.
     RailNotHeld = -44,
+
+    /// Credit: peer index out of range for the table.
+    CreditUnknownPeer = -50,
+    /// Credit: QoS class out of range for the table.
+    CreditUnknownClass = -51,
+    /// Credit: a resource this table does not model.
+    CreditUnknownResource = -52,
+    /// Credit: a single charge larger than the resource's whole window.
+    CreditChargeTooLarge = -53,
+    /// Credit: an entry from another table (forged record).
+    CreditForeignEntry = -54,
+    /// Credit reserve: the entry is not open for dispatch (unbound,
+    /// fencing, stale or quarantined).
+    CreditClosed = -55,
+    /// Credit reserve: not enough credit; nothing was taken.
+    CreditInsufficient = -56,
+    /// Credit commit: a new session/epoch was bound; do not dispatch.
+    CreditEpochChanged = -57,
+    /// Credit: a counter would overflow (double release?); refused, counted.
+    CreditOverflow = -58,
+    /// Credit update: the peer has no bound session.
+    CreditNotBound = -59,
+    /// Credit update: for another receiver session (stale, counted).
+    CreditSessionMismatch = -60,
+    /// Credit update: for another epoch (stale, counted).
+    CreditEpochMismatch = -61,
+    /// Credit: the peer is quarantined after a violation.
+    CreditQuarantined = -62,
+    /// Credit: protocol violation (a cumulative total decreased or
+    /// overflowed, or usage exceeds grants); the peer is quarantined.
+    CreditViolation = -63,
+    /// Credit release: the record / committed charge holds no credit.
+    CreditNotHeld = -64,
+    /// Credit record: the charge cannot be encoded in a token record, or
+    /// `record.bytes` differs from its DATA_BYTES.
+    CreditNotRecordable = -65,
+    /// Credit: invalid ledger / allocator configuration.
+    CreditConfig = -66,
+    /// Credit allocator: the peer's session is not open.
+    CreditPeerNotOpen = -67,
+    /// Credit allocator: usage for an old session or epoch (ignored, counted).
+    CreditStale = -68,
+    /// Credit allocator: a release or grant beyond what is outstanding /
+    /// the entry cap.
+    CreditOverRelease = -69,
+    /// Credit allocator: `fence_complete` with nothing fencing.
+    CreditNothingFencing = -70,
+
+    /// Wire: fewer bytes than the header or body requires.
+    WireTruncated = -80,
+    /// Wire: bytes after the stated body.
+    WireTrailingBytes = -81,
+    /// Wire: schema version not spoken here.
+    WireUnknownVersion = -82,
+    /// Wire: unknown message type.
+    WireUnknownMessageType = -83,
+    /// Wire: unknown flag bits or a nonzero reserved field.
+    WireMalformed = -84,
+    /// Wire: a resource list longer than the maximum.
+    WireTooManyResources = -85,
+    /// Wire: the same resource twice in one list.
+    WireDuplicateResource = -86,
+    /// Wire: an unknown resource marked required.
+    WireUnknownRequiredResource = -87,
+    /// Wire: an enum field with an undefined value.
+    WireBadEnum = -88,
+    /// Wire: the header's body length disagrees with the body.
+    WireLengthMismatch = -89,
 }
 
 /// The Rust-side error of an entry point: a status and its message.
@@ -189,6 +262,120 @@ impl From<RailError> for Error {
             RailError::CountsTooShort { .. } => RyStatus::BufferTooSmall,
         };
         Error::new(s, e)
+    }
+}
+
+fn key_status(e: KeyError) -> RyStatus {
+    match e {
+        KeyError::UnknownPeer(_) => RyStatus::CreditUnknownPeer,
+        KeyError::UnknownClass(_) => RyStatus::CreditUnknownClass,
+        KeyError::UnknownResource(_) => RyStatus::CreditUnknownResource,
+        KeyError::ChargeTooLarge(_) => RyStatus::CreditChargeTooLarge,
+        KeyError::ForeignEntry => RyStatus::CreditForeignEntry,
+    }
+}
+
+impl From<KeyError> for Error {
+    fn from(e: KeyError) -> Self {
+        Error::new(key_status(e), e)
+    }
+}
+
+impl From<ReserveError> for Error {
+    fn from(e: ReserveError) -> Self {
+        let s = match e {
+            ReserveError::Key(k) => key_status(k),
+            ReserveError::Closed => RyStatus::CreditClosed,
+            ReserveError::Insufficient(_) => RyStatus::CreditInsufficient,
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<CommitError> for Error {
+    fn from(e: CommitError) -> Self {
+        let s = match e {
+            CommitError::EpochChanged => RyStatus::CreditEpochChanged,
+            CommitError::Overflow => RyStatus::CreditOverflow,
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<UpdateError> for Error {
+    fn from(e: UpdateError) -> Self {
+        let s = match e {
+            UpdateError::Key(k) => key_status(k),
+            UpdateError::NotBound => RyStatus::CreditNotBound,
+            UpdateError::SessionMismatch => RyStatus::CreditSessionMismatch,
+            UpdateError::EpochMismatch { .. } => RyStatus::CreditEpochMismatch,
+            UpdateError::Quarantined => RyStatus::CreditQuarantined,
+            UpdateError::Decreasing(_) | UpdateError::Overflow(_) => RyStatus::CreditViolation,
+            UpdateError::ForeignLedger => RyStatus::CreditForeignEntry,
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<RecordError> for Error {
+    fn from(e: RecordError) -> Self {
+        let s = match e {
+            RecordError::NoCredit => RyStatus::CreditNotHeld,
+            RecordError::NotRecordable | RecordError::BytesMismatch => {
+                RyStatus::CreditNotRecordable
+            }
+            RecordError::Key(k) => key_status(k),
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<CreditConfigError> for Error {
+    fn from(e: CreditConfigError) -> Self {
+        Error::new(RyStatus::CreditConfig, e)
+    }
+}
+
+impl From<AllocError> for Error {
+    fn from(e: AllocError) -> Self {
+        let s = match e {
+            AllocError::Key(k) => key_status(k),
+            AllocError::BadConfig => RyStatus::CreditConfig,
+            AllocError::Insufficient(_) => RyStatus::CreditInsufficient,
+            AllocError::EntryCap(_) | AllocError::OverRelease(_) => RyStatus::CreditOverRelease,
+            AllocError::PeerNotOpen => RyStatus::CreditPeerNotOpen,
+            AllocError::Stale => RyStatus::CreditStale,
+            AllocError::Violation(_) => RyStatus::CreditViolation,
+            AllocError::NothingFencing => RyStatus::CreditNothingFencing,
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<DecodeError> for Error {
+    fn from(e: DecodeError) -> Self {
+        let s = match e {
+            DecodeError::Truncated { .. } => RyStatus::WireTruncated,
+            DecodeError::TrailingBytes(_) => RyStatus::WireTrailingBytes,
+            DecodeError::UnknownVersion(_) => RyStatus::WireUnknownVersion,
+            DecodeError::UnknownMessageType(_) => RyStatus::WireUnknownMessageType,
+            DecodeError::UnknownFlags | DecodeError::NonzeroReserved => RyStatus::WireMalformed,
+            DecodeError::TooManyResources(_) => RyStatus::WireTooManyResources,
+            DecodeError::DuplicateResource(_) => RyStatus::WireDuplicateResource,
+            DecodeError::UnknownRequiredResource(_) => RyStatus::WireUnknownRequiredResource,
+            DecodeError::BadEnum(_) => RyStatus::WireBadEnum,
+            DecodeError::LengthMismatch { .. } => RyStatus::WireLengthMismatch,
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<EncodeError> for Error {
+    fn from(e: EncodeError) -> Self {
+        match e {
+            EncodeError::BufferTooSmall { .. } => Error::new(RyStatus::BufferTooSmall, e),
+            EncodeError::Invalid(d) => Error::new(Error::from(d).status, e),
+        }
     }
 }
 
@@ -295,6 +482,37 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         RailNicUnderflow => c"RY_STATUS_RAIL_NIC_UNDERFLOW",
         RailPeerAccounting => c"RY_STATUS_RAIL_PEER_ACCOUNTING",
         RailNotHeld => c"RY_STATUS_RAIL_NOT_HELD",
+        CreditUnknownPeer => c"RY_STATUS_CREDIT_UNKNOWN_PEER",
+        CreditUnknownClass => c"RY_STATUS_CREDIT_UNKNOWN_CLASS",
+        CreditUnknownResource => c"RY_STATUS_CREDIT_UNKNOWN_RESOURCE",
+        CreditChargeTooLarge => c"RY_STATUS_CREDIT_CHARGE_TOO_LARGE",
+        CreditForeignEntry => c"RY_STATUS_CREDIT_FOREIGN_ENTRY",
+        CreditClosed => c"RY_STATUS_CREDIT_CLOSED",
+        CreditInsufficient => c"RY_STATUS_CREDIT_INSUFFICIENT",
+        CreditEpochChanged => c"RY_STATUS_CREDIT_EPOCH_CHANGED",
+        CreditOverflow => c"RY_STATUS_CREDIT_OVERFLOW",
+        CreditNotBound => c"RY_STATUS_CREDIT_NOT_BOUND",
+        CreditSessionMismatch => c"RY_STATUS_CREDIT_SESSION_MISMATCH",
+        CreditEpochMismatch => c"RY_STATUS_CREDIT_EPOCH_MISMATCH",
+        CreditQuarantined => c"RY_STATUS_CREDIT_QUARANTINED",
+        CreditViolation => c"RY_STATUS_CREDIT_VIOLATION",
+        CreditNotHeld => c"RY_STATUS_CREDIT_NOT_HELD",
+        CreditNotRecordable => c"RY_STATUS_CREDIT_NOT_RECORDABLE",
+        CreditConfig => c"RY_STATUS_CREDIT_CONFIG",
+        CreditPeerNotOpen => c"RY_STATUS_CREDIT_PEER_NOT_OPEN",
+        CreditStale => c"RY_STATUS_CREDIT_STALE",
+        CreditOverRelease => c"RY_STATUS_CREDIT_OVER_RELEASE",
+        CreditNothingFencing => c"RY_STATUS_CREDIT_NOTHING_FENCING",
+        WireTruncated => c"RY_STATUS_WIRE_TRUNCATED",
+        WireTrailingBytes => c"RY_STATUS_WIRE_TRAILING_BYTES",
+        WireUnknownVersion => c"RY_STATUS_WIRE_UNKNOWN_VERSION",
+        WireUnknownMessageType => c"RY_STATUS_WIRE_UNKNOWN_MESSAGE_TYPE",
+        WireMalformed => c"RY_STATUS_WIRE_MALFORMED",
+        WireTooManyResources => c"RY_STATUS_WIRE_TOO_MANY_RESOURCES",
+        WireDuplicateResource => c"RY_STATUS_WIRE_DUPLICATE_RESOURCE",
+        WireUnknownRequiredResource => c"RY_STATUS_WIRE_UNKNOWN_REQUIRED_RESOURCE",
+        WireBadEnum => c"RY_STATUS_WIRE_BAD_ENUM",
+        WireLengthMismatch => c"RY_STATUS_WIRE_LENGTH_MISMATCH",
     );
     c"RY_STATUS_UNKNOWN".as_ptr()
 }

@@ -33,8 +33,10 @@ mod ptr;
 pub mod abi;
 pub mod cc;
 pub mod classify;
+pub mod credit;
 pub mod evidence;
 pub mod rail;
 pub mod token;
+pub mod wire;
 
 pub use error::{ry_last_error_message, ry_status_name, RyStatus as ry_status};
