@@ -153,8 +153,8 @@ pub struct ry_abi_layout_t {
 /// `out` is valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) -> RyStatus {
-    use std::mem::{align_of, size_of};
     guard(|| {
+        use std::mem::{align_of, size_of};
         let l = match which {
             0 => (
                 size_of::<crate::token::ry_token_record>(),

@@ -516,3 +516,44 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
     );
     c"RY_STATUS_UNKNOWN".as_ptr()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn last() -> String {
+        // SAFETY: ry_last_error_message never returns NULL and the string
+        // lives until the next ry_ call on this thread.
+        unsafe { CStr::from_ptr(ry_last_error_message()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_a_status_and_a_message() {
+        let st = guard(|| panic!("boom {}", 42));
+        assert_eq!(st, RyStatus::Panic);
+        assert!(last().contains("boom 42"), "{}", last());
+        let st = guard(|| std::panic::panic_any(7u8));
+        assert_eq!(st, RyStatus::Panic);
+        assert!(last().contains("non-string"), "{}", last());
+        assert_eq!(guard(|| Ok(())), RyStatus::Ok);
+        assert_eq!(last(), "");
+    }
+
+    #[test]
+    fn the_last_error_is_per_thread() {
+        let st = guard(|| Err(Error::invalid("only here")));
+        assert_eq!(st, RyStatus::InvalidArgument);
+        let other = std::thread::spawn(last).join().unwrap();
+        assert_eq!(other, "");
+        assert_eq!(last(), "only here");
+    }
+
+    #[test]
+    fn interior_nul_does_not_lose_the_message() {
+        let _ = guard(|| Err(Error::invalid("a\0b")));
+        assert_eq!(last(), "a b");
+    }
+}
