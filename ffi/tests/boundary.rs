@@ -13,6 +13,24 @@ use railyard_ffi::token::{
     ry_token_record,
 };
 
+fn status_name(v: i32) -> String {
+    // SAFETY: ry_status_name returns a static NUL-terminated string.
+    unsafe { CStr::from_ptr(railyard_ffi::ry_status_name(v)) }
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+fn claim(pool: ry_token_pool, rec: &ry_token_record, wr: &mut u64) -> ry_status {
+    // SAFETY: both pointers come from live references.
+    unsafe { ry_token_claim(pool, rec, wr) }
+}
+
+fn complete(pool: ry_token_pool, wr: u64, out: &mut ry_token_record) -> ry_status {
+    // SAFETY: the pointer comes from a live reference.
+    unsafe { ry_token_complete(pool, wr, out) }
+}
+
 /// Every `extern "C" fn` body starts with `guard(` (so no panic can cross
 /// the boundary), except the three that cannot panic.
 #[test]
@@ -64,13 +82,11 @@ fn every_status_has_its_header_name() {
         };
         let (name, value) = rest.split_once(" = ").unwrap();
         let value: i32 = value.trim_end_matches(',').parse().unwrap();
-        let got = unsafe { CStr::from_ptr(railyard_ffi::ry_status_name(value)) };
-        assert_eq!(got.to_str().unwrap(), format!("RY_STATUS_{name}"));
+        assert_eq!(status_name(value), format!("RY_STATUS_{name}"));
         n += 1;
     }
     assert!(n > 50, "parsed {n} statuses");
-    let unknown = unsafe { CStr::from_ptr(railyard_ffi::ry_status_name(-1000)) };
-    assert_eq!(unknown.to_str().unwrap(), "RY_STATUS_UNKNOWN");
+    assert_eq!(status_name(-1000), "RY_STATUS_UNKNOWN");
 }
 
 /// One thread claims and completes in a loop while another destroys the
@@ -80,10 +96,9 @@ fn every_status_has_its_header_name() {
 fn destroy_while_in_use_is_safe() {
     for _ in 0..20 {
         let mut pool = ry_token_pool::default();
-        assert_eq!(
-            unsafe { ry_token_pool_create(64, &mut pool) },
-            ry_status::Ok
-        );
+        // SAFETY: `pool` is a live local.
+        let st = unsafe { ry_token_pool_create(64, &mut pool) };
+        assert_eq!(st, ry_status::Ok);
         let started = Arc::new(AtomicBool::new(false));
         let s2 = started.clone();
         let worker = std::thread::spawn(move || {
@@ -94,14 +109,14 @@ fn destroy_while_in_use_is_safe() {
             let mut ok = 0u64;
             loop {
                 let mut wr = 0u64;
-                let st = unsafe { ry_token_claim(pool, &rec, &mut wr) };
+                let st = claim(pool, &rec, &mut wr);
                 s2.store(true, Ordering::Release);
                 if st == ry_status::InvalidHandle {
                     return ok;
                 }
                 assert_eq!(st, ry_status::Ok);
                 let mut back = ry_token_record::default();
-                let st = unsafe { ry_token_complete(pool, wr, &mut back) };
+                let st = complete(pool, wr, &mut back);
                 if st == ry_status::InvalidHandle {
                     return ok;
                 }
