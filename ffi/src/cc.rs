@@ -171,7 +171,7 @@ struct Cc {
 
 static CCS: Registry<Cc> = Registry::new(2, "controller");
 
-fn cc(h: ry_cc) -> Result<std::sync::Arc<Cc>> {
+fn cc(h: ry_cc) -> Result<crate::handle::Pinned<Cc>> {
     CCS.get(h.bits)
 }
 
@@ -216,7 +216,7 @@ pub unsafe extern "C" fn ry_cc_create(
 /// running on it finish safely; later calls get `RY_STATUS_INVALID_HANDLE`.
 #[no_mangle]
 pub extern "C" fn ry_cc_destroy(cc: ry_cc) -> RyStatus {
-    guard(|| CCS.remove(cc.bits).map(drop))
+    guard(|| CCS.remove(cc.bits))
 }
 
 /// A reservation of one slice's bytes in a device and a route domain, as

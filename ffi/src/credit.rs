@@ -275,7 +275,7 @@ struct Sender {
 
 static SENDERS: Registry<Sender> = Registry::new(5, "credit sender");
 
-fn sender(h: ry_credit_sender) -> Result<std::sync::Arc<Sender>> {
+fn sender(h: ry_credit_sender) -> Result<crate::handle::Pinned<Sender>> {
     SENDERS.get(h.bits)
 }
 
@@ -324,7 +324,7 @@ pub unsafe extern "C" fn ry_credit_sender_create(
 /// Destroys a sender ledger. Thread-safety: any thread.
 #[no_mangle]
 pub extern "C" fn ry_credit_sender_destroy(sender: ry_credit_sender) -> RyStatus {
-    guard(|| SENDERS.remove(sender.bits).map(drop))
+    guard(|| SENDERS.remove(sender.bits))
 }
 
 /// Binds `peer` to a receiver session and epoch (after negotiation, or on
@@ -918,7 +918,7 @@ pub unsafe extern "C" fn ry_credit_receiver_create(
 /// Destroys a receiver allocator. Thread-safety: any thread.
 #[no_mangle]
 pub extern "C" fn ry_credit_receiver_destroy(receiver: ry_credit_receiver) -> RyStatus {
-    guard(|| RECEIVERS.remove(receiver.bits).map(drop))
+    guard(|| RECEIVERS.remove(receiver.bits))
 }
 
 /// Opens `peer` for grants in a new epoch (written to `*epoch_out`,

@@ -200,7 +200,7 @@ pub unsafe extern "C" fn ry_task_create(out: *mut ry_task) -> RyStatus {
 /// Destroys task evidence. Thread-safety: any thread.
 #[no_mangle]
 pub extern "C" fn ry_task_destroy(task: ry_task) -> RyStatus {
-    guard(|| TASKS.remove(task.bits).map(drop))
+    guard(|| TASKS.remove(task.bits))
 }
 
 /// `ry_task_record`'s outcome.

@@ -161,7 +161,7 @@ pub unsafe extern "C" fn ry_rail_create(
 /// finish safely.
 #[no_mangle]
 pub extern "C" fn ry_rail_destroy(rail: ry_rail) -> RyStatus {
-    guard(|| RAILS.remove(rail.bits).map(drop))
+    guard(|| RAILS.remove(rail.bits))
 }
 
 /// The bytes one attempt holds on a device (and its peer entry), as plain

@@ -149,7 +149,7 @@ pub unsafe extern "C" fn ry_token_pool_create(capacity: u32, out: *mut ry_token_
 /// running on the pool in other threads finish safely.
 #[no_mangle]
 pub extern "C" fn ry_token_pool_destroy(pool: ry_token_pool) -> RyStatus {
-    guard(|| POOLS.remove(pool.bits).map(drop))
+    guard(|| POOLS.remove(pool.bits))
 }
 
 /// Claims a slot for one posted attempt holding `*record` (copied in) and
