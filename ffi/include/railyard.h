@@ -1534,10 +1534,15 @@ const char *ry_last_error_message(void);
 const char *ry_status_name(int32_t status);
 
 // The ABI version the library was built with.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
 uint32_t ry_abi_version(void);
 
 // Writes the Rust layout of type `which` (`ry_abi_type`); an unknown
 // value is `RY_STATUS_INVALID_ARGUMENT`. Thread-safety: pure.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 //
 // # Safety
 // `out` is valid for writes.
@@ -1560,6 +1565,8 @@ ry_status ry_cc_config_default(ry_cc_config *out);
 // Thread-safety: reads the environment; do not call concurrently with
 // `setenv` in another thread (a libc restriction).
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+//
 // # Safety
 // `out` is valid for writes.
 ry_status ry_cc_config_from_env(ry_cc_config *out);
@@ -1567,6 +1574,8 @@ ry_status ry_cc_config_from_env(ry_cc_config *out);
 // Validates a configuration without building anything.
 //
 // Thread-safety: pure; any thread.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
 //
 // # Safety
 // `cfg` is valid for reads.
@@ -1591,6 +1600,8 @@ ry_status ry_cc_create(const ry_cc_config *cfg,
 
 // Destroys a controller. Thread-safety: any thread; calls already
 // running on it finish safely; later calls get `RY_STATUS_INVALID_HANDLE`.
+//
+// Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_cc_destroy(ry_cc cc);
 
 // Byte-window admission of one whole slice on `device` x `route`,
@@ -1599,6 +1610,8 @@ ry_status ry_cc_destroy(ry_cc cc);
 // release or record it exactly once.
 //
 // Thread-safety: lock-free; the data path, any number of threads.
+//
+// Ownership: on admit the caller owns `out->permit` (see above); retains nothing else.
 //
 // # Safety
 // `out` is valid for writes.
@@ -1613,6 +1626,9 @@ ry_status ry_cc_try_acquire(ry_cc cc,
 // A permit that is not current must not be posted: release it with
 // `RY_EFFECT_NONE` and resolve the path again.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+//
 // # Safety
 // `permit` is valid for reads; `out` is valid for writes.
 ry_status ry_cc_is_current(ry_cc cc, const ry_permit *permit, bool *out);
@@ -1625,6 +1641,8 @@ ry_status ry_cc_is_current(ry_cc cc, const ry_permit *permit, bool *out);
 //
 // Thread-safety: lock-free; any thread (the permit itself must not be
 // shared between threads without synchronisation).
+//
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
 //
 // # Safety
 // `permit` is valid for reads and writes; `settlement_out` is NULL or
@@ -1641,19 +1659,27 @@ ry_status ry_cc_release(ry_cc cc,
 //
 // Thread-safety: pure data; no controller involved.
 //
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+//
 // # Safety
 // `permit` is valid for reads and writes; `tail_out` is valid for writes
 // and does not alias `permit`.
-ry_status ry_permit_split(ry_permit *permit, uint32_t head, ry_permit *tail_out);
+ry_status ry_permit_split(ry_permit *permit,
+                          uint32_t head,
+                          ry_permit *tail_out);
 
 // Moves a held permit into a token record (device, route,
 // route_generation, bytes, `holds |= RY_HOLDS_PERMIT`) and clears
 // `held`. If the record already holds a permit, nothing moves:
 // `RY_STATUS_CC_ALREADY_HELD`.
 //
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
+//
 // # Safety
 // `permit` and `record` are valid for reads and writes.
-ry_status ry_permit_record_into(ry_permit *permit, ry_token_record *record);
+ry_status ry_permit_record_into(ry_permit *permit,
+                                ry_token_record *record);
 
 // Releases the permit recorded in `*record` (the completion path) and
 // clears `RY_HOLDS_PERMIT`, so a second release of the same record is
@@ -1661,6 +1687,8 @@ ry_status ry_permit_record_into(ry_permit *permit, ry_token_record *record);
 // in-flight bytes negative is refused (`RY_STATUS_CC_UNDERFLOW`, counted).
 //
 // Thread-safety: lock-free; any thread.
+//
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
 //
 // # Safety
 // `record` is valid for reads and writes; `settlement_out` is NULL or
@@ -1676,6 +1704,8 @@ ry_status ry_cc_release_record(ry_cc cc,
 //
 // Thread-safety: lock-free; any thread.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+//
 // # Safety
 // `settlement_out` is NULL or valid for writes.
 ry_status ry_cc_route_feedback(ry_cc cc,
@@ -1686,10 +1716,14 @@ ry_status ry_cc_route_feedback(ry_cc cc,
 
 // Device-scope fatal evidence: quarantines the device and moves every
 // route bound to it to a new generation. Thread-safety: any thread.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
 ry_status ry_cc_quarantine_device(ry_cc cc, uint16_t device);
 
 // The route's endpoint / QP was rebuilt: a new generation, written to
 // `*generation_out` (optional). Thread-safety: any thread.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 //
 // # Safety
 // `generation_out` is NULL or valid for writes.
@@ -1698,11 +1732,16 @@ ry_status ry_cc_advance_generation(ry_cc cc, uint32_t route, uint32_t *generatio
 // A local-NIC handoff: binds `route` to `device` on a new generation,
 // written to `*generation_out` (optional). Thread-safety: any thread.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+//
 // # Safety
 // `generation_out` is NULL or valid for writes.
 ry_status ry_cc_rebind_route(ry_cc cc, uint32_t route, uint16_t device, uint32_t *generation_out);
 
 // Writes a snapshot of route domain `route` (slow path: diagnostics).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 //
 // # Safety
 // `out` is valid for writes.
@@ -1710,11 +1749,17 @@ ry_status ry_cc_route_snapshot(ry_cc cc, uint32_t route, ry_domain_snapshot *out
 
 // Writes a snapshot of device domain `device` (slow path: diagnostics).
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+//
 // # Safety
 // `out` is valid for writes.
 ry_status ry_cc_device_snapshot(ry_cc cc, uint16_t device, ry_domain_snapshot *out);
 
 // Writes the controller's counters.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 //
 // # Safety
 // `out` is valid for writes.
@@ -1729,11 +1774,16 @@ ry_status ry_cc_stats_get(ry_cc cc, ry_cc_stats *out);
 // same controller are serialised by an internal mutex (never taken by the
 // data-path functions).
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+//
 // # Safety
 // `report_out` is NULL or valid for writes.
 ry_status ry_cc_on_epoch(ry_cc cc, uint64_t now_ns, uint32_t poller, ry_epoch_report *report_out);
 
 // Writes the controller's mode (`ry_mode`).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
 //
 // # Safety
 // `out` is valid for writes.
@@ -1769,6 +1819,9 @@ ry_status ry_classify_signal(uint32_t signal, ry_signal_classification *out);
 
 // Writes the default ledger configuration (64 peers, 4 classes).
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
+//
 // # Safety
 // `out` is valid for writes.
 ry_status ry_credit_ledger_config_default(ry_credit_ledger_config *out);
@@ -1787,6 +1840,8 @@ ry_status ry_credit_ledger_config_default(ry_credit_ledger_config *out);
 ry_status ry_credit_sender_create(const ry_credit_ledger_config *cfg, ry_credit_sender *out);
 
 // Destroys a sender ledger. Thread-safety: any thread.
+//
+// Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_credit_sender_destroy(ry_credit_sender sender);
 
 // Binds `peer` to a receiver session and epoch (after negotiation, or on
@@ -1796,6 +1851,8 @@ ry_status ry_credit_sender_destroy(ry_credit_sender sender);
 // An older epoch or a retired session is refused (replay-safe).
 //
 // Thread-safety: control path (internal mutex).
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
 ry_status ry_credit_bind(ry_credit_sender sender,
                          uint32_t peer,
                          ry_session_id session,
@@ -1808,6 +1865,8 @@ ry_status ry_credit_bind(ry_credit_sender sender,
 // quarantined). `*outcome_out` and `*missed_out` are optional.
 //
 // Thread-safety: control path (internal mutex).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 //
 // # Safety
 // `update` is valid for reads; the out-pointers are NULL or valid for writes.
@@ -1843,6 +1902,8 @@ ry_status ry_credit_reserve_commit(ry_credit_sender sender,
 //
 // Thread-safety: lock-free; any thread.
 //
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+//
 // # Safety
 // `charge` is valid for reads and writes; `outcome_out` is NULL or valid
 // for writes.
@@ -1855,13 +1916,20 @@ ry_status ry_credit_release(ry_credit_sender sender,
 // charge's DATA_BYTES, and slot charges must be 0 or 1
 // (`RY_STATUS_CREDIT_NOT_RECORDABLE` otherwise; nothing moves).
 //
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
+//
 // # Safety
 // `charge` and `record` are valid for reads and writes.
-ry_status ry_committed_charge_record_into(ry_committed_charge *charge, ry_token_record *record);
+ry_status ry_committed_charge_record_into(ry_committed_charge *charge,
+                                          ry_token_record *record);
 
 // Releases the credit charge recorded in `*record` (the completion path)
 // and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
 // `RY_STATUS_CREDIT_NOT_HELD`. `*outcome_out` is optional.
+//
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
 //
 // # Safety
 // `record` is valid for reads and writes; `outcome_out` is NULL or valid
@@ -1872,6 +1940,9 @@ ry_status ry_credit_release_record(ry_credit_sender sender,
 
 // Writes `(peer, class)`'s available credit (one consistent snapshot,
 // never torn) and whether the entry is open for dispatch.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
 //
 // # Safety
 // `out` is valid for writes; `open_out` is NULL or valid for writes.
@@ -1887,6 +1958,8 @@ ry_status ry_credit_available(ry_credit_sender sender,
 //
 // Thread-safety: control path (internal mutex).
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+//
 // # Safety
 // `pending_demand` is NULL or valid for reads; `out` is valid for writes.
 ry_status ry_credit_usage_report(ry_credit_sender sender,
@@ -1900,6 +1973,9 @@ ry_status ry_credit_usage_report(ry_credit_sender sender,
 // available credit so it can never be both returned and used. Writes what
 // was actually returned.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+//
 // # Safety
 // `max` is valid for reads; `returned_out` is valid for writes.
 ry_status ry_credit_return_unused(ry_credit_sender sender,
@@ -1910,20 +1986,35 @@ ry_status ry_credit_return_unused(ry_credit_sender sender,
 
 // Marks `peer` stale (control disconnect, freshness expiry): no new
 // credit-gated dispatch; a newer update reopens it.
-ry_status ry_credit_mark_stale(ry_credit_sender sender, uint32_t peer);
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+ry_status ry_credit_mark_stale(ry_credit_sender sender,
+                               uint32_t peer);
 
 // Quarantines `peer` (a violation seen elsewhere) until it is re-bound.
-ry_status ry_credit_quarantine(ry_credit_sender sender, uint32_t peer);
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+ry_status ry_credit_quarantine(ry_credit_sender sender,
+                               uint32_t peer);
 
 // Writes the sender's aggregated metrics. Control path (internal mutex).
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+//
 // # Safety
 // `out` is valid for writes.
-ry_status ry_credit_metrics_get(ry_credit_sender sender, ry_credit_metrics *out);
+ry_status ry_credit_metrics_get(ry_credit_sender sender,
+                                ry_credit_metrics *out);
 
 // Writes a configuration with the default return paths (DATA_BYTES and
 // REQUEST_SLOTS by sender completion, STAGING and CONSUMER slots by
 // receiver consumption), no entry caps, and the given sizes.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
 //
 // # Safety
 // `capacity` is valid for reads; `out` is valid for writes.
@@ -1944,21 +2035,32 @@ ry_status ry_credit_allocator_config_init(ry_session_id session,
 ry_status ry_credit_receiver_create(const ry_credit_allocator_config *cfg, ry_credit_receiver *out);
 
 // Destroys a receiver allocator. Thread-safety: any thread.
+//
+// Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_credit_receiver_destroy(ry_credit_receiver receiver);
 
 // Opens `peer` for grants in a new epoch (written to `*epoch_out`,
 // optional). The previous epoch's outstanding grants move to the fencing
 // bucket, reusable only after `ry_credit_receiver_fence_complete`.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
+//
 // # Safety
 // `epoch_out` is NULL or valid for writes.
 ry_status ry_credit_receiver_open(ry_credit_receiver receiver, uint32_t peer, uint64_t *epoch_out);
 
 // Disconnect: moves `peer`'s outstanding grants into fencing and closes it.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
 ry_status ry_credit_receiver_close(ry_credit_receiver receiver, uint32_t peer);
 
 // The old session of `peer` is drained or failed: its fenced capacity
 // becomes free (written to `*freed_out`, optional).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
 //
 // # Safety
 // `freed_out` is NULL or valid for writes.
@@ -1968,6 +2070,9 @@ ry_status ry_credit_receiver_fence_complete(ry_credit_receiver receiver,
 
 // Carves `*add` from free capacity for `(peer, class)`, all or nothing,
 // and writes the update to send (cumulative totals, next sequence).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
 //
 // # Safety
 // `add` is valid for reads; `update_out` is valid for writes.
@@ -1984,6 +2089,9 @@ ry_status ry_credit_receiver_grant(ry_credit_receiver receiver,
 // `RY_STATUS_CREDIT_STALE`; totals that decrease or exceed the grant are a
 // violation (peer quarantined).
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
+//
 // # Safety
 // `usage` is valid for reads; the out-pointers are NULL or valid for writes.
 ry_status ry_credit_receiver_on_usage(ry_credit_receiver receiver,
@@ -1996,6 +2104,9 @@ ry_status ry_credit_receiver_on_usage(ry_credit_receiver receiver,
 // `RY_RETURN_PATH_RECEIVER_CONSUMPTION` resources); capacity returns to
 // the free pool. More than outstanding is refused.
 //
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
+//
 // # Safety
 // `amounts` is valid for reads.
 ry_status ry_credit_receiver_consumed(ry_credit_receiver receiver,
@@ -2005,11 +2116,17 @@ ry_status ry_credit_receiver_consumed(ry_credit_receiver receiver,
 
 // Writes the free capacity per resource.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
+//
 // # Safety
 // `out` is valid for writes.
 ry_status ry_credit_receiver_free(ry_credit_receiver receiver, ry_charge *out);
 
 // Writes `(peer, class)`'s outstanding grants per resource.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
 //
 // # Safety
 // `out` is valid for writes.
@@ -2020,6 +2137,9 @@ ry_status ry_credit_receiver_outstanding(ry_credit_receiver receiver,
 
 // Writes whether capacity is conserved: free + outstanding + fencing ==
 // capacity for every resource (must always be true).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per receiver by an internal mutex.
 //
 // # Safety
 // `out` is valid for writes.
@@ -2037,11 +2157,16 @@ ry_status ry_credit_receiver_conserved(ry_credit_receiver receiver, bool *out);
 ry_status ry_task_create(ry_task *out);
 
 // Destroys task evidence. Thread-safety: any thread.
+//
+// Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_task_destroy(ry_task task);
 
 // Records evidence `*obs` for attempt `slice_attempt` of slice
 // `slice_index` (the observation's own slice fields are ignored).
 // `*recorded_out` (optional) says whether it was stored.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per task by an internal mutex.
 //
 // # Safety
 // `obs` is valid for reads; `recorded_out` is NULL or valid for writes.
@@ -2055,6 +2180,9 @@ ry_status ry_task_record(ry_task task,
 // this or an older attempt. `*resolved_out` (optional) says whether
 // something was resolved.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per task by an internal mutex.
+//
 // # Safety
 // `resolved_out` is NULL or valid for writes.
 ry_status ry_task_resolve(ry_task task,
@@ -2065,16 +2193,25 @@ ry_status ry_task_resolve(ry_task task,
 
 // A new attempt of the slice starts: its old blocking evidence is
 // cleared (kept, resolved, for the detailed query).
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: serialised per task by an internal mutex.
 ry_status ry_task_begin_attempt(ry_task task, uint32_t slice_index, uint32_t slice_attempt);
 
 // The minimal query: NORMAL, CONGESTED, LONG_UNAVAILABLE or UNKNOWN.
 // Read-only: never mutates, polls, posts or probes.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per task by an internal mutex.
 //
 // # Safety
 // `out` is valid for writes.
 ry_status ry_task_state_get(ry_task task, ry_task_state *out);
 
 // The detailed query. Read-only.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: serialised per task by an internal mutex.
 //
 // # Safety
 // `out` is valid for writes.
@@ -2084,6 +2221,9 @@ ry_status ry_task_detail_get(ry_task task, ry_task_detail *out);
 // a snapshot of the controller's route domain at `now_ns`: path,
 // generation, window and in-flight are observed; the cooldown remaining
 // only once the monitor has started it; the scope is left unobserved.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 //
 // # Safety
 // `out` is valid for writes.
@@ -2095,6 +2235,9 @@ ry_status ry_cc_route_observation(ry_cc cc,
                                   ry_observation *out);
 
 // Writes the default selector configuration.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
 //
 // # Safety
 // `out` is valid for writes.
@@ -2115,6 +2258,8 @@ ry_status ry_rail_create(const ry_device_spec *devices,
 
 // Destroys a selector. Thread-safety: any thread; calls already running
 // finish safely.
+//
+// Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_rail_destroy(ry_rail rail);
 
 // Chooses a device for one slice of `bytes` to `*peer` (NULL = unknown
@@ -2136,6 +2281,9 @@ ry_status ry_rail_pick(ry_rail rail,
 // per-device slice counts to `counts[0..counts_len)`. Charges nothing:
 // charge each slice with `ry_rail_charge_device`.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+//
 // # Safety
 // `peer` is NULL or valid for reads; `counts` points to `counts_len`
 // writable `uint32_t`s.
@@ -2149,6 +2297,9 @@ ry_status ry_rail_plan(ry_rail rail,
 
 // Charges `bytes` to `device` (and to `*peer` there if the ledger is on)
 // — for the slices of `ry_rail_plan`. The caller owns `*out`.
+//
+// Ownership: the caller owns `*out` and releases it exactly once.
+// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
 //
 // # Safety
 // `peer` is NULL or valid for reads; `out` is valid for writes.
@@ -2167,6 +2318,8 @@ ry_status ry_rail_charge_device(ry_rail rail,
 //
 // Thread-safety: lock-free; any thread.
 //
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+//
 // # Safety
 // `charge` is valid for reads and writes.
 ry_status ry_rail_release(ry_rail rail,
@@ -2178,13 +2331,20 @@ ry_status ry_rail_release(ry_rail rail,
 // Moves a held charge into a token record (device, bytes,
 // `RY_HOLDS_RAIL_CHARGE`, and the peer if charged) and clears `held`.
 //
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
+//
 // # Safety
 // `charge` and `record` are valid for reads and writes.
-ry_status ry_rail_charge_record_into(ry_rail_charge *charge, ry_token_record *record);
+ry_status ry_rail_charge_record_into(ry_rail_charge *charge,
+                                     ry_token_record *record);
 
 // Takes the rail charge out of `*record` (clearing `RY_HOLDS_RAIL_CHARGE`)
 // and releases it; `success` nonzero feeds back with `record->post_ns`.
 // A record holding no charge is `RY_STATUS_RAIL_NOT_HELD`.
+//
+// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
 //
 // # Safety
 // `record` is valid for reads and writes.
@@ -2195,11 +2355,17 @@ ry_status ry_rail_release_record(ry_rail rail,
 
 // Writes the bytes charged to `device` and not yet released.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+//
 // # Safety
 // `out` is valid for writes.
 ry_status ry_rail_nic_inflight(ry_rail rail, uint16_t device, uint64_t *out);
 
 // Writes the selector's counters.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 //
 // # Safety
 // `out` is valid for writes.
@@ -2219,6 +2385,8 @@ ry_status ry_token_pool_create(uint32_t capacity, ry_token_pool *out);
 // A second destroy, or any later use of the handle, is
 // `RY_STATUS_INVALID_HANDLE`. Thread-safety: any thread; calls already
 // running on the pool in other threads finish safely.
+//
+// Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_token_pool_destroy(ry_token_pool pool);
 
 // Claims a slot for one posted attempt holding `*record` (copied in) and
@@ -2249,11 +2417,17 @@ ry_status ry_token_complete(ry_token_pool pool, uint64_t wr_id, ry_token_record 
 // Writes the number of live (claimed, not completed) attempts.
 // A snapshot: concurrent claims/completions may change it at once.
 //
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+//
 // # Safety
 // `out` is valid for writes.
 ry_status ry_token_pool_in_use(ry_token_pool pool, uint32_t *out);
 
 // Writes the pool's capacity.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
 //
 // # Safety
 // `out` is valid for writes.
@@ -2264,6 +2438,8 @@ ry_status ry_token_pool_capacity(ry_token_pool pool, uint32_t *out);
 // smaller one is `RY_STATUS_BUFFER_TOO_SMALL` (nothing useful written).
 //
 // Thread-safety: pure; any thread.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 //
 // # Safety
 // `msg` is valid for reads; `buf` points to `cap` writable bytes;
@@ -2277,6 +2453,8 @@ ry_status ry_wire_encode(const ry_wire_message *msg, uint8_t *buf, size_t cap, s
 // is untouched. Never reads beyond `len`.
 //
 // Thread-safety: pure; any thread.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 //
 // # Safety
 // `buf` points to `len` readable bytes (may be NULL if `len == 0`);

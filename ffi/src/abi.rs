@@ -10,6 +10,9 @@ use crate::ptr::write_out;
 pub const RY_ABI_VERSION: u32 = 1;
 
 /// The ABI version the library was built with.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
 #[no_mangle]
 pub extern "C" fn ry_abi_version() -> u32 {
     RY_ABI_VERSION
@@ -148,6 +151,8 @@ pub struct ry_abi_layout_t {
 
 /// Writes the Rust layout of type `which` (`ry_abi_type`); an unknown
 /// value is `RY_STATUS_INVALID_ARGUMENT`. Thread-safety: pure.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 ///
 /// # Safety
 /// `out` is valid for writes.

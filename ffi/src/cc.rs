@@ -128,6 +128,8 @@ pub unsafe extern "C" fn ry_cc_config_default(out: *mut ry_cc_config) -> RyStatu
 /// Thread-safety: reads the environment; do not call concurrently with
 /// `setenv` in another thread (a libc restriction).
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -145,6 +147,8 @@ pub unsafe extern "C" fn ry_cc_config_from_env(out: *mut ry_cc_config) -> RyStat
 /// Validates a configuration without building anything.
 ///
 /// Thread-safety: pure; any thread.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
 ///
 /// # Safety
 /// `cfg` is valid for reads.
@@ -214,6 +218,8 @@ pub unsafe extern "C" fn ry_cc_create(
 
 /// Destroys a controller. Thread-safety: any thread; calls already
 /// running on it finish safely; later calls get `RY_STATUS_INVALID_HANDLE`.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
 #[no_mangle]
 pub extern "C" fn ry_cc_destroy(cc: ry_cc) -> RyStatus {
     guard(|| CCS.remove(cc.bits))
@@ -311,6 +317,8 @@ pub struct ry_admission {
 ///
 /// Thread-safety: lock-free; the data path, any number of threads.
 ///
+/// Ownership: on admit the caller owns `out->permit` (see above); retains nothing else.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -360,6 +368,9 @@ pub unsafe extern "C" fn ry_cc_try_acquire(
 /// A permit that is not current must not be posted: release it with
 /// `RY_EFFECT_NONE` and resolve the path again.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+///
 /// # Safety
 /// `permit` is valid for reads; `out` is valid for writes.
 #[no_mangle]
@@ -405,6 +416,8 @@ fn settle(out: *mut ry_settlement, s: Settlement) -> Result<()> {
 /// Thread-safety: lock-free; any thread (the permit itself must not be
 /// shared between threads without synchronisation).
 ///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+///
 /// # Safety
 /// `permit` is valid for reads and writes; `settlement_out` is NULL or
 /// valid for writes.
@@ -430,6 +443,8 @@ pub unsafe extern "C" fn ry_cc_release(
 /// is unchanged. After a `bad_wr`, release the unposted part only.
 ///
 /// Thread-safety: pure data; no controller involved.
+///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
 ///
 /// # Safety
 /// `permit` is valid for reads and writes; `tail_out` is valid for writes
@@ -468,6 +483,9 @@ pub unsafe extern "C" fn ry_permit_split(
 /// route_generation, bytes, `holds |= RY_HOLDS_PERMIT`) and clears
 /// `held`. If the record already holds a permit, nothing moves:
 /// `RY_STATUS_CC_ALREADY_HELD`.
+///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+/// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
 ///
 /// # Safety
 /// `permit` and `record` are valid for reads and writes.
@@ -508,6 +526,8 @@ pub unsafe extern "C" fn ry_permit_record_into(
 ///
 /// Thread-safety: lock-free; any thread.
 ///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+///
 /// # Safety
 /// `record` is valid for reads and writes; `settlement_out` is NULL or
 /// valid for writes.
@@ -536,6 +556,8 @@ pub unsafe extern "C" fn ry_cc_release_record(
 ///
 /// Thread-safety: lock-free; any thread.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+///
 /// # Safety
 /// `settlement_out` is NULL or valid for writes.
 #[no_mangle]
@@ -558,6 +580,8 @@ pub unsafe extern "C" fn ry_cc_route_feedback(
 
 /// Device-scope fatal evidence: quarantines the device and moves every
 /// route bound to it to a new generation. Thread-safety: any thread.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
 #[no_mangle]
 pub extern "C" fn ry_cc_quarantine_device(cc: ry_cc, device: u16) -> RyStatus {
     guard(|| Ok(self::cc(cc)?.ctl.quarantine_device(device)?))
@@ -565,6 +589,8 @@ pub extern "C" fn ry_cc_quarantine_device(cc: ry_cc, device: u16) -> RyStatus {
 
 /// The route's endpoint / QP was rebuilt: a new generation, written to
 /// `*generation_out` (optional). Thread-safety: any thread.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 ///
 /// # Safety
 /// `generation_out` is NULL or valid for writes.
@@ -586,6 +612,8 @@ pub unsafe extern "C" fn ry_cc_advance_generation(
 
 /// A local-NIC handoff: binds `route` to `device` on a new generation,
 /// written to `*generation_out` (optional). Thread-safety: any thread.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 ///
 /// # Safety
 /// `generation_out` is NULL or valid for writes.
@@ -645,6 +673,9 @@ fn snapshot(s: DomainSnapshot) -> ry_domain_snapshot {
 
 /// Writes a snapshot of route domain `route` (slow path: diagnostics).
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -666,6 +697,9 @@ pub unsafe extern "C" fn ry_cc_route_snapshot(
 }
 
 /// Writes a snapshot of device domain `device` (slow path: diagnostics).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 ///
 /// # Safety
 /// `out` is valid for writes.
@@ -716,6 +750,9 @@ pub struct ry_cc_stats {
 
 /// Writes the controller's counters.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -758,6 +795,8 @@ pub struct ry_epoch_report {
 /// same controller are serialised by an internal mutex (never taken by the
 /// data-path functions).
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+///
 /// # Safety
 /// `report_out` is NULL or valid for writes.
 #[no_mangle]
@@ -789,6 +828,9 @@ pub unsafe extern "C" fn ry_cc_on_epoch(
 }
 
 /// Writes the controller's mode (`ry_mode`).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
 ///
 /// # Safety
 /// `out` is valid for writes.

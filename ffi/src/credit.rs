@@ -242,6 +242,9 @@ pub struct ry_credit_ledger_config {
 
 /// Writes the default ledger configuration (64 peers, 4 classes).
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -322,6 +325,8 @@ pub unsafe extern "C" fn ry_credit_sender_create(
 }
 
 /// Destroys a sender ledger. Thread-safety: any thread.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
 #[no_mangle]
 pub extern "C" fn ry_credit_sender_destroy(sender: ry_credit_sender) -> RyStatus {
     guard(|| SENDERS.remove(sender.bits))
@@ -334,6 +339,8 @@ pub extern "C" fn ry_credit_sender_destroy(sender: ry_credit_sender) -> RyStatus
 /// An older epoch or a retired session is refused (replay-safe).
 ///
 /// Thread-safety: control path (internal mutex).
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
 #[no_mangle]
 pub extern "C" fn ry_credit_bind(
     sender: ry_credit_sender,
@@ -368,6 +375,8 @@ pub enum ry_update_outcome {
 /// quarantined). `*outcome_out` and `*missed_out` are optional.
 ///
 /// Thread-safety: control path (internal mutex).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 ///
 /// # Safety
 /// `update` is valid for reads; the out-pointers are NULL or valid for writes.
@@ -522,6 +531,8 @@ fn release_outcome(o: ReleaseOutcome) -> ry_credit_release_outcome {
 ///
 /// Thread-safety: lock-free; any thread.
 ///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+///
 /// # Safety
 /// `charge` is valid for reads and writes; `outcome_out` is NULL or valid
 /// for writes.
@@ -550,6 +561,9 @@ pub unsafe extern "C" fn ry_credit_release(
 /// `RY_HOLDS_CREDIT`) and clears `held`. `record->bytes` must equal the
 /// charge's DATA_BYTES, and slot charges must be 0 or 1
 /// (`RY_STATUS_CREDIT_NOT_RECORDABLE` otherwise; nothing moves).
+///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+/// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
 ///
 /// # Safety
 /// `charge` and `record` are valid for reads and writes.
@@ -582,6 +596,9 @@ pub unsafe extern "C" fn ry_committed_charge_record_into(
 /// and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
 /// `RY_STATUS_CREDIT_NOT_HELD`. `*outcome_out` is optional.
 ///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+///
 /// # Safety
 /// `record` is valid for reads and writes; `outcome_out` is NULL or valid
 /// for writes.
@@ -609,6 +626,9 @@ pub unsafe extern "C" fn ry_credit_release_record(
 
 /// Writes `(peer, class)`'s available credit (one consistent snapshot,
 /// never torn) and whether the entry is open for dispatch.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
 ///
 /// # Safety
 /// `out` is valid for writes; `open_out` is NULL or valid for writes.
@@ -639,6 +659,8 @@ pub unsafe extern "C" fn ry_credit_available(
 /// which may be NULL for none). Encode it with `ry_wire_encode`.
 ///
 /// Thread-safety: control path (internal mutex).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 ///
 /// # Safety
 /// `pending_demand` is NULL or valid for reads; `out` is valid for writes.
@@ -672,6 +694,9 @@ pub unsafe extern "C" fn ry_credit_usage_report(
 /// available credit so it can never be both returned and used. Writes what
 /// was actually returned.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+///
 /// # Safety
 /// `max` is valid for reads; `returned_out` is valid for writes.
 #[no_mangle]
@@ -697,6 +722,9 @@ pub unsafe extern "C" fn ry_credit_return_unused(
 
 /// Marks `peer` stale (control disconnect, freshness expiry): no new
 /// credit-gated dispatch; a newer update reopens it.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
 #[no_mangle]
 pub extern "C" fn ry_credit_mark_stale(sender: ry_credit_sender, peer: u32) -> RyStatus {
     guard(|| {
@@ -707,6 +735,9 @@ pub extern "C" fn ry_credit_mark_stale(sender: ry_credit_sender, peer: u32) -> R
 }
 
 /// Quarantines `peer` (a violation seen elsewhere) until it is re-bound.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
 #[no_mangle]
 pub extern "C" fn ry_credit_quarantine(sender: ry_credit_sender, peer: u32) -> RyStatus {
     guard(|| {
@@ -751,6 +782,9 @@ pub struct ry_credit_metrics {
 }
 
 /// Writes the sender's aggregated metrics. Control path (internal mutex).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
 ///
 /// # Safety
 /// `out` is valid for writes.
@@ -816,6 +850,9 @@ pub struct ry_credit_allocator_config {
 /// Writes a configuration with the default return paths (DATA_BYTES and
 /// REQUEST_SLOTS by sender completion, STAGING and CONSUMER slots by
 /// receiver consumption), no entry caps, and the given sizes.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
 ///
 /// # Safety
 /// `capacity` is valid for reads; `out` is valid for writes.
@@ -916,6 +953,8 @@ pub unsafe extern "C" fn ry_credit_receiver_create(
 }
 
 /// Destroys a receiver allocator. Thread-safety: any thread.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
 #[no_mangle]
 pub extern "C" fn ry_credit_receiver_destroy(receiver: ry_credit_receiver) -> RyStatus {
     guard(|| RECEIVERS.remove(receiver.bits))
@@ -924,6 +963,9 @@ pub extern "C" fn ry_credit_receiver_destroy(receiver: ry_credit_receiver) -> Ry
 /// Opens `peer` for grants in a new epoch (written to `*epoch_out`,
 /// optional). The previous epoch's outstanding grants move to the fencing
 /// bucket, reusable only after `ry_credit_receiver_fence_complete`.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
 ///
 /// # Safety
 /// `epoch_out` is NULL or valid for writes.
@@ -944,6 +986,9 @@ pub unsafe extern "C" fn ry_credit_receiver_open(
 }
 
 /// Disconnect: moves `peer`'s outstanding grants into fencing and closes it.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
 #[no_mangle]
 pub extern "C" fn ry_credit_receiver_close(receiver: ry_credit_receiver, peer: u32) -> RyStatus {
     guard(|| with_receiver(receiver, |a| Ok(a.close(peer)?)))
@@ -951,6 +996,9 @@ pub extern "C" fn ry_credit_receiver_close(receiver: ry_credit_receiver, peer: u
 
 /// The old session of `peer` is drained or failed: its fenced capacity
 /// becomes free (written to `*freed_out`, optional).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
 ///
 /// # Safety
 /// `freed_out` is NULL or valid for writes.
@@ -972,6 +1020,9 @@ pub unsafe extern "C" fn ry_credit_receiver_fence_complete(
 
 /// Carves `*add` from free capacity for `(peer, class)`, all or nothing,
 /// and writes the update to send (cumulative totals, next sequence).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
 ///
 /// # Safety
 /// `add` is valid for reads; `update_out` is valid for writes.
@@ -1001,6 +1052,9 @@ pub unsafe extern "C" fn ry_credit_receiver_grant(
 /// `*duplicate_out` (optional). Usage of an old session or epoch is
 /// `RY_STATUS_CREDIT_STALE`; totals that decrease or exceed the grant are a
 /// violation (peer quarantined).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
 ///
 /// # Safety
 /// `usage` is valid for reads; the out-pointers are NULL or valid for writes.
@@ -1036,6 +1090,9 @@ pub unsafe extern "C" fn ry_credit_receiver_on_usage(
 /// `RY_RETURN_PATH_RECEIVER_CONSUMPTION` resources); capacity returns to
 /// the free pool. More than outstanding is refused.
 ///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
 /// # Safety
 /// `amounts` is valid for reads.
 #[no_mangle]
@@ -1054,6 +1111,9 @@ pub unsafe extern "C" fn ry_credit_receiver_consumed(
 
 /// Writes the free capacity per resource.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -1069,6 +1129,9 @@ pub unsafe extern "C" fn ry_credit_receiver_free(
 }
 
 /// Writes `(peer, class)`'s outstanding grants per resource.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
 ///
 /// # Safety
 /// `out` is valid for writes.
@@ -1088,6 +1151,9 @@ pub unsafe extern "C" fn ry_credit_receiver_outstanding(
 
 /// Writes whether capacity is conserved: free + outstanding + fencing ==
 /// capacity for every resource (must always be true).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
 ///
 /// # Safety
 /// `out` is valid for writes.

@@ -198,6 +198,8 @@ pub unsafe extern "C" fn ry_task_create(out: *mut ry_task) -> RyStatus {
 }
 
 /// Destroys task evidence. Thread-safety: any thread.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
 #[no_mangle]
 pub extern "C" fn ry_task_destroy(task: ry_task) -> RyStatus {
     guard(|| TASKS.remove(task.bits))
@@ -218,6 +220,9 @@ pub enum ry_recorded {
 /// Records evidence `*obs` for attempt `slice_attempt` of slice
 /// `slice_index` (the observation's own slice fields are ignored).
 /// `*recorded_out` (optional) says whether it was stored.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per task by an internal mutex.
 ///
 /// # Safety
 /// `obs` is valid for reads; `recorded_out` is NULL or valid for writes.
@@ -254,6 +259,9 @@ pub unsafe extern "C" fn ry_task_record(
 /// this or an older attempt. `*resolved_out` (optional) says whether
 /// something was resolved.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per task by an internal mutex.
+///
 /// # Safety
 /// `resolved_out` is NULL or valid for writes.
 #[no_mangle]
@@ -280,6 +288,9 @@ pub unsafe extern "C" fn ry_task_resolve(
 
 /// A new attempt of the slice starts: its old blocking evidence is
 /// cleared (kept, resolved, for the detailed query).
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: serialised per task by an internal mutex.
 #[no_mangle]
 pub extern "C" fn ry_task_begin_attempt(
     task: ry_task,
@@ -298,6 +309,9 @@ pub extern "C" fn ry_task_begin_attempt(
 /// The minimal query: NORMAL, CONGESTED, LONG_UNAVAILABLE or UNKNOWN.
 /// Read-only: never mutates, polls, posts or probes.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per task by an internal mutex.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -310,6 +324,9 @@ pub unsafe extern "C" fn ry_task_state_get(task: ry_task, out: *mut ry_task_stat
 }
 
 /// The detailed query. Read-only.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per task by an internal mutex.
 ///
 /// # Safety
 /// `out` is valid for writes.
@@ -337,6 +354,9 @@ pub unsafe extern "C" fn ry_task_detail_get(task: ry_task, out: *mut ry_task_det
 /// a snapshot of the controller's route domain at `now_ns`: path,
 /// generation, window and in-flight are observed; the cooldown remaining
 /// only once the monitor has started it; the scope is left unobserved.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 ///
 /// # Safety
 /// `out` is valid for writes.

@@ -99,6 +99,9 @@ impl ry_rail_config {
 
 /// Writes the default selector configuration.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -159,6 +162,8 @@ pub unsafe extern "C" fn ry_rail_create(
 
 /// Destroys a selector. Thread-safety: any thread; calls already running
 /// finish safely.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
 #[no_mangle]
 pub extern "C" fn ry_rail_destroy(rail: ry_rail) -> RyStatus {
     guard(|| RAILS.remove(rail.bits))
@@ -276,6 +281,9 @@ pub unsafe extern "C" fn ry_rail_pick(
 /// per-device slice counts to `counts[0..counts_len)`. Charges nothing:
 /// charge each slice with `ry_rail_charge_device`.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+///
 /// # Safety
 /// `peer` is NULL or valid for reads; `counts` points to `counts_len`
 /// writable `uint32_t`s.
@@ -310,6 +318,9 @@ pub unsafe extern "C" fn ry_rail_plan(
 
 /// Charges `bytes` to `device` (and to `*peer` there if the ledger is on)
 /// — for the slices of `ry_rail_plan`. The caller owns `*out`.
+///
+/// Ownership: the caller owns `*out` and releases it exactly once.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
 ///
 /// # Safety
 /// `peer` is NULL or valid for reads; `out` is valid for writes.
@@ -347,6 +358,8 @@ pub unsafe extern "C" fn ry_rail_charge_device(
 ///
 /// Thread-safety: lock-free; any thread.
 ///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+///
 /// # Safety
 /// `charge` is valid for reads and writes.
 #[no_mangle]
@@ -373,6 +386,9 @@ pub unsafe extern "C" fn ry_rail_release(
 /// Moves a held charge into a token record (device, bytes,
 /// `RY_HOLDS_RAIL_CHARGE`, and the peer if charged) and clears `held`.
 ///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+/// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
+///
 /// # Safety
 /// `charge` and `record` are valid for reads and writes.
 #[no_mangle]
@@ -396,6 +412,9 @@ pub unsafe extern "C" fn ry_rail_charge_record_into(
 /// and releases it; `success` nonzero feeds back with `record->post_ns`.
 /// A record holding no charge is `RY_STATUS_RAIL_NOT_HELD`.
 ///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+///
 /// # Safety
 /// `record` is valid for reads and writes.
 #[no_mangle]
@@ -417,6 +436,9 @@ pub unsafe extern "C" fn ry_rail_release_record(
 }
 
 /// Writes the bytes charged to `device` and not yet released.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 ///
 /// # Safety
 /// `out` is valid for writes.
@@ -467,6 +489,9 @@ pub struct ry_rail_counters {
 }
 
 /// Writes the selector's counters.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
 ///
 /// # Safety
 /// `out` is valid for writes.

@@ -147,6 +147,8 @@ pub unsafe extern "C" fn ry_token_pool_create(capacity: u32, out: *mut ry_token_
 /// A second destroy, or any later use of the handle, is
 /// `RY_STATUS_INVALID_HANDLE`. Thread-safety: any thread; calls already
 /// running on the pool in other threads finish safely.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
 #[no_mangle]
 pub extern "C" fn ry_token_pool_destroy(pool: ry_token_pool) -> RyStatus {
     guard(|| POOLS.remove(pool.bits))
@@ -211,6 +213,9 @@ pub unsafe extern "C" fn ry_token_complete(
 /// Writes the number of live (claimed, not completed) attempts.
 /// A snapshot: concurrent claims/completions may change it at once.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+///
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
@@ -224,6 +229,9 @@ pub unsafe extern "C" fn ry_token_pool_in_use(pool: ry_token_pool, out: *mut u32
 }
 
 /// Writes the pool's capacity.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
 ///
 /// # Safety
 /// `out` is valid for writes.

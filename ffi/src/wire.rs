@@ -192,6 +192,8 @@ fn from_message(m: &Message) -> ry_wire_message {
 ///
 /// Thread-safety: pure; any thread.
 ///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+///
 /// # Safety
 /// `msg` is valid for reads; `buf` points to `cap` writable bytes;
 /// `len_out` is valid for writes.
@@ -231,6 +233,8 @@ pub unsafe extern "C" fn ry_wire_encode(
 /// is untouched. Never reads beyond `len`.
 ///
 /// Thread-safety: pure; any thread.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 ///
 /// # Safety
 /// `buf` points to `len` readable bytes (may be NULL if `len == 0`);

@@ -31,8 +31,9 @@ fn complete(pool: ry_token_pool, wr: u64, out: &mut ry_token_record) -> ry_statu
     unsafe { ry_token_complete(pool, wr, out) }
 }
 
-/// Every `extern "C" fn` body starts with `guard(` (so no panic can cross
-/// the boundary), except the three that cannot panic.
+/// Every `extern "C" fn` documents ownership and thread-safety, and its
+/// body starts with `guard(` (so no panic can cross the boundary), except
+/// the three that cannot panic.
 #[test]
 fn every_entry_point_runs_under_the_panic_guard() {
     let exempt = ["ry_last_error_message", "ry_status_name", "ry_abi_version"];
@@ -41,22 +42,35 @@ fn every_entry_point_runs_under_the_panic_guard() {
     for f in std::fs::read_dir(&src).unwrap() {
         let path = f.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
-        let mut lines = text.lines();
-        while let Some(l) = lines.next() {
+        let all: Vec<&str> = text.lines().collect();
+        let mut lines = text.lines().enumerate();
+        while let Some((at, l)) = lines.next() {
             let Some(rest) = l.split("extern \"C\" fn ").nth(1) else {
                 continue;
             };
             let name = rest.split('(').next().unwrap().trim();
             seen += 1;
+            // The doc comment (flows into the header) states ownership and
+            // thread-safety.
+            let doc: String = all[..at]
+                .iter()
+                .rev()
+                .skip_while(|d| d.trim_start().starts_with("#["))
+                .take_while(|d| d.trim_start().starts_with("///"))
+                .copied()
+                .collect();
+            for word in ["Ownership", "Thread-safety"] {
+                assert!(doc.contains(word), "{name}: doc does not state {word}");
+            }
             if exempt.contains(&name) {
                 continue;
             }
             // Skip the rest of the signature up to the opening brace.
             let mut sig = l.to_string();
             while !sig.trim_end().ends_with('{') {
-                sig = lines.next().expect("signature ends").to_string();
+                sig = lines.next().expect("signature ends").1.to_string();
             }
-            let body = lines.next().expect("body");
+            let body = lines.next().expect("body").1;
             assert!(
                 body.trim_start().starts_with("guard("),
                 "{name} in {} does not start with guard(: {body}",
