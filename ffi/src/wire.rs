@@ -6,8 +6,9 @@
 //! four known resources. Unknown *optional* resources a peer sent are
 //! ignored (as the core's runtime conversion does), and encoding marks
 //! every present resource required — so a message from this library
-//! re-encodes byte for byte; one carrying unknown optional resources does
-//! not.
+//! re-encodes byte for byte; one carrying unknown optional resources, or a
+//! known resource marked optional, is accepted and normalised
+//! (`tests/wire_prop.rs`).
 
 use railyard_core::wire::{
     decode, encode, from_totals, to_totals, CapabilityAnswerV1, CapabilityOfferV1, CreditUpdateV1,
