@@ -9,8 +9,13 @@ targets="${FUZZ_TARGETS:-$(cargo fuzz list)}"
 cargo fuzz build -s none $targets 2>&1 | tail -n 2 || cargo fuzz build -s none
 for t in $targets; do
   echo "fuzz: $t for ${secs}s"
-  cargo fuzz run "$t" -s none -- -max_total_time="$secs" -max_len=4096 2>&1 \
-    | grep -E "^(#[0-9]+ +DONE|Done|==|thread|panicked|SUMMARY)" || true
-  # cargo fuzz exits non-zero on a crash; pipefail carries it through grep.
+  log=$(mktemp)
+  rc=0
+  cargo fuzz run "$t" -s none -- -max_total_time="$secs" -max_len=4096 >"$log" 2>&1 || rc=$?
+  grep -E "^(#[0-9]+ +DONE|Done)" "$log" || true
+  if [ "$rc" -ne 0 ]; then
+    echo "fuzz: $t FAILED (exit $rc):"; tail -n 60 "$log"; rm -f "$log"; exit 1
+  fi
+  rm -f "$log"
 done
 echo "fuzz: all targets clean"

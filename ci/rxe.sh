@@ -53,14 +53,17 @@ for b in "$@"; do
   echo "rxe-guest: $(basename "$b") took $(awk -v s="$t0" -v e="$(date +%s.%N)" 'BEGIN{printf "%.1f", e-s}')s"
 done
 echo "=== reference: ib_write_bw loopback on rxe0 (-s 65536, -D BW_SECS)"
-timeout 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D BW_SECS > /tmp/bw-server.log 2>&1 &
+timeout 120 ib_write_bw -F -d rxe0 -x 1 -s 65536 -D BW_SECS > /tmp/bw-server.log 2>&1 &
 srv=$!
 sleep 1
-if timeout 120 ib_write_bw -d rxe0 -x 1 -s 65536 -D BW_SECS 127.0.0.1 > /tmp/bw-client.log 2>&1; then
+if timeout 120 ib_write_bw -F -d rxe0 -x 1 -s 65536 -D BW_SECS 127.0.0.1 > /tmp/bw-client.log 2>&1; then
   sed -n '/#bytes/,$p' /tmp/bw-client.log
   awk '/^ *65536 /{print "rxe-guest: ib_write_bw loopback 64 KiB: " $4 " MB/s average"}' /tmp/bw-client.log
 else
-  echo "rxe-guest: FAILED: ib_write_bw"; cat /tmp/bw-client.log /tmp/bw-server.log; rc=1
+  # A reference figure, not a test: perftest's own cycle-counter sanity
+  # check ("Correlation coefficient r^2 < 0.9") can trip under TCG.
+  echo "rxe-guest: WARNING: ib_write_bw reference run failed (not a test):"
+  cat /tmp/bw-client.log /tmp/bw-server.log
 fi
 wait "$srv" || true
 exit $rc

@@ -34,8 +34,10 @@ cargo build -p railyard-core --no-default-features --features alloc
 
 step "tests"
 cargo test --workspace
-# Feature-gated parts of core: std (env configs), the RFC 4534 peer ledger,
-# and the controller compiled out.
+# Core on its own feature sets (the workspace run unifies in the sim's
+# std + peer-feedback): default, std + the RFC 4534 peer ledger, and the
+# controller compiled out.
+cargo test -p railyard-core
 cargo test -p railyard-core --features std,peer-feedback
 cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
 cargo test -p railyard-core --no-default-features --features alloc

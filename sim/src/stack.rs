@@ -1,0 +1,578 @@
+//! The sender stack between a queued slice and the token pool: local
+//! window, receiver credit, rail selection (`core::rail`) and congestion
+//! control (`core::cc` + `core::classify`).
+//!
+//! The simulator's [`Sim`](crate::model::Sim) calls the stack at the same
+//! boundaries a real engine does (`shared/design/slice-lifecycle.md`):
+//! [`Stack::admit`] right before `Owner::post` (rail pick, then
+//! `Controller::try_acquire`; the permit and the rail charge are recorded
+//! into the `TokenRecord`), [`Stack::unwind`] when the post is refused,
+//! [`Stack::on_completion`] with the record `Owner::complete` handed back
+//! (`classify_wc` → `release_record` on both), and
+//! [`Stack::on_async_event`] / [`Stack::on_epoch`] from the "monitor".
+
+use railyard_core::cc::{
+    Admission, CcConfig, Controller, Health, Mode, Monitor, PollerStatus, Settlement,
+};
+use railyard_core::classify::{classify_event, classify_wc, Effect, FailureClass, FailureScope};
+use railyard_core::completion::WcOutcome;
+use railyard_core::evidence::Reason;
+use railyard_core::rail::{
+    bandwidth_sample, ewma_step, sample_state, DeviceSpec, Outcome as RailOutcome, RailConfig,
+    SampleState, Score, Selector, TtlCalibrator,
+};
+use railyard_core::token::TokenRecord;
+
+use crate::model::{Series, SimConfig};
+
+/// Receiver-credit settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreditConfig {
+    /// Slots granted per lease (RFC 2849's "lease batch").
+    pub lease_batch: u32,
+}
+
+/// The sender stack's configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StackConfig {
+    /// Local dispatch window: WRs posted and not yet completed, per sender.
+    pub window_ops: u32,
+    /// Receiver credit, if on.
+    pub credit: Option<CreditConfig>,
+    /// The congestion controller's configuration (`mode: Off` = off).
+    pub cc: CcConfig,
+    /// The rail selector's configuration.
+    pub rail: RailConfig,
+    /// Measure RFC 4534 attribution error for `(device, peer)` of sender 0.
+    pub attribution: Option<(u16, u32)>,
+}
+
+impl Default for StackConfig {
+    fn default() -> Self {
+        StackConfig {
+            window_ops: 2,
+            credit: None,
+            cc: CcConfig::default(),
+            rail: RailConfig::default(),
+            attribution: None,
+        }
+    }
+}
+
+/// A route health change seen by the simulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthChange {
+    /// When, ns.
+    pub at_ns: u64,
+    /// Sender.
+    pub sender: u32,
+    /// Route (receiver × NICs + local NIC).
+    pub route: u32,
+    /// Previous state.
+    pub from: Health,
+    /// New state.
+    pub to: Health,
+}
+
+/// What the stack observed.
+#[derive(Clone, Debug, Default)]
+pub struct StackReport {
+    /// `(key, value)` observations, in a stable order.
+    pub values: Vec<(String, f64)>,
+    /// Every route health change, in order.
+    pub timeline: Vec<HealthChange>,
+}
+
+impl StackReport {
+    /// The value of `key`, 0 if absent.
+    pub fn get(&self, key: &str) -> f64 {
+        self.values
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or(0.0, |(_, v)| *v)
+    }
+}
+
+struct PerSender {
+    cc: Controller,
+    monitor: Monitor,
+    rail: Selector,
+    health: Vec<Health>,
+}
+
+/// Per-run stack state: one controller + monitor and one rail selector per
+/// sender host.
+pub struct Stack {
+    nics: usize,
+    routes: usize,
+    senders: Vec<PerSender>,
+    timeline: Vec<HealthChange>,
+    defers: u64,
+    avoids: u64,
+    stale_settlements: u64,
+    release_errors: u64,
+    rail_fallbacks: u64,
+    calibrator: Option<Box<TtlCalibrator<65536>>>,
+    attribution: Option<Attribution>,
+    admission_reason: Option<Reason>,
+}
+
+/// RFC 4534 attribution error: the bandwidth estimate the selector's
+/// variant uses for `peer` on `device`, against an oracle EWMA (same
+/// alpha and clamps) of that peer's own completions on that device.
+struct Attribution {
+    device: u16,
+    peer: u32,
+    nominal: u64,
+    oracle: u64,
+    err_sum: f64,
+    samples: u64,
+    bytes_per_device: Vec<u64>,
+}
+
+fn score_min(
+    sel: &Selector,
+    cands: impl Iterator<Item = usize>,
+    peer: u32,
+    bytes: u32,
+) -> Option<usize> {
+    let mut best: Option<(usize, Score)> = None;
+    for d in cands {
+        let s = sel.score_of(d, Some(peer), bytes, false);
+        if match best {
+            None => true,
+            Some((_, b)) => s.better_than(b),
+        } {
+            best = Some((d, s));
+        }
+    }
+    best.map(|(d, _)| d)
+}
+
+impl Stack {
+    /// Builds the stack for `cfg`.
+    pub fn new(cfg: &SimConfig) -> Result<Stack, String> {
+        let n = cfg.net.nics_per_host;
+        let routes = cfg.receivers.len() * n;
+        let route_devices: Vec<u16> = (0..routes).map(|r| (r % n) as u16).collect();
+        let specs = vec![DeviceSpec::new(cfg.net.line_rate); n];
+        let mut senders = Vec::with_capacity(cfg.senders);
+        for _ in 0..cfg.senders {
+            let (cc, monitor) = Controller::new(&cfg.stack.cc, n as u16, &route_devices)
+                .map_err(|e| format!("cc config: {e}"))?;
+            let rail =
+                Selector::new(&specs, cfg.stack.rail).map_err(|e| format!("rail config: {e}"))?;
+            senders.push(PerSender {
+                cc,
+                monitor,
+                rail,
+                health: vec![Health::Healthy; routes],
+            });
+        }
+        Ok(Stack {
+            nics: n,
+            routes,
+            senders,
+            timeline: vec![],
+            defers: 0,
+            avoids: 0,
+            stale_settlements: 0,
+            release_errors: 0,
+            rail_fallbacks: 0,
+            calibrator: cfg.stack.rail.trace.then(|| Box::new(TtlCalibrator::new())),
+            attribution: cfg.stack.attribution.map(|(device, peer)| Attribution {
+                device,
+                peer,
+                nominal: cfg.net.line_rate,
+                oracle: 0,
+                err_sum: 0.0,
+                samples: 0,
+                bytes_per_device: vec![0; n],
+            }),
+            admission_reason: None,
+        })
+    }
+
+    /// The rail selector of `sender` (read-only views for the scenarios).
+    pub fn selector(&self, sender: u32) -> &Selector {
+        &self.senders[sender as usize].rail
+    }
+
+    /// The controller of `sender`.
+    pub fn controller(&self, sender: u32) -> &Controller {
+        &self.senders[sender as usize].cc
+    }
+
+    /// The time series the run samples: four from the fabric, then the
+    /// stack's own (same order as [`Stack::sample`]).
+    pub fn series_names(&self) -> Vec<Series> {
+        let mk = |n: &str, u: &str| Series {
+            name: n.into(),
+            unit: u.into(),
+            points: vec![],
+        };
+        vec![
+            mk("in-flight", "MiB"),
+            mk("receiver occupancy", "slots"),
+            mk("switch queue (max port)", "MiB"),
+            mk("receiver throughput", "GB/s"),
+            mk("cc window, sender 0 route 0", "MiB"),
+            mk("path state, sender 0 route 0", "0 H,1 C,2 S,3 Q,4 P"),
+        ]
+    }
+
+    fn route(&self, rx: u32, k: usize) -> u32 {
+        (rx as usize * self.nics + k) as u32
+    }
+
+    /// Admission of one slice of `bytes` to receiver `rx` over one of the
+    /// `usable` NICs: the rail selector picks (and charges) a NIC, the
+    /// controller admits the slice on that device × route. A quarantined
+    /// path (`Avoid`) or an unusable NIC moves to the next-best NIC; a full
+    /// window (`Defer`) leaves the slice queued. Returns the record holding
+    /// the permit and the rail charge, or `None` with nothing held.
+    pub fn admit(
+        &mut self,
+        sender: u32,
+        rx: u32,
+        bytes: u32,
+        usable: &[bool],
+        now: u64,
+    ) -> Option<TokenRecord> {
+        let n = self.nics;
+        let routes: Vec<u32> = (0..n).map(|k| self.route(rx, k)).collect();
+        let s = &self.senders[sender as usize];
+        let cands = usable.iter().filter(|&&u| u).count();
+        if cands == 0 {
+            self.admission_reason = Some(Reason::NoUsablePath);
+            return None;
+        }
+        let mut tried = vec![false; n];
+        let mut charge = if cands == 1 {
+            // A single candidate (topology rule): charge it, no decision.
+            let d = usable.iter().position(|&u| u)?;
+            s.rail.charge(d as u16, Some(rx), bytes, now).ok()?
+        } else {
+            let p = s.rail.pick(Some(rx), bytes, now);
+            if p.fallback {
+                self.rail_fallbacks += 1;
+            }
+            if let Some(c) = self.calibrator.as_mut() {
+                c.observe(p.trace);
+            }
+            p.charge
+        };
+        loop {
+            let k = usize::from(charge.device());
+            if usable[k] {
+                match s.cc.try_acquire(k as u16, routes[k], bytes, now) {
+                    Ok(Admission::Admit(permit)) => {
+                        let mut rec = TokenRecord {
+                            peer: Some(rx),
+                            ..TokenRecord::default()
+                        };
+                        if let Err(p) = permit.record_into(&mut rec) {
+                            let _ = s.cc.release(p, Effect::None);
+                            let _ = s.rail.release(charge, RailOutcome::Failed, now);
+                            self.release_errors += 1;
+                            return None;
+                        }
+                        charge.record_into(&mut rec);
+                        return Some(rec);
+                    }
+                    Ok(Admission::Defer(_)) => {
+                        self.defers += 1;
+                        self.admission_reason = Some(Reason::ByteWindow);
+                        let _ = s.rail.release(charge, RailOutcome::Failed, now);
+                        return None;
+                    }
+                    Ok(Admission::Avoid(_)) => {
+                        self.avoids += 1;
+                        self.admission_reason = Some(Reason::PathQuarantined);
+                    }
+                    Err(_) => self.release_errors += 1,
+                }
+            }
+            let _ = s.rail.release(charge, RailOutcome::Failed, now);
+            tried[k] = true;
+            let next = score_min(
+                &s.rail,
+                (0..n).filter(|&d| usable[d] && !tried[d]),
+                rx,
+                bytes,
+            )?;
+            charge = s.rail.charge(next as u16, Some(rx), bytes, now).ok()?;
+        }
+    }
+
+    /// The evidence reason of the last admission's refusal or avoidance
+    /// (`BYTE_WINDOW`, `PATH_QUARANTINED`, `NO_USABLE_PATH`), once.
+    pub fn take_admission_reason(&mut self) -> Option<Reason> {
+        self.admission_reason.take()
+    }
+
+    /// The post was refused after [`Stack::admit`]: give back what `rec`
+    /// holds (the permit rolls back, the rail charge is released unsampled).
+    pub fn unwind(&mut self, sender: u32, rec: &mut TokenRecord, now: u64) {
+        let s = &self.senders[sender as usize];
+        if rec.holds & TokenRecord::HOLDS_PERMIT != 0
+            && s.cc.release_record(rec, Effect::None).is_err()
+        {
+            self.release_errors += 1;
+        }
+        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0
+            && s.rail.release_record(rec, false, now).is_err()
+        {
+            self.release_errors += 1;
+        }
+    }
+
+    /// Ownership outcome of a WC status, from the classifier: success
+    /// settles, a local configuration error fails the slice, everything
+    /// else (route timeout, flush, receiver pressure, remote metadata,
+    /// fatal QP) is retried within the slice's budget on a fresh attempt.
+    pub fn wc_outcome(&self, status: u16) -> WcOutcome {
+        let c = classify_wc(u32::from(status), 0);
+        match c.class {
+            FailureClass::Success => WcOutcome::Success,
+            FailureClass::LocalConfiguration => WcOutcome::Fatal,
+            _ => WcOutcome::Retryable,
+        }
+    }
+
+    /// A completion: classify, release the permit (applying the effect
+    /// to the current generation only) and the rail charge (a success
+    /// feeds the bandwidth EWMAs).
+    pub fn on_completion(&mut self, sender: u32, rec: &mut TokenRecord, status: u16, now: u64) {
+        let c = classify_wc(u32::from(status), 0);
+        if let Some(a) = self.attribution.as_mut() {
+            if sender == 0 && status == 0 && rec.peer == Some(a.peer) {
+                a.bytes_per_device[usize::from(rec.device)] += u64::from(rec.bytes);
+            }
+            if sender == 0 && status == 0 && rec.device == a.device && rec.peer == Some(a.peer) {
+                let rc = self.senders[0].rail.config();
+                let sample =
+                    bandwidth_sample(u64::from(rec.bytes), now.saturating_sub(rec.post_ns));
+                a.oracle = ewma_step(
+                    a.oracle,
+                    sample,
+                    rc.ewma_alpha_q16,
+                    a.nominal,
+                    rc.ewma_floor_q8,
+                    rc.ewma_ceil_q8,
+                );
+            }
+        }
+        let s = &self.senders[sender as usize];
+        if rec.holds & TokenRecord::HOLDS_PERMIT != 0 {
+            match s.cc.release_record(rec, c.effect) {
+                Ok(Settlement::Stale) => self.stale_settlements += 1,
+                Ok(Settlement::Current) => {}
+                Err(_) => self.release_errors += 1,
+            }
+        }
+        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0
+            && s.rail.release_record(rec, status == 0, now).is_err()
+        {
+            self.release_errors += 1;
+        }
+        self.observe(sender, now);
+    }
+
+    /// An async event on a sender NIC (`route` for QP-scope events):
+    /// classified, then applied at its scope and no wider.
+    pub fn on_async_event(
+        &mut self,
+        sender: u32,
+        nic: u16,
+        route: Option<u32>,
+        code: u32,
+        now: u64,
+    ) {
+        let e = classify_event(code);
+        let s = &self.senders[sender as usize];
+        match e.scope {
+            FailureScope::Qp | FailureScope::Cq | FailureScope::Route => {
+                if let Some(r) = route {
+                    let g = s.cc.route_generation(r).unwrap_or(0);
+                    if s.cc.route_feedback(r, g, e.effect).is_err() {
+                        self.release_errors += 1;
+                    }
+                }
+            }
+            FailureScope::Port => {
+                for r in
+                    (0..self.routes as u32).filter(|r| *r as usize % self.nics == usize::from(nic))
+                {
+                    let g = s.cc.route_generation(r).unwrap_or(0);
+                    if s.cc.route_feedback(r, g, e.effect).is_err() {
+                        self.release_errors += 1;
+                    }
+                }
+            }
+            FailureScope::Device => {
+                if s.cc.quarantine_device(nic).is_err() {
+                    self.release_errors += 1;
+                }
+            }
+            FailureScope::None | FailureScope::Operation => {}
+        }
+        self.observe(sender, now);
+    }
+
+    /// The endpoint of `route` was rebuilt: a new route generation, so late
+    /// completions of the old QP only settle accounting.
+    pub fn on_reconnect(&mut self, sender: u32, route: u32, now: u64) {
+        let _ = self.senders[sender as usize].cc.advance_generation(route);
+        self.observe(sender, now);
+    }
+
+    /// One control epoch (monitor thread): AIMD, hysteresis, cooldown →
+    /// probing; idle peer entries reclaimed.
+    pub fn on_epoch(&mut self, now: u64) {
+        for i in 0..self.senders.len() {
+            let s = &mut self.senders[i];
+            let _ = s.monitor.on_epoch(&s.cc, now, PollerStatus::Progressing);
+            let _ = s.rail.reclaim_idle(now);
+            self.observe(i as u32, now);
+        }
+        if let Some(a) = self.attribution.as_mut() {
+            let sel = &self.senders[0].rail;
+            let d = usize::from(a.device);
+            let rc = sel.config();
+            let peer = sel.peer_view(d, a.peer);
+            // V2/V3 fall back to NIC feedback for the whole candidate set
+            // when any candidate's peer sample is missing or expired.
+            let fresh = (0..sel.len()).all(|k| {
+                sample_state(sel.peer_view(k, a.peer).as_ref(), now, rc.peer_ttl_ns)
+                    == SampleState::Fresh
+            });
+            let used = if rc.peer_accounting && rc.variant.uses_peer_feedback() && fresh {
+                peer.map_or(0, |p| p.bw)
+            } else {
+                sel.nic_view(d).bw
+            };
+            if a.oracle > 0 {
+                a.err_sum += (used as f64 - a.oracle as f64).abs() / a.oracle as f64;
+                a.samples += 1;
+            }
+        }
+    }
+
+    fn observe(&mut self, sender: u32, now: u64) {
+        let s = &mut self.senders[sender as usize];
+        if s.cc.mode() == Mode::Off {
+            return;
+        }
+        for r in 0..self.routes {
+            let h =
+                s.cc.route_snapshot(r as u32)
+                    .map_or(Health::Healthy, |x| x.health);
+            if h != s.health[r] {
+                self.timeline.push(HealthChange {
+                    at_ns: now,
+                    sender,
+                    route: r as u32,
+                    from: s.health[r],
+                    to: h,
+                });
+                s.health[r] = h;
+            }
+        }
+    }
+
+    /// The stack's series values (same order as its names).
+    pub fn sample(&mut self, _now: u64) -> Vec<f64> {
+        let s = &self.senders[0];
+        let snap = s.cc.route_snapshot(0);
+        let window = match (s.cc.mode(), snap) {
+            (Mode::Off, _) | (_, None) => 0.0,
+            (_, Some(x)) => x.window as f64 / f64::from(1u32 << 20),
+        };
+        let state = snap.map_or(0.0, |x| f64::from(x.health as u8));
+        vec![window, state]
+    }
+
+    /// Bytes the stack still holds (cc in-flight in every device domain,
+    /// rail in-flight on every NIC): must be 0 at the end.
+    pub fn held(&self) -> u64 {
+        let mut h = 0;
+        for s in &self.senders {
+            for d in 0..self.nics {
+                h += s.cc.device_snapshot(d as u16).map_or(0, |x| x.in_flight);
+                h += s.rail.nic_inflight(d);
+            }
+            for r in 0..self.routes {
+                h += s.cc.route_snapshot(r as u32).map_or(0, |x| x.in_flight);
+            }
+        }
+        h
+    }
+
+    /// Final observations.
+    pub fn report(&self) -> StackReport {
+        let mut v: Vec<(String, f64)> = vec![];
+        let mut illegal = 0;
+        let mut stale = 0;
+        let (mut decisions, mut probes, mut fallbacks, mut missing, mut expired, mut acct) =
+            (0, 0, 0, 0, 0, 0);
+        for s in &self.senders {
+            let st = s.cc.stats();
+            illegal += st.illegal_transitions;
+            stale += st.stale_feedback;
+            let rc = s.rail.counters();
+            decisions += rc.decisions;
+            probes += rc.probes;
+            fallbacks += rc.fallbacks;
+            missing += rc.missing_samples;
+            expired += rc.expired_samples;
+            acct += rc.peer_accounting_errors + rc.nic_accounting_errors;
+        }
+        for (k, x) in [
+            ("illegal_transitions", illegal),
+            ("cc_stale_feedback", stale),
+            ("cc_defers", self.defers),
+            ("cc_avoids", self.avoids),
+            ("stale_settlements", self.stale_settlements),
+            ("release_errors", self.release_errors),
+            ("rail_decisions", decisions),
+            ("rail_probes", probes),
+            ("rail_fallbacks", fallbacks),
+            ("rail_missing_samples", missing),
+            ("rail_expired_samples", expired),
+            ("rail_accounting_errors", acct),
+        ] {
+            v.push((k.into(), x as f64));
+        }
+        if let Some(a) = &self.attribution {
+            v.push((
+                "attribution_error".into(),
+                a.err_sum / a.samples.max(1) as f64,
+            ));
+            v.push(("attribution_samples".into(), a.samples as f64));
+            let total: u64 = a.bytes_per_device.iter().sum();
+            v.push((
+                "a_nic1_share".into(),
+                a.bytes_per_device[usize::from(a.device)] as f64 / total.max(1) as f64,
+            ));
+        }
+        if let Some(c) = &self.calibrator {
+            let mut c = c.clone();
+            v.push((
+                "calibrated_ttl_ns".into(),
+                c.ttl_ns().map_or(-1.0, |t| t as f64),
+            ));
+            v.push(("calibration_cold".into(), c.cold() as f64));
+        }
+        if let Some(s) = self.senders.first() {
+            for d in 0..self.nics {
+                let h = s.cc.device_snapshot(d as u16).map_or(0, |x| x.health as u8);
+                v.push((format!("sender0_device{d}_health"), f64::from(h)));
+            }
+        }
+        StackReport {
+            values: v,
+            timeline: self.timeline.clone(),
+        }
+    }
+}
