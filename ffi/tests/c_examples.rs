@@ -3,6 +3,11 @@
 //! crate's static library (C) and shared library (C++), runs them, and
 //! asserts they exit 0. Also compiles the header alone as C11 and C++17.
 //!
+//! Every example is also built with `-fsanitize=address,undefined` and run
+//! (leak detection on), so a C-side misuse of the ABI — or a Rust write
+//! beyond an out-pointer — fails the test. Set `RY_FFI_NO_SANITIZERS=1` on
+//! a toolchain without libasan/libubsan.
+//!
 //! Compilers: `$CC` / `$CXX`, default `cc` / `c++`.
 
 use std::path::{Path, PathBuf};
@@ -170,5 +175,50 @@ fn cpp_examples_build_and_pass_against_the_shared_library() {
             .arg(&exe));
         let stdout = run(&mut Command::new(&exe));
         assert!(stdout.contains("railyard C++ example"), "{stdout}");
+    }
+}
+
+#[test]
+fn all_examples_pass_under_asan_and_ubsan() {
+    if std::env::var_os("RY_FFI_NO_SANITIZERS").is_some() {
+        eprintln!("sanitizer run disabled by RY_FFI_NO_SANITIZERS");
+        return;
+    }
+    let root = repo_root();
+    let lib = lib_dir().join("librailyard_ffi.a");
+    let out = out_dir();
+    let san = [
+        "-g",
+        "-fsanitize=address,undefined",
+        "-fno-sanitize-recover=all",
+        "-fno-omit-frame-pointer",
+    ];
+    let mut srcs: Vec<(PathBuf, String, &str)> = sources(&root.join("examples/c"), "c")
+        .into_iter()
+        .map(|p| (p, compiler("CC", "cc"), "-std=c11"))
+        .collect();
+    srcs.extend(
+        sources(&root.join("examples/cpp"), "cpp")
+            .into_iter()
+            .map(|p| (p, compiler("CXX", "c++"), "-std=c++17")),
+    );
+    for (src, cc, std) in srcs {
+        let exe = out.join(format!(
+            "{}_asan",
+            src.file_name().expect("name").to_string_lossy()
+        ));
+        run(Command::new(cc)
+            .arg(std)
+            .args(WARN)
+            .args(san)
+            .arg("-I")
+            .arg(root.join("ffi/include"))
+            .arg("-I")
+            .arg(root.join("examples/c"))
+            .arg(&src)
+            .arg(&lib)
+            .args(["-lpthread", "-ldl", "-lm", "-o"])
+            .arg(&exe));
+        run(Command::new(&exe).env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1"));
     }
 }
