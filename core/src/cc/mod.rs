@@ -185,6 +185,43 @@ impl Permit {
         record.holds |= TokenRecord::HOLDS_PERMIT;
         Ok(())
     }
+
+    /// Takes the permit back out of `record` (clearing `HOLDS_PERMIT`, so
+    /// it cannot be taken twice): the inverse of [`Permit::record_into`].
+    /// `None` if the record holds no permit. Used by boundaries that carry
+    /// permits as plain data (the C ABI) and need [`Permit::split`] or
+    /// [`Controller::release`] afterwards; a forged record is no stronger
+    /// than one passed to [`Controller::release_record`] (an underflowing
+    /// release is refused and counted).
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Permit};
+    /// use railyard_core::classify::Effect;
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// let mut rec = TokenRecord::default();
+    /// p.record_into(&mut rec).unwrap();
+    /// let p = Permit::take_from(&mut rec).unwrap();
+    /// assert!(Permit::take_from(&mut rec).is_none());
+    /// assert_eq!(p.bytes(), 4096);
+    /// cc.release(p, Effect::None).unwrap();
+    /// assert_eq!(cc.route_snapshot(0).unwrap().in_flight, 0);
+    /// ```
+    pub fn take_from(record: &mut TokenRecord) -> Option<Permit> {
+        if record.holds & TokenRecord::HOLDS_PERMIT == 0 {
+            return None;
+        }
+        record.holds &= !TokenRecord::HOLDS_PERMIT;
+        Some(Permit::new(
+            record.device,
+            record.route,
+            record.route_generation,
+            record.bytes,
+        ))
+    }
 }
 
 /// Why admission deferred.

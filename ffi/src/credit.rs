@@ -1,0 +1,1170 @@
+//! Receiver-advertised credits (RFC 2849): the sender ledger (bind, apply
+//! updates, reserve+commit, release, usage reports, return of unused
+//! credit) and the receiver's capacity allocator (open, grant, usage,
+//! consumption, fencing).
+//!
+//! Resources are indexed `RY_RESOURCE_DATA_BYTES`..`RY_RESOURCE_CONSUMER_SLOTS`
+//! (0..3); amounts travel as [`ry_charge`], message totals as [`ry_totals`]
+//! (a `present` bitmask plus values).
+//!
+//! **Reserve and commit are one call** at the C boundary
+//! (`ry_credit_reserve_commit`, made at handoff to the transport): a
+//! core `Reservation` borrows the ledger and cannot cross the ABI. A
+//! caller that would roll back simply does not call it yet. After the
+//! commit only the completion's release remains, exactly as in the core.
+
+use std::sync::Mutex;
+
+use railyard_core::credit::{
+    AllocatorConfig, Charge, CommittedCharge, CreditUpdate, CreditUsage, LedgerConfig,
+    ReceiverAllocator, ReleaseOutcome, ReserveError, ReturnPath, SenderControl, SenderLedger,
+    SessionId, Totals, UpdateOutcome, UsageOutcome, RESOURCES,
+};
+use railyard_core::token::TokenRecord;
+
+use crate::error::{guard, Error, Result, RyStatus};
+use crate::handle::Registry;
+use crate::ptr::{in_ref, out_ref, write_out};
+use crate::token::ry_token_record;
+
+/// Number of credit resources.
+pub const RY_RESOURCES: u32 = 4;
+/// Resource index: bytes that may be in flight to the receiver.
+pub const RY_RESOURCE_DATA_BYTES: u32 = 0;
+/// Resource index: logical request / completion slots.
+pub const RY_RESOURCE_REQUEST_SLOTS: u32 = 1;
+/// Resource index: remote staging chunks.
+pub const RY_RESOURCE_STAGING_SLOTS: u32 = 2;
+/// Resource index: consumer readiness / commit capacity.
+pub const RY_RESOURCE_CONSUMER_SLOTS: u32 = 3;
+/// `ry_totals.present` / resource-set bit of resource index `i` is `1 << i`.
+pub const RY_RESOURCE_SET_ALL: u8 = 0b1111;
+
+const _: () = assert!(RY_RESOURCES as usize == RESOURCES);
+
+/// One amount per resource, indexed by `RY_RESOURCE_*`. Zero = not charged.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_charge {
+    /// Amounts by resource index.
+    pub v: [u64; 4],
+}
+
+impl From<ry_charge> for Charge {
+    fn from(c: ry_charge) -> Self {
+        Charge(c.v)
+    }
+}
+
+impl From<Charge> for ry_charge {
+    fn from(c: Charge) -> Self {
+        ry_charge { v: c.0 }
+    }
+}
+
+/// Cumulative totals carried by a message: `present` bit `1 << i` marks
+/// resource `i` present; absent resources' values are ignored (written 0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_totals {
+    /// Values by resource index.
+    pub v: [u64; 4],
+    /// Bitmask of present resources (`1 << RY_RESOURCE_*`).
+    pub present: u8,
+    /// Reserved, zero.
+    pub reserved: [u8; 7],
+}
+
+impl ry_totals {
+    pub(crate) fn to_core(self) -> Result<Totals> {
+        if self.present & !RY_RESOURCE_SET_ALL != 0 {
+            return Err(Error::invalid(format_args!(
+                "totals.present {:#x} has bits beyond the four resources",
+                self.present
+            )));
+        }
+        let mut t = Totals::default();
+        for r in railyard_core::credit::Resource::ALL {
+            if self.present & (1 << r.index()) != 0 {
+                t = t.with(r, self.v[r.index()]);
+            }
+        }
+        Ok(t)
+    }
+
+    pub(crate) fn from_core(t: &Totals) -> Self {
+        let mut v = [0u64; 4];
+        for r in t.present.iter() {
+            v[r.index()] = t.values[r.index()];
+        }
+        ry_totals {
+            v,
+            present: t.present.bits(),
+            reserved: [0; 7],
+        }
+    }
+}
+
+/// A receiver session identity (128 bits, unique per receiver incarnation).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_session_id {
+    /// Low 64 bits.
+    pub lo: u64,
+    /// High 64 bits.
+    pub hi: u64,
+}
+
+impl From<ry_session_id> for SessionId {
+    fn from(s: ry_session_id) -> Self {
+        SessionId((u128::from(s.hi) << 64) | u128::from(s.lo))
+    }
+}
+
+impl From<SessionId> for ry_session_id {
+    fn from(s: SessionId) -> Self {
+        ry_session_id {
+            lo: s.0 as u64,
+            hi: (s.0 >> 64) as u64,
+        }
+    }
+}
+
+/// A receiver's credit update: absolute cumulative grants within `epoch`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_credit_update {
+    /// Receiver session the grants belong to.
+    pub receiver_session: ry_session_id,
+    /// Epoch within the session.
+    pub epoch: u64,
+    /// Per-(session, epoch, class) sequence; newer wins.
+    pub sequence: u64,
+    /// Cumulative grant totals.
+    pub grants: ry_totals,
+    /// QoS class.
+    pub qos_class: u32,
+    /// Freshness hint (ms after receipt); 0 = no expiry.
+    pub freshness_ttl_ms: u32,
+}
+
+impl ry_credit_update {
+    pub(crate) fn to_core(self) -> Result<CreditUpdate> {
+        Ok(CreditUpdate {
+            receiver_session: self.receiver_session.into(),
+            epoch: self.epoch,
+            sequence: self.sequence,
+            qos_class: self.qos_class,
+            freshness_ttl_ms: self.freshness_ttl_ms,
+            grants: self.grants.to_core()?,
+        })
+    }
+
+    pub(crate) fn from_core(u: &CreditUpdate) -> Self {
+        ry_credit_update {
+            receiver_session: u.receiver_session.into(),
+            epoch: u.epoch,
+            sequence: u.sequence,
+            grants: ry_totals::from_core(&u.grants),
+            qos_class: u.qos_class,
+            freshness_ttl_ms: u.freshness_ttl_ms,
+        }
+    }
+}
+
+/// A sender's usage report: cumulative totals within `epoch`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_credit_usage {
+    /// Receiver session the usage belongs to.
+    pub receiver_session: ry_session_id,
+    /// Epoch.
+    pub epoch: u64,
+    /// Sender's report sequence.
+    pub sequence: u64,
+    /// Committed (handed to the transport) cumulative totals.
+    pub consumed: ry_totals,
+    /// Cumulative totals released by sender-side completions.
+    pub released: ry_totals,
+    /// Cumulative totals of unused credit returned explicitly.
+    pub returned: ry_totals,
+    /// Credit-stalled demand (a hint, not cumulative).
+    pub pending_demand: ry_totals,
+    /// QoS class.
+    pub qos_class: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+impl ry_credit_usage {
+    pub(crate) fn to_core(self) -> Result<CreditUsage> {
+        Ok(CreditUsage {
+            receiver_session: self.receiver_session.into(),
+            epoch: self.epoch,
+            sequence: self.sequence,
+            qos_class: self.qos_class,
+            consumed: self.consumed.to_core()?,
+            released: self.released.to_core()?,
+            returned: self.returned.to_core()?,
+            pending_demand: self.pending_demand.to_core()?,
+        })
+    }
+
+    pub(crate) fn from_core(u: &CreditUsage) -> Self {
+        ry_credit_usage {
+            receiver_session: u.receiver_session.into(),
+            epoch: u.epoch,
+            sequence: u.sequence,
+            consumed: ry_totals::from_core(&u.consumed),
+            released: ry_totals::from_core(&u.released),
+            returned: ry_totals::from_core(&u.returned),
+            pending_demand: ry_totals::from_core(&u.pending_demand),
+            qos_class: u.qos_class,
+            reserved: 0,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- sender
+
+/// Sender ledger configuration.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_credit_ledger_config {
+    /// Per-entry tracking window per resource; 0 = resource not modeled.
+    /// The bit widths must sum to at most 55.
+    pub window: ry_charge,
+    /// Receivers this sender can hold credit from.
+    pub max_peers: u32,
+    /// QoS classes per peer (`max_peers * max_classes` <= 8192).
+    pub max_classes: u32,
+}
+
+/// Writes the default ledger configuration (64 peers, 4 classes).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
+///
+/// # Safety
+/// `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_ledger_config_default(
+    out: *mut ry_credit_ledger_config,
+) -> RyStatus {
+    guard(|| {
+        let d = LedgerConfig::default();
+        let c = ry_credit_ledger_config {
+            window: ry_charge { v: d.window },
+            max_peers: d.max_peers,
+            max_classes: d.max_classes,
+        };
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, c, "out") }
+    })
+}
+
+/// A sender credit ledger handle. Zero is never valid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_credit_sender {
+    /// Opaque handle bits.
+    pub bits: u64,
+}
+
+struct Sender {
+    ledger: SenderLedger,
+    control: Mutex<SenderControl>,
+}
+
+static SENDERS: Registry<Sender> = Registry::new(5, "credit sender");
+
+fn sender(h: ry_credit_sender) -> Result<crate::handle::Pinned<Sender>> {
+    SENDERS.get(h.bits)
+}
+
+impl Sender {
+    fn ctl(&self) -> std::sync::MutexGuard<'_, SenderControl> {
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Creates a sender ledger (all memory allocated here).
+///
+/// Ownership: `*out` is owned by the caller; free with
+/// `ry_credit_sender_destroy`. Thread-safety: the data-path calls
+/// (`ry_credit_reserve_commit`, `ry_credit_release*`, `ry_credit_available`)
+/// are lock-free from any thread; the control calls (bind, apply update,
+/// usage, return, stale, quarantine, metrics) are serialised by an
+/// internal mutex the data path never takes.
+///
+/// # Safety
+/// `cfg` is valid for reads; `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_sender_create(
+    cfg: *const ry_credit_ledger_config,
+    out: *mut ry_credit_sender,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: caller contract: valid for reads.
+        let c = *unsafe { in_ref(cfg, "cfg") }?;
+        if out.is_null() {
+            return Err(Error::null("out"));
+        }
+        let (ledger, control) = SenderLedger::new(LedgerConfig {
+            max_peers: c.max_peers,
+            max_classes: c.max_classes,
+            window: c.window.v,
+        })?;
+        let bits = SENDERS.insert(Sender {
+            ledger,
+            control: Mutex::new(control),
+        })?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, ry_credit_sender { bits }, "out") }
+    })
+}
+
+/// Destroys a sender ledger. Thread-safety: any thread.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
+#[no_mangle]
+pub extern "C" fn ry_credit_sender_destroy(sender: ry_credit_sender) -> RyStatus {
+    guard(|| SENDERS.remove(sender.bits))
+}
+
+/// Binds `peer` to a receiver session and epoch (after negotiation, or on
+/// a new session/epoch). A previous binding is invalidated: old commits
+/// and completions can no longer touch the new epoch (they are fenced),
+/// and the entries stay closed until the first update of the new epoch.
+/// An older epoch or a retired session is refused (replay-safe).
+///
+/// Thread-safety: control path (internal mutex).
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+#[no_mangle]
+pub extern "C" fn ry_credit_bind(
+    sender: ry_credit_sender,
+    peer: u32,
+    session: ry_session_id,
+    epoch: u64,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        let mut ctl = s.ctl();
+        Ok(ctl.bind(&s.ledger, peer, session.into(), epoch)?)
+    })
+}
+
+/// `ry_credit_apply_update`'s outcome.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ry_update_outcome {
+    /// Applied; the sequence followed the last one.
+    Applied = 0,
+    /// Applied after a sequence gap (counted; `missed` says how many).
+    AppliedAfterGap = 1,
+    /// Duplicate or older sequence: a no-op (counted). Replaying an update
+    /// never mints credit.
+    Duplicate = 2,
+}
+
+/// Applies a receiver update for `peer` (identity from the endpoint, never
+/// the payload): session and epoch must match, an older or equal sequence
+/// is a no-op, a gap is applied and counted, every cumulative total must be
+/// non-decreasing (else `RY_STATUS_CREDIT_VIOLATION` and the peer is
+/// quarantined). `*outcome_out` and `*missed_out` are optional.
+///
+/// Thread-safety: control path (internal mutex).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+///
+/// # Safety
+/// `update` is valid for reads; the out-pointers are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_apply_update(
+    sender: ry_credit_sender,
+    peer: u32,
+    update: *const ry_credit_update,
+    now_ns: u64,
+    outcome_out: *mut ry_update_outcome,
+    missed_out: *mut u64,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        // SAFETY: caller contract: valid for reads.
+        let u = unsafe { in_ref(update, "update") }?.to_core()?;
+        let o = s.ctl().apply_update(&s.ledger, peer, &u, now_ns)?;
+        let (o, missed) = match o {
+            UpdateOutcome::Applied => (ry_update_outcome::Applied, 0),
+            UpdateOutcome::AppliedAfterGap { missed } => {
+                (ry_update_outcome::AppliedAfterGap, missed)
+            }
+            UpdateOutcome::Duplicate => (ry_update_outcome::Duplicate, 0),
+        };
+        if !outcome_out.is_null() {
+            // SAFETY: caller contract: valid for writes (non-NULL).
+            unsafe { write_out(outcome_out, o, "outcome_out") }?;
+        }
+        if !missed_out.is_null() {
+            // SAFETY: caller contract: valid for writes (non-NULL).
+            unsafe { write_out(missed_out, missed, "missed_out") }?;
+        }
+        Ok(())
+    })
+}
+
+/// A committed credit charge as plain data, released exactly once by its
+/// completion (`ry_credit_release` clears `held`), or moved into a token
+/// record with `ry_committed_charge_record_into`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_committed_charge {
+    /// The charge vector.
+    pub charge: ry_charge,
+    /// Ledger entry (`peer * max_classes + class`).
+    pub entry: u32,
+    /// Entry generation at reserve time (epoch fencing).
+    pub generation: u16,
+    /// 1 while held; 0 once released or recorded.
+    pub held: u8,
+    /// Reserved, zero.
+    pub reserved: u8,
+}
+
+impl ry_committed_charge {
+    fn from_core(c: &CommittedCharge) -> Self {
+        ry_committed_charge {
+            charge: c.charge().into(),
+            entry: c.entry().index(),
+            generation: c.generation(),
+            held: 1,
+            reserved: 0,
+        }
+    }
+
+    fn core(&self) -> Result<CommittedCharge> {
+        if self.held == 0 {
+            return Err(Error::new(
+                RyStatus::CreditNotHeld,
+                "committed charge is not held (already released or recorded)",
+            ));
+        }
+        Ok(CommittedCharge::new_unchecked(
+            self.entry,
+            self.generation,
+            self.charge.into(),
+        ))
+    }
+}
+
+/// Reserves the whole `*charge` against `(peer, class)` — all resources or
+/// none, one CAS — and commits it: call it at handoff to the transport.
+/// On `RY_STATUS_CREDIT_INSUFFICIENT` nothing was taken and
+/// `*short_out` (optional) holds the bitmask of exhausted resources.
+///
+/// Ownership: the caller owns `*out` and releases it exactly once.
+/// Thread-safety: lock-free; any number of threads.
+///
+/// # Safety
+/// `charge` is valid for reads; `out` is valid for writes; `short_out` is
+/// NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_reserve_commit(
+    sender: ry_credit_sender,
+    peer: u32,
+    class: u32,
+    charge: *const ry_charge,
+    out: *mut ry_committed_charge,
+    short_out: *mut u8,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        // SAFETY: caller contract: valid for reads.
+        let c: Charge = (*unsafe { in_ref(charge, "charge") }?).into();
+        if out.is_null() {
+            return Err(Error::null("out"));
+        }
+        let entry = s.ledger.entry(peer, class)?;
+        let r = match s.ledger.try_reserve(entry, &c) {
+            Ok(r) => r,
+            Err(e) => {
+                if let (ReserveError::Insufficient(set), false) = (e, short_out.is_null()) {
+                    // SAFETY: caller contract: valid for writes (non-NULL).
+                    unsafe { write_out(short_out, set.bits(), "short_out") }?;
+                }
+                return Err(e.into());
+            }
+        };
+        let committed = r.commit()?;
+        // SAFETY: caller contract: valid for writes (checked non-NULL before
+        // reserving, so a commit is never lost).
+        unsafe { write_out(out, ry_committed_charge::from_core(&committed), "out") }
+    })
+}
+
+/// `ry_credit_release`'s outcome.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ry_credit_release_outcome {
+    /// Counted for the next usage report (never mints sender credit).
+    Released = 0,
+    /// From an older epoch: counted as fenced work; the current epoch is
+    /// untouched.
+    Fenced = 1,
+    /// Refused: the release counter would overflow (a forged or doubled
+    /// release); counted.
+    Refused = 2,
+}
+
+fn release_outcome(o: ReleaseOutcome) -> ry_credit_release_outcome {
+    match o {
+        ReleaseOutcome::Released => ry_credit_release_outcome::Released,
+        ReleaseOutcome::Fenced => ry_credit_release_outcome::Fenced,
+        ReleaseOutcome::Refused => ry_credit_release_outcome::Refused,
+    }
+}
+
+/// Releases a committed charge on completion (clearing `held`): it is
+/// reported to the receiver in the next usage report; it never mints
+/// sender credit. `*outcome_out` (optional) says whether it was released,
+/// fenced (old epoch) or refused.
+///
+/// Thread-safety: lock-free; any thread.
+///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+///
+/// # Safety
+/// `charge` is valid for reads and writes; `outcome_out` is NULL or valid
+/// for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_release(
+    sender: ry_credit_sender,
+    charge: *mut ry_committed_charge,
+    outcome_out: *mut ry_credit_release_outcome,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        // SAFETY: caller contract: valid for reads and writes.
+        let c = unsafe { out_ref(charge, "charge") }?;
+        let core = c.core()?;
+        c.held = 0;
+        let o = s.ledger.release(&core)?;
+        if outcome_out.is_null() {
+            return Ok(());
+        }
+        // SAFETY: caller contract: valid for writes (non-NULL).
+        unsafe { write_out(outcome_out, release_outcome(o), "outcome_out") }
+    })
+}
+
+/// Moves a held committed charge into a token record (`credit_key`,
+/// `RY_HOLDS_CREDIT`) and clears `held`. `record->bytes` must equal the
+/// charge's DATA_BYTES, and slot charges must be 0 or 1
+/// (`RY_STATUS_CREDIT_NOT_RECORDABLE` otherwise; nothing moves).
+///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+/// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
+///
+/// # Safety
+/// `charge` and `record` are valid for reads and writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_committed_charge_record_into(
+    charge: *mut ry_committed_charge,
+    record: *mut ry_token_record,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: caller contract: valid for reads and writes.
+        let c = unsafe { out_ref(charge, "charge") }?;
+        // SAFETY: caller contract: valid for reads and writes.
+        let r = unsafe { out_ref(record, "record") }?;
+        if r.holds & TokenRecord::HOLDS_CREDIT != 0 {
+            return Err(Error::new(
+                RyStatus::CreditNotRecordable,
+                "record already holds a credit charge",
+            ));
+        }
+        let core = c.core()?;
+        let mut rec = TokenRecord::from(&*r);
+        core.record_into(&mut rec)?;
+        *r = ry_token_record::from(&rec);
+        c.held = 0;
+        Ok(())
+    })
+}
+
+/// Releases the credit charge recorded in `*record` (the completion path)
+/// and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
+/// `RY_STATUS_CREDIT_NOT_HELD`. `*outcome_out` is optional.
+///
+/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+///
+/// # Safety
+/// `record` is valid for reads and writes; `outcome_out` is NULL or valid
+/// for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_release_record(
+    sender: ry_credit_sender,
+    record: *mut ry_token_record,
+    outcome_out: *mut ry_credit_release_outcome,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        // SAFETY: caller contract: valid for reads and writes.
+        let r = unsafe { out_ref(record, "record") }?;
+        let rec = TokenRecord::from(&*r);
+        let core = CommittedCharge::from_record(&rec)?;
+        r.holds &= !TokenRecord::HOLDS_CREDIT;
+        let o = s.ledger.release(&core)?;
+        if outcome_out.is_null() {
+            return Ok(());
+        }
+        // SAFETY: caller contract: valid for writes (non-NULL).
+        unsafe { write_out(outcome_out, release_outcome(o), "outcome_out") }
+    })
+}
+
+/// Writes `(peer, class)`'s available credit (one consistent snapshot,
+/// never torn) and whether the entry is open for dispatch.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+///
+/// # Safety
+/// `out` is valid for writes; `open_out` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_available(
+    sender: ry_credit_sender,
+    peer: u32,
+    class: u32,
+    out: *mut ry_charge,
+    open_out: *mut bool,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        let entry = s.ledger.entry(peer, class)?;
+        let (avail, open) = s.ledger.available(entry)?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, avail.into(), "out") }?;
+        if !open_out.is_null() {
+            // SAFETY: caller contract: valid for writes (non-NULL).
+            unsafe { write_out(open_out, open, "open_out") }?;
+        }
+        Ok(())
+    })
+}
+
+/// Builds the usage report for `(peer, class)` (cumulative consumed,
+/// released and returned totals of the bound epoch, plus `*pending_demand`,
+/// which may be NULL for none). Encode it with `ry_wire_encode`.
+///
+/// Thread-safety: control path (internal mutex).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+///
+/// # Safety
+/// `pending_demand` is NULL or valid for reads; `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_usage_report(
+    sender: ry_credit_sender,
+    peer: u32,
+    class: u32,
+    pending_demand: *const ry_charge,
+    out: *mut ry_credit_usage,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        let demand: Charge = if pending_demand.is_null() {
+            Charge::ZERO
+        } else {
+            // SAFETY: caller contract: valid for reads (non-NULL).
+            (*unsafe { in_ref(pending_demand, "pending_demand") }?).into()
+        };
+        if out.is_null() {
+            return Err(Error::null("out"));
+        }
+        let u = s.ctl().usage(&s.ledger, peer, class, demand)?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, ry_credit_usage::from_core(&u), "out") }
+    })
+}
+
+/// Returns up to `*max` of `(peer, class)`'s unused credit to the receiver
+/// (reported in the next usage report), taken atomically from the
+/// available credit so it can never be both returned and used. Writes what
+/// was actually returned.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+///
+/// # Safety
+/// `max` is valid for reads; `returned_out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_return_unused(
+    sender: ry_credit_sender,
+    peer: u32,
+    class: u32,
+    max: *const ry_charge,
+    returned_out: *mut ry_charge,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        // SAFETY: caller contract: valid for reads.
+        let m: Charge = (*unsafe { in_ref(max, "max") }?).into();
+        if returned_out.is_null() {
+            return Err(Error::null("returned_out"));
+        }
+        let r = s.ctl().return_unused(&s.ledger, peer, class, m)?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(returned_out, r.into(), "returned_out") }
+    })
+}
+
+/// Marks `peer` stale (control disconnect, freshness expiry): no new
+/// credit-gated dispatch; a newer update reopens it.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+#[no_mangle]
+pub extern "C" fn ry_credit_mark_stale(sender: ry_credit_sender, peer: u32) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        let mut ctl = s.ctl();
+        Ok(ctl.mark_stale(&s.ledger, peer)?)
+    })
+}
+
+/// Quarantines `peer` (a violation seen elsewhere) until it is re-bound.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+#[no_mangle]
+pub extern "C" fn ry_credit_quarantine(sender: ry_credit_sender, peer: u32) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        let mut ctl = s.ctl();
+        Ok(ctl.quarantine(&s.ledger, peer)?)
+    })
+}
+
+/// Bounded sender credit metrics (per resource, never per request).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_credit_metrics {
+    /// Cumulative grant totals in current epochs.
+    pub granted: ry_charge,
+    /// Committed (consumed) totals in current epochs.
+    pub consumed: ry_charge,
+    /// Currently available.
+    pub available: ry_charge,
+    /// Returned unused credit (all epochs).
+    pub returned: ry_charge,
+    /// In-flight amounts fenced by epoch resets.
+    pub fenced_inflight: ry_charge,
+    /// Reservations refused for lack of credit.
+    pub stalls: u64,
+    /// Updates applied.
+    pub updates_applied: u64,
+    /// Duplicate / old updates ignored.
+    pub duplicate_updates: u64,
+    /// Session / epoch mismatched updates ignored.
+    pub stale_updates: u64,
+    /// Sequence gaps seen (applied anyway).
+    pub sequence_gaps: u64,
+    /// New sessions / epochs bound over an old one.
+    pub epoch_resets: u64,
+    /// Commits, rollbacks and completions from an old epoch.
+    pub fenced_ops: u64,
+    /// Counter updates refused to avoid overflow.
+    pub refused_ops: u64,
+    /// Protocol violations (peer quarantined).
+    pub violations: u64,
+}
+
+/// Writes the sender's aggregated metrics. Control path (internal mutex).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+///
+/// # Safety
+/// `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_metrics_get(
+    sender: ry_credit_sender,
+    out: *mut ry_credit_metrics,
+) -> RyStatus {
+    guard(|| {
+        let s = self::sender(sender)?;
+        let m = s.ctl().metrics(&s.ledger);
+        let v = ry_credit_metrics {
+            granted: Charge(m.granted).into(),
+            consumed: Charge(m.consumed).into(),
+            available: Charge(m.available).into(),
+            returned: Charge(m.returned).into(),
+            fenced_inflight: Charge(m.fenced_inflight).into(),
+            stalls: m.stalls,
+            updates_applied: m.updates_applied,
+            duplicate_updates: m.duplicate_updates,
+            stale_updates: m.stale_updates,
+            sequence_gaps: m.sequence_gaps,
+            epoch_resets: m.epoch_resets,
+            fenced_ops: m.fenced_ops,
+            refused_ops: m.refused_ops,
+            violations: m.violations,
+        };
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, v, "out") }
+    })
+}
+
+// -------------------------------------------------------------- receiver
+
+/// How a resource's capacity returns to the receiver's free pool.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ry_return_path {
+    /// The sender's completion (reported as `released` in usage).
+    SenderCompletion = 0,
+    /// The receiver's own consumer (`ry_credit_receiver_consumed`).
+    ReceiverConsumption = 1,
+}
+
+/// Receiver allocator configuration.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_credit_allocator_config {
+    /// This receiver's session id (a new incarnation must use a new one).
+    pub session: ry_session_id,
+    /// Global capacity per resource; 0 = not modeled.
+    pub capacity: ry_charge,
+    /// Per-entry outstanding cap per resource; 0 = no cap beyond capacity.
+    pub entry_cap: ry_charge,
+    /// `ry_return_path` per resource.
+    pub return_path: [u32; 4],
+    /// Sender peers.
+    pub max_peers: u32,
+    /// QoS classes per peer.
+    pub max_classes: u32,
+}
+
+/// Writes a configuration with the default return paths (DATA_BYTES and
+/// REQUEST_SLOTS by sender completion, STAGING and CONSUMER slots by
+/// receiver consumption), no entry caps, and the given sizes.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: pure; any thread, concurrently.
+///
+/// # Safety
+/// `capacity` is valid for reads; `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_allocator_config_init(
+    session: ry_session_id,
+    max_peers: u32,
+    max_classes: u32,
+    capacity: *const ry_charge,
+    out: *mut ry_credit_allocator_config,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: caller contract: valid for reads.
+        let cap = *unsafe { in_ref(capacity, "capacity") }?;
+        let d = AllocatorConfig::new(session.into(), max_peers, max_classes, cap.v);
+        let mut rp = [0u32; 4];
+        for (o, p) in rp.iter_mut().zip(d.return_path) {
+            *o = match p {
+                ReturnPath::SenderCompletion => ry_return_path::SenderCompletion as u32,
+                ReturnPath::ReceiverConsumption => ry_return_path::ReceiverConsumption as u32,
+            };
+        }
+        let c = ry_credit_allocator_config {
+            session,
+            capacity: cap,
+            entry_cap: ry_charge { v: d.entry_cap },
+            return_path: rp,
+            max_peers,
+            max_classes,
+        };
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, c, "out") }
+    })
+}
+
+/// A receiver allocator handle. Zero is never valid.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_credit_receiver {
+    /// Opaque handle bits.
+    pub bits: u64,
+}
+
+static RECEIVERS: Registry<Mutex<ReceiverAllocator>> = Registry::new(6, "credit receiver");
+
+fn with_receiver<R>(
+    h: ry_credit_receiver,
+    f: impl FnOnce(&mut ReceiverAllocator) -> Result<R>,
+) -> Result<R> {
+    let r = RECEIVERS.get(h.bits)?;
+    let mut g = r.lock().unwrap_or_else(|e| e.into_inner());
+    f(&mut g)
+}
+
+/// Creates a receiver allocator with all capacity free.
+///
+/// Ownership: `*out` is owned by the caller; free with
+/// `ry_credit_receiver_destroy`. Thread-safety: control-path state; every
+/// call is serialised by an internal mutex.
+///
+/// # Safety
+/// `cfg` is valid for reads; `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_create(
+    cfg: *const ry_credit_allocator_config,
+    out: *mut ry_credit_receiver,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: caller contract: valid for reads.
+        let c = *unsafe { in_ref(cfg, "cfg") }?;
+        if out.is_null() {
+            return Err(Error::null("out"));
+        }
+        let mut rp = [ReturnPath::SenderCompletion; RESOURCES];
+        for (o, &p) in rp.iter_mut().zip(&c.return_path) {
+            *o = match p {
+                0 => ReturnPath::SenderCompletion,
+                1 => ReturnPath::ReceiverConsumption,
+                v => {
+                    return Err(Error::invalid(format_args!(
+                        "return_path: {v} is not a valid ry_return_path"
+                    )))
+                }
+            };
+        }
+        let a = ReceiverAllocator::new(AllocatorConfig {
+            session: c.session.into(),
+            max_peers: c.max_peers,
+            max_classes: c.max_classes,
+            capacity: c.capacity.v,
+            entry_cap: c.entry_cap.v,
+            return_path: rp,
+        })?;
+        let bits = RECEIVERS.insert(Mutex::new(a))?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, ry_credit_receiver { bits }, "out") }
+    })
+}
+
+/// Destroys a receiver allocator. Thread-safety: any thread.
+///
+/// Ownership: consumes the handle; every copy of it becomes invalid.
+#[no_mangle]
+pub extern "C" fn ry_credit_receiver_destroy(receiver: ry_credit_receiver) -> RyStatus {
+    guard(|| RECEIVERS.remove(receiver.bits))
+}
+
+/// Opens `peer` for grants in a new epoch (written to `*epoch_out`,
+/// optional). The previous epoch's outstanding grants move to the fencing
+/// bucket, reusable only after `ry_credit_receiver_fence_complete`.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `epoch_out` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_open(
+    receiver: ry_credit_receiver,
+    peer: u32,
+    epoch_out: *mut u64,
+) -> RyStatus {
+    guard(|| {
+        let e = with_receiver(receiver, |a| Ok(a.open(peer)?))?;
+        if epoch_out.is_null() {
+            return Ok(());
+        }
+        // SAFETY: caller contract: valid for writes (non-NULL).
+        unsafe { write_out(epoch_out, e, "epoch_out") }
+    })
+}
+
+/// Disconnect: moves `peer`'s outstanding grants into fencing and closes it.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+#[no_mangle]
+pub extern "C" fn ry_credit_receiver_close(receiver: ry_credit_receiver, peer: u32) -> RyStatus {
+    guard(|| with_receiver(receiver, |a| Ok(a.close(peer)?)))
+}
+
+/// The old session of `peer` is drained or failed: its fenced capacity
+/// becomes free (written to `*freed_out`, optional).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `freed_out` is NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_fence_complete(
+    receiver: ry_credit_receiver,
+    peer: u32,
+    freed_out: *mut ry_charge,
+) -> RyStatus {
+    guard(|| {
+        let f = with_receiver(receiver, |a| Ok(a.fence_complete(peer)?))?;
+        if freed_out.is_null() {
+            return Ok(());
+        }
+        // SAFETY: caller contract: valid for writes (non-NULL).
+        unsafe { write_out(freed_out, f.into(), "freed_out") }
+    })
+}
+
+/// Carves `*add` from free capacity for `(peer, class)`, all or nothing,
+/// and writes the update to send (cumulative totals, next sequence).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `add` is valid for reads; `update_out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_grant(
+    receiver: ry_credit_receiver,
+    peer: u32,
+    class: u32,
+    add: *const ry_charge,
+    update_out: *mut ry_credit_update,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: caller contract: valid for reads.
+        let add: Charge = (*unsafe { in_ref(add, "add") }?).into();
+        if update_out.is_null() {
+            return Err(Error::null("update_out"));
+        }
+        let u = with_receiver(receiver, |a| Ok(a.grant(peer, class, &add)?))?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(update_out, ry_credit_update::from_core(&u), "update_out") }
+    })
+}
+
+/// Applies a sender's usage report for `peer` (identity from the
+/// endpoint). Writes the capacity returned to the free pool to
+/// `*returned_out` (optional) and whether it was a duplicate (a no-op) to
+/// `*duplicate_out` (optional). Usage of an old session or epoch is
+/// `RY_STATUS_CREDIT_STALE`; totals that decrease or exceed the grant are a
+/// violation (peer quarantined).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `usage` is valid for reads; the out-pointers are NULL or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_on_usage(
+    receiver: ry_credit_receiver,
+    peer: u32,
+    usage: *const ry_credit_usage,
+    returned_out: *mut ry_charge,
+    duplicate_out: *mut bool,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: caller contract: valid for reads.
+        let u = unsafe { in_ref(usage, "usage") }?.to_core()?;
+        let o = with_receiver(receiver, |a| Ok(a.on_usage(peer, &u)?))?;
+        let (back, dup) = match o {
+            UsageOutcome::Applied(c) => (c, false),
+            UsageOutcome::Duplicate => (Charge::ZERO, true),
+        };
+        if !returned_out.is_null() {
+            // SAFETY: caller contract: valid for writes (non-NULL).
+            unsafe { write_out(returned_out, back.into(), "returned_out") }?;
+        }
+        if !duplicate_out.is_null() {
+            // SAFETY: caller contract: valid for writes (non-NULL).
+            unsafe { write_out(duplicate_out, dup, "duplicate_out") }?;
+        }
+        Ok(())
+    })
+}
+
+/// Receiver-local consumption of `(peer, class)`'s outstanding grants (for
+/// `RY_RETURN_PATH_RECEIVER_CONSUMPTION` resources); capacity returns to
+/// the free pool. More than outstanding is refused.
+///
+/// Ownership: borrows its arguments for the call only; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `amounts` is valid for reads.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_consumed(
+    receiver: ry_credit_receiver,
+    peer: u32,
+    class: u32,
+    amounts: *const ry_charge,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: caller contract: valid for reads.
+        let c: Charge = (*unsafe { in_ref(amounts, "amounts") }?).into();
+        with_receiver(receiver, |a| Ok(a.consumed(peer, class, &c)?))
+    })
+}
+
+/// Writes the free capacity per resource.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_free(
+    receiver: ry_credit_receiver,
+    out: *mut ry_charge,
+) -> RyStatus {
+    guard(|| {
+        let f = with_receiver(receiver, |a| Ok(a.free()))?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, Charge(f).into(), "out") }
+    })
+}
+
+/// Writes `(peer, class)`'s outstanding grants per resource.
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_outstanding(
+    receiver: ry_credit_receiver,
+    peer: u32,
+    class: u32,
+    out: *mut ry_charge,
+) -> RyStatus {
+    guard(|| {
+        let o = with_receiver(receiver, |a| Ok(a.outstanding(peer, class)?))?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, o.into(), "out") }
+    })
+}
+
+/// Writes whether capacity is conserved: free + outstanding + fencing ==
+/// capacity for every resource (must always be true).
+///
+/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// Thread-safety: serialised per receiver by an internal mutex.
+///
+/// # Safety
+/// `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_credit_receiver_conserved(
+    receiver: ry_credit_receiver,
+    out: *mut bool,
+) -> RyStatus {
+    guard(|| {
+        let c = with_receiver(receiver, |a| Ok(a.conserved()))?;
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, c, "out") }
+    })
+}

@@ -1,0 +1,149 @@
+//! Boundary properties checked from Rust: every entry point runs under the
+//! panic guard, every status has a name matching the header, and handles
+//! stay safe when destroyed concurrently with use.
+
+use std::ffi::CStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use railyard_ffi::ry_status;
+use railyard_ffi::token::{
+    ry_token_claim, ry_token_complete, ry_token_pool, ry_token_pool_create, ry_token_pool_destroy,
+    ry_token_record,
+};
+
+fn status_name(v: i32) -> String {
+    // SAFETY: ry_status_name returns a static NUL-terminated string.
+    unsafe { CStr::from_ptr(railyard_ffi::ry_status_name(v)) }
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+fn claim(pool: ry_token_pool, rec: &ry_token_record, wr: &mut u64) -> ry_status {
+    // SAFETY: both pointers come from live references.
+    unsafe { ry_token_claim(pool, rec, wr) }
+}
+
+fn complete(pool: ry_token_pool, wr: u64, out: &mut ry_token_record) -> ry_status {
+    // SAFETY: the pointer comes from a live reference.
+    unsafe { ry_token_complete(pool, wr, out) }
+}
+
+/// Every `extern "C" fn` documents ownership and thread-safety, and its
+/// body starts with `guard(` (so no panic can cross the boundary), except
+/// the three that cannot panic.
+#[test]
+fn every_entry_point_runs_under_the_panic_guard() {
+    let exempt = ["ry_last_error_message", "ry_status_name", "ry_abi_version"];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut seen = 0;
+    for f in std::fs::read_dir(&src).unwrap() {
+        let path = f.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let all: Vec<&str> = text.lines().collect();
+        let mut lines = text.lines().enumerate();
+        while let Some((at, l)) = lines.next() {
+            let Some(rest) = l.split("extern \"C\" fn ").nth(1) else {
+                continue;
+            };
+            let name = rest.split('(').next().unwrap().trim();
+            seen += 1;
+            // The doc comment (flows into the header) states ownership and
+            // thread-safety.
+            let doc: String = all[..at]
+                .iter()
+                .rev()
+                .skip_while(|d| d.trim_start().starts_with("#["))
+                .take_while(|d| d.trim_start().starts_with("///"))
+                .copied()
+                .collect();
+            for word in ["Ownership", "Thread-safety"] {
+                assert!(doc.contains(word), "{name}: doc does not state {word}");
+            }
+            if exempt.contains(&name) {
+                continue;
+            }
+            // Skip the rest of the signature up to the opening brace.
+            let mut sig = l.to_string();
+            while !sig.trim_end().ends_with('{') {
+                sig = lines.next().expect("signature ends").1.to_string();
+            }
+            let body = lines.next().expect("body").1;
+            assert!(
+                body.trim_start().starts_with("guard("),
+                "{name} in {} does not start with guard(: {body}",
+                path.display()
+            );
+        }
+    }
+    assert!(seen > 60, "found only {seen} entry points");
+}
+
+/// Every `RY_STATUS_*` constant of the header has its own name from
+/// `ry_status_name`, and nothing else does.
+#[test]
+fn every_status_has_its_header_name() {
+    let header =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("include/railyard.h"))
+            .unwrap();
+    let mut n = 0;
+    for l in header.lines() {
+        let l = l.trim();
+        let Some(rest) = l.strip_prefix("RY_STATUS_") else {
+            continue;
+        };
+        let (name, value) = rest.split_once(" = ").unwrap();
+        let value: i32 = value.trim_end_matches(',').parse().unwrap();
+        assert_eq!(status_name(value), format!("RY_STATUS_{name}"));
+        n += 1;
+    }
+    assert!(n > 50, "parsed {n} statuses");
+    assert_eq!(status_name(-1000), "RY_STATUS_UNKNOWN");
+}
+
+/// One thread claims and completes in a loop while another destroys the
+/// pool: the worker sees OK until it sees INVALID_HANDLE, never a crash,
+/// and a record is never completed twice.
+#[test]
+fn destroy_while_in_use_is_safe() {
+    for _ in 0..20 {
+        let mut pool = ry_token_pool::default();
+        // SAFETY: `pool` is a live local.
+        let st = unsafe { ry_token_pool_create(64, &mut pool) };
+        assert_eq!(st, ry_status::Ok);
+        let started = Arc::new(AtomicBool::new(false));
+        let s2 = started.clone();
+        let worker = std::thread::spawn(move || {
+            let rec = ry_token_record {
+                bytes: 7,
+                ..Default::default()
+            };
+            let mut ok = 0u64;
+            loop {
+                let mut wr = 0u64;
+                let st = claim(pool, &rec, &mut wr);
+                s2.store(true, Ordering::Release);
+                if st == ry_status::InvalidHandle {
+                    return ok;
+                }
+                assert_eq!(st, ry_status::Ok);
+                let mut back = ry_token_record::default();
+                let st = complete(pool, wr, &mut back);
+                if st == ry_status::InvalidHandle {
+                    return ok;
+                }
+                assert_eq!(st, ry_status::Ok);
+                assert_eq!(back.bytes, 7);
+                ok += 1;
+            }
+        });
+        while !started.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        assert_eq!(ry_token_pool_destroy(pool), ry_status::Ok);
+        let _ = worker.join().expect("worker must not panic");
+        assert_eq!(ry_token_pool_destroy(pool), ry_status::InvalidHandle);
+    }
+}
