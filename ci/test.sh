@@ -20,6 +20,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy || true
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+# The C ABI's stale-header test regenerates ffi/include/railyard.h.
+command -v cbindgen >/dev/null || cargo install cbindgen --locked
 
 step "fmt"
 cargo fmt --all -- --check
@@ -42,6 +44,9 @@ cargo test -p railyard-core --features std,peer-feedback
 cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
 cargo test -p railyard-core --no-default-features --features alloc
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,peer-feedback
+
+step "C ABI: header freshness, C11/C++17 examples, ABI layout (ci/ffi.sh)"
+bash ci/ffi.sh
 
 step "benches compile"
 cargo bench -p railyard-benches --no-run
