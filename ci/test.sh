@@ -35,6 +35,8 @@ cargo build -p railyard-core --no-default-features
 cargo build -p railyard-core --no-default-features --features alloc
 
 step "tests"
+# Includes the C ABI's tests: header freshness, C11/C++17 compiles, the C
+# and C++ examples (-Wall -Wextra -Werror) and ABI layout checks.
 cargo test --workspace
 # Core on its own feature sets (the workspace run unifies in the sim's
 # std + peer-feedback): default, std + the RFC 4534 peer ledger, and the
@@ -44,9 +46,6 @@ cargo test -p railyard-core --features std,peer-feedback
 cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
 cargo test -p railyard-core --no-default-features --features alloc
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,peer-feedback
-
-step "C ABI: header freshness, C11/C++17 examples, ABI layout (ci/ffi.sh)"
-bash ci/ffi.sh
 
 step "benches compile"
 cargo bench -p railyard-benches --no-run
