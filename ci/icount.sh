@@ -16,3 +16,14 @@ for c in array_queue railyard mutex_vec; do
   [ -z "$base_aq" ] && base_aq=$per
   printf "%-12s %14d %9.2fx\n" "$c" "$per" "$(echo "$per / $base_aq" | bc -l)"
 done
+
+# Rail pick+release, 4 devices: no ledger compiled in vs compiled in, flag off.
+echo
+printf "%-28s %14s\n" "rail pick+release (4 dev)" "instr/op"
+for feat in "" "peer-feedback"; do
+  dir=target/icount-${feat:-noledger}
+  CARGO_TARGET_DIR=$dir cargo build --release -q -p railyard-benches --example rail_icount ${feat:+--features $feat}
+  r() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$dir/release/examples/rail_icount" 4 "$1" 2>&1 | awk '/Collected/ {print $4}'; }
+  a=$(r 0); b=$(r "$n")
+  printf "%-28s %14d\n" "${feat:-no ledger compiled}${feat:+ (flag off)}" $(( (b - a) / n ))
+done

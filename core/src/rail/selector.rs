@@ -302,23 +302,7 @@ impl Selector {
     ) -> (usize, Score, bool, Option<Option<Nanos>>) {
         #[cfg(feature = "peer-feedback")]
         if let Some(l) = &self.ledger {
-            let v = self.cfg.variant;
-            if let (Some(p), true, false) = (_peer, v.uses_peer_feedback(), self.cfg.trace) {
-                return self.decide_peer_feedback(l, p, v, b, _now_ns);
-            }
-            let (fallback, trace) = self.feedback_state(_peer, _now_ns);
-            let (d, s) = match v {
-                Variant::V0 => self.best_by(b, |dev| ScoreInput {
-                    inflight: 0,
-                    bw: dev.nominal,
-                }),
-                Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback),
-                _ => self.best_by(b, |dev| ScoreInput {
-                    inflight: dev.inflight.load(Ordering::Relaxed),
-                    bw: dev.bw.load(Ordering::Relaxed),
-                }),
-            };
-            return (d, s, fallback, trace);
+            return self.decide_with_ledger(l, _peer, b, _now_ns);
         }
         // No ledger (flag off or not compiled): NIC in-flight, NIC EWMA.
         let (d, s) = self.best_by(b, |dev| ScoreInput {
@@ -326,6 +310,37 @@ impl Selector {
             bw: dev.bw.load(Ordering::Relaxed),
         });
         (d, s, false, None)
+    }
+
+    /// The decision with the peer ledger switched on. Kept out of line so
+    /// that the flag-off path of [`Selector::pick`] stays as small as the
+    /// build without the ledger compiled in.
+    #[cfg(feature = "peer-feedback")]
+    #[inline(never)]
+    fn decide_with_ledger(
+        &self,
+        l: &PeerLedger,
+        _peer: Option<u32>,
+        b: u64,
+        _now_ns: Nanos,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        let v = self.cfg.variant;
+        if let (Some(p), true, false) = (_peer, v.uses_peer_feedback(), self.cfg.trace) {
+            return self.decide_peer_feedback(l, p, v, b, _now_ns);
+        }
+        let (fallback, trace) = self.feedback_state(_peer, _now_ns);
+        let (d, s) = match v {
+            Variant::V0 => self.best_by(b, |dev| ScoreInput {
+                inflight: 0,
+                bw: dev.nominal,
+            }),
+            Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback),
+            _ => self.best_by(b, |dev| ScoreInput {
+                inflight: dev.inflight.load(Ordering::Relaxed),
+                bw: dev.bw.load(Ordering::Relaxed),
+            }),
+        };
+        (d, s, fallback, trace)
     }
 
     /// Lowest score over all candidates with inputs from `input` (no
@@ -550,21 +565,38 @@ impl Selector {
         let mut charged = None;
         #[cfg(feature = "peer-feedback")]
         if let (Some(l), Some(p)) = (&self.ledger, peer) {
-            match l.charge(device, p, bytes, _now_ns) {
-                Ok(()) => charged = Some(p),
-                Err(PinRefused::Exhausted | PinRefused::Saturated) => {
-                    self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(PinRefused::Contended) => {
-                    self.counters.contended.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            charged = self.charge_peer(l, device, p, bytes, _now_ns);
         }
         let _ = peer;
         RailCharge {
             device: device as u16,
             peer: charged,
             bytes,
+        }
+    }
+
+    /// The peer side of a charge (ledger on). Out of line, as
+    /// [`Selector::decide_with_ledger`]. `Some(peer)` if the peer was charged.
+    #[cfg(feature = "peer-feedback")]
+    #[inline(never)]
+    fn charge_peer(
+        &self,
+        l: &PeerLedger,
+        device: usize,
+        p: u32,
+        bytes: u32,
+        now_ns: Nanos,
+    ) -> Option<u32> {
+        match l.charge(device, p, bytes, now_ns) {
+            Ok(()) => Some(p),
+            Err(PinRefused::Exhausted | PinRefused::Saturated) => {
+                self.counters.exhausted.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(PinRefused::Contended) => {
+                self.counters.contended.fetch_add(1, Ordering::Relaxed);
+                None
+            }
         }
     }
 
