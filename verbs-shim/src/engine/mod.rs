@@ -57,6 +57,7 @@ pub use gate::{
     Classifier, DefaultClassifier, EventAction, GateDecision, GateStats, OpenGate, PostGate,
     WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
 };
+pub use railyard_core::cc::{CcConfig, Mode as CcMode};
 pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
 use railyard_core::evidence::{Observation, TaskEvidence};
 pub use railyard_core::token::TokenRecord;
