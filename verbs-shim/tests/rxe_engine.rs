@@ -366,12 +366,23 @@ fn engine_refuses_bad_input_with_typed_errors() {
     ));
     p.a.submit(b, &[ok]).unwrap();
     assert_eq!(wait_batch(&p.a, b), vec![TaskState::Completed]);
-    // task_anomaly is a documented seam, not a fake answer.
+    // The anomaly query: NORMAL after a clean success with CC on, UNKNOWN
+    // with CC off (RFC 4162); typed errors for unknown tasks/batches.
+    let want = if p.a.stats().gate.enabled {
+        AnomalyState::Normal
+    } else {
+        AnomalyState::Unknown
+    };
+    assert_eq!(p.a.task_anomaly(b, 0).unwrap(), want);
     assert!(matches!(
-        p.a.task_anomaly(b, 0),
-        Err(EngineError::Unsupported(_))
+        p.a.task_anomaly(b, 1),
+        Err(EngineError::NoSuchTask { .. })
     ));
     p.a.free_batch(b).unwrap();
+    assert!(matches!(
+        p.a.task_anomaly_detail(b, 0),
+        Err(EngineError::NoSuchBatch(_))
+    ));
     assert!(matches!(
         p.a.free_batch(b),
         Err(EngineError::NoSuchBatch(_))
