@@ -26,7 +26,12 @@
 //! | the WR completed (any status) | `Owner::complete(wr_id, ..)` then `release(rec, Some(wc_status))` |
 //! | the endpoint was abandoned (never drained) | the token stays live until its flush completion arrives; nothing is released twice |
 //!
-//! [`OpenGate`] admits everything and holds nothing.
+//! [`CcGate`](super::CcGate) is the RFC 4162 controller behind this trait
+//! (what [`Engine::new`](super::Engine::new) uses); [`OpenGate`] admits
+//! everything and holds nothing. Besides admission, the gate gets the
+//! monitor's control epoch ([`PostGate::on_epoch`]), async-event feedback
+//! ([`PostGate::event_feedback`]) and builds task evidence
+//! ([`PostGate::observe`]).
 
 pub use super::cc_gate::GateStats;
 use railyard_core::cc::PollerStatus;

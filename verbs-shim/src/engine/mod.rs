@@ -832,6 +832,21 @@ impl Shared {
     }
 }
 
+/// The caller-visible anomaly of a task from its evidence's detail, the
+/// task's succeeded-slice count and whether the controller is on.
+/// Successes are counted into the evidence only once the task has an
+/// anomaly (the lock-free fast path), so a task with no unresolved evidence
+/// and at least one success is NORMAL; with the controller off, UNKNOWN.
+fn project_anomaly(mut d: AnomalyDetail, succeeded: u32, enabled: bool) -> AnomalyDetail {
+    if d.state == AnomalyState::Unknown && d.winner.map_or(true, |w| w.resolved) && succeeded > 0 {
+        d.state = AnomalyState::Normal;
+    }
+    if !enabled {
+        d.state = AnomalyState::Unknown;
+    }
+    d
+}
+
 /// A transfer engine on one RDMA device. Dropping it shuts it down cleanly
 /// (see [`Engine::shutdown`]).
 pub struct Engine {
@@ -1370,24 +1385,12 @@ impl Engine {
     ) -> Result<AnomalyDetail, EngineError> {
         let enabled = self.shared.gate.enabled();
         self.with_task(batch, task, |t| {
-            let mut d = t
+            let d = t
                 .evidence
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .detail();
-            // Successes are only counted into the evidence once the task has
-            // an anomaly (the lock-free fast path): fold in the task's own
-            // success count.
-            if d.state == AnomalyState::Unknown
-                && d.winner.map_or(true, |w| w.resolved)
-                && t.ok.load(Ordering::Acquire) > 0
-            {
-                d.state = AnomalyState::Normal;
-            }
-            if !enabled {
-                d.state = AnomalyState::Unknown;
-            }
-            d
+            project_anomaly(d, t.ok.load(Ordering::Acquire), enabled)
         })
     }
 
@@ -1523,6 +1526,58 @@ mod tests {
             Err(EngineError::Config(c)) => assert_eq!(c.var, "MC_WORKERS_PER_CTX"),
             other => panic!("expected a config error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn anomaly_projection_follows_the_rfc_table() {
+        use railyard_core::evidence::{Observation, Reason, TaskEvidence};
+        let s0 = SliceRef {
+            index: 0,
+            attempt: 1,
+        };
+        let mut ev = TaskEvidence::<8>::new();
+        // No evidence, no success: UNKNOWN; no evidence, a success: NORMAL.
+        assert_eq!(
+            project_anomaly(ev.detail(), 0, true).state,
+            AnomalyState::Unknown
+        );
+        assert_eq!(
+            project_anomaly(ev.detail(), 1, true).state,
+            AnomalyState::Normal
+        );
+        // Unresolved byte-window evidence wins over the success count.
+        ev.record(s0, Observation::new(Reason::ByteWindow, 5));
+        assert_eq!(
+            project_anomaly(ev.detail(), 3, true).state,
+            AnomalyState::Congested
+        );
+        // A new attempt clears it; a success elsewhere makes it NORMAL.
+        ev.begin_attempt(SliceRef {
+            index: 0,
+            attempt: 2,
+        });
+        assert_eq!(
+            project_anomaly(ev.detail(), 0, true).state,
+            AnomalyState::Unknown
+        );
+        assert_eq!(
+            project_anomaly(ev.detail(), 1, true).state,
+            AnomalyState::Normal
+        );
+        // Quarantine evidence: LONG_UNAVAILABLE; with CC off: UNKNOWN, with
+        // the evidence still shown.
+        ev.record(
+            SliceRef {
+                index: 1,
+                attempt: 1,
+            },
+            Observation::new(Reason::PathQuarantined, 9),
+        );
+        let d = project_anomaly(ev.detail(), 1, true);
+        assert_eq!(d.state, AnomalyState::LongUnavailable);
+        let off = project_anomaly(ev.detail(), 1, false);
+        assert_eq!(off.state, AnomalyState::Unknown);
+        assert_eq!(off.winner, d.winner);
     }
 
     #[test]
