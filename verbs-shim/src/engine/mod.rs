@@ -553,6 +553,16 @@ impl Shared {
         t.anomalies.fetch_add(1, Ordering::Release);
     }
 
+    /// As [`note`](Self::note), only if `r` is still the slice's pending
+    /// attempt (a queued reference may be stale: canceled, timed out, or
+    /// its slot reused by another task).
+    pub(crate) fn note_if_current(&self, r: SliceRef, obs: impl FnOnce() -> Observation) {
+        if matches!(self.slices.status(r.index), Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
+        {
+            self.note(r, obs());
+        }
+    }
+
     /// A success of slice attempt `r`: resolves its evidence (no lock when
     /// the task never saw an anomaly).
     pub(crate) fn resolve(&self, r: SliceRef, now: u64) {

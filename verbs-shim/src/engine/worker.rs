@@ -209,13 +209,13 @@ fn post_round(
             GateDecision::Admit => {}
             GateDecision::Defer => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
-                sh.note(r, sh.gate.observe(&rec, Reason::ByteWindow, now));
+                sh.note_if_current(r, || sh.gate.observe(&rec, Reason::ByteWindow, now));
                 sh.requeue(r);
                 continue;
             }
             GateDecision::Avoid => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
-                sh.note(r, sh.gate.observe(&rec, Reason::PathQuarantined, now));
+                sh.note_if_current(r, || sh.gate.observe(&rec, Reason::PathQuarantined, now));
                 sh.requeue(r);
                 continue;
             }
@@ -398,11 +398,17 @@ fn poll_cq(
             }
         };
         sh.gate.release(&done.record, Some(wc.status), now);
-        if wc.status == WC_SUCCESS {
-            sh.resolve(done.record.slice, now);
-        } else {
-            // Task evidence of the error (a stale attempt's is ignored by
-            // the evidence itself).
+        if wc.status != WC_SUCCESS && wc.status != WC_WR_FLUSH_ERR {
+            // The QP is in ERR now: retire its endpoint (one API).
+            sh.retire(done.record.endpoint, RetireReason::CqError);
+        }
+        // Task evidence, for the slice's current attempt only (a stale
+        // completion's slice slot may already belong to another task).
+        let evidence = |sh: &Shared| {
+            if wc.status == WC_SUCCESS {
+                sh.resolve(done.record.slice, now);
+                return;
+            }
             let k = classify_wc(wc.status, wc.vendor_err);
             if let Some(reason) = k.reason() {
                 let mut o = sh.gate.observe(&done.record, reason, now);
@@ -410,15 +416,15 @@ fn poll_cq(
                 o.generation = Observed::Value(done.record.route_generation);
                 sh.note(done.record.slice, o);
             }
-            if wc.status != WC_WR_FLUSH_ERR {
-                // The QP is in ERR now: retire its endpoint (one API).
-                sh.retire(done.record.endpoint, RetireReason::CqError);
-            }
-        }
+        };
         match done.slice {
-            SliceEffect::Settled(s) => sh.settled(done.record.slice.index, s),
+            SliceEffect::Settled(s) => {
+                evidence(sh);
+                sh.settled(done.record.slice.index, s)
+            }
             SliceEffect::Retry(r) => {
                 c.retries.fetch_add(1, Ordering::Relaxed);
+                evidence(sh);
                 sh.begin_attempt(r);
                 sh.requeue(r);
             }
