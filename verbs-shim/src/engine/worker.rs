@@ -207,17 +207,24 @@ fn post_round(
         // (1) the post gate, (2) ownership admission + token.
         match sh.gate.admit(&mut rec, now) {
             GateDecision::Admit => {}
+            // Not now: the slice goes back to its queue and this round
+            // stops (the window frees only when a completion is polled, so
+            // popping on would only spin pop → defer → push and steal the
+            // CPU the NIC — on Soft-RoCE — and the poller need). A deferral
+            // is not progress: the worker's idle back-off applies.
             GateDecision::Defer => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
                 sh.note_if_current(r, || sh.gate.observe(&rec, Reason::ByteWindow, now));
                 sh.requeue(r);
-                continue;
+                handled -= 1;
+                break;
             }
             GateDecision::Avoid => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
                 sh.note_if_current(r, || sh.gate.observe(&rec, Reason::PathQuarantined, now));
                 sh.requeue(r);
-                continue;
+                handled -= 1;
+                break;
             }
         }
         match owner.post(PostRequest { record: rec }) {
