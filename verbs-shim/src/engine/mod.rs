@@ -44,7 +44,12 @@
 //!
 //! Not done yet: reconnect/failover after an endpoint is retired (retries
 //! on a retired endpoint fail the slice), several devices/rails (#5),
-//! receiver credits (#4).
+//! receiver credits (#4). For CC: task deadlines (`TIMEOUT`) are not yet
+//! fed to the controller as software route timeouts nor recorded as task
+//! evidence; CQ-scope async events cannot be narrowed to the CQ's QPs (the
+//! event does not carry the CQ) and give no controller feedback; route
+//! generations are not advanced when a peer NIC's endpoint is replaced
+//! (no reconnect yet).
 
 mod cc_gate;
 mod config;
