@@ -235,6 +235,8 @@ impl PostGate for CcGate {
 }
 
 #[cfg(test)]
+// The enforce-mode tests need the controller compiled in.
+#[cfg_attr(not(feature = "adaptive-cc"), allow(dead_code, unused_imports))]
 mod tests {
     use super::*;
     use railyard_core::classify::wc;
