@@ -26,6 +26,8 @@
 #   defaults, a second run             0.806    0.432  (2 rounds: see harness note)
 #   MC_RDMA_IDLE_PARK_US=50            0.843    0.503
 #   MC_ADAPTIVE_CC_TARGET_DRAIN_US=20000  1.588 1.557  (quiet host: off 157-167 MiB/s)
+#   defaults, quiet host (final run)   1.660    1.412  (off 162-169, enforce 136-150 MiB/s,
+#                                                       ib_write_bw 99-102 MiB/s)
 # Enforce at the RFC default target drain time (200 us) shrinks the window to
 # the 256 KiB minimum: Soft-RoCE under TCG drains 256 KiB in ~3 ms, which
 # the controller rightly reads as pressure. With a target that fits the link
