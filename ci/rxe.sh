@@ -5,7 +5,8 @@
 # 2. Builds railyard-verbs' test binaries on the host (cargo test --no-run).
 # 3. Boots one qemu guest with rxe0 and, inside it, runs every test binary with
 #    RAILYARD_REQUIRE_RDMA=1 (a missing device fails instead of skipping; the
-#    engine tests, rxe_engine, run twice: MC_RDMA_DEDICATED_POLLER=0 and =1), then
+#    engine tests, rxe_engine, run twice: MC_RDMA_DEDICATED_POLLER=0 and =1, both
+#    with MC_ADAPTIVE_CC_MODE=enforce), then
 #    a reference ib_write_bw loopback (server + client on rxe0) to prove the
 #    harness and give a same-guest baseline.
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
@@ -58,8 +59,8 @@ for b in "$@"; do
   case "$(basename "$b")" in
     # The engine tests run once per worker model (RFC 3136).
     rxe_engine-*)
-      run_one "$(basename "$b") [shared workers]" "$b" MC_RDMA_DEDICATED_POLLER=0
-      run_one "$(basename "$b") [dedicated poller]" "$b" MC_RDMA_DEDICATED_POLLER=1 ;;
+      run_one "$(basename "$b") [shared workers, CC enforce]" "$b" MC_RDMA_DEDICATED_POLLER=0 MC_ADAPTIVE_CC_MODE=enforce
+      run_one "$(basename "$b") [dedicated poller, CC enforce]" "$b" MC_RDMA_DEDICATED_POLLER=1 MC_ADAPTIVE_CC_MODE=enforce ;;
     *) run_one "$(basename "$b")" "$b" ;;
   esac
 done

@@ -11,7 +11,7 @@
 //! connects, keeps `--depth` batches of `--batch` transfers of
 //! `--block-size` bytes in flight for `--duration` seconds, prints progress
 //! each second, then a summary: throughput, p50/p99 batch latency,
-//! completions, and the post gate's deferrals (CC state). `--verify` reads
+//! completions, and the CC state (mode, deferrals, avoids, in-flight bytes). `--verify` reads
 //! every written block back (or checks every read block against a known
 //! pattern) and compares.
 //!
@@ -466,14 +466,22 @@ mod verbs {
         let secs = start.elapsed().as_secs_f64();
         lat_us.sort_unstable();
         let s = e.stats();
-        summary(o, bytes, secs, &lat_us, &before, &s);
+        summary(o, bytes, secs, &lat_us, &before, &s, e.config().cc.mode);
         if !e.wait_idle(Duration::from_secs(10)) {
             return Err(format!("engine did not go idle: {:?}", e.stats()));
         }
         Ok(())
     }
 
-    fn summary(o: &Opts, bytes: u64, secs: f64, lat: &[u64], b: &EngineStats, s: &EngineStats) {
+    fn summary(
+        o: &Opts,
+        bytes: u64,
+        secs: f64,
+        lat: &[u64],
+        b: &EngineStats,
+        s: &EngineStats,
+        cc: railyard_verbs::engine::CcMode,
+    ) {
         let gbs = bytes as f64 / secs / 1e9;
         let mibs = bytes as f64 / secs / (1u64 << 20) as f64;
         println!("---");
@@ -502,10 +510,13 @@ mod verbs {
             s.retries - b.retries
         );
         println!(
-            "  cc          gate: open (CC off until #3 lands)  deferrals {}  avoids {}  backpressure {}",
+            "  cc          mode {:?}  deferrals {}  avoids {}  backpressure {}  in-flight {} B  permit errors {}",
+            cc,
             s.deferrals - b.deferrals,
             s.avoids - b.avoids,
-            s.backpressure - b.backpressure
+            s.backpressure - b.backpressure,
+            s.gate.in_flight_bytes,
+            s.gate.acquire_errors + s.gate.release_errors
         );
         println!("railyard-bench-result mib_per_s={mibs:.2} gb_per_s={gbs:.3}");
     }

@@ -12,11 +12,18 @@
 //! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 1000 | 0 (busy-poll) ..= 1000000 |
 //! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
 //!
+//! | `MC_ADAPTIVE_CC_*` | [`EngineConfig::cc`] | CC off | see `railyard_core::cc::config` (RFC 4162) |
+//!
 //! Unset or empty means the default. Anything else that does not parse or
 //! is out of range is a [`ConfigError`] naming the variable, never a silent
-//! fallback. (`MC_ADAPTIVE_CC_*` belong to the congestion controller, which
-//! plugs in through [`PostGate`](super::PostGate) and parses its own.)
+//! fallback. The `MC_ADAPTIVE_CC_*` variables are parsed by
+//! `CcConfig::from_lookup` (core) with the same lookup; an invalid one (or
+//! an invalid combination, named by the variable that is checked against
+//! the others) is a [`ConfigError`] too. A [`CcConfig`] set in code that
+//! does not validate leaves the controller **off** (RFC 4162), and
+//! [`Engine::cc_config_error`](super::Engine::cc_config_error) surfaces why.
 
+use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -79,6 +86,9 @@ pub struct EngineConfig {
     /// Soft-RoCE guests, where the "NIC" needs the CPU the poller spins on
     /// (`MC_RDMA_INFLIGHT_NAP_US`).
     pub inflight_nap: Option<Duration>,
+    /// The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162). Off by
+    /// default.
+    pub cc: CcConfig,
 }
 
 impl Default for EngineConfig {
@@ -102,6 +112,7 @@ impl Default for EngineConfig {
             handshake_timeout: Duration::from_secs(10),
             idle_sleep: Some(Duration::from_millis(1)),
             inflight_nap: None,
+            cc: CcConfig::default(),
         }
     }
 }
@@ -211,6 +222,7 @@ impl EngineConfig {
         if let Some(v) = var("MC_RDMA_DEVICE") {
             c.device = Some(v.trim().to_owned());
         }
+        c.cc = CcConfig::from_lookup(&var).map_err(|e| cc_error(e, &var))?;
         c.validate()?;
         Ok(c)
     }
@@ -274,6 +286,36 @@ impl EngineConfig {
             return bad("port", "0".into(), "a port number from 1");
         }
         Ok(())
+    }
+}
+
+/// Maps a controller configuration error to the variable it names (for a
+/// combination, the variable checked against the others).
+fn cc_error(e: CcError, var: &impl Fn(&str) -> Option<String>) -> ConfigError {
+    let (p, expected) = match e {
+        CcError::InvalidMode => (Param::Mode, "off, observe or enforce"),
+        CcError::NotANumber(p) => (p, "a decimal integer"),
+        CcError::Zero(p) => (p, "a positive integer"),
+        CcError::TooLarge(p) => (p, "a smaller integer (see railyard_core::cc::config)"),
+        CcError::MinAboveMax { .. } => (
+            Param::MinWindowBytes,
+            "at most MC_ADAPTIVE_CC_MAX_WINDOW_BYTES",
+        ),
+        CcError::ProbeAboveMin { .. } => (
+            Param::ProbeWindowBytes,
+            "at most MC_ADAPTIVE_CC_MIN_WINDOW_BYTES",
+        ),
+        CcError::InitialOutOfRange { .. } => (
+            Param::InitialWindowBytes,
+            "within [MC_ADAPTIVE_CC_MIN_WINDOW_BYTES, MC_ADAPTIVE_CC_MAX_WINDOW_BYTES]",
+        ),
+        CcError::DecreaseOutOfRange(_) => (Param::DecreasePercent, "a percentage in 1..=99"),
+        CcError::RouteDeviceOutOfRange { .. } => (Param::Mode, "a valid route topology"),
+    };
+    ConfigError {
+        var: p.env_name(),
+        value: var(p.env_name()).unwrap_or_else(|| "(default)".into()),
+        expected,
     }
 }
 
@@ -345,6 +387,34 @@ mod tests {
             ("MC_GID_INDEX", "256"),
             ("MC_RDMA_INFLIGHT_NAP_US", "-5"),
             ("MC_RDMA_IDLE_PARK_US", "1000001"),
+        ] {
+            let e = cfg(&[(k, v)]).unwrap_err();
+            assert_eq!(e.var, k, "{k}={v}");
+            assert_eq!(e.value, v);
+            assert!(e.to_string().contains(k), "{e}");
+        }
+    }
+
+    #[test]
+    fn adaptive_cc_variables() {
+        use railyard_core::cc::Mode;
+        let c = cfg(&[
+            ("MC_ADAPTIVE_CC_MODE", "enforce"),
+            ("MC_ADAPTIVE_CC_MAX_WINDOW_BYTES", "1048576"),
+            ("MC_ADAPTIVE_CC_COOLDOWN_MS", "50"),
+        ])
+        .unwrap();
+        assert_eq!(c.cc.mode, Mode::Enforce);
+        assert_eq!(c.cc.max_window_bytes, 1 << 20);
+        assert_eq!(c.cc.cooldown_ms, 50);
+        assert_eq!(cfg(&[]).unwrap().cc.mode, Mode::Off);
+        for (k, v) in [
+            ("MC_ADAPTIVE_CC_MODE", "on"),
+            ("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "fast"),
+            ("MC_ADAPTIVE_CC_COOLDOWN_MS", "0"),
+            ("MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD", "70000"),
+            ("MC_ADAPTIVE_CC_DECREASE_PERCENT", "100"),
+            ("MC_ADAPTIVE_CC_MIN_WINDOW_BYTES", "999999999999"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert_eq!(e.var, k, "{k}={v}");

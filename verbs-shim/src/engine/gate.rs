@@ -26,9 +26,20 @@
 //! | the WR completed (any status) | `Owner::complete(wr_id, ..)` then `release(rec, Some(wc_status))` |
 //! | the endpoint was abandoned (never drained) | the token stays live until its flush completion arrives; nothing is released twice |
 //!
-//! [`OpenGate`] admits everything and holds nothing.
+//! [`CcGate`](super::CcGate) is the RFC 4162 controller behind this trait
+//! (what [`Engine::new`](super::Engine::new) uses); [`OpenGate`] admits
+//! everything and holds nothing. Besides admission, the gate gets the
+//! monitor's control epoch ([`PostGate::on_epoch`]), async-event feedback
+//! ([`PostGate::event_feedback`]) and builds task evidence
+//! ([`PostGate::observe`]).
 
+pub use super::cc_gate::GateStats;
+use railyard_core::cc::PollerStatus;
+use railyard_core::classify::{
+    classify_event, classify_wc, Effect, EventClassification, FailureScope, ObjectHandling,
+};
 use railyard_core::endpoint::RetireReason;
+use railyard_core::evidence::{Observation, Observed, PathId, Reason};
 use railyard_core::token::TokenRecord;
 
 /// What the gate decided for one work request.
@@ -57,6 +68,39 @@ pub trait PostGate: Send + Sync {
     /// `None` when the request never reached the NIC (refused by ownership
     /// checks, or the unposted tail of a `bad_wr` chain).
     fn release(&self, rec: &TokenRecord, wc_status: Option<u32>, now_ns: u64);
+
+    /// One control epoch (the engine's monitor thread, every tick; never
+    /// the data path). `poller` says whether the CQ pollers made progress.
+    fn on_epoch(&self, _now_ns: u64, _poller: PollerStatus) {}
+
+    /// Controller feedback not carried by a permit: an async event's
+    /// effect at route scope (`Some(route)`: QP / route events) or at
+    /// device scope (`None`: port / device events).
+    fn event_feedback(&self, _route: Option<u32>, _effect: Effect) {}
+
+    /// Task evidence for a non-admission or an error of the request in
+    /// `rec` (path, and whatever the gate can observe: window, in-flight
+    /// bytes, generation, cooldown). Read-only.
+    fn observe(&self, rec: &TokenRecord, reason: Reason, now_ns: u64) -> Observation {
+        let mut o = Observation::new(reason, now_ns);
+        o.path = Observed::Value(PathId {
+            device: rec.device,
+            route: rec.route,
+        });
+        o
+    }
+
+    /// Whether a congestion controller is on (not `Mode::Off`). With it
+    /// off, [`Engine::task_anomaly`](super::Engine::task_anomaly) reports
+    /// UNKNOWN (RFC 4162, caller observability).
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    /// Counters and the in-flight gauge (all zero for a gate that keeps none).
+    fn stats(&self) -> GateStats {
+        GateStats::default()
+    }
 }
 
 /// A gate that admits everything and holds nothing (CC off).
@@ -72,62 +116,88 @@ impl PostGate for OpenGate {
     fn release(&self, _rec: &TokenRecord, _wc_status: Option<u32>, _now_ns: u64) {}
 }
 
-/// What to do about an async event: the seam for the #3 classifier
-/// (`core::classify`), which is not on main yet.
+/// What to do about an async event (the endpoint side; the controller
+/// side is [`Classifier::event_class`] → [`PostGate::event_feedback`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EventAction {
-    /// Nothing (informational: port active, COMM_EST, ...).
+    /// Nothing (informational: port active, COMM_EST, unknown events, ...).
     Ignore,
-    /// Retire the endpoint owning the event's QP.
+    /// Retire the endpoint owning the event's QP (QP / WQ / route scope).
     RetireQp(RetireReason),
-    /// Retire every endpoint of this context (device fatal, GID change,
-    /// port error).
+    /// Retire every endpoint of this context (CQ, port and device scope,
+    /// and the topology refresh after a GID change).
     RetireAll(RetireReason),
 }
 
-/// Classifies async events and work-completion statuses. The lead plugs
-/// the #3 classifier in here; [`DefaultClassifier`] is the conservative
-/// stand-in used until then.
+/// Classifies async events and work-completion statuses (RFC 4162 tables).
 pub trait Classifier: Send + Sync {
     /// What to do about an `ibv_async_event` of type `event_type`.
     fn event(&self, event_type: u32) -> EventAction;
     /// How an error completion's status affects its slice.
     fn wc(&self, status: u32) -> railyard_core::completion::WcOutcome;
+    /// The full classification of an async event (scope and controller
+    /// effect), for [`PostGate::event_feedback`].
+    fn event_class(&self, event_type: u32) -> EventClassification {
+        classify_event(event_type)
+    }
 }
 
-/// The stand-in classifier: QP-scope errors retire the QP's endpoint;
-/// device fatal, port error and GID change retire all endpoints; flushes,
-/// transport-retry and RNR-retry exhaustion are retryable; every other
-/// error status is fatal for the slice.
+/// The classifier backed by `railyard_core::classify` (RFC 4162's WC and
+/// async-event matrices).
+///
+/// **Work completions** (the slice is the "current object"'s operation):
+///
+/// | current-object handling | statuses | slice |
+/// |---|---|---|
+/// | complete normally | `SUCCESS` | success |
+/// | rebuild the QP | `RNR_RETRY_EXC_ERR`, `RETRY_EXC_ERR`, `RESP_TIMEOUT_ERR` | retryable (on a rebuilt QP / another rail) |
+/// | refresh metadata, then the existing retry path | `BAD_RESP`, `REM_INV_REQ`, `REM_ACCESS`, `REM_OP`, `REM_INV_RD_REQ`, `REM_ABORT` | retryable |
+/// | complete teardown (derived flush) | `WR_FLUSH_ERR` | retryable (the root cause decides) |
+/// | fail the operation | `LOC_LEN`, `LOC_PROT`, `MW_BIND`, `LOC_ACCESS` | fatal |
+/// | rebuild the local object | `LOC_QP_OP`, `LOC_EEC_OP`, `LOC_RDD_VIOL`, `INV_EECN`, `INV_EEC_STATE` | fatal (a local programming error does not heal by retrying) |
+/// | stop reuse | `FATAL`, `GENERAL`, `TM_*`, any unknown status | fatal (fails closed) |
+///
+/// A retry is only ever posted on a live endpoint; with no reconnect yet
+/// (the engine retires the endpoint on any error completion, as an RC QP
+/// is in ERR after one) a retried slice then fails at admission.
+///
+/// **Async events** retire at the classified scope, through the one retire
+/// API: QP / WQ / SRQ / route scope → the QP's endpoint; CQ, port and device
+/// scope → every endpoint of the context (the shim's `AsyncEvent` does not
+/// carry the CQ, so CQ scope cannot be narrowed to the CQ's QPs yet);
+/// `GID_CHANGE` → every endpoint (the existing lifecycle refreshes the
+/// addresses; no controller effect); other non-failure and unknown events →
+/// nothing.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DefaultClassifier;
 
 /// `IBV_WC_RETRY_EXC_ERR`.
-pub const WC_RETRY_EXC_ERR: u32 = 12;
+pub const WC_RETRY_EXC_ERR: u32 = railyard_core::classify::wc::RETRY_EXC_ERR;
 /// `IBV_WC_RNR_RETRY_EXC_ERR`.
-pub const WC_RNR_RETRY_EXC_ERR: u32 = 13;
+pub const WC_RNR_RETRY_EXC_ERR: u32 = railyard_core::classify::wc::RNR_RETRY_EXC_ERR;
 
 impl Classifier for DefaultClassifier {
     fn event(&self, event_type: u32) -> EventAction {
-        use crate::verbs::*;
-        match event_type {
-            EVENT_QP_FATAL | EVENT_QP_REQ_ERR | EVENT_QP_ACCESS_ERR => {
-                EventAction::RetireQp(RetireReason::QpFatal)
+        let c = classify_event(event_type);
+        if event_type == crate::verbs::EVENT_GID_CHANGE {
+            return EventAction::RetireAll(RetireReason::GidChange);
+        }
+        match c.scope {
+            FailureScope::None | FailureScope::Operation => EventAction::Ignore,
+            FailureScope::Qp | FailureScope::Route => EventAction::RetireQp(RetireReason::QpFatal),
+            FailureScope::Cq | FailureScope::Port | FailureScope::Device => {
+                EventAction::RetireAll(RetireReason::ContextFatal)
             }
-            EVENT_DEVICE_FATAL => EventAction::RetireAll(RetireReason::ContextFatal),
-            EVENT_PORT_ERR => EventAction::RetireAll(RetireReason::ContextFatal),
-            EVENT_GID_CHANGE => EventAction::RetireAll(RetireReason::GidChange),
-            _ => EventAction::Ignore,
         }
     }
 
     fn wc(&self, status: u32) -> railyard_core::completion::WcOutcome {
         use railyard_core::completion::WcOutcome;
-        match status {
-            crate::WC_SUCCESS => WcOutcome::Success,
-            crate::WC_WR_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR => {
-                WcOutcome::Retryable
-            }
+        match classify_wc(status, 0).handling {
+            ObjectHandling::CompleteNormally => WcOutcome::Success,
+            ObjectHandling::RebuildQp
+            | ObjectHandling::RefreshMetadata
+            | ObjectHandling::CompleteTeardown => WcOutcome::Retryable,
             _ => WcOutcome::Fatal,
         }
     }
@@ -150,7 +220,28 @@ mod tests {
         let c = DefaultClassifier;
         assert_eq!(c.wc(0), WcOutcome::Success);
         assert_eq!(c.wc(crate::WC_WR_FLUSH_ERR), WcOutcome::Retryable);
-        assert_eq!(c.wc(10), WcOutcome::Fatal); // REM_ACCESS_ERR
+        assert_eq!(c.wc(10), WcOutcome::Retryable); // REM_ACCESS_ERR: refresh, retry
+        assert_eq!(c.wc(1), WcOutcome::Fatal); // LOC_LEN_ERR: fail the operation
+        assert_eq!(c.wc(2), WcOutcome::Fatal); // LOC_QP_OP_ERR: rebuild local object
+        assert_eq!(c.wc(WC_RETRY_EXC_ERR), WcOutcome::Retryable);
+        assert_eq!(c.wc(WC_RNR_RETRY_EXC_ERR), WcOutcome::Retryable);
+        assert_eq!(c.wc(19), WcOutcome::Fatal); // FATAL_ERR
+        assert_eq!(c.wc(9999), WcOutcome::Fatal); // unknown: fail closed
+        assert_eq!(
+            c.event(crate::verbs::EVENT_DEVICE_FATAL),
+            EventAction::RetireAll(RetireReason::ContextFatal)
+        );
+        assert_eq!(
+            c.event(crate::verbs::EVENT_CQ_ERR),
+            EventAction::RetireAll(RetireReason::ContextFatal)
+        );
+        assert_eq!(c.event(7), EventAction::RetireQp(RetireReason::QpFatal)); // PATH_MIG_ERR
+        assert_eq!(c.event(4), EventAction::Ignore); // COMM_EST
+        assert_eq!(c.event(12345), EventAction::Ignore); // unknown
+        assert_eq!(
+            c.event_class(crate::verbs::EVENT_PORT_ERR).effect,
+            Effect::Quarantine
+        );
         assert_eq!(
             c.event(crate::verbs::EVENT_QP_FATAL),
             EventAction::RetireQp(RetireReason::QpFatal)

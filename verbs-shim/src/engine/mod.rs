@@ -15,7 +15,8 @@
 //!   [`Engine::register_memory`], [`Engine::open_segment`],
 //!   [`Engine::allocate_batch`], [`Engine::submit`],
 //!   [`Engine::task_status`], [`Engine::cancel_batch`],
-//!   [`Engine::free_batch`], [`Engine::task_anomaly`] (TODO seam, #3).
+//!   [`Engine::free_batch`], [`Engine::task_anomaly`] /
+//!   [`Engine::task_anomaly_detail`] (RFC 4162 task evidence).
 //! * **Addresses** are Mooncake-style absolute virtual addresses: a
 //!   transfer's `local` lies in memory registered with this engine, and
 //!   `remote` in one region the peer exported at handshake time
@@ -35,23 +36,35 @@
 //!   (CQ error, async event, shutdown). Its QPs are moved to ERR when the
 //!   drain times out and destroyed only when crossbeam-epoch drops the
 //!   endpoint's resource.
-//! * **Seams** for issue #3: [`PostGate`] (CC admission right before
-//!   `ibv_post_send`), [`Classifier`] (WC status / async event
-//!   classification), [`Engine::task_anomaly`].
+//! * **Congestion control** (RFC 4162): [`Engine::new`] puts a [`CcGate`]
+//!   (the core controller, `MC_ADAPTIVE_CC_*`, off by default) in the
+//!   [`PostGate`] seam right before `ibv_post_send`; the monitor runs its
+//!   control epoch every tick; [`DefaultClassifier`] is `core::classify`.
+//!   Route domains: one per (local device, remote NIC), see [`CcGate`].
 //!
 //! Not done yet: reconnect/failover after an endpoint is retired (retries
 //! on a retired endpoint fail the slice), several devices/rails (#5),
-//! receiver credits (#4).
+//! receiver credits (#4). For CC: task deadlines (`TIMEOUT`) are not yet
+//! fed to the controller as software route timeouts nor recorded as task
+//! evidence; CQ-scope async events cannot be narrowed to the CQ's QPs (the
+//! event does not carry the CQ) and give no controller feedback; route
+//! generations are not advanced when a peer NIC's endpoint is replaced
+//! (no reconnect yet).
 
+mod cc_gate;
 mod config;
 mod gate;
 mod worker;
 
+pub use cc_gate::CcGate;
 pub use config::{slice_count, ConfigError, EngineConfig, WorkerModel};
 pub use gate::{
-    Classifier, DefaultClassifier, EventAction, GateDecision, OpenGate, PostGate, WC_RETRY_EXC_ERR,
-    WC_RNR_RETRY_EXC_ERR,
+    Classifier, DefaultClassifier, EventAction, GateDecision, GateStats, OpenGate, PostGate,
+    WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
 };
+pub use railyard_core::cc::{CcConfig, Mode as CcMode};
+pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
+use railyard_core::evidence::{Observation, TaskEvidence};
 pub use railyard_core::token::TokenRecord;
 
 use crate::handshake::{Handshake, HandshakeError};
@@ -324,6 +337,10 @@ pub struct EngineStats {
     pub reclaimed: u64,
     /// Forced flushes (drain timeout).
     pub force_flushes: u64,
+    /// The post gate's counters (CC permits admitted / released, in-flight
+    /// bytes over every domain, refusals). With a controller in observe or
+    /// enforce mode, `gate.in_flight_bytes` is zero when the engine is idle.
+    pub gate: GateStats,
 }
 
 /// The engine's per-endpoint resource, held in the core `EndpointTable`
@@ -339,6 +356,8 @@ struct SegmentEntry {
     /// Shard of each QP.
     shards: Vec<u16>,
     qpns: Vec<u32>,
+    /// CC route domain (local device × the peer's NIC).
+    route: u32,
 }
 
 /// Per-slice data written by `submit` before the slice is queued (the
@@ -354,6 +373,7 @@ pub(crate) struct SliceMeta {
     pub(crate) shard: AtomicU32,
     pub(crate) ep: AtomicU64,
     pub(crate) segment: AtomicU32,
+    pub(crate) route: AtomicU32,
     pub(crate) local_off: AtomicU64,
     pub(crate) remote_off: AtomicU64,
 }
@@ -369,6 +389,12 @@ pub(crate) struct TaskCell {
     bytes_done: AtomicU64,
     bytes_total: AtomicU64,
     deadline_ns: AtomicU64,
+    /// Anomaly evidence (RFC 4162). Locked only when there is something to
+    /// record or resolve: a task without anomalies never takes the lock on
+    /// the completion path (`anomalies` == 0).
+    evidence: Mutex<TaskEvidence>,
+    /// Observations recorded since submit.
+    anomalies: AtomicU32,
 }
 
 impl TaskCell {
@@ -428,6 +454,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) backpressure: AtomicU64,
     pub(crate) unposted: AtomicU64,
     pub(crate) retries: AtomicU64,
+    /// Poll rounds (the control epoch's poller heartbeat).
+    pub(crate) polls: AtomicU64,
 }
 
 /// State shared by the engine handle and its threads.
@@ -443,6 +471,10 @@ pub(crate) struct Shared {
     pub(crate) endpoints: EndpointTable<EpResource>,
     pub(crate) gate: Arc<dyn PostGate>,
     pub(crate) classifier: Arc<dyn Classifier>,
+    /// Why the configured controller stayed off, if it did.
+    cc_error: Option<railyard_core::cc::ConfigError>,
+    /// CC route index per peer NIC (GID, LID); at most `max_endpoints`.
+    routes: Mutex<HashMap<([u8; 16], u16), u32>>,
     /// Append-only registered memory, lock-free to read.
     pub(crate) mem: Box<[OnceLock<Arc<MemoryRegion>>]>,
     mem_count: Mutex<usize>,
@@ -511,6 +543,70 @@ impl Shared {
         if let Ok(s) = self.slices.settle(r, outcome) {
             self.settled(r.index, s);
         }
+    }
+
+    fn task_of(&self, slice: u32) -> &TaskCell {
+        let t = self.meta[slice as usize].task.load(Ordering::Relaxed);
+        &self.tasks[t as usize]
+    }
+
+    /// Records anomaly evidence for slice attempt `r` in its task.
+    pub(crate) fn note(&self, r: SliceRef, obs: Observation) {
+        let t = self.task_of(r.index);
+        let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
+        ev.record(r, obs);
+        t.anomalies.fetch_add(1, Ordering::Release);
+    }
+
+    /// As [`note`](Self::note), only if `r` is still the slice's pending
+    /// attempt (a queued reference may be stale: canceled, timed out, or
+    /// its slot reused by another task).
+    pub(crate) fn note_if_current(&self, r: SliceRef, obs: impl FnOnce() -> Observation) {
+        if matches!(self.slices.status(r.index), Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
+        {
+            self.note(r, obs());
+        }
+    }
+
+    /// A success of slice attempt `r`: resolves its evidence (no lock when
+    /// the task never saw an anomaly).
+    pub(crate) fn resolve(&self, r: SliceRef, now: u64) {
+        let t = self.task_of(r.index);
+        if t.anomalies.load(Ordering::Acquire) != 0 {
+            let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
+            ev.resolve(r, now);
+        }
+    }
+
+    /// A new attempt `r` of a slice starts: its old blocking evidence clears.
+    pub(crate) fn begin_attempt(&self, r: SliceRef) {
+        let t = self.task_of(r.index);
+        if t.anomalies.load(Ordering::Acquire) != 0 {
+            let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
+            ev.begin_attempt(r);
+        }
+    }
+
+    /// The CC route of a live endpoint (async-event feedback).
+    pub(crate) fn route_of(&self, h: EndpointHandle) -> Option<u32> {
+        let segs = self.segments.read().ok()?;
+        segs.iter().find(|e| e.handle == h).map(|e| e.route)
+    }
+
+    /// The CC route index of the peer NIC `(gid, lid)`, assigned on first use.
+    fn route_for(&self, gid: [u8; 16], lid: u16) -> Result<u32, EngineError> {
+        let mut m = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let n = m.len() as u32;
+        if let Some(&r) = m.get(&(gid, lid)) {
+            return Ok(r);
+        }
+        if n >= self.cfg.max_endpoints {
+            return Err(EngineError::Core(
+                "a CC route domain: more distinct peer NICs than max_endpoints",
+            ));
+        }
+        m.insert((gid, lid), n);
+        Ok(n)
     }
 
     /// Queues slice attempt `r` to the shard of its QP. Each open slice is
@@ -677,6 +773,7 @@ impl Shared {
             };
             qp.connect(&self.qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
         }
+        let route = self.route_for(peer.gid, peer.lid)?;
         hs.barrier()?;
         let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
         let handle = self
@@ -697,6 +794,7 @@ impl Shared {
             remote: peer.segments,
             shards,
             qpns,
+            route,
         });
         Ok(SegmentId(segs.len() as u32 - 1))
     }
@@ -729,6 +827,7 @@ impl Shared {
             retired: self.retired.load(Ordering::Relaxed),
             reclaimed: self.reclaimed.load(Ordering::Relaxed),
             force_flushes: self.force_flushes.load(Ordering::Relaxed),
+            gate: self.gate.stats(),
             ..EngineStats::default()
         };
         for c in &self.counters {
@@ -746,6 +845,21 @@ impl Shared {
         }
         s
     }
+}
+
+/// The caller-visible anomaly of a task from its evidence's detail, the
+/// task's succeeded-slice count and whether the controller is on.
+/// Successes are counted into the evidence only once the task has an
+/// anomaly (the lock-free fast path), so a task with no unresolved evidence
+/// and at least one success is NORMAL; with the controller off, UNKNOWN.
+fn project_anomaly(mut d: AnomalyDetail, succeeded: u32, enabled: bool) -> AnomalyDetail {
+    if d.state == AnomalyState::Unknown && d.winner.map_or(true, |w| w.resolved) && succeeded > 0 {
+        d.state = AnomalyState::Normal;
+    }
+    if !enabled {
+        d.state = AnomalyState::Unknown;
+    }
+    d
 }
 
 /// A transfer engine on one RDMA device. Dropping it shuts it down cleanly
@@ -768,18 +882,31 @@ impl fmt::Debug for Engine {
 
 impl Engine {
     /// Opens the device and starts the workers, the monitor, the
-    /// async-event thread and the handshake listener, with CC off
-    /// ([`OpenGate`]) and the [`DefaultClassifier`].
+    /// async-event thread and the handshake listener, with the congestion
+    /// controller of `cfg.cc` ([`CcGate`], `max_endpoints` route domains)
+    /// and the [`DefaultClassifier`]. A `cfg.cc` that does not validate
+    /// leaves the controller off ([`Engine::cc_config_error`] says why).
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
-        Self::with_seams(cfg, Arc::new(OpenGate), Arc::new(DefaultClassifier))
+        cfg.validate()?;
+        let (gate, err) = CcGate::new_or_off(&cfg.cc, cfg.max_endpoints);
+        Self::build(cfg, Arc::new(gate), Arc::new(DefaultClassifier), err)
     }
 
-    /// As [`new`](Self::new), with the congestion controller's gate and
-    /// classifier plugged in.
+    /// As [`new`](Self::new), with another gate (e.g. [`OpenGate`]) and
+    /// classifier plugged in; `cfg.cc` is then not used.
     pub fn with_seams(
         cfg: EngineConfig,
         gate: Arc<dyn PostGate>,
         classifier: Arc<dyn Classifier>,
+    ) -> Result<Self, EngineError> {
+        Self::build(cfg, gate, classifier, None)
+    }
+
+    fn build(
+        cfg: EngineConfig,
+        gate: Arc<dyn PostGate>,
+        classifier: Arc<dyn Classifier>,
+        cc_error: Option<railyard_core::cc::ConfigError>,
     ) -> Result<Self, EngineError> {
         cfg.validate()?;
         let ctx = Context::open(cfg.device.as_deref())?;
@@ -847,6 +974,8 @@ impl Engine {
             endpoints,
             gate,
             classifier,
+            cc_error,
+            routes: Mutex::new(HashMap::new()),
             mem: (0..MAX_MEMORY_REGIONS).map(|_| OnceLock::new()).collect(),
             mem_count: Mutex::new(0),
             meta: (0..cfg.max_slices).map(|_| SliceMeta::default()).collect(),
@@ -885,6 +1014,13 @@ impl Engine {
     /// The configuration in use.
     pub fn config(&self) -> &EngineConfig {
         &self.shared.cfg
+    }
+
+    /// Why the configured congestion controller stayed off (RFC 4162: an
+    /// invalid configuration leaves it off rather than partially
+    /// defaulted), or `None` if it runs as configured.
+    pub fn cc_config_error(&self) -> Option<railyard_core::cc::ConfigError> {
+        self.shared.cc_error
     }
 
     /// Where peers reach this engine's handshake listener.
@@ -1024,6 +1160,7 @@ impl Engine {
             remote_off: u64,
             handle: EndpointHandle,
             shards: Vec<u16>,
+            route: u32,
         }
         // 1. Validate every transfer.
         let mut plans = Vec::with_capacity(transfers.len());
@@ -1078,6 +1215,7 @@ impl Engine {
                     remote_off,
                     handle: seg.handle,
                     shards: seg.shards.clone(),
+                    route: seg.route,
                 });
             }
         }
@@ -1139,6 +1277,8 @@ impl Engine {
             cell.bytes_done.store(0, Ordering::Relaxed);
             cell.bytes_total.store(t.len, Ordering::Relaxed);
             cell.deadline_ns.store(deadline, Ordering::Relaxed);
+            *cell.evidence.lock().unwrap_or_else(|e| e.into_inner()) = TaskEvidence::new();
+            cell.anomalies.store(0, Ordering::Relaxed);
             let run0 = sh
                 .next_run
                 .fetch_add(n.div_ceil(SLICES_PER_QP_RUN), Ordering::Relaxed);
@@ -1165,6 +1305,7 @@ impl Engine {
                     Ordering::Relaxed,
                 );
                 m.segment.store(t.segment.0, Ordering::Relaxed);
+                m.route.store(p.route, Ordering::Relaxed);
                 m.local_off.store(p.local_off + off, Ordering::Relaxed);
                 m.remote_off.store(p.remote_off + off, Ordering::Relaxed);
                 entry.slices.push(s);
@@ -1226,16 +1367,46 @@ impl Engine {
             .collect())
     }
 
-    /// Task anomaly report (minimal and detailed) — **TODO seam for #3**:
-    /// it needs the per-task evidence of `core::evidence` (RFC 4162), which
-    /// is not on main yet. Until then this returns
-    /// [`EngineError::Unsupported`] rather than a made-up answer. The lead
-    /// wires it to the evidence recorded through [`PostGate::release`].
-    pub fn task_anomaly(&self, batch: BatchId, task: usize) -> Result<(), EngineError> {
-        self.with_task(batch, task, |_| ())?;
-        Err(EngineError::Unsupported(
-            "task_anomaly needs core::evidence (issue #3)",
-        ))
+    /// The minimal anomaly query (RFC 4162, caller observability) of task
+    /// `task` of `batch`: NORMAL, CONGESTED, LONG_UNAVAILABLE or UNKNOWN.
+    ///
+    /// Evidence is recorded per slice attempt: a `Defer` (`BYTE_WINDOW` →
+    /// CONGESTED) or `Avoid` (`PATH_QUARANTINED` → LONG_UNAVAILABLE) at the
+    /// gate, an error completion (its `core::classify` class: route timeout
+    /// and receiver pressure → CONGESTED; local configuration, remote
+    /// metadata, flush, fatal → UNKNOWN), a retry posted on no live
+    /// endpoint (`NO_USABLE_PATH` → LONG_UNAVAILABLE). A success resolves
+    /// its slice's evidence and a new attempt clears the old one; the most
+    /// severe unresolved evidence wins. A task whose slices all succeeded
+    /// with nothing unresolved is NORMAL; with no evidence and no success
+    /// yet, UNKNOWN. With the controller off (or a gate that keeps no
+    /// controller) the minimal state is always UNKNOWN, as the RFC says.
+    ///
+    /// Read-only: it never mutates, posts, polls or probes. Valid during
+    /// the `(batch, task)` lifetime, i.e. until [`free_batch`](Self::free_batch).
+    pub fn task_anomaly(&self, batch: BatchId, task: usize) -> Result<AnomalyState, EngineError> {
+        Ok(self.task_anomaly_detail(batch, task)?.state)
+    }
+
+    /// The detailed anomaly query: the minimal state plus the winning
+    /// observation (reason, scope, path, time, resolved, slice attempt,
+    /// route generation, window, in-flight bytes, cooldown; unobserved
+    /// fields say so) and the dropped / stale evidence counts. With the
+    /// controller off, `state` is UNKNOWN but the evidence is still shown.
+    pub fn task_anomaly_detail(
+        &self,
+        batch: BatchId,
+        task: usize,
+    ) -> Result<AnomalyDetail, EngineError> {
+        let enabled = self.shared.gate.enabled();
+        self.with_task(batch, task, |t| {
+            let d = t
+                .evidence
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .detail();
+            project_anomaly(d, t.ok.load(Ordering::Acquire), enabled)
+        })
     }
 
     /// Cancels every unsettled slice of `batch`: its tasks end `CANCELED`
@@ -1370,6 +1541,58 @@ mod tests {
             Err(EngineError::Config(c)) => assert_eq!(c.var, "MC_WORKERS_PER_CTX"),
             other => panic!("expected a config error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn anomaly_projection_follows_the_rfc_table() {
+        use railyard_core::evidence::{Observation, Reason, TaskEvidence};
+        let s0 = SliceRef {
+            index: 0,
+            attempt: 1,
+        };
+        let mut ev = TaskEvidence::<8>::new();
+        // No evidence, no success: UNKNOWN; no evidence, a success: NORMAL.
+        assert_eq!(
+            project_anomaly(ev.detail(), 0, true).state,
+            AnomalyState::Unknown
+        );
+        assert_eq!(
+            project_anomaly(ev.detail(), 1, true).state,
+            AnomalyState::Normal
+        );
+        // Unresolved byte-window evidence wins over the success count.
+        ev.record(s0, Observation::new(Reason::ByteWindow, 5));
+        assert_eq!(
+            project_anomaly(ev.detail(), 3, true).state,
+            AnomalyState::Congested
+        );
+        // A new attempt clears it; a success elsewhere makes it NORMAL.
+        ev.begin_attempt(SliceRef {
+            index: 0,
+            attempt: 2,
+        });
+        assert_eq!(
+            project_anomaly(ev.detail(), 0, true).state,
+            AnomalyState::Unknown
+        );
+        assert_eq!(
+            project_anomaly(ev.detail(), 1, true).state,
+            AnomalyState::Normal
+        );
+        // Quarantine evidence: LONG_UNAVAILABLE; with CC off: UNKNOWN, with
+        // the evidence still shown.
+        ev.record(
+            SliceRef {
+                index: 1,
+                attempt: 1,
+            },
+            Observation::new(Reason::PathQuarantined, 9),
+        );
+        let d = project_anomaly(ev.detail(), 1, true);
+        assert_eq!(d.state, AnomalyState::LongUnavailable);
+        let off = project_anomaly(ev.detail(), 1, false);
+        assert_eq!(off.state, AnomalyState::Unknown);
+        assert_eq!(off.winner, d.winner);
     }
 
     #[test]

@@ -16,10 +16,13 @@ use super::{EpResource, Shared};
 use crate::engine::gate::{EventAction, GateDecision};
 use crate::handshake::Handshake;
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
+use railyard_core::cc::PollerStatus;
+use railyard_core::classify::{classify_wc, FailureScope, Signal};
 use railyard_core::completion::{Owner, PostError as OwnerError, PostRequest, SliceEffect};
 use railyard_core::endpoint::{
     EndpointError, EndpointGuard, EndpointHandle, ReclaimEvent, RetireReason,
 };
+use railyard_core::evidence::{Observed, Reason};
 use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenRecord, WrId};
 use std::net::TcpListener;
@@ -105,6 +108,10 @@ fn worker(sh: &Shared, w: usize) {
         }
         for &q in &poll {
             did += poll_cq(sh, &owner, q, &mut wcs, c);
+        }
+        if !poll.is_empty() {
+            // Heartbeat for the control epoch's poller-stall check.
+            c.polls.fetch_add(1, Ordering::Relaxed);
         }
         if did == 0 {
             idle = idle.saturating_add(1);
@@ -193,21 +200,31 @@ fn post_round(
             post_ns: now,
             bytes: m.len.load(Ordering::Relaxed),
             peer: Some(m.segment.load(Ordering::Relaxed)),
+            route: m.route.load(Ordering::Relaxed),
             qp: qp as u16,
             ..TokenRecord::default()
         };
         // (1) the post gate, (2) ownership admission + token.
         match sh.gate.admit(&mut rec, now) {
             GateDecision::Admit => {}
+            // Not now: the slice goes back to its queue and this round
+            // stops (the window frees only when a completion is polled, so
+            // popping on would only spin pop → defer → push and steal the
+            // CPU the NIC — on Soft-RoCE — and the poller need). A deferral
+            // is not progress: the worker's idle back-off applies.
             GateDecision::Defer => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
+                sh.note_if_current(r, || sh.gate.observe(&rec, Reason::ByteWindow, now));
                 sh.requeue(r);
-                continue;
+                handled -= 1;
+                break;
             }
             GateDecision::Avoid => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
+                sh.note_if_current(r, || sh.gate.observe(&rec, Reason::PathQuarantined, now));
                 sh.requeue(r);
-                continue;
+                handled -= 1;
+                break;
             }
         }
         match owner.post(PostRequest { record: rec }) {
@@ -230,8 +247,16 @@ fn post_round(
                     }
                     // Timed out or canceled meanwhile: nothing to do.
                     OwnerError::Slice(_) => {}
-                    // Retired or reclaimed endpoint: no reconnect yet.
-                    OwnerError::Endpoint(_) => sh.settle(r, Outcome::Failure),
+                    // Retired or reclaimed endpoint: no reconnect yet, and
+                    // no other rail: NO_USABLE_PATH.
+                    OwnerError::Endpoint(_) => {
+                        let sig =
+                            railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
+                        let mut o = sh.gate.observe(&rec, sig.reason, now);
+                        o.scope = Observed::Value(sig.scope);
+                        sh.note(r, o);
+                        sh.settle(r, Outcome::Failure)
+                    }
                 }
             }
         }
@@ -384,10 +409,30 @@ fn poll_cq(
             // The QP is in ERR now: retire its endpoint (one API).
             sh.retire(done.record.endpoint, RetireReason::CqError);
         }
+        // Task evidence, for the slice's current attempt only (a stale
+        // completion's slice slot may already belong to another task).
+        let evidence = |sh: &Shared| {
+            if wc.status == WC_SUCCESS {
+                sh.resolve(done.record.slice, now);
+                return;
+            }
+            let k = classify_wc(wc.status, wc.vendor_err);
+            if let Some(reason) = k.reason() {
+                let mut o = sh.gate.observe(&done.record, reason, now);
+                o.scope = Observed::Value(k.scope);
+                o.generation = Observed::Value(done.record.route_generation);
+                sh.note(done.record.slice, o);
+            }
+        };
         match done.slice {
-            SliceEffect::Settled(s) => sh.settled(done.record.slice.index, s),
+            SliceEffect::Settled(s) => {
+                evidence(sh);
+                sh.settled(done.record.slice.index, s)
+            }
             SliceEffect::Retry(r) => {
                 c.retries.fetch_add(1, Ordering::Relaxed);
+                evidence(sh);
+                sh.begin_attempt(r);
                 sh.requeue(r);
             }
             SliceEffect::StaleReleaseOnly => {
@@ -430,8 +475,24 @@ const MONITOR_TICK: Duration = Duration::from_millis(5);
 fn monitor(sh: &Shared) {
     let local = sh.endpoints.register();
     let mut tick = 0u64;
+    let mut last_polls = u64::MAX;
     while !sh.stop.load(Ordering::Acquire) {
         let now = sh.now();
+        // The CC control epoch: the pollers stalled if work was on a CQ and
+        // no poller ran a round since the last epoch.
+        let polls: u64 = sh
+            .counters
+            .iter()
+            .map(|c| c.polls.load(Ordering::Relaxed))
+            .sum();
+        let outstanding = sh.cqs.iter().any(|q| q.outstanding() > 0);
+        let poller = if outstanding && polls == last_polls {
+            PollerStatus::Stalled
+        } else {
+            PollerStatus::Progressing
+        };
+        last_polls = polls;
+        sh.gate.on_epoch(now, poller);
         {
             let guard = local.pin();
             let mut events = Vec::new();
@@ -472,12 +533,25 @@ fn async_events(sh: &Shared) {
             }
         };
         sh.async_events.fetch_add(1, Ordering::Relaxed);
+        let h = ev
+            .qp_num
+            .and_then(|q| sh.qpn_map.read().ok().and_then(|m| m.get(&q).copied()));
+        // Controller feedback at the classified scope: QP / route → the
+        // QP's route; port / device → the device; CQ → (no CQ identity in
+        // the event) the routes of the retired endpoints are not fed.
+        let k = sh.classifier.event_class(ev.event_type);
+        match k.scope {
+            FailureScope::Qp | FailureScope::Route => {
+                if let Some(route) = h.and_then(|h| sh.route_of(h)) {
+                    sh.gate.event_feedback(Some(route), k.effect);
+                }
+            }
+            FailureScope::Port | FailureScope::Device => sh.gate.event_feedback(None, k.effect),
+            FailureScope::Cq | FailureScope::Operation | FailureScope::None => {}
+        }
         match sh.classifier.event(ev.event_type) {
             EventAction::Ignore => {}
             EventAction::RetireQp(reason) => {
-                let h = ev
-                    .qp_num
-                    .and_then(|q| sh.qpn_map.read().ok().and_then(|m| m.get(&q).copied()));
                 if let Some(h) = h {
                     sh.retire(h, reason);
                 }
