@@ -1355,16 +1355,15 @@ impl QueuePair {
         remote: &SegmentDescriptor,
         remote_off: u64,
     ) -> Result<(), VerbsError> {
-        let wr = RdmaWr {
+        let wr = RdmaWr::signaled(
             wr_id,
-            op: RdmaOp::Write,
+            RdmaOp::Write,
             local,
             local_off,
             len,
-            remote: *remote,
+            remote,
             remote_off,
-            signaled: true,
-        };
+        );
         // SAFETY: forwarded from the caller's promise.
         unsafe { self.post_batch(&[wr]) }.map_err(|e| e.error)
     }
@@ -1384,16 +1383,15 @@ impl QueuePair {
         remote: &SegmentDescriptor,
         remote_off: u64,
     ) -> Result<(), VerbsError> {
-        let wr = RdmaWr {
+        let wr = RdmaWr::signaled(
             wr_id,
-            op: RdmaOp::Read,
+            RdmaOp::Read,
             local,
             local_off,
             len,
-            remote: *remote,
+            remote,
             remote_off,
-            signaled: true,
-        };
+        );
         // SAFETY: forwarded from the caller's promise.
         unsafe { self.post_batch(&[wr]) }.map_err(|e| e.error)
     }
@@ -1551,6 +1549,31 @@ pub struct RdmaWr<'a> {
     pub remote_off: u64,
     /// Generate a completion for this request.
     pub signaled: bool,
+}
+
+impl<'a> RdmaWr<'a> {
+    /// A signaled request moving `len` bytes between
+    /// `local[local_off..]` and `remote[remote_off..]`.
+    pub fn signaled(
+        wr_id: u64,
+        op: RdmaOp,
+        local: &'a MemoryRegion,
+        local_off: usize,
+        len: u32,
+        remote: &SegmentDescriptor,
+        remote_off: u64,
+    ) -> Self {
+        Self {
+            wr_id,
+            op,
+            local,
+            local_off,
+            len,
+            remote: *remote,
+            remote_off,
+            signaled: true,
+        }
+    }
 }
 
 /// A partially or wholly refused [`QueuePair::post_batch`].
