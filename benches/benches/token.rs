@@ -18,21 +18,28 @@
 //!
 //! ## Measured
 //!
-//! Criterion, one run on the 2-core dev VM while other builds ran (so the
-//! absolute numbers are loose; the ratios are the point), 2026-11-29:
+//! Criterion on the 2-core dev VM with the machine otherwise idle
+//! (2026-11-29, 14:40 UTC), ratios from the same run:
 //!
-//! | contender | 1 thread | vs array_queue | 2 threads | vs array_queue |
-//! |---|---|---|---|---|
-//! | railyard | 30.0 ns | 0.75× | 52.7 ns | 0.98× |
-//! | array_queue | 39.8 ns | 1.00× | 53.7 ns | 1.00× |
-//! | mutex_vec | 95.3 ns | 2.39× | 94.2 ns | 1.75× |
-//! | railyard_full_record | 45.6 ns | 1.15× | | |
+//! | contender | 1 thread | vs array_queue |
+//! |---|---|---|
+//! | railyard | 15.0 ns | 0.90× |
+//! | array_queue | 16.7 ns | 1.00× |
+//! | mutex_vec | 25.0 ns | 1.50× |
+//! | railyard_full_record (56-byte record) | 21.0 ns | 1.26× |
+//!
+//! Two threads on one pool do not give a stable answer on this VM: three
+//! consecutive runs after adding the CAS backoff gave railyard / array_queue
+//! / mutex_vec = 29 / 259 / 187 ns, then 113 / 44 / 139 ns; before the
+//! backoff, 160 / 222 / 111 and 175 / 52 / 130 ns. The two vCPUs'
+//! scheduling dominates; quote no contended ratio from this machine.
 //!
 //! Instructions per round trip under callgrind (`ci/icount.sh`, repeatable
-//! whatever the load): railyard 63, array_queue 115 (railyard 0.55×),
+//! whatever the load): railyard 66, array_queue 115 (railyard 0.57×),
 //! mutex_vec 91 (uncontended futex mutex: two CAS pairs and no syscall).
 //!
-//! Goal (issue #2): railyard ≤ 1.0× ArrayQueue — met in both columns.
+//! Goal (issue #2): railyard ≤ 1.0× ArrayQueue — met single-threaded (time
+//! and instructions); the contended case is unresolved on this machine.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -55,11 +55,13 @@
 //!
 //! | round trip | railyard | `ArrayQueue` | `Mutex<Vec>` |
 //! |---|---|---|---|
-//! | 1 thread (criterion) | 30.0 ns (0.75×) | 39.8 ns | 95.3 ns |
-//! | 2 threads, one pool | 52.7 ns (0.98×) | 53.7 ns | 94.2 ns |
-//! | instructions (callgrind) | 63 (0.55×) | 115 | 91 |
+//! | 1 thread (criterion, idle 2-core VM) | 15.0 ns (0.90×) | 16.7 ns | 25.0 ns |
+//! | instructions (callgrind) | 66 (0.57×) | 115 | 91 |
 //!
-//! (2-core VM shared with other builds; ratios from one run each.)
+//! Two threads hammering one pool swing by 5× between runs on this VM (see
+//! the bench's docs); a lost CAS on the head backs off exponentially (at most
+//! 2^6 spin hints), as crossbeam's `Backoff` does, so two cores do not spend
+//! the round trip stealing one cache line from each other.
 //!
 //! ```
 //! use railyard_core::token::{TokenError, TokenPool, TokenRecord};

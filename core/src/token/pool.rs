@@ -228,6 +228,7 @@ impl<R: Copy> TokenPool<R> {
     #[inline(always)]
     fn pop(&self) -> Result<u32, TokenError> {
         let mut head = self.head.load(Ordering::Acquire);
+        let mut backoff = Backoff::new();
         loop {
             let index = head_index(head);
             if index == NIL {
@@ -242,7 +243,10 @@ impl<R: Copy> TokenPool<R> {
                 .compare_exchange_weak(head, new, Ordering::Acquire, Ordering::Acquire)
             {
                 Ok(_) => return Ok(index),
-                Err(actual) => head = actual,
+                Err(actual) => {
+                    backoff.spin();
+                    head = actual;
+                }
             }
         }
     }
@@ -251,6 +255,7 @@ impl<R: Copy> TokenPool<R> {
     fn push(&self, index: u32) {
         let slot = &self.slots[index as usize];
         let mut head = self.head.load(Ordering::Relaxed);
+        let mut backoff = Backoff::new();
         loop {
             slot.next.store(head_index(head), Ordering::Relaxed);
             let new = pack_head(next_tag(head_tag(head)), index);
@@ -259,8 +264,33 @@ impl<R: Copy> TokenPool<R> {
                 .compare_exchange_weak(head, new, Ordering::Release, Ordering::Relaxed)
             {
                 Ok(_) => return,
-                Err(actual) => head = actual,
+                Err(actual) => {
+                    backoff.spin();
+                    head = actual;
+                }
             }
+        }
+    }
+}
+
+/// Bounded exponential backoff after a lost CAS on the free-list head: two
+/// cores hammering one cache line otherwise spend most of their time
+/// stealing it from each other. Never blocks; at most 2^6 spin hints.
+struct Backoff(u32);
+
+impl Backoff {
+    #[inline(always)]
+    fn new() -> Self {
+        Backoff(0)
+    }
+
+    #[inline(always)]
+    fn spin(&mut self) {
+        for _ in 0..(1u32 << self.0) {
+            crate::sync::spin_hint();
+        }
+        if self.0 < 6 {
+            self.0 += 1;
         }
     }
 }
