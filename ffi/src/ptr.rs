@@ -15,6 +15,16 @@ pub(crate) unsafe fn in_ref<'a, T>(p: *const T, name: &str) -> Result<&'a T> {
     unsafe { p.as_ref() }.ok_or_else(|| Error::null(name))
 }
 
+/// An optional by-value input: NULL means `None`.
+///
+/// # Safety
+/// `p` is NULL or points to a valid, aligned `T`.
+pub(crate) unsafe fn in_opt<T: Copy>(p: *const T) -> Option<T> {
+    // SAFETY: the caller guarantees `p` is NULL or valid for reads; `as_ref`
+    // turns NULL into `None`.
+    unsafe { p.as_ref() }.copied()
+}
+
 /// `&mut T` from a caller pointer, NULL refused.
 ///
 /// # Safety

@@ -11,7 +11,7 @@ use railyard_core::token::TokenRecord;
 use crate::enums::ry_variant;
 use crate::error::{guard, Error, Result, RyStatus};
 use crate::handle::Registry;
-use crate::ptr::{in_ref, in_slice, out_ref, write_out};
+use crate::ptr::{in_opt, in_ref, in_slice, out_ref, write_out};
 use crate::token::ry_token_record;
 
 /// Largest number of candidate devices a selector accepts.
@@ -255,12 +255,8 @@ pub unsafe extern "C" fn ry_rail_pick(
 ) -> RyStatus {
     guard(|| {
         let sel = RAILS.get(rail.bits)?;
-        let peer = if peer.is_null() {
-            None
-        } else {
-            // SAFETY: caller contract: valid for reads (non-NULL here).
-            Some(*unsafe { in_ref(peer, "peer") }?)
-        };
+        // SAFETY: caller contract: `peer` is NULL or valid for reads.
+        let peer = unsafe { in_opt(peer) };
         if out.is_null() {
             return Err(Error::null("out"));
         }
@@ -299,12 +295,8 @@ pub unsafe extern "C" fn ry_rail_plan(
 ) -> RyStatus {
     guard(|| {
         let sel = RAILS.get(rail.bits)?;
-        let peer = if peer.is_null() {
-            None
-        } else {
-            // SAFETY: caller contract: valid for reads (non-NULL here).
-            Some(*unsafe { in_ref(peer, "peer") }?)
-        };
+        // SAFETY: caller contract: `peer` is NULL or valid for reads.
+        let peer = unsafe { in_opt(peer) };
         if counts.is_null() {
             return Err(Error::null("counts"));
         }
@@ -335,12 +327,8 @@ pub unsafe extern "C" fn ry_rail_charge_device(
 ) -> RyStatus {
     guard(|| {
         let sel = RAILS.get(rail.bits)?;
-        let peer = if peer.is_null() {
-            None
-        } else {
-            // SAFETY: caller contract: valid for reads (non-NULL here).
-            Some(*unsafe { in_ref(peer, "peer") }?)
-        };
+        // SAFETY: caller contract: `peer` is NULL or valid for reads.
+        let peer = unsafe { in_opt(peer) };
         if out.is_null() {
             return Err(Error::null("out"));
         }

@@ -1325,25 +1325,35 @@ impl Engine {
         Ok(())
     }
 
-    fn with_task<T>(
+    /// Runs `f` on `batch` under the batch map's read lock.
+    fn with_batch<T>(
         &self,
         batch: BatchId,
-        task: usize,
-        f: impl FnOnce(&TaskCell) -> T,
+        f: impl FnOnce(&Batch) -> Result<T, EngineError>,
     ) -> Result<T, EngineError> {
         let batches = self
             .shared
             .batches
             .read()
             .unwrap_or_else(|e| e.into_inner());
-        let b = batches
+        f(batches
             .get(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?;
-        let te = b
-            .tasks
-            .get(task)
-            .ok_or(EngineError::NoSuchTask { batch, task })?;
-        Ok(f(&self.shared.tasks[te.task as usize]))
+            .ok_or(EngineError::NoSuchBatch(batch))?)
+    }
+
+    fn with_task<T>(
+        &self,
+        batch: BatchId,
+        task: usize,
+        f: impl FnOnce(&TaskCell) -> T,
+    ) -> Result<T, EngineError> {
+        self.with_batch(batch, |b| {
+            let te = b
+                .tasks
+                .get(task)
+                .ok_or(EngineError::NoSuchTask { batch, task })?;
+            Ok(f(&self.shared.tasks[te.task as usize]))
+        })
     }
 
     /// The state and progress of task `task` of `batch`.
@@ -1353,18 +1363,12 @@ impl Engine {
 
     /// All tasks of `batch`, in submission order.
     pub fn batch_status(&self, batch: BatchId) -> Result<Vec<TaskStatus>, EngineError> {
-        let batches = self
-            .shared
-            .batches
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        let b = batches
-            .get(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?;
-        Ok(b.tasks
-            .iter()
-            .map(|te| self.shared.tasks[te.task as usize].status())
-            .collect())
+        self.with_batch(batch, |b| {
+            Ok(b.tasks
+                .iter()
+                .map(|te| self.shared.tasks[te.task as usize].status())
+                .collect())
+        })
     }
 
     /// The minimal anomaly query (RFC 4162, caller observability) of task
@@ -1413,15 +1417,7 @@ impl Engine {
     /// (unless a slice already failed or timed out). Work already posted
     /// still completes on the wire; its completion only releases resources.
     pub fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        if !self
-            .shared
-            .batches
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(&batch.0)
-        {
-            return Err(EngineError::NoSuchBatch(batch));
-        }
+        self.with_batch(batch, |_| Ok(()))?;
         self.shared
             .settle_where(Outcome::Canceled, |id, _| id == batch.0);
         Ok(())
