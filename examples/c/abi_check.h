@@ -85,6 +85,16 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_WIRE_MESSAGE, ry_wire_message);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_MSG_TYPE, ry_msg_type);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_NEGOTIATION_RESULT, ry_negotiation_result);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE, ry_engine);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CONFIG, ry_engine_config);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_REGION, ry_engine_region);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_REMOTE_REGION, ry_engine_remote_region);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_TRANSFER, ry_engine_transfer);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_TASK_STATUS, ry_engine_task_status);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_STATS, ry_engine_stats);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_WORKER_MODEL, ry_engine_worker_model);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_OP, ry_engine_op);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_TASK_STATE, ry_engine_task_state);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

@@ -20,7 +20,7 @@
 #define RY_ABI_VERSION 1
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 56
+#define RY_ABI_TYPE_COUNT 66
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -43,6 +43,9 @@
 
 // `ry_totals.present` / resource-set bit of resource index `i` is `1 << i`.
 #define RY_RESOURCE_SET_ALL 15
+
+// Bytes of `ry_engine_config.device` and `.listen`, NUL included.
+#define RY_ENGINE_NAME_CAPACITY 64
 
 // Slices of evidence one task keeps (fixed capacity, no allocation after
 // creation); more are handled by the core's eviction rules and counted in
@@ -218,6 +221,54 @@ enum ry_status
   RY_STATUS_WIRE_BAD_ENUM = -88,
   // Wire: the header's body length disagrees with the body.
   RY_STATUS_WIRE_LENGTH_MISMATCH = -89,
+  // Engine: a configuration value is invalid; the message names the
+  // variable (`MC_*`) or field.
+  RY_STATUS_ENGINE_CONFIG = -100,
+  // Engine: no RDMA device is present (or the kernel has no RDMA support).
+  RY_STATUS_ENGINE_NO_DEVICE = -101,
+  // Engine: devices exist, but none has the configured name.
+  RY_STATUS_ENGINE_DEVICE_NOT_FOUND = -102,
+  // Engine: a verbs call failed (PD, CQ, QP, MR registration, ...).
+  RY_STATUS_ENGINE_VERBS = -103,
+  // Engine: the out-of-band handshake with the peer failed.
+  RY_STATUS_ENGINE_HANDSHAKE = -104,
+  // Engine: the peer's descriptor does not fit ours.
+  RY_STATUS_ENGINE_PEER_MISMATCH = -105,
+  // Engine: the endpoint table refused (full, ...).
+  RY_STATUS_ENGINE_ENDPOINT = -106,
+  // Engine: the listener socket or a thread could not be set up.
+  RY_STATUS_ENGINE_IO = -107,
+  // Engine: no batch with this id (never allocated, or freed).
+  RY_STATUS_ENGINE_NO_SUCH_BATCH = -108,
+  // Engine: no task with this index in the batch.
+  RY_STATUS_ENGINE_NO_SUCH_TASK = -109,
+  // Engine: no segment with this id.
+  RY_STATUS_ENGINE_NO_SUCH_SEGMENT = -110,
+  // Engine: the segment's endpoint was retired (error or shutdown).
+  RY_STATUS_ENGINE_SEGMENT_CLOSED = -111,
+  // Engine: submitting would exceed the batch's capacity; nothing queued.
+  RY_STATUS_ENGINE_BATCH_FULL = -112,
+  // Engine: `ry_engine_free_batch` on a batch with unfinished tasks
+  // (cancel it first).
+  RY_STATUS_ENGINE_BATCH_BUSY = -113,
+  // Engine: every task slot is in use (`max_tasks`); nothing queued.
+  RY_STATUS_ENGINE_OUT_OF_TASKS = -114,
+  // Engine: not enough free slices (`max_slices`); nothing queued.
+  RY_STATUS_ENGINE_OUT_OF_SLICES = -115,
+  // Engine: a zero-length transfer; nothing queued.
+  RY_STATUS_ENGINE_ZERO_LENGTH = -116,
+  // Engine: a local range is not inside one memory region registered
+  // with this engine; nothing queued.
+  RY_STATUS_ENGINE_LOCAL_RANGE = -117,
+  // Engine: a remote range is not inside one region the peer exported;
+  // nothing queued.
+  RY_STATUS_ENGINE_REMOTE_RANGE = -118,
+  // Engine: the engine has registered its maximum number of regions.
+  RY_STATUS_ENGINE_TOO_MANY_REGIONS = -119,
+  // Engine: not implemented yet (the message says what it waits for).
+  RY_STATUS_ENGINE_UNSUPPORTED = -120,
+  // Engine: an internal table could not be built.
+  RY_STATUS_ENGINE_CORE = -121,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -676,6 +727,33 @@ typedef uint32_t ry_credit_release_outcome;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Mooncake's task states (`ry_engine_task_status.state`).
+enum ry_engine_task_state
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Submitted, nothing posted yet.
+  RY_ENGINE_TASK_STATE_WAITING = 0,
+  // At least one slice posted, not all settled.
+  RY_ENGINE_TASK_STATE_PENDING = 1,
+  // Every slice succeeded.
+  RY_ENGINE_TASK_STATE_COMPLETED = 2,
+  // Every slice settled and at least one failed.
+  RY_ENGINE_TASK_STATE_FAILED = 3,
+  // Settled, none failed, at least one timed out.
+  RY_ENGINE_TASK_STATE_TIMEOUT = 4,
+  // Settled, none failed or timed out, at least one canceled.
+  RY_ENGINE_TASK_STATE_CANCELED = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_engine_task_state ry_engine_task_state;
+#else
+typedef uint32_t ry_engine_task_state;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // `ry_task_record`'s outcome.
 enum ry_recorded
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -815,6 +893,26 @@ enum ry_abi_type
   RY_ABI_TYPE_MSG_TYPE = 54,
   // `ry_negotiation_result`.
   RY_ABI_TYPE_NEGOTIATION_RESULT = 55,
+  // `ry_engine`.
+  RY_ABI_TYPE_ENGINE = 56,
+  // `ry_engine_config`.
+  RY_ABI_TYPE_ENGINE_CONFIG = 57,
+  // `ry_engine_region`.
+  RY_ABI_TYPE_ENGINE_REGION = 58,
+  // `ry_engine_remote_region`.
+  RY_ABI_TYPE_ENGINE_REMOTE_REGION = 59,
+  // `ry_engine_transfer`.
+  RY_ABI_TYPE_ENGINE_TRANSFER = 60,
+  // `ry_engine_task_status`.
+  RY_ABI_TYPE_ENGINE_TASK_STATUS = 61,
+  // `ry_engine_stats`.
+  RY_ABI_TYPE_ENGINE_STATS = 62,
+  // `ry_engine_worker_model`.
+  RY_ABI_TYPE_ENGINE_WORKER_MODEL = 63,
+  // `ry_engine_op`.
+  RY_ABI_TYPE_ENGINE_OP = 64,
+  // `ry_engine_task_state`.
+  RY_ABI_TYPE_ENGINE_TASK_STATE = 65,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -926,6 +1024,44 @@ enum ry_negotiation_result
 typedef enum ry_negotiation_result ry_negotiation_result;
 #else
 typedef uint32_t ry_negotiation_result;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// RDMA operation of a transfer.
+enum ry_engine_op
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Remote → local.
+  RY_ENGINE_OP_READ = 0,
+  // Local → remote.
+  RY_ENGINE_OP_WRITE = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_engine_op ry_engine_op;
+#else
+typedef uint32_t ry_engine_op;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// How workers split posting and polling (RFC 3136).
+enum ry_engine_worker_model
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Worker `i` posts shard `i` and polls its CQ (the default).
+  RY_ENGINE_WORKER_MODEL_SHARED = 0,
+  // Worker 0 polls every CQ, workers `1..N` post (needs `workers >= 2`).
+  RY_ENGINE_WORKER_MODEL_DEDICATED_POLLER = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_engine_worker_model ry_engine_worker_model;
+#else
+typedef uint32_t ry_engine_worker_model;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -1299,11 +1435,115 @@ typedef struct {
   uint64_t bits;
 } ry_credit_receiver;
 
-// A task-evidence handle. Zero is never valid.
+// Everything `ry_engine_create` needs. Start from
+// `ry_engine_config_default` or `ry_engine_config_from_env`, then change
+// fields. Strings are NUL-terminated inside their arrays.
+typedef struct {
+  // RDMA device name (`MC_RDMA_DEVICE`); empty = the first device.
+  char device[RY_ENGINE_NAME_CAPACITY];
+  // Handshake listener, `"ip:port"`; empty = `"127.0.0.1:0"` (port 0
+  // picks a free port; `ry_engine_listen_addr` tells which).
+  char listen[RY_ENGINE_NAME_CAPACITY];
+  // A task not finished after this long is settled TIMEOUT (ms, > 0).
+  uint64_t transfer_timeout_ms;
+  // How long a retired endpoint may drain before its QPs are forced to
+  // ERR (ms, > 0).
+  uint64_t drain_timeout_ms;
+  // Handshake socket timeout (ms, > 0).
+  uint64_t handshake_timeout_ms;
+  // Longest park of an idle worker (µs, `MC_RDMA_IDLE_PARK_US`);
+  // 0 = busy-poll.
+  uint64_t idle_park_us;
+  // Sleep between polls while work is in flight but nothing completes
+  // (µs, `MC_RDMA_INFLIGHT_NAP_US`); 0 = keep polling.
+  uint64_t inflight_nap_us;
+  // Slice size in bytes (`MC_SLICE_SIZE`, 1..=1 GiB).
+  uint32_t slice_size;
+  // Send-queue depth per QP (`MC_MAX_WR`, 1..=32768).
+  uint32_t max_wr;
+  // Endpoint slots (initiated plus accepted connections).
+  uint32_t max_endpoints;
+  // Slices that may exist at once, across all batches.
+  uint32_t max_slices;
+  // Tasks that may exist at once, across all batches.
+  uint32_t max_tasks;
+  // Posted work requests in flight at once (also every CQ's depth).
+  uint32_t max_inflight;
+  // `ry_engine_worker_model` (`MC_RDMA_DEDICATED_POLLER`).
+  uint32_t worker_model;
+  // RC QPs per endpoint (`MC_NUM_QP_PER_EP`, 1..=64).
+  uint16_t qps_per_endpoint;
+  // Worker threads (`MC_WORKERS_PER_CTX`, 1..=64).
+  uint16_t workers;
+  // Port number (from 1).
+  uint8_t port;
+  // GID index (`MC_GID_INDEX`).
+  uint8_t gid_index;
+  // Reserved, zero (explicit: the struct has no implicit padding).
+  uint8_t reserved[6];
+  // The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
+  // by default). Validated by `ry_engine_create`: an invalid one is a
+  // `RY_STATUS_CC_CONFIG_*` error and nothing is created.
+  ry_cc_config cc;
+} ry_engine_config;
+
+// An engine handle. Zero is never valid.
 typedef struct {
   // Opaque handle bits.
   uint64_t bits;
-} ry_task;
+} ry_engine;
+
+// A memory region registered with an engine (local side).
+typedef struct {
+  // Address of the first byte (a transfer's `local` lies in
+  // `addr..addr+len`).
+  uint64_t addr;
+  // Length in bytes.
+  uint64_t len;
+  // Local key.
+  uint32_t lkey;
+  // Remote key (what peers see in their segment regions).
+  uint32_t rkey;
+} ry_engine_region;
+
+// A region a peer exported at handshake time (a transfer's `remote`
+// lies in `addr..addr+len` of one of them).
+typedef struct {
+  // Remote virtual address of the first byte.
+  uint64_t addr;
+  // Length in bytes.
+  uint64_t len;
+  // Remote key.
+  uint32_t rkey;
+  // Reserved, zero.
+  uint32_t reserved;
+} ry_engine_remote_region;
+
+// One transfer request (Mooncake's `TransferRequest`).
+typedef struct {
+  // Local address, inside memory registered with this engine.
+  uint64_t local;
+  // Bytes (> 0).
+  uint64_t len;
+  // Remote address, inside one region the peer exported.
+  uint64_t remote;
+  // `ry_engine_op`.
+  uint32_t op;
+  // The peer (`ry_engine_open_segment`).
+  uint32_t segment;
+} ry_engine_transfer;
+
+// A task's state and progress.
+typedef struct {
+  // Bytes of slices that succeeded.
+  uint64_t transferred_bytes;
+  // Bytes requested.
+  uint64_t total_bytes;
+  // The state.
+  ry_engine_task_state state;
+  // Reserved, zero.
+  uint32_t reserved;
+} ry_engine_task_status;
 
 // One piece of anomaly evidence. Each optional field has its own
 // `*_observed` flag (nonzero = observed); an unobserved field's value is
@@ -1365,6 +1605,75 @@ typedef struct {
   // Whether there is any evidence at all.
   bool has_winner;
 } ry_task_detail;
+
+// Counters and leak checks. The gauges (`tokens_in_use`,
+// `endpoint_outstanding`, `qp_depth`, `cq_outstanding`, and
+// `gate_in_flight_bytes` with a controller) are all zero when the engine
+// is idle; anything else is a leak.
+typedef struct {
+  // Tokens (posted attempts) not yet completed.
+  uint64_t tokens_in_use;
+  // Posts admitted on endpoints and not released.
+  uint64_t endpoint_outstanding;
+  // Sum of per-QP depths.
+  uint64_t qp_depth;
+  // Signaled WRs posted and not yet polled, over all CQs.
+  uint64_t cq_outstanding;
+  // Slices open and not settled.
+  uint64_t slices_pending;
+  // Live endpoints (active or draining).
+  uint64_t endpoints_live;
+  // Work requests posted.
+  uint64_t posts;
+  // `ibv_post_send` calls (doorbells).
+  uint64_t doorbells;
+  // Completions polled.
+  uint64_t completions;
+  // Completions whose slice attempt was stale (release only).
+  uint64_t stale_completions;
+  // Completions the token pool refused (duplicate/forged/stale ids).
+  uint64_t bad_completions;
+  // Gate `Defer` decisions.
+  uint64_t deferrals;
+  // Gate `Avoid` decisions.
+  uint64_t avoids;
+  // Posts refused for backpressure (no token, QP full).
+  uint64_t backpressure;
+  // WRs of a `bad_wr` tail released unposted.
+  uint64_t unposted;
+  // Slices re-queued for a retry.
+  uint64_t retries;
+  // Async events read.
+  uint64_t async_events;
+  // Endpoints retired (all reasons).
+  uint64_t retired;
+  // Endpoints reclaimed after draining.
+  uint64_t reclaimed;
+  // Forced flushes (drain timeout).
+  uint64_t force_flushes;
+  // Congestion-control permits admitted.
+  uint64_t gate_admitted;
+  // Congestion-control permits released.
+  uint64_t gate_released;
+  // In-flight bytes over every controller domain.
+  uint64_t gate_in_flight_bytes;
+  // Controller `try_acquire` errors (admitted without a permit).
+  uint64_t gate_acquire_errors;
+  // Controller release refusals.
+  uint64_t gate_release_errors;
+  // Control epochs run.
+  uint64_t gate_epochs;
+  // Whether a controller is in the gate and not in mode off.
+  bool gate_enabled;
+  // Reserved, zero.
+  uint8_t reserved[7];
+} ry_engine_stats;
+
+// A task-evidence handle. Zero is never valid.
+typedef struct {
+  // Opaque handle bits.
+  uint64_t bits;
+} ry_task;
 
 // Every constant of the selector. Fill with `ry_rail_config_default`.
 typedef struct {
@@ -2144,6 +2453,331 @@ ry_status ry_credit_receiver_outstanding(ry_credit_receiver receiver,
 // # Safety
 // `out` is valid for writes.
 ry_status ry_credit_receiver_conserved(ry_credit_receiver receiver, bool *out);
+
+#if defined(RY_ENGINE)
+// Writes the default configuration (first device, `127.0.0.1:0`,
+// 64 KiB slices, controller off).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_engine_config_default(ry_engine_config *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Reads the `MC_*` variables (`MC_SLICE_SIZE`, `MC_NUM_QP_PER_EP`,
+// `MC_MAX_WR`, `MC_WORKERS_PER_CTX`, `MC_RDMA_DEDICATED_POLLER`,
+// `MC_GID_INDEX`, `MC_RDMA_DEVICE`, `MC_RDMA_IDLE_PARK_US`,
+// `MC_RDMA_INFLIGHT_NAP_US`, `MC_ADAPTIVE_CC_*`) over the defaults and
+// validates the result. A set but malformed or out-of-range variable
+// is `RY_STATUS_ENGINE_CONFIG` whose `ry_last_error_message()` names
+// it (e.g. `invalid MC_SLICE_SIZE="abc": expected ...`), and `*out`
+// is left untouched: never a silent fallback.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: reads the environment; do not call concurrently with
+// `setenv` in another thread (a libc restriction).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_engine_config_from_env(ry_engine_config *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Validates a configuration without opening a device (what
+// `ry_engine_create` checks first): `RY_STATUS_ENGINE_CONFIG` naming
+// the variable or field, or a `RY_STATUS_CC_CONFIG_*` code for `cc`.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: pure; any thread, concurrently.
+//
+// # Safety
+// `cfg` is valid for reads.
+ry_status ry_engine_config_validate(const ry_engine_config *cfg);
+#endif
+
+#if defined(RY_ENGINE)
+// Opens the device and starts the engine: workers, monitor, async-event
+// thread and the handshake listener. An invalid configuration is
+// refused before anything is opened (see `ry_engine_config_validate`);
+// no device is `RY_STATUS_ENGINE_NO_DEVICE`.
+//
+// Ownership: on success `*out` names a new engine owned by the caller;
+// free it with `ry_engine_destroy`. `*cfg` is copied; not retained.
+// Thread-safety: any thread. The engine's own threads run until it is
+// destroyed.
+//
+// # Safety
+// `cfg` is valid for reads; `out` is valid for writes.
+ry_status ry_engine_create(const ry_engine_config *cfg, ry_engine *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Shuts the engine down in the calling thread and frees it: stops
+// posting, retires every endpoint, flushes in-flight work (bounded by
+// twice the drain timeout), joins the engine's threads, deregisters
+// its memory. Calls already running on the engine in other threads
+// finish first (destroy waits for them); later calls, and a second
+// destroy, are `RY_STATUS_INVALID_HANDLE`.
+//
+// Ownership: consumes the handle; every copy of it, every batch and
+// segment id, and every `ry_engine_region` of the engine become
+// invalid (its memory is unmapped or deregistered).
+// Thread-safety: any thread except from within the engine's callbacks
+// (it has none); blocks until the shutdown completes.
+ry_status ry_engine_destroy(ry_engine engine);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes the handshake listener's address (`"ip:port"`, what peers
+// pass to `ry_engine_open_segment`) NUL-terminated to `buf` (`cap`
+// bytes) and its length to `*len_out` (optional). Too small a buffer
+// is `RY_STATUS_BUFFER_TOO_SMALL` (`*len_out` still written); 64 bytes
+// always suffice.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+// `buf` is valid for `cap` bytes of writes; `len_out` is NULL or valid
+// for writes.
+ry_status ry_engine_listen_addr(ry_engine engine, char *buf, size_t cap, size_t *len_out);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes the RDMA device name, as `ry_engine_listen_addr` writes the
+// address.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+// `buf` is valid for `cap` bytes of writes; `len_out` is NULL or valid
+// for writes.
+ry_status ry_engine_device_name(ry_engine engine, char *buf, size_t cap, size_t *len_out);
+#endif
+
+#if defined(RY_ENGINE)
+// Allocates `len` zeroed, page-aligned bytes owned by the engine and
+// registers them for RDMA; writes where they are. Peers see the region
+// if it is registered before they connect.
+//
+// Ownership: the memory belongs to the engine and stays valid (for
+// the caller's reads and writes through `addr`, outside transfers that
+// touch it) until `ry_engine_destroy`; do not free it.
+// Thread-safety: any thread, concurrently with other calls.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_engine_alloc_memory(ry_engine engine, size_t len, ry_engine_region *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Registers caller memory `addr..addr+len` (a KV-cache pool, say) for
+// RDMA with every access right; writes the region (`out` optional).
+//
+// Ownership: the memory stays the caller's, but the engine keeps the
+// registration until `ry_engine_destroy` (there is no deregistration
+// yet): the caller must keep `addr..addr+len` mapped and valid until
+// then, and must not touch bytes a transfer in flight reads or writes.
+// Thread-safety: any thread, concurrently with other calls.
+//
+// # Safety
+// `addr..addr+len` is valid for reads and writes until the engine is
+// destroyed; `out` is NULL or valid for writes.
+ry_status ry_engine_register_memory(ry_engine engine,
+                                    uint8_t *addr,
+                                    size_t len,
+                                    ry_engine_region *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Connects to the engine listening at `peer` (`"host:port"`): RC QPs,
+// the versioned descriptor handshake, a barrier. Writes the segment id
+// transfers to that peer name. Blocks up to the handshake timeout.
+//
+// Ownership: `peer` is borrowed for the call. The segment lives until
+// `ry_engine_close_segment` or the engine's destruction.
+// Thread-safety: any thread, concurrently with other calls.
+//
+// # Safety
+// `peer` is a NUL-terminated string; `segment_out` is valid for writes.
+ry_status ry_engine_open_segment(ry_engine engine, const char *peer, uint32_t *segment_out);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes the regions the peer of `segment` exported (transfers'
+// `remote` must lie in one) to `out` (`cap` elements) and their number
+// to `*count_out`. Too small a buffer is `RY_STATUS_BUFFER_TOO_SMALL`
+// with `*count_out` written: call with `cap == 0` to size it.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+// `out` is NULL or valid for `cap` element writes; `count_out` is
+// valid for writes.
+ry_status ry_engine_segment_regions(ry_engine engine,
+                                    uint32_t segment,
+                                    ry_engine_remote_region *out,
+                                    size_t cap,
+                                    size_t *count_out);
+#endif
+
+#if defined(RY_ENGINE)
+// Retires the segment's endpoint: no new posts; posted work drains (or
+// is flushed after the drain timeout). Later submits to it are
+// `RY_STATUS_ENGINE_SEGMENT_CLOSED`.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: any thread, concurrently.
+ry_status ry_engine_close_segment(ry_engine engine, uint32_t segment);
+#endif
+
+#if defined(RY_ENGINE)
+// Creates an empty batch for up to `capacity` tasks and writes its id.
+//
+// Ownership: the batch belongs to the caller until
+// `ry_engine_free_batch`. Thread-safety: any thread, concurrently.
+//
+// # Safety
+// `batch_out` is valid for writes.
+ry_status ry_engine_allocate_batch(ry_engine engine, size_t capacity, uint64_t *batch_out);
+#endif
+
+#if defined(RY_ENGINE)
+// Submits `count` transfers into `batch`. All are validated first
+// (op, zero length, local and remote ranges, segment, batch capacity,
+// task and slice slots): if any is refused, nothing is queued and the
+// status says why. Transfer `i` of this call becomes task
+// `previous tasks of the batch + i`. Never blocks on the network.
+//
+// Ownership: `transfers` is copied; not retained. The memory the
+// transfers name must stay valid until their tasks finish.
+// Thread-safety: any thread, concurrently (submits into one batch
+// from several threads get their task indices in lock order).
+//
+// # Safety
+// `transfers` points to `count` valid elements (NULL only if
+// `count == 0`).
+ry_status ry_engine_submit(ry_engine engine,
+                           uint64_t batch,
+                           const ry_engine_transfer *transfers,
+                           size_t count);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes task `task`'s state and progress. Read-only.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently (a snapshot).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_engine_task_status_get(ry_engine engine,
+                                    uint64_t batch,
+                                    size_t task,
+                                    ry_engine_task_status *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes every task of `batch`, in submission order, to `out` (`cap`
+// elements) and their number to `*count_out` (too small a buffer:
+// `RY_STATUS_BUFFER_TOO_SMALL`, `*count_out` written).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently (a snapshot).
+//
+// # Safety
+// `out` is NULL or valid for `cap` element writes; `count_out` is
+// valid for writes.
+ry_status ry_engine_batch_status(ry_engine engine,
+                                 uint64_t batch,
+                                 ry_engine_task_status *out,
+                                 size_t cap,
+                                 size_t *count_out);
+#endif
+
+#if defined(RY_ENGINE)
+// The minimal anomaly query (RFC 4162, caller observability): NORMAL,
+// CONGESTED, LONG_UNAVAILABLE or UNKNOWN (always UNKNOWN with the
+// controller off, as the RFC says). Read-only: never posts, polls or
+// probes. Valid until the batch is freed.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_engine_task_anomaly(ry_engine engine, uint64_t batch, size_t task, ry_task_state *out);
+#endif
+
+#if defined(RY_ENGINE)
+// The detailed anomaly query: the minimal state plus the winning
+// observation with a `*_observed` flag per optional field (an
+// unobserved field is never a silent zero), and the dropped / stale
+// evidence counts. With the controller off `state` is UNKNOWN but the
+// evidence is still shown. Read-only.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_engine_task_anomaly_detail(ry_engine engine,
+                                        uint64_t batch,
+                                        size_t task,
+                                        ry_task_detail *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Cancels every unsettled slice of `batch`: its unfinished tasks end
+// CANCELED (unless a slice already failed or timed out). Work already
+// posted still completes on the wire; its completion only releases
+// resources.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: any thread, concurrently.
+ry_status ry_engine_cancel_batch(ry_engine engine, uint64_t batch);
+#endif
+
+#if defined(RY_ENGINE)
+// Frees a batch whose tasks are all finished; its task and slice slots
+// return to the engine. A batch with unfinished tasks is
+// `RY_STATUS_ENGINE_BATCH_BUSY` (cancel it first); a freed one
+// `RY_STATUS_ENGINE_NO_SUCH_BATCH`.
+//
+// Ownership: consumes the batch id (ids are never reused).
+// Thread-safety: any thread, concurrently.
+ry_status ry_engine_free_batch(ry_engine engine, uint64_t batch);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes the engine's counters and leak-check gauges.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_engine_stats_get(ry_engine engine, ry_engine_stats *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Waits up to `timeout_ms` until no work request is in flight and no
+// slice is queued (e.g. after cancel, for the stale completions);
+// `*idle_out` says whether it got there.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; blocks the caller (1 ms sleeps), and
+// delays a concurrent `ry_engine_destroy` until it returns.
+//
+// # Safety
+// `idle_out` is valid for writes.
+ry_status ry_engine_wait_idle(ry_engine engine, uint64_t timeout_ms, bool *idle_out);
+#endif
 
 // Creates empty evidence for one logical task (minimal state UNKNOWN until
 // something is observed).

@@ -134,10 +134,30 @@ pub enum ry_abi_type {
     MsgType = 54,
     /// `ry_negotiation_result`.
     NegotiationResult = 55,
+    /// `ry_engine`.
+    Engine = 56,
+    /// `ry_engine_config`.
+    EngineConfig = 57,
+    /// `ry_engine_region`.
+    EngineRegion = 58,
+    /// `ry_engine_remote_region`.
+    EngineRemoteRegion = 59,
+    /// `ry_engine_transfer`.
+    EngineTransfer = 60,
+    /// `ry_engine_task_status`.
+    EngineTaskStatus = 61,
+    /// `ry_engine_stats`.
+    EngineStats = 62,
+    /// `ry_engine_worker_model`.
+    EngineWorkerModel = 63,
+    /// `ry_engine_op`.
+    EngineOp = 64,
+    /// `ry_engine_task_state`.
+    EngineTaskState = 65,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 56;
+pub const RY_ABI_TYPE_COUNT: u32 = 66;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -384,6 +404,46 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             55 => (
                 size_of::<crate::wire::ry_negotiation_result>(),
                 align_of::<crate::wire::ry_negotiation_result>(),
+            ),
+            56 => (
+                size_of::<crate::engine::ry_engine>(),
+                align_of::<crate::engine::ry_engine>(),
+            ),
+            57 => (
+                size_of::<crate::engine::ry_engine_config>(),
+                align_of::<crate::engine::ry_engine_config>(),
+            ),
+            58 => (
+                size_of::<crate::engine::ry_engine_region>(),
+                align_of::<crate::engine::ry_engine_region>(),
+            ),
+            59 => (
+                size_of::<crate::engine::ry_engine_remote_region>(),
+                align_of::<crate::engine::ry_engine_remote_region>(),
+            ),
+            60 => (
+                size_of::<crate::engine::ry_engine_transfer>(),
+                align_of::<crate::engine::ry_engine_transfer>(),
+            ),
+            61 => (
+                size_of::<crate::engine::ry_engine_task_status>(),
+                align_of::<crate::engine::ry_engine_task_status>(),
+            ),
+            62 => (
+                size_of::<crate::engine::ry_engine_stats>(),
+                align_of::<crate::engine::ry_engine_stats>(),
+            ),
+            63 => (
+                size_of::<crate::engine::ry_engine_worker_model>(),
+                align_of::<crate::engine::ry_engine_worker_model>(),
+            ),
+            64 => (
+                size_of::<crate::engine::ry_engine_op>(),
+                align_of::<crate::engine::ry_engine_op>(),
+            ),
+            65 => (
+                size_of::<crate::engine::ry_engine_task_state>(),
+                align_of::<crate::engine::ry_engine_task_state>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

@@ -76,7 +76,7 @@ impl From<&CcConfig> for ry_cc_config {
 }
 
 impl ry_cc_config {
-    fn to_core(self) -> Result<CcConfig> {
+    pub(crate) fn to_core(self) -> Result<CcConfig> {
         let mode = ry_mode::to_core(self.mode, "mode")
             .map_err(|_| Error::from(ConfigError::InvalidMode))?;
         let threshold = u16::try_from(self.hard_error_threshold).map_err(|_| {

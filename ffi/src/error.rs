@@ -164,6 +164,55 @@ pub enum RyStatus {
     WireBadEnum = -88,
     /// Wire: the header's body length disagrees with the body.
     WireLengthMismatch = -89,
+
+    /// Engine: a configuration value is invalid; the message names the
+    /// variable (`MC_*`) or field.
+    EngineConfig = -100,
+    /// Engine: no RDMA device is present (or the kernel has no RDMA support).
+    EngineNoDevice = -101,
+    /// Engine: devices exist, but none has the configured name.
+    EngineDeviceNotFound = -102,
+    /// Engine: a verbs call failed (PD, CQ, QP, MR registration, ...).
+    EngineVerbs = -103,
+    /// Engine: the out-of-band handshake with the peer failed.
+    EngineHandshake = -104,
+    /// Engine: the peer's descriptor does not fit ours.
+    EnginePeerMismatch = -105,
+    /// Engine: the endpoint table refused (full, ...).
+    EngineEndpoint = -106,
+    /// Engine: the listener socket or a thread could not be set up.
+    EngineIo = -107,
+    /// Engine: no batch with this id (never allocated, or freed).
+    EngineNoSuchBatch = -108,
+    /// Engine: no task with this index in the batch.
+    EngineNoSuchTask = -109,
+    /// Engine: no segment with this id.
+    EngineNoSuchSegment = -110,
+    /// Engine: the segment's endpoint was retired (error or shutdown).
+    EngineSegmentClosed = -111,
+    /// Engine: submitting would exceed the batch's capacity; nothing queued.
+    EngineBatchFull = -112,
+    /// Engine: `ry_engine_free_batch` on a batch with unfinished tasks
+    /// (cancel it first).
+    EngineBatchBusy = -113,
+    /// Engine: every task slot is in use (`max_tasks`); nothing queued.
+    EngineOutOfTasks = -114,
+    /// Engine: not enough free slices (`max_slices`); nothing queued.
+    EngineOutOfSlices = -115,
+    /// Engine: a zero-length transfer; nothing queued.
+    EngineZeroLength = -116,
+    /// Engine: a local range is not inside one memory region registered
+    /// with this engine; nothing queued.
+    EngineLocalRange = -117,
+    /// Engine: a remote range is not inside one region the peer exported;
+    /// nothing queued.
+    EngineRemoteRange = -118,
+    /// Engine: the engine has registered its maximum number of regions.
+    EngineTooManyRegions = -119,
+    /// Engine: not implemented yet (the message says what it waits for).
+    EngineUnsupported = -120,
+    /// Engine: an internal table could not be built.
+    EngineCore = -121,
 }
 
 /// The Rust-side error of an entry point: a status and its message.
@@ -513,6 +562,28 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         WireUnknownRequiredResource => c"RY_STATUS_WIRE_UNKNOWN_REQUIRED_RESOURCE",
         WireBadEnum => c"RY_STATUS_WIRE_BAD_ENUM",
         WireLengthMismatch => c"RY_STATUS_WIRE_LENGTH_MISMATCH",
+        EngineConfig => c"RY_STATUS_ENGINE_CONFIG",
+        EngineNoDevice => c"RY_STATUS_ENGINE_NO_DEVICE",
+        EngineDeviceNotFound => c"RY_STATUS_ENGINE_DEVICE_NOT_FOUND",
+        EngineVerbs => c"RY_STATUS_ENGINE_VERBS",
+        EngineHandshake => c"RY_STATUS_ENGINE_HANDSHAKE",
+        EnginePeerMismatch => c"RY_STATUS_ENGINE_PEER_MISMATCH",
+        EngineEndpoint => c"RY_STATUS_ENGINE_ENDPOINT",
+        EngineIo => c"RY_STATUS_ENGINE_IO",
+        EngineNoSuchBatch => c"RY_STATUS_ENGINE_NO_SUCH_BATCH",
+        EngineNoSuchTask => c"RY_STATUS_ENGINE_NO_SUCH_TASK",
+        EngineNoSuchSegment => c"RY_STATUS_ENGINE_NO_SUCH_SEGMENT",
+        EngineSegmentClosed => c"RY_STATUS_ENGINE_SEGMENT_CLOSED",
+        EngineBatchFull => c"RY_STATUS_ENGINE_BATCH_FULL",
+        EngineBatchBusy => c"RY_STATUS_ENGINE_BATCH_BUSY",
+        EngineOutOfTasks => c"RY_STATUS_ENGINE_OUT_OF_TASKS",
+        EngineOutOfSlices => c"RY_STATUS_ENGINE_OUT_OF_SLICES",
+        EngineZeroLength => c"RY_STATUS_ENGINE_ZERO_LENGTH",
+        EngineLocalRange => c"RY_STATUS_ENGINE_LOCAL_RANGE",
+        EngineRemoteRange => c"RY_STATUS_ENGINE_REMOTE_RANGE",
+        EngineTooManyRegions => c"RY_STATUS_ENGINE_TOO_MANY_REGIONS",
+        EngineUnsupported => c"RY_STATUS_ENGINE_UNSUPPORTED",
+        EngineCore => c"RY_STATUS_ENGINE_CORE",
     );
     c"RY_STATUS_UNKNOWN".as_ptr()
 }

@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 
-use railyard_core::evidence::{Observation, Observed, PathId, TaskEvidence};
+use railyard_core::evidence::{Detail, Observation, Observed, PathId, TaskEvidence};
 use railyard_core::slice::SliceRef;
 
 use crate::cc::ry_cc;
@@ -105,7 +105,7 @@ impl ry_observation {
         Ok(o)
     }
 
-    fn from_core(o: &Observation) -> Self {
+    pub(crate) fn from_core(o: &Observation) -> Self {
         let (scope, scope_observed) = match o.scope {
             Observed::Value(s) => (ry_failure_scope::from(s) as u32, 1),
             Observed::Unobserved => (0, 0),
@@ -158,6 +158,23 @@ pub struct ry_task_detail {
     pub stale: u32,
     /// Whether there is any evidence at all.
     pub has_winner: bool,
+}
+
+impl ry_task_detail {
+    /// The C mirror of a core detailed query result.
+    pub(crate) fn from_core(d: &Detail) -> Self {
+        ry_task_detail {
+            winner: d
+                .winner
+                .as_ref()
+                .map(ry_observation::from_core)
+                .unwrap_or_default(),
+            state: d.state.into(),
+            dropped: d.dropped,
+            stale: d.stale,
+            has_winner: d.winner.is_some(),
+        }
+    }
 }
 
 /// A task-evidence handle. Zero is never valid.
@@ -334,17 +351,7 @@ pub unsafe extern "C" fn ry_task_state_get(task: ry_task, out: *mut ry_task_stat
 pub unsafe extern "C" fn ry_task_detail_get(task: ry_task, out: *mut ry_task_detail) -> RyStatus {
     guard(|| {
         let d = with_task(task, |t| t.detail())?;
-        let v = ry_task_detail {
-            winner: d
-                .winner
-                .as_ref()
-                .map(ry_observation::from_core)
-                .unwrap_or_default(),
-            state: d.state.into(),
-            dropped: d.dropped,
-            stale: d.stale,
-            has_winner: d.winner.is_some(),
-        };
+        let v = ry_task_detail::from_core(&d);
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, v, "out") }
     })

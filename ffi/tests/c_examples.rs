@@ -8,6 +8,14 @@
 //! beyond an out-pointer — fails the test. Set `RY_FFI_NO_SANITIZERS=1` on
 //! a toolchain without libasan/libubsan.
 //!
+//! `examples/c/engine.c` (the verbs engine) needs the `engine` feature:
+//! with it (`cargo test -p railyard-ffi --features engine`) it is linked
+//! against libibverbs and run (on a host without RDMA it runs its
+//! configuration and handle checks, then prints a SKIP line; ci/rxe.sh
+//! runs it in the Soft-RoCE guest); without it, it is only compiled
+//! (`-DRY_ENGINE -c`) so the engine declarations of the header stay
+//! checked.
+//!
 //! Compilers: `$CC` / `$CXX`, default `cc` / `c++`.
 
 use std::path::{Path, PathBuf};
@@ -39,6 +47,9 @@ fn lib_dir() -> PathBuf {
             let mut cmd = Command::new(env!("CARGO"));
             cmd.args(["build", "-q", "-p", "railyard-ffi", "--target-dir"])
                 .arg(target);
+            if ENGINE {
+                cmd.args(["--features", "engine"]);
+            }
             if profile == "release" {
                 cmd.arg("--release");
             }
@@ -81,6 +92,59 @@ fn run(cmd: &mut Command) -> String {
 
 const WARN: [&str; 4] = ["-Wall", "-Wextra", "-Werror", "-pedantic"];
 
+/// Whether the library under test has the verbs engine.
+const ENGINE: bool = cfg!(feature = "engine");
+
+/// What a static link needs besides the library (the engine's verbs).
+fn static_link_libs() -> Vec<&'static str> {
+    let mut v = vec!["-lpthread", "-ldl", "-lm"];
+    if ENGINE {
+        v.extend(["-libverbs", "-lrdmacm"]);
+    }
+    v
+}
+
+fn is_engine_example(src: &Path) -> bool {
+    src.file_stem().is_some_and(|s| s == "engine")
+}
+
+/// The engine example's verdict: all checks passed, or (no RDMA device
+/// here) the host-side checks passed and it skipped the device part.
+fn assert_engine_output(stdout: &str) {
+    let ran =
+        stdout.contains("RAN ry_engine_c") && stdout.contains("ry_engine_c: all checks passed");
+    let skipped = stdout.contains("ry_engine_c: host checks passed")
+        && stdout.contains("SKIP ry_engine_c: no RDMA device found");
+    assert!(ran || skipped, "engine example: {stdout}");
+    if skipped {
+        eprintln!("engine example: no RDMA device here, device part skipped (ci/rxe.sh runs it)");
+    }
+}
+
+/// Without the `engine` feature, engine.c is compiled (not linked) so the
+/// header's `RY_ENGINE` declarations are still checked; returns true if
+/// `src` was handled that way.
+fn compile_only_without_engine(src: &Path, compiler: &str, std: &str) -> bool {
+    if ENGINE || !is_engine_example(src) {
+        return false;
+    }
+    let root = repo_root();
+    let obj = out_dir().join("engine_compile_only.o");
+    run(Command::new(compiler)
+        .arg(std)
+        .args(WARN)
+        .arg("-DRY_ENGINE")
+        .arg("-I")
+        .arg(root.join("ffi/include"))
+        .arg("-I")
+        .arg(root.join("examples/c"))
+        .arg("-c")
+        .arg(src)
+        .arg("-o")
+        .arg(&obj));
+    true
+}
+
 fn sources(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -108,18 +172,23 @@ fn header_compiles_as_c11_and_cpp17() {
     let body = "#include \"railyard.h\"\n#include \"railyard.h\" /* guard */\nint main(void) { return RY_STATUS_OK; }\n";
     std::fs::write(&src_c, body).expect("write");
     std::fs::write(&src_cpp, body.replace("(void)", "()")).expect("write");
-    run(Command::new(compiler("CC", "cc"))
-        .args(["-std=c11", "-fsyntax-only"])
-        .args(WARN)
-        .arg("-I")
-        .arg(&inc)
-        .arg(&src_c));
-    run(Command::new(compiler("CXX", "c++"))
-        .args(["-std=c++17", "-fsyntax-only"])
-        .args(WARN)
-        .arg("-I")
-        .arg(&inc)
-        .arg(&src_cpp));
+    // Without and with the engine declarations.
+    for engine in [None, Some("-DRY_ENGINE")] {
+        run(Command::new(compiler("CC", "cc"))
+            .args(["-std=c11", "-fsyntax-only"])
+            .args(WARN)
+            .args(engine)
+            .arg("-I")
+            .arg(&inc)
+            .arg(&src_c));
+        run(Command::new(compiler("CXX", "c++"))
+            .args(["-std=c++17", "-fsyntax-only"])
+            .args(WARN)
+            .args(engine)
+            .arg("-I")
+            .arg(&inc)
+            .arg(&src_cpp));
+    }
 }
 
 #[test]
@@ -128,19 +197,28 @@ fn c_examples_build_and_pass_against_the_static_library() {
     let lib = lib_dir().join("librailyard_ffi.a");
     let out = out_dir();
     for src in sources(&root.join("examples/c"), "c") {
+        if compile_only_without_engine(&src, &compiler("CC", "cc"), "-std=c11") {
+            continue;
+        }
         let exe = out.join(src.file_stem().expect("stem"));
         run(Command::new(compiler("CC", "cc"))
             .arg("-std=c11")
             .args(WARN)
+            .args(ENGINE.then_some("-DRY_ENGINE"))
             .arg("-I")
             .arg(root.join("ffi/include"))
             .arg("-I")
             .arg(root.join("examples/c"))
             .arg(&src)
             .arg(&lib)
-            .args(["-lpthread", "-ldl", "-lm", "-o"])
+            .args(static_link_libs())
+            .arg("-o")
             .arg(&exe));
         let stdout = run(&mut Command::new(&exe));
+        if is_engine_example(&src) {
+            assert_engine_output(&stdout);
+            continue;
+        }
         assert!(
             stdout.contains("all checks passed"),
             "{}: {stdout}",
@@ -203,6 +281,9 @@ fn all_examples_pass_under_asan_and_ubsan() {
             .map(|p| (p, compiler("CXX", "c++"), "-std=c++17")),
     );
     for (src, cc, std) in srcs {
+        if compile_only_without_engine(&src, &cc, std) {
+            continue;
+        }
         let exe = out.join(format!(
             "{}_asan",
             src.file_name().expect("name").to_string_lossy()
@@ -211,14 +292,19 @@ fn all_examples_pass_under_asan_and_ubsan() {
             .arg(std)
             .args(WARN)
             .args(san)
+            .args(ENGINE.then_some("-DRY_ENGINE"))
             .arg("-I")
             .arg(root.join("ffi/include"))
             .arg("-I")
             .arg(root.join("examples/c"))
             .arg(&src)
             .arg(&lib)
-            .args(["-lpthread", "-ldl", "-lm", "-o"])
+            .args(static_link_libs())
+            .arg("-o")
             .arg(&exe));
-        run(Command::new(&exe).env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1"));
+        let stdout = run(Command::new(&exe).env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=1"));
+        if is_engine_example(&src) {
+            assert_engine_output(&stdout);
+        }
     }
 }

@@ -1,0 +1,316 @@
+/* The verbs transfer engine from C (library built with the cargo feature
+ * `engine`, header declarations under RY_ENGINE).
+ *
+ * Without an RDMA device: runs the configuration and handle checks, then
+ * prints "SKIP ry_engine_c: no RDMA device found" and exits 0, unless
+ * RAILYARD_REQUIRE_RDMA=1 (then it fails). With a device (ci/rxe.sh runs
+ * it inside the Soft-RoCE guest): two engines on the same device, one
+ * connects to the other, a WRITE and a READ of several slices each are
+ * polled to COMPLETED and their bytes compared, the anomaly queries are
+ * read, error paths return their specific codes, every leak gauge is back
+ * to zero, and both engines are destroyed. Prints "RAN ry_engine_c (...)"
+ * and "ry_engine_c: all checks passed". */
+#define _POSIX_C_SOURCE 200809L
+#ifndef RY_ENGINE
+#define RY_ENGINE
+#endif
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "abi_check.h"
+
+/* Bytes per transfer: four 64 KiB slices plus a 123-byte tail slice. */
+#define LEN ((size_t)4 * 65536 + 123)
+/* Polling limit: Soft-RoCE under qemu TCG is ~50x slower than hardware. */
+#define POLL_LIMIT_MS 120000
+
+static void sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  nanosleep(&ts, NULL);
+}
+
+static int has(const char *needle) {
+  return strstr(ry_last_error_message(), needle) != NULL;
+}
+
+/* Polls task `task` until it is terminal; returns its final status. */
+static ry_engine_task_status wait_task(ry_engine e, uint64_t batch, size_t task) {
+  ry_engine_task_status s;
+  long waited = 0;
+  for (;;) {
+    OK(ry_engine_task_status_get(e, batch, task, &s));
+    if (s.state != RY_ENGINE_TASK_STATE_WAITING && s.state != RY_ENGINE_TASK_STATE_PENDING)
+      return s;
+    CHECK(waited < POLL_LIMIT_MS);
+    sleep_ms(1);
+    waited++;
+  }
+}
+
+/* Everything that needs no device: configuration (struct and environment)
+ * errors naming the field or variable, and bad handles. */
+static void host_checks(void) {
+  ry_engine_config cfg, good;
+  ry_engine e, zero = {0};
+  ry_token_pool pool;
+  ry_engine_stats st;
+  uint64_t batch;
+
+  ry_check_abi();
+  OK(ry_engine_config_default(&good));
+  CHECK(good.slice_size == 65536 && good.device[0] == '\0' && good.listen[0] != '\0');
+  CHECK(good.worker_model == RY_ENGINE_WORKER_MODEL_SHARED && good.cc.mode == RY_MODE_OFF);
+  OK(ry_engine_config_validate(&good));
+
+  cfg = good;
+  cfg.slice_size = 0;
+  FAILS_WITH(ry_engine_config_validate(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("MC_SLICE_SIZE"));
+  e = zero;
+  FAILS_WITH(ry_engine_create(&cfg, &e), RY_STATUS_ENGINE_CONFIG); /* before any device */
+  CHECK(e.bits == 0);
+  cfg = good;
+  cfg.workers = 1;
+  cfg.worker_model = RY_ENGINE_WORKER_MODEL_DEDICATED_POLLER;
+  FAILS_WITH(ry_engine_config_validate(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("MC_WORKERS_PER_CTX"));
+  cfg = good;
+  cfg.worker_model = 7;
+  FAILS_WITH(ry_engine_config_validate(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("worker_model"));
+  cfg = good;
+  strcpy(cfg.listen, "not an address");
+  FAILS_WITH(ry_engine_config_validate(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("listen"));
+  cfg = good;
+  memset(cfg.device, 'x', sizeof cfg.device); /* no NUL */
+  FAILS_WITH(ry_engine_config_validate(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("device"));
+  cfg = good;
+  cfg.transfer_timeout_ms = 0;
+  FAILS_WITH(ry_engine_config_validate(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("transfer_timeout_ms"));
+  cfg = good;
+  cfg.cc.min_window_bytes = cfg.cc.max_window_bytes + 1;
+  FAILS_WITH(ry_engine_create(&cfg, &e), RY_STATUS_CC_CONFIG_MIN_ABOVE_MAX);
+  FAILS_WITH(ry_engine_create(NULL, &e), RY_STATUS_NULL_ARGUMENT);
+  FAILS_WITH(ry_engine_create(&good, NULL), RY_STATUS_NULL_ARGUMENT);
+
+  /* From the environment: a bad variable is named, never defaulted. */
+  CHECK(setenv("MC_SLICE_SIZE", "abc", 1) == 0);
+  cfg = good;
+  FAILS_WITH(ry_engine_config_from_env(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("MC_SLICE_SIZE") && has("abc"));
+  CHECK(memcmp(&cfg, &good, sizeof cfg) == 0); /* untouched */
+  CHECK(setenv("MC_SLICE_SIZE", "4096", 1) == 0);
+  CHECK(setenv("MC_RDMA_DEDICATED_POLLER", "maybe", 1) == 0);
+  FAILS_WITH(ry_engine_config_from_env(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("MC_RDMA_DEDICATED_POLLER"));
+  CHECK(unsetenv("MC_RDMA_DEDICATED_POLLER") == 0);
+  CHECK(setenv("MC_ADAPTIVE_CC_MODE", "sometimes", 1) == 0);
+  FAILS_WITH(ry_engine_config_from_env(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(has("MC_ADAPTIVE_CC_MODE"));
+  CHECK(setenv("MC_ADAPTIVE_CC_MODE", "enforce", 1) == 0);
+  OK(ry_engine_config_from_env(&cfg));
+  CHECK(cfg.slice_size == 4096 && cfg.cc.mode == RY_MODE_ENFORCE);
+  CHECK(unsetenv("MC_SLICE_SIZE") == 0 && unsetenv("MC_ADAPTIVE_CC_MODE") == 0);
+
+  /* Zero and foreign handles are refused, not dereferenced. */
+  FAILS_WITH(ry_engine_allocate_batch(zero, 1, &batch), RY_STATUS_INVALID_HANDLE);
+  FAILS_WITH(ry_engine_stats_get(zero, &st), RY_STATUS_INVALID_HANDLE);
+  FAILS_WITH(ry_engine_destroy(zero), RY_STATUS_INVALID_HANDLE);
+  OK(ry_token_pool_create(4, &pool));
+  e.bits = pool.bits; /* a token pool is not an engine */
+  FAILS_WITH(ry_engine_stats_get(e, &st), RY_STATUS_INVALID_HANDLE);
+  OK(ry_token_pool_destroy(pool));
+}
+
+int main(void) {
+  ry_engine_config cfg;
+  ry_engine a, b;
+  ry_engine_region am, bm, own_r;
+  ry_engine_remote_region regs[8];
+  ry_engine_transfer t, bad[3];
+  ry_engine_task_status s, all[4];
+  ry_engine_stats st;
+  ry_task_state anomaly;
+  ry_task_detail detail;
+  char addr[64], dev[64], tiny[4];
+  size_t alen = 0, n = 0, i;
+  uint32_t seg;
+  uint64_t batch, batch2;
+  uint8_t *own, *amem, *bmem;
+  const char *require = getenv("RAILYARD_REQUIRE_RDMA");
+  const char *want_dev = getenv("RAILYARD_RDMA_DEVICE");
+  ry_status rc;
+  bool idle = false;
+  int found = 0;
+  const char *cancel_path;
+
+  host_checks();
+  printf("ry_engine_c: host checks passed\n");
+
+  OK(ry_engine_config_default(&cfg));
+  cfg.cc.mode = RY_MODE_ENFORCE; /* the anomaly query needs the controller */
+  cfg.transfer_timeout_ms = POLL_LIMIT_MS;
+  if (want_dev != NULL && strlen(want_dev) < sizeof cfg.device) strcpy(cfg.device, want_dev);
+  rc = ry_engine_create(&cfg, &a);
+  if (rc == RY_STATUS_ENGINE_NO_DEVICE) {
+    if (require != NULL && strcmp(require, "1") == 0) {
+      fprintf(stderr, "ry_engine_c: RAILYARD_REQUIRE_RDMA=1 but: %s\n", ry_last_error_message());
+      return 1;
+    }
+    printf("SKIP ry_engine_c: no RDMA device found (run through ci/rxe.sh, or set "
+           "RAILYARD_REQUIRE_RDMA=1 to fail instead of skipping)\n");
+    return 0;
+  }
+  CHECK(rc == RY_STATUS_OK);
+  OK(ry_engine_create(&cfg, &b));
+  OK(ry_engine_device_name(a, dev, sizeof dev, NULL));
+  OK(ry_engine_listen_addr(b, addr, sizeof addr, &alen));
+  CHECK(alen == strlen(addr) && alen > 0);
+  FAILS_WITH(ry_engine_listen_addr(b, tiny, sizeof tiny, &alen), RY_STATUS_BUFFER_TOO_SMALL);
+  CHECK(alen == strlen(addr));
+
+  /* Memory, registered before connecting so the handshake exports it:
+   * engine-owned on both sides, plus caller memory on A. */
+  OK(ry_engine_alloc_memory(a, 2 * LEN, &am));
+  OK(ry_engine_alloc_memory(b, LEN, &bm));
+  CHECK(am.len == 2 * LEN && bm.len == LEN && am.addr != 0 && bm.addr != 0);
+  own = (uint8_t *)aligned_alloc(4096, 65536);
+  CHECK(own != NULL);
+  OK(ry_engine_register_memory(a, own, 65536, &own_r));
+  CHECK(own_r.addr == (uint64_t)(uintptr_t)own && own_r.len == 65536);
+  FAILS_WITH(ry_engine_register_memory(a, NULL, 64, NULL), RY_STATUS_NULL_ARGUMENT);
+  amem = (uint8_t *)(uintptr_t)am.addr;
+  bmem = (uint8_t *)(uintptr_t)bm.addr;
+
+  OK(ry_engine_open_segment(a, addr, &seg));
+  FAILS_WITH(ry_engine_segment_regions(a, seg, NULL, 0, &n), RY_STATUS_BUFFER_TOO_SMALL);
+  CHECK(n >= 1 && n <= 8);
+  OK(ry_engine_segment_regions(a, seg, regs, 8, &n));
+  for (i = 0; i < n; i++) found |= regs[i].addr == bm.addr && regs[i].len == bm.len && regs[i].rkey == bm.rkey;
+  CHECK(found);
+  FAILS_WITH(ry_engine_segment_regions(a, seg + 100, regs, 8, &n), RY_STATUS_ENGINE_NO_SUCH_SEGMENT);
+
+  /* WRITE A[0..LEN) -> B, then change B and READ it into A[LEN..2LEN). */
+  for (i = 0; i < LEN; i++) amem[i] = (uint8_t)(i * 7 + 3);
+  OK(ry_engine_allocate_batch(a, 4, &batch));
+  memset(&t, 0, sizeof t);
+  t.local = am.addr;
+  t.len = LEN;
+  t.remote = bm.addr;
+  t.op = RY_ENGINE_OP_WRITE;
+  t.segment = seg;
+  OK(ry_engine_submit(a, batch, &t, 1));
+  s = wait_task(a, batch, 0);
+  CHECK(s.state == RY_ENGINE_TASK_STATE_COMPLETED);
+  CHECK(s.transferred_bytes == LEN && s.total_bytes == LEN);
+  CHECK(memcmp(amem, bmem, LEN) == 0);
+
+  for (i = 0; i < LEN; i++) bmem[i] ^= 0x5a;
+  t.local = am.addr + LEN;
+  t.op = RY_ENGINE_OP_READ;
+  OK(ry_engine_submit(a, batch, &t, 1));
+  s = wait_task(a, batch, 1);
+  CHECK(s.state == RY_ENGINE_TASK_STATE_COMPLETED && s.transferred_bytes == LEN);
+  CHECK(memcmp(amem + LEN, bmem, LEN) == 0);
+  CHECK(memcmp(amem + LEN, amem, LEN) != 0);
+
+  /* Anomaly queries: with the controller on, a clean success is NORMAL and
+   * nothing unresolved is left. */
+  OK(ry_engine_task_anomaly(a, batch, 0, &anomaly));
+  CHECK(anomaly == RY_TASK_STATE_NORMAL);
+  OK(ry_engine_task_anomaly_detail(a, batch, 1, &detail));
+  CHECK(detail.state == RY_TASK_STATE_NORMAL);
+  CHECK(!detail.has_winner || detail.winner.resolved);
+  OK(ry_engine_batch_status(a, batch, all, 4, &n));
+  CHECK(n == 2 && all[0].state == RY_ENGINE_TASK_STATE_COMPLETED &&
+        all[1].state == RY_ENGINE_TASK_STATE_COMPLETED);
+
+  /* Refused submits queue nothing and say why. */
+  bad[0] = t;
+  bad[0].local = am.addr + 2 * LEN - 10;
+  bad[0].len = 100;
+  FAILS_WITH(ry_engine_submit(a, batch, bad, 1), RY_STATUS_ENGINE_LOCAL_RANGE);
+  bad[0] = t;
+  bad[0].remote = bm.addr + LEN - 10;
+  bad[0].len = 100;
+  FAILS_WITH(ry_engine_submit(a, batch, bad, 1), RY_STATUS_ENGINE_REMOTE_RANGE);
+  bad[0] = t;
+  bad[0].len = 0;
+  FAILS_WITH(ry_engine_submit(a, batch, bad, 1), RY_STATUS_ENGINE_ZERO_LENGTH);
+  bad[0] = t;
+  bad[0].op = 9;
+  FAILS_WITH(ry_engine_submit(a, batch, bad, 1), RY_STATUS_INVALID_ARGUMENT);
+  bad[0] = t;
+  bad[0].segment = seg + 100;
+  FAILS_WITH(ry_engine_submit(a, batch, bad, 1), RY_STATUS_ENGINE_NO_SUCH_SEGMENT);
+  bad[0] = t;
+  bad[1] = t;
+  bad[2] = t; /* valid, but 2 + 3 > capacity 4 */
+  FAILS_WITH(ry_engine_submit(a, batch, bad, 3), RY_STATUS_ENGINE_BATCH_FULL);
+  FAILS_WITH(ry_engine_submit(a, batch, NULL, 1), RY_STATUS_NULL_ARGUMENT);
+  FAILS_WITH(ry_engine_submit(a, batch + 1000, &t, 1), RY_STATUS_ENGINE_NO_SUCH_BATCH);
+  OK(ry_engine_batch_status(a, batch, all, 4, &n));
+  CHECK(n == 2);
+  FAILS_WITH(ry_engine_task_status_get(a, batch, 2, &s), RY_STATUS_ENGINE_NO_SUCH_TASK);
+
+  /* Caller memory works as a source too. */
+  for (i = 0; i < 65536; i++) own[i] = (uint8_t)(255 - i % 251);
+  t.local = own_r.addr;
+  t.len = 65536;
+  t.op = RY_ENGINE_OP_WRITE;
+  OK(ry_engine_submit(a, batch, &t, 1));
+  s = wait_task(a, batch, 2);
+  CHECK(s.state == RY_ENGINE_TASK_STATE_COMPLETED);
+  CHECK(memcmp(own, bmem, 65536) == 0);
+
+  OK(ry_engine_free_batch(a, batch));
+  FAILS_WITH(ry_engine_free_batch(a, batch), RY_STATUS_ENGINE_NO_SUCH_BATCH);
+  FAILS_WITH(ry_engine_task_status_get(a, batch, 0, &s), RY_STATUS_ENGINE_NO_SUCH_BATCH);
+
+  /* Cancel: a batch is freed only once every task is terminal. */
+  OK(ry_engine_allocate_batch(a, 1, &batch2));
+  t.local = am.addr;
+  t.len = LEN;
+  t.op = RY_ENGINE_OP_READ;
+  OK(ry_engine_submit(a, batch2, &t, 1));
+  rc = ry_engine_free_batch(a, batch2);
+  cancel_path = rc == RY_STATUS_OK ? "finished before free" : "busy, canceled";
+  if (rc != RY_STATUS_OK) {
+    CHECK(rc == RY_STATUS_ENGINE_BATCH_BUSY);
+    OK(ry_engine_cancel_batch(a, batch2));
+    s = wait_task(a, batch2, 0);
+    CHECK(s.state == RY_ENGINE_TASK_STATE_CANCELED || s.state == RY_ENGINE_TASK_STATE_COMPLETED);
+    OK(ry_engine_free_batch(a, batch2));
+  }
+
+  /* Nothing leaked: every gauge is back to zero. */
+  OK(ry_engine_wait_idle(a, 30000, &idle));
+  CHECK(idle);
+  OK(ry_engine_stats_get(a, &st));
+  CHECK(st.tokens_in_use == 0 && st.endpoint_outstanding == 0 && st.qp_depth == 0 &&
+        st.cq_outstanding == 0 && st.slices_pending == 0);
+  CHECK(st.gate_enabled && st.gate_in_flight_bytes == 0 && st.gate_admitted == st.gate_released);
+  CHECK(st.posts >= 11 && st.completions >= 11 && st.bad_completions == 0);
+
+  OK(ry_engine_destroy(a));
+  OK(ry_engine_destroy(b));
+  FAILS_WITH(ry_engine_destroy(a), RY_STATUS_INVALID_HANDLE);
+  FAILS_WITH(ry_engine_stats_get(a, &st), RY_STATUS_INVALID_HANDLE);
+  FAILS_WITH(ry_engine_allocate_batch(b, 1, &batch), RY_STATUS_INVALID_HANDLE);
+  free(own); /* registered memory outlives only its engine */
+
+  printf("RAN ry_engine_c (device %s, %zu-byte WRITE + READ verified, %llu posts, "
+         "last batch %s)\n",
+         dev, (size_t)LEN, (unsigned long long)st.posts, cancel_path);
+  printf("ry_engine_c: all checks passed\n");
+  return 0;
+}
