@@ -2,7 +2,8 @@
 # rxe: the verbs integration tests against real verbs on Soft-RoCE.
 #
 # 1. scripts/rxe-vm --setup: packages + cached kernel/initramfs (cold: ~20 s).
-# 2. Builds railyard-verbs' test binaries on the host (cargo test --no-run).
+# 2. Builds railyard-verbs' test binaries on the host (cargo test --no-run),
+#    and the C ABI's engine example (examples/c/engine.c, ry_engine_c).
 # 3. Boots one qemu guest with rxe0 and, inside it, runs every test binary with
 #    RAILYARD_REQUIRE_RDMA=1 (a missing device fails instead of skipping; the
 #    engine tests, rxe_engine, run twice: MC_RDMA_DEDICATED_POLLER=0 and =1, both
@@ -38,6 +39,15 @@ rm -f "$build_log"
 timeout 900 cargo build -p railyard-verbs --example rdma_pair >&2 || { echo "rxe: FAIL: building rdma_pair" >&2; exit 1; }
 tdir="${CARGO_TARGET_DIR:-target}"; [[ "$tdir" = /* ]] || tdir="$PWD/$tdir"
 pair="$tdir/debug/examples/rdma_pair"
+# The C ABI's engine example (examples/c/engine.c) against the static library
+# built with the `engine` feature; it runs in the guest with the test binaries
+# (it ignores their --test-threads argument) and must print its OK line.
+timeout 900 cargo build -p railyard-ffi --features engine >&2 || { echo "rxe: FAIL: building railyard-ffi --features engine" >&2; exit 1; }
+c_engine="$tdir/debug/ry_engine_c"
+"${CC:-cc}" -std=c11 -Wall -Wextra -Werror -pedantic -DRY_ENGINE -I ffi/include -I examples/c \
+  examples/c/engine.c "$tdir/debug/librailyard_ffi.a" -lpthread -ldl -lm -libverbs -lrdmacm -o "$c_engine" \
+  || { echo "rxe: FAIL: building the C engine example" >&2; exit 1; }
+bins+=("$c_engine")
 # A target dir outside the checkout must be shared into the guest too.
 share=()
 case "$tdir/" in "$PWD"/*) ;; *) share=(--rw "$tdir") ;; esac
@@ -114,6 +124,7 @@ if [[ $ran == 0 ]]; then echo "rxe: FAIL: no real-verbs test reported RAN" >&2; 
 for model in Shared DedicatedPoller; do
   grep -q "RAN engine_.*($model," "$log" || { echo "rxe: FAIL: engine tests did not run in the $model worker model" >&2; fail=1; }
 done
+grep -q 'ry_engine_c: all checks passed' "$log" || { echo "rxe: FAIL: the C engine example (ry_engine_c) did not pass" >&2; fail=1; }
 if grep -q 'test result: FAILED' "$log"; then echo "rxe: FAIL: test failures (see above)" >&2; fail=1; fi
 echo "rxe: $ran real-verbs tests ran; total $(( $(date +%s) - start ))s"
 [[ $fail == 0 ]] && echo "rxe: OK"

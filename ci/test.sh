@@ -38,6 +38,12 @@ step "tests"
 # Includes the C ABI's tests: header freshness, C11/C++17 compiles, the C
 # and C++ examples (-Wall -Wextra -Werror) and ABI layout checks.
 cargo test --workspace
+# The C ABI with the verbs engine (feature `engine`, which the workspace run
+# does not enable): its Rust tests and examples/c/engine.c linked against
+# libibverbs (on the host it runs its config/handle checks and SKIPs the
+# device part; ci/rxe.sh runs it on Soft-RoCE).
+cargo test -p railyard-ffi --features engine
+cargo clippy -p railyard-ffi --all-targets --features engine -- -D warnings
 # Core on its own feature sets (the workspace run unifies in the sim's
 # std + peer-feedback): default, std + the RFC 4534 peer ledger, and the
 # controller compiled out.
