@@ -2600,7 +2600,8 @@ ry_status ry_engine_register_memory(ry_engine engine,
 //
 // Ownership: `peer` is borrowed for the call. The segment lives until
 // `ry_engine_close_segment` or the engine's destruction.
-// Thread-safety: any thread, concurrently with other calls.
+// Thread-safety: any thread, concurrently with other calls; a
+// concurrent `ry_engine_destroy` waits until this returns.
 //
 // # Safety
 // `peer` is a NUL-terminated string; `segment_out` is valid for writes.

@@ -864,7 +864,8 @@ mod imp {
     ///
     /// Ownership: `peer` is borrowed for the call. The segment lives until
     /// `ry_engine_close_segment` or the engine's destruction.
-    /// Thread-safety: any thread, concurrently with other calls.
+    /// Thread-safety: any thread, concurrently with other calls; a
+    /// concurrent `ry_engine_destroy` waits until this returns.
     ///
     /// # Safety
     /// `peer` is a NUL-terminated string; `segment_out` is valid for writes.
