@@ -375,8 +375,7 @@ fn validate_nics(nics: &[EndpointDescriptor]) -> Result<(), EncodeError> {
     for (i, n) in nics.iter().enumerate() {
         check(&n.qps, &n.segments)?;
         if n.segments.len() != first.len()
-            || n
-                .segments
+            || n.segments
                 .iter()
                 .zip(first)
                 .any(|(a, b)| (a.addr, a.len) != (b.addr, b.len))

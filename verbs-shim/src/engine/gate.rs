@@ -78,6 +78,22 @@ pub trait PostGate: Send + Sync {
     /// device scope (`None`: port / device events).
     fn event_feedback(&self, _route: Option<u32>, _effect: Effect) {}
 
+    /// Device-scope feedback (port / device events) for local device
+    /// `device` (rail). The default forwards to
+    /// [`event_feedback`](Self::event_feedback)`(None, ..)` for device 0.
+    fn device_feedback(&self, device: u16, effect: Effect) {
+        if device == 0 {
+            self.event_feedback(None, effect);
+        }
+    }
+
+    /// Whether new work may be steered to `device` × `route` (rail
+    /// selection avoids a quarantined device or route, RFC 4162 `kAvoid`).
+    /// Slow path: read once per transfer at submit, never per WR.
+    fn usable(&self, _device: u16, _route: u32) -> bool {
+        true
+    }
+
     /// Task evidence for a non-admission or an error of the request in
     /// `rec` (path, and whatever the gate can observe: window, in-flight
     /// bytes, generation, cooldown). Read-only.
