@@ -435,6 +435,54 @@ mod tests {
         assert_eq!((s.admitted, s.released, s.release_errors), (1, 1, 0));
     }
 
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn devices_own_route_blocks_and_quarantine_separately() {
+        let cfg = CcConfig {
+            mode: Mode::Enforce,
+            ..CcConfig::default()
+        };
+        let g = CcGate::with_devices(&cfg, 2, 4).unwrap();
+        assert_eq!(g.controller().routes(), 8);
+        assert_eq!((g.route_index(0, 3), g.route_index(1, 0)), (3, 4));
+        let mut r1 = rec(g.route_index(1, 0), 4096, 1);
+        r1.device = 1;
+        assert_eq!(g.admit(&mut r1, 1), GateDecision::Admit);
+        assert_eq!(r1.device, 1);
+        assert_eq!(g.controller().device_snapshot(1).unwrap().in_flight, 4096);
+        g.release(&r1, Some(wc::SUCCESS), 2);
+        // Quarantining device 1 avoids it and leaves device 0 alone.
+        g.device_feedback(1, Effect::Quarantine);
+        let mut r1 = rec(g.route_index(1, 0), 4096, 2);
+        r1.device = 1;
+        assert_eq!(g.admit(&mut r1, 3), GateDecision::Avoid);
+        let mut r0 = rec(g.route_index(0, 0), 4096, 3);
+        assert_eq!(g.admit(&mut r0, 3), GateDecision::Admit);
+        g.release(&r0, Some(wc::SUCCESS), 4);
+        assert!(g.usable(0, 0) && !g.usable(1, 4));
+        assert_eq!(g.stats().in_flight_bytes, 0);
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn software_route_timeouts_are_counted_or_suppressed_per_epoch() {
+        let cfg = CcConfig {
+            mode: Mode::Enforce,
+            ..CcConfig::default()
+        };
+        let g = CcGate::new(&cfg, 2).unwrap();
+        g.event_feedback(Some(1), Effect::Timeout);
+        g.on_epoch(1_000_000, PollerStatus::Progressing);
+        let s = g.stats();
+        assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 0));
+        assert_eq!(g.controller().route_snapshot(1).unwrap().errors, 1);
+        assert_eq!(g.controller().route_snapshot(0).unwrap().errors, 0);
+        g.event_feedback(Some(1), Effect::Timeout);
+        g.on_epoch(2_000_000, PollerStatus::Stalled);
+        let s = g.stats();
+        assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 1));
+    }
+
     #[test]
     fn off_gate_reports_disabled() {
         let (g, err) = CcGate::new_or_off(&CcConfig::default(), 4);

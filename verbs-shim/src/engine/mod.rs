@@ -699,94 +699,6 @@ impl Shared {
         Ok(r)
     }
 
-    /// Rail selection (RFC 4534) for one transfer of `len` bytes to `seg`
-    /// cut into `runs` runs of [`SLICES_PER_QP_RUN`] slices: returns the
-    /// index into `rails` (the segment's active rails, as `(device,
-    /// route)` by `key`) of each run.
-    ///
-    /// [`Selector::plan`] splits the runs over the devices in proportion
-    /// to their inverse scores (NIC in-flight bytes over the completion
-    /// EWMA; periodic probes). Runs planned for a device that is not one
-    /// of `rails`, or whose device or route the controller has quarantined
-    /// ([`PostGate::usable`]), go to the best-scoring usable rail. If no
-    /// rail is usable, the best-scoring rail is used anyway (the gate then
-    /// says `Avoid` and the task records `PATH_QUARANTINED`). Runs are
-    /// interleaved over the chosen devices. Nothing is charged here: each
-    /// slice charges its actual bytes to its device when it is posted.
-    fn pick_rails<T>(
-        &self,
-        seg: SegmentId,
-        rails: &[T],
-        key: impl Fn(&T) -> (u16, u32),
-        runs: u64,
-        len: u64,
-        now: u64,
-    ) -> Vec<u8> {
-        let runs_u32 = u32::try_from(runs).unwrap_or(u32::MAX);
-        if rails.len() == 1 || runs_u32 == 0 {
-            return vec![0; runs as usize];
-        }
-        let run_bytes = len.min(u64::from(self.cfg.slice_size) * SLICES_PER_QP_RUN);
-        let run_bytes = u32::try_from(run_bytes).unwrap_or(u32::MAX);
-        let mut counts = [0u32; MAX_RAILS];
-        let ndev = self.devs.len().min(MAX_RAILS);
-        let _ = self
-            .rails
-            .plan(Some(seg.0), runs_u32, run_bytes, now, &mut counts[..ndev]);
-        // Which rail (index into `rails`) serves each device, if usable.
-        let mut usable = [None::<u8>; MAX_RAILS];
-        let mut any = false;
-        for (i, r) in rails.iter().enumerate() {
-            let (dev, route) = key(r);
-            if self.gate.usable(dev, route) {
-                usable[usize::from(dev)] = Some(i as u8);
-                any = true;
-            }
-        }
-        if !any {
-            for (i, r) in rails.iter().enumerate() {
-                usable[usize::from(key(r).0)] = Some(i as u8);
-            }
-        }
-        let best = (0..ndev)
-            .filter(|&d| usable[d].is_some())
-            .min_by(|&a, &b| {
-                let (sa, sb) = (
-                    self.rails.score_of(a, Some(seg.0), run_bytes, false),
-                    self.rails.score_of(b, Some(seg.0), run_bytes, false),
-                );
-                if sa.better_than(sb) {
-                    std::cmp::Ordering::Less
-                } else if sb.better_than(sa) {
-                    std::cmp::Ordering::Greater
-                } else {
-                    a.cmp(&b)
-                }
-            })
-            .unwrap_or(0);
-        for d in 0..ndev {
-            if usable[d].is_none() && d != best {
-                counts[best] += std::mem::take(&mut counts[d]);
-            }
-        }
-        let mut out = Vec::with_capacity(runs as usize);
-        while out.len() < runs as usize {
-            let before = out.len();
-            for d in 0..ndev {
-                if counts[d] > 0 && out.len() < runs as usize {
-                    counts[d] -= 1;
-                    out.push(usable[d].unwrap_or(0));
-                }
-            }
-            if out.len() == before {
-                // The plan gave fewer runs than asked (cannot happen): the
-                // rest go to the best rail.
-                out.resize(runs as usize, usable[best].unwrap_or(0));
-            }
-        }
-        out
-    }
-
     /// Queues slice attempt `r` to the shard of its QP. Each open slice is
     /// in at most one queue and every queue holds `max_slices`, so the push
     /// only fails if stale references of freed slices crowd the queue; then
@@ -1125,6 +1037,84 @@ impl Shared {
         }
         s
     }
+}
+
+/// Rail selection (RFC 4534) for one transfer to `seg` cut into `runs`
+/// runs of [`SLICES_PER_QP_RUN`] slices (`run_bytes` each): returns, for
+/// each run, the index into `rails` (the segment's active rails as `(local
+/// device, CC route)`).
+///
+/// [`Selector::plan`] splits the runs over the devices in proportion to
+/// their inverse scores (NIC in-flight bytes over the completion EWMA, with
+/// periodic probes). Runs planned for a device that is not one of `rails`,
+/// or whose device or route the controller has quarantined
+/// ([`PostGate::usable`]), go to the best-scoring usable rail. If no rail
+/// is usable, the best-scoring rail is used anyway (the gate then says
+/// `Avoid` and the task records `PATH_QUARANTINED`). Runs are interleaved
+/// over the chosen devices. Nothing is charged here: each slice charges
+/// its actual bytes to its device when it is posted.
+pub(crate) fn plan_rails(
+    sel: &Selector,
+    gate: &dyn PostGate,
+    seg: SegmentId,
+    rails: &[(u16, u32)],
+    runs: u64,
+    run_bytes: u64,
+    now: u64,
+) -> Vec<u8> {
+    let runs_u32 = u32::try_from(runs).unwrap_or(u32::MAX);
+    if rails.len() <= 1 || runs_u32 == 0 {
+        return vec![0; runs as usize];
+    }
+    let run_bytes = u32::try_from(run_bytes).unwrap_or(u32::MAX);
+    let mut counts = [0u32; MAX_RAILS];
+    let ndev = sel.len().min(MAX_RAILS);
+    let _ = sel.plan(Some(seg.0), runs_u32, run_bytes, now, &mut counts[..ndev]);
+    // The rail (index into `rails`) that serves each device, if usable.
+    let mut usable = [None::<u8>; MAX_RAILS];
+    for (i, &(dev, route)) in rails.iter().enumerate() {
+        if usize::from(dev) < ndev && gate.usable(dev, route) {
+            usable[usize::from(dev)] = Some(i as u8);
+        }
+    }
+    if usable.iter().all(Option::is_none) {
+        for (i, &(dev, _)) in rails.iter().enumerate() {
+            if usize::from(dev) < ndev {
+                usable[usize::from(dev)] = Some(i as u8);
+            }
+        }
+    }
+    let score = |d: usize| sel.score_of(d, Some(seg.0), run_bytes, false);
+    let Some(best) = (0..ndev).filter(|&d| usable[d].is_some()).reduce(|a, b| {
+        if score(b).better_than(score(a)) {
+            b
+        } else {
+            a
+        }
+    }) else {
+        return vec![0; runs as usize];
+    };
+    for d in 0..ndev {
+        if usable[d].is_none() {
+            counts[best] += std::mem::take(&mut counts[d]);
+        }
+    }
+    let mut out = Vec::with_capacity(runs as usize);
+    while out.len() < runs as usize {
+        let before = out.len();
+        for d in 0..ndev {
+            if counts[d] > 0 && out.len() < runs as usize {
+                counts[d] -= 1;
+                out.push(usable[d].unwrap_or(0));
+            }
+        }
+        if out.len() == before {
+            // The plan gave fewer runs than asked (it never does): the
+            // rest go to the best rail.
+            out.resize(runs as usize, usable[best].unwrap_or(0));
+        }
+    }
+    out
 }
 
 /// The caller-visible anomaly of a task from its evidence's detail, the
@@ -1657,8 +1647,9 @@ impl Engine {
             cell.anomalies.store(0, Ordering::Relaxed);
             let runs = n.div_ceil(SLICES_PER_QP_RUN);
             let run0 = sh.next_run.fetch_add(runs, Ordering::Relaxed);
-            let run_rail =
-                sh.pick_rails(t.segment, &p.rails, |r| (r.dev, r.route), runs, t.len, now);
+            let keys: Vec<(u16, u32)> = p.rails.iter().map(|r| (r.dev, r.route)).collect();
+            let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
+            let run_rail = plan_rails(&sh.rails, &*sh.gate, t.segment, &keys, runs, run_bytes, now);
             let mut entry = TaskEntry {
                 task,
                 slices: Vec::with_capacity(n as usize),
@@ -1970,6 +1961,82 @@ mod tests {
         let off = project_anomaly(ev.detail(), 1, false);
         assert_eq!(off.state, AnomalyState::Unknown);
         assert_eq!(off.winner, d.winner);
+    }
+
+    /// A gate that marks some devices unusable (as a quarantine would).
+    struct Unusable(&'static [u16]);
+    impl PostGate for Unusable {
+        fn admit(&self, _rec: &mut TokenRecord, _now_ns: u64) -> GateDecision {
+            GateDecision::Admit
+        }
+        fn release(&self, _rec: &TokenRecord, _wc: Option<u32>, _now_ns: u64) {}
+        fn usable(&self, device: u16, _route: u32) -> bool {
+            !self.0.contains(&device)
+        }
+    }
+
+    fn selector(n: usize) -> Selector {
+        let cfg = RailConfig {
+            probe_interval: 0,
+            ..RailConfig::default()
+        };
+        Selector::new(&vec![DeviceSpec::new(NOMINAL_RAIL_BPS); n], cfg).unwrap()
+    }
+
+    #[test]
+    fn rail_plan_splits_interleaves_and_avoids_unusable_rails() {
+        let sel = selector(2);
+        let rails = [(0u16, 0u32), (1, 64)];
+        let seg = SegmentId(3);
+        let run = 8 * 65536;
+        // Idle, equal rails: an even split, interleaved.
+        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0);
+        assert_eq!(p.len(), 16);
+        assert_eq!(p.iter().filter(|&&r| r == 1).count(), 8);
+        assert_eq!(&p[..4], &[0, 1, 0, 1]);
+        // Load on device 0 (charges of posted slices): most runs go to 1.
+        let held: Vec<_> = (0..64)
+            .map(|_| sel.charge(0, Some(3), 65536, 0).unwrap())
+            .collect();
+        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0);
+        assert!(p.iter().filter(|&&r| r == 1).count() > 8, "{p:?}");
+        for c in held {
+            sel.release(c, railyard_core::rail::Outcome::Failed, 1)
+                .unwrap();
+        }
+        // An unusable (quarantined) device gets nothing.
+        let p = plan_rails(&sel, &Unusable(&[1]), seg, &rails, 16, run, 0);
+        assert!(p.iter().all(|&r| r == 0), "{p:?}");
+        let p = plan_rails(&sel, &Unusable(&[0]), seg, &rails, 16, run, 0);
+        assert!(p.iter().all(|&r| r == 1), "{p:?}");
+        // Every rail unusable: still planned (the gate then avoids).
+        let p = plan_rails(&sel, &Unusable(&[0, 1]), seg, &rails, 4, run, 0);
+        assert_eq!(p.len(), 4);
+        // A segment with only device 1 (peer with one NIC... on our rail 1):
+        // index 0 of its rails, always.
+        let p = plan_rails(&sel, &OpenGate, seg, &[(1, 64)], 5, run, 0);
+        assert_eq!(p, vec![0; 5]);
+        // Nothing was charged by planning.
+        assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (0, 0));
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn rail_plan_avoids_a_cc_quarantined_device() {
+        let cfg = CcConfig {
+            mode: CcMode::Enforce,
+            ..CcConfig::default()
+        };
+        let gate = CcGate::with_devices(&cfg, 2, 4).unwrap();
+        let sel = selector(2);
+        let rails = [(0u16, gate.route_index(0, 0)), (1, gate.route_index(1, 0))];
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        assert!(p.contains(&1));
+        gate.device_feedback(1, railyard_core::classify::Effect::Quarantine);
+        assert!(!gate.usable(1, rails[1].1));
+        assert!(gate.usable(0, rails[0].1));
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        assert!(p.iter().all(|&r| r == 0), "{p:?}");
     }
 
     #[test]

@@ -672,3 +672,78 @@ fn listen(sh: &Shared, listener: TcpListener) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::gate::Classifier;
+    use crate::engine::DefaultClassifier;
+    use crate::verbs::{EVENT_CQ_ERR, EVENT_DEVICE_FATAL, EVENT_PORT_ERR, EVENT_QP_FATAL};
+
+    fn h(slot: u32) -> EndpointHandle {
+        EndpointHandle {
+            slot,
+            generation: 1,
+        }
+    }
+
+    /// Device 0 has shards 0 and 1, device 1 shards 2 and 3. Endpoint 1
+    /// (route 10) uses shards 0+1, endpoint 2 (route 11) shard 1 only,
+    /// endpoint 3 (route 12) shard 0 only, endpoint 4 (route 20) is on
+    /// device 1.
+    fn eps() -> Vec<RailEp> {
+        vec![
+            (0, h(1), 10, vec![0, 1]),
+            (0, h(2), 11, vec![1, 1]),
+            (0, h(3), 12, vec![0, 0]),
+            (1, h(4), 20, vec![2, 3]),
+        ]
+    }
+
+    fn targets(ev: u32, qp: Option<EndpointHandle>, cq: Option<usize>, dev: u16) -> EventTargets {
+        let c = DefaultClassifier;
+        event_targets(dev, c.event_class(ev).scope, c.event(ev), qp, cq, &eps())
+    }
+
+    #[test]
+    fn cq_error_isolates_only_the_qps_on_that_cq() {
+        // CQ of shard 1: endpoints 1 and 2 use it; 3 (shard 0) and 4
+        // (another device) do not.
+        let t = targets(EVENT_CQ_ERR, None, Some(1), 0);
+        assert_eq!(t.retire, vec![h(1), h(2)]);
+        assert_eq!(t.routes, vec![10, 11]);
+        assert!(!t.device);
+        // Fatal route evidence (RFC 4162: "immediately fatal evidence for
+        // the route").
+        assert_eq!(
+            DefaultClassifier.event_class(EVENT_CQ_ERR).effect,
+            railyard_core::classify::Effect::Quarantine
+        );
+        // A CQ the engine does not know: the device's endpoints, no
+        // controller feedback.
+        let t = targets(EVENT_CQ_ERR, None, None, 0);
+        assert_eq!(t.retire, vec![h(1), h(2), h(3)]);
+        assert!(t.routes.is_empty() && !t.device);
+    }
+
+    #[test]
+    fn qp_port_and_device_events_keep_their_scope() {
+        let t = targets(EVENT_QP_FATAL, Some(h(3)), None, 0);
+        assert_eq!(t.retire, vec![h(3)]);
+        assert_eq!(t.routes, vec![12]);
+        assert!(!t.device);
+        // A QP event for a QP the engine does not know: nothing.
+        assert_eq!(
+            targets(EVENT_QP_FATAL, None, None, 0),
+            EventTargets::default()
+        );
+        // Port / device: every endpoint of that device only, device feedback.
+        for ev in [EVENT_PORT_ERR, EVENT_DEVICE_FATAL] {
+            let t = targets(ev, None, None, 1);
+            assert_eq!(t.retire, vec![h(4)]);
+            assert!(t.device && t.routes.is_empty());
+        }
+        // Unknown events change nothing.
+        assert_eq!(targets(12345, None, None, 0), EventTargets::default());
+    }
+}
