@@ -660,3 +660,72 @@ fn engine_cc_enforce_defers_completes_and_reports_anomalies() {
     assert_quiescent(&p.a, "initiator");
     assert_quiescent(&p.b, "target");
 }
+
+/// A task deadline on posted work, with the pollers progressing, is a
+/// software route timeout (RFC 4162, non-WC signals): the task records
+/// `ROUTE_TIMEOUT` evidence (minimal state CONGESTED while the route is not
+/// quarantined) and the controller counts one route timeout at its next
+/// control epoch. With the pollers stalled at expiry it is `POLLER_STALL`
+/// evidence (UNKNOWN); either way the controller's timeout counters move
+/// (counted, or suppressed by a stalled epoch).
+#[test]
+fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
+    const LEN: usize = 8 << 20;
+    const TEST: &str = "engine_task_timeout_is_a_route_timeout_for_cc_and_evidence";
+    let Some(p) = pair_with(TEST, LEN, LEN, |c| {
+        c.transfer_timeout = Duration::from_millis(1);
+        if c.cc.mode == CcMode::Off {
+            c.cc.mode = CcMode::Observe;
+        }
+    }) else {
+        return;
+    };
+    let t = Transfer {
+        op: Op::Write,
+        local: p.a_mem.addr(),
+        len: LEN as u64,
+        segment: p.seg,
+        remote_offset: p.b_mem.addr(),
+    };
+    let b = p.a.allocate_batch(1).unwrap();
+    p.a.submit(b, &[t]).unwrap();
+    let st = wait_batch(&p.a, b);
+    // 128 slices of 64 KiB cannot all complete within 1 ms on rxe.
+    assert_eq!(st[0], TaskState::Timeout, "{st:?}");
+    assert!(p.a.wait_idle(WAIT));
+    // The controller counts (or suppresses) software timeouts at its next
+    // control epoch (the monitor runs one every few ms).
+    let t0 = Instant::now();
+    let g = loop {
+        let g = p.a.stats().gate;
+        if g.route_timeouts + g.suppressed_timeouts > 0 || t0.elapsed() > WAIT {
+            break g;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let d = p.a.task_anomaly_detail(b, 0).unwrap();
+    let w = d.winner.expect("a timed-out task has evidence");
+    say!(
+        "{TEST}: anomaly {:?}, winner {:?}, route timeouts counted {} suppressed {}",
+        d.state,
+        w.reason,
+        g.route_timeouts,
+        g.suppressed_timeouts
+    );
+    // The controller got the software timeout either way (counted, or
+    // suppressed by a stalled epoch).
+    assert!(g.route_timeouts + g.suppressed_timeouts >= 1, "{g:?}");
+    match w.reason {
+        railyard_core::evidence::Reason::RouteTimeout => {
+            assert_eq!(d.state, AnomalyState::Congested, "{d:?}");
+            assert_eq!(p.a.task_anomaly(b, 0).unwrap(), AnomalyState::Congested);
+        }
+        railyard_core::evidence::Reason::PollerStall => {
+            assert_eq!(d.state, AnomalyState::Unknown, "{d:?}");
+        }
+        other => panic!("unexpected winning evidence {other:?}: {d:?}"),
+    }
+    p.a.free_batch(b).unwrap();
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+}

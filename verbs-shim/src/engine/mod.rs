@@ -791,14 +791,17 @@ impl Shared {
 
     /// Times out tasks past their deadline (monitor thread), RFC 4162's
     /// non-WC signal table: a deadline on an attempt that was posted is a
-    /// software completion timeout. With the pollers progressing it is a
-    /// `ROUTE_TIMEOUT` (task evidence, scope QP) and one software route
-    /// timeout per timed-out task and route goes to the controller (counted
-    /// at the next control epoch, which suppresses it if the pollers
-    /// stalled meanwhile); with the pollers stalled it is `POLLER_STALL`
-    /// evidence only (task UNKNOWN, the network is not blamed). A slice
-    /// that never reached the NIC (still queued) adds no evidence: what
-    /// held it (a deferral, a quarantine) is already recorded.
+    /// software completion timeout. One software route timeout per
+    /// timed-out task and route goes to the controller, which counts it at
+    /// its next control epoch as a route hard error, or suppresses it if
+    /// the pollers stalled in that epoch ([`GateStats::route_timeouts`] /
+    /// [`GateStats::suppressed_timeouts`]). The task evidence follows the
+    /// monitor's poller status at expiry: pollers progressing →
+    /// `ROUTE_TIMEOUT` (scope QP; task CONGESTED before quarantine);
+    /// stalled → `POLLER_STALL` (task UNKNOWN: the network is not blamed
+    /// for CPU scheduling). A slice that never reached the NIC (still
+    /// queued) adds nothing: what held it (a deferral, a quarantine) is
+    /// already recorded.
     pub(crate) fn expire_tasks(&self, now: u64, poller: railyard_core::cc::PollerStatus) {
         use railyard_core::classify::{classify_signal, Signal};
         let sig = classify_signal(match poller {
@@ -832,7 +835,8 @@ impl Shared {
             },
         );
         for (_, route) in fed {
-            self.gate.event_feedback(Some(route), sig.effect);
+            self.gate
+                .event_feedback(Some(route), railyard_core::classify::Effect::Timeout);
         }
     }
 
