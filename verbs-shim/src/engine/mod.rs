@@ -422,8 +422,9 @@ pub(crate) struct SliceMeta {
     pub(crate) shard: AtomicU32,
     /// Local device (rail) of the slice's endpoint.
     pub(crate) dev: AtomicU32,
-    /// The attempt last handed to `ibv_post_send` (0 = none): a deadline
-    /// on a posted attempt is a software completion timeout.
+    /// The attempt that holds a token (claimed for `ibv_post_send`; 0 =
+    /// none, or its chain was refused): a deadline on it is a software
+    /// completion timeout.
     pub(crate) posted: AtomicU32,
     pub(crate) ep: AtomicU64,
     pub(crate) segment: AtomicU32,
@@ -799,15 +800,18 @@ impl Shared {
     /// monitor's poller status at expiry: pollers progressing →
     /// `ROUTE_TIMEOUT` (scope QP; task CONGESTED before quarantine);
     /// stalled → `POLLER_STALL` (task UNKNOWN: the network is not blamed
-    /// for CPU scheduling). A slice that never reached the NIC (still
-    /// queued) adds nothing: what held it (a deferral, a quarantine) is
-    /// already recorded.
+    /// for CPU scheduling). A slice that never got a token (still queued)
+    /// is no route evidence: if the task has no evidence at all, it gets
+    /// `POLLER_STALL` (UNKNOWN: the deadline passed in local scheduling),
+    /// never NORMAL; otherwise what held it (a deferral, a quarantine) is
+    /// already recorded and stands.
     pub(crate) fn expire_tasks(&self, now: u64, poller: railyard_core::cc::PollerStatus) {
         use railyard_core::classify::{classify_signal, Signal};
         let sig = classify_signal(match poller {
             railyard_core::cc::PollerStatus::Stalled => Signal::DeadlinePollerStalled,
             _ => Signal::DeadlinePollerProgressing,
         });
+        let stall = classify_signal(Signal::DeadlinePollerStalled);
         let mut fed: Vec<(u32, u32)> = Vec::new();
         self.settle_where(
             Outcome::TimedOut,
@@ -815,6 +819,11 @@ impl Shared {
             |r| {
                 let m = &self.meta[r.index as usize];
                 if m.posted.load(Ordering::Acquire) != r.attempt {
+                    if self.task_of(r.index).anomalies.load(Ordering::Acquire) == 0 {
+                        let mut o = Observation::new(stall.reason, now);
+                        o.scope = Observed::Value(stall.scope);
+                        self.note(r, o);
+                    }
                     return;
                 }
                 let rec = TokenRecord {

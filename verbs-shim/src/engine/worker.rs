@@ -245,6 +245,9 @@ fn post_round(
         }
         match owner.post(PostRequest { record: rec }) {
             Ok(wr_id) => {
+                // Owned by a token from here on: a deadline now finds it
+                // in flight (cleared again if the chain refuses it).
+                m.posted.store(r.attempt, Ordering::Release);
                 // `chain` was flushed above if full.
                 let _ = chain.push(Pending {
                     wr_id,
@@ -301,6 +304,9 @@ fn flush_chain(
             if let Ok(rec) = owner.unposted(p.wr_id) {
                 sh.release_holds(&rec, None, now);
             }
+            sh.meta[p.slice.index as usize]
+                .posted
+                .store(0, Ordering::Release);
             c.unposted.fetch_add(1, Ordering::Relaxed);
             if requeue {
                 let shard = sh.meta[p.slice.index as usize]
@@ -367,9 +373,7 @@ fn flush_chain(
                 .load(Ordering::Relaxed);
             sh.wake_poller(shard as usize);
             for p in chain.iter() {
-                let m = &sh.meta[p.slice.index as usize];
-                m.posted.store(p.slice.attempt, Ordering::Release);
-                let t = m.task.load(Ordering::Relaxed);
+                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
                 sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
             }
         }
@@ -380,9 +384,7 @@ fn flush_chain(
                 .load(Ordering::Relaxed);
             sh.wake_poller(shard as usize);
             for p in &chain[..e.posted] {
-                let m = &sh.meta[p.slice.index as usize];
-                m.posted.store(p.slice.attempt, Ordering::Release);
-                let t = m.task.load(Ordering::Relaxed);
+                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
                 sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
             }
             // Only the tail is ours to release. A QP that refuses outright
