@@ -952,9 +952,30 @@ mod tests {
         }
 
         #[test]
+        fn prop_multi_nic_round_trip(d in arb_desc(), n in 1usize..=MAX_NICS, salt in any::<u32>()) {
+            // Every NIC lists the same regions with its own GID, QPs and rkeys.
+            let nics: Vec<EndpointDescriptor> = (0..n)
+                .map(|i| {
+                    let mut x = d.clone();
+                    x.gid[0] = i as u8;
+                    x.qps.truncate(1 + i % x.qps.len());
+                    for s in &mut x.segments {
+                        s.rkey ^= salt.wrapping_mul(i as u32 + 1);
+                    }
+                    x
+                })
+                .collect();
+            let p = PeerDescriptor { nics };
+            let f = p.encode().unwrap();
+            prop_assert_eq!(f.len(), 4 + p.payload_len());
+            prop_assert_eq!(PeerDescriptor::decode_frame(&f).unwrap(), p);
+        }
+
+        #[test]
         fn prop_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
             let _ = EndpointDescriptor::decode_frame(&bytes);
             let _ = EndpointDescriptor::decode_payload(&bytes);
+            let _ = PeerDescriptor::decode_frame(&bytes);
         }
 
         #[test]

@@ -179,8 +179,8 @@ pub trait Classifier: Send + Sync {
 ///
 /// **Async events** retire at the classified scope, through the one retire
 /// API: QP / WQ / SRQ / route scope → the QP's endpoint; CQ, port and device
-/// scope → every endpoint of the context (the shim's `AsyncEvent` does not
-/// carry the CQ, so CQ scope cannot be narrowed to the CQ's QPs yet);
+/// scope → `RetireAll`, which the engine narrows (per device; a CQ event,
+/// which carries the CQ, to the endpoints with a QP on that CQ);
 /// `GID_CHANGE` → every endpoint (the existing lifecycle refreshes the
 /// addresses; no controller effect); other non-failure and unknown events →
 /// nothing.

@@ -42,14 +42,42 @@
 //!   control epoch every tick; [`DefaultClassifier`] is `core::classify`.
 //!   Route domains: one per (local device, remote NIC), see [`CcGate`].
 //!
+//! * **Rails** (several devices, RFC 4534): `MC_RDMA_DEVICE=rxe0,rxe1`
+//!   (or [`EngineConfig::devices`]) opens every device with its own
+//!   context, PD, CQs and worker shards (`MC_WORKERS_PER_CTX` workers per
+//!   device). Memory is registered on every device (per-device lkey/rkey);
+//!   the handshake descriptor carries one NIC entry per device
+//!   ([`PeerDescriptor`], wire version 2), and `open_segment` connects
+//!   local device `i` to the peer's NIC `i` for `i < min(ours, theirs)`,
+//!   one endpoint per rail. `submit` plans each transfer's runs of
+//!   [`SLICES_PER_QP_RUN`] slices over the segment's active rails with
+//!   `core::rail::Selector::plan` (`plan_rails`: inverse scores; a
+//!   device or route the controller quarantined is avoided); a worker
+//!   charges the slice's actual bytes to its device right after the gate
+//!   admits it and records the charge in the `TokenRecord`
+//!   (`HOLDS_RAIL_CHARGE`, plus `HOLDS_RAIL_PEER_CHARGE` with the peer
+//!   ledger on); it is released exactly once with the permit, wherever the
+//!   token ends (completion of any status, flush, `bad_wr` tail, refused
+//!   post; canceled or timed-out attempts release when their completion
+//!   arrives). [`EngineStats`] has slices posted and charged bytes per rail.
+//!   With one device everything behaves as before (one rail, no planning).
+//! * **Deadlines** (`TIMEOUT`) are RFC 4162 software route timeouts: fed
+//!   to the controller and recorded as task evidence (see
+//!   `Shared::expire_tasks`).
+//! * **Async events** are read per device and land at their classified
+//!   scope (`worker::event_targets`): QP → its endpoint and route; CQ →
+//!   only the endpoints with a QP on that CQ, with fatal feedback to their
+//!   routes; port / device → that device's endpoints and device domain.
+//!
 //! Not done yet: reconnect/failover after an endpoint is retired (retries
-//! on a retired endpoint fail the slice), several devices/rails (#5),
-//! receiver credits (#4). For CC: task deadlines (`TIMEOUT`) are not yet
-//! fed to the controller as software route timeouts nor recorded as task
-//! evidence; CQ-scope async events cannot be narrowed to the CQ's QPs (the
-//! event does not carry the CQ) and give no controller feedback; route
-//! generations are not advanced when a peer NIC's endpoint is replaced
-//! (no reconnect yet).
+//! on a retired endpoint fail the slice, and a retry stays on its rail;
+//! route generations are not advanced when a peer NIC's endpoint is
+//! replaced), receiver credits (#4). Rails start with equal nominal rates
+//! ([`NOMINAL_RAIL_BPS`]; the port's link rate is not queried) and the
+//! completion EWMA learns the rest. The peer ledger (RFC 4534 V0–V3) needs
+//! `railyard-core`'s `peer-feedback` feature, which `railyard-verbs` does
+//! not enable by default (`EngineConfig::rail.peer_accounting` is refused
+//! without it).
 
 mod cc_gate;
 mod config;
@@ -366,6 +394,9 @@ pub(crate) struct EpResource {
     pub(crate) remote: Vec<SegmentDescriptor>,
 }
 
+/// A CC route domain's key: (local device, peer NIC GID, peer NIC LID).
+type RouteKey = (u16, [u8; 16], u16);
+
 /// One rail of a segment: local device `dev` ↔ the peer's NIC `dev`.
 struct RailEntry {
     dev: u16,
@@ -534,7 +565,7 @@ pub(crate) struct Shared {
     cc_error: Option<railyard_core::cc::ConfigError>,
     /// CC route index per (local device, peer NIC GID, LID); at most
     /// `max_endpoints` per device.
-    routes: Mutex<HashMap<(u16, [u8; 16], u16), u32>>,
+    routes: Mutex<HashMap<RouteKey, u32>>,
     /// Append-only registered memory, lock-free to read.
     pub(crate) mem: Box<[OnceLock<MemEntry>]>,
     mem_count: Mutex<usize>,
@@ -1145,8 +1176,8 @@ fn project_anomaly(mut d: AnomalyDetail, succeeded: u32, enabled: bool) -> Anoma
     d
 }
 
-/// A transfer engine on one RDMA device. Dropping it shuts it down cleanly
-/// (see [`Engine::shutdown`]).
+/// A transfer engine on one or more RDMA devices (rails). Dropping it shuts
+/// it down cleanly (see [`Engine::shutdown`]).
 pub struct Engine {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
