@@ -9,7 +9,8 @@
 //! from the guest's `RXE_VM_DEVICES`, else from every device found. With
 //! fewer than two devices the test prints `SKIP` and passes, unless
 //! `RAILYARD_REQUIRE_RAILS=1` (then it fails); `ci/rxe.sh` runs it in a
-//! two-device guest with that set.
+//! two-device guest with that set. `RAILYARD_RAIL_PEER_ACCOUNTING=1` (with
+//! the `peer-feedback` feature) switches the RFC 4534 peer ledger on.
 
 use railyard_verbs::engine::{
     CcMode, Engine, EngineConfig, EngineStats, Op, TaskState, Transfer, MAX_RAILS,
@@ -53,6 +54,9 @@ fn config(devices: &[String]) -> EngineConfig {
     }
     c.device = None;
     c.devices = devices.to_vec();
+    // The RFC 4534 peer ledger (needs the `peer-feedback` feature): charges
+    // then also hold `HOLDS_RAIL_PEER_CHARGE`, released with the NIC side.
+    c.rail.peer_accounting = std::env::var("RAILYARD_RAIL_PEER_ACCOUNTING").as_deref() == Ok("1");
     c
 }
 
@@ -108,23 +112,79 @@ fn wait_all(e: &Engine, b: railyard_verbs::engine::BatchId) -> Vec<TaskState> {
     }
 }
 
-#[test]
-fn engine_two_rails_carry_slices_and_release_every_charge() {
-    const TEST: &str = "engine_two_rails_carry_slices_and_release_every_charge";
+/// Two devices, or `None` after printing a SKIP line (a failure with
+/// `RAILYARD_REQUIRE_RAILS=1`).
+fn two_devices_or_skip(test: &str) -> Option<Vec<String>> {
     let devices = rail_devices();
     if devices.len() < 2 {
         let require = std::env::var("RAILYARD_REQUIRE_RAILS").as_deref() == Ok("1");
         assert!(
             !require,
-            "{TEST}: RAILYARD_REQUIRE_RAILS=1 but only {devices:?} found"
+            "{test}: RAILYARD_REQUIRE_RAILS=1 but only {devices:?} found"
         );
         say!(
-            "SKIP {TEST}: needs two RDMA devices, found {devices:?} (run through ci/rxe.sh, \
+            "SKIP {test}: needs two RDMA devices, found {devices:?} (run through ci/rxe.sh, \
              scripts/rxe-vm --rxe-devs 2, or set RAILYARD_REQUIRE_RAILS=1 to fail instead)"
         );
-        return;
+        return None;
     }
-    let devices = &devices[..2];
+    Some(devices[..2].to_vec())
+}
+
+/// A two-device engine and a one-device peer: only rail 0 (local device 0
+/// ↔ peer NIC 0) is connected, on both sides, and carries everything.
+#[test]
+fn engine_rails_fewer_peer_nics_use_the_matched_rail_only() {
+    const TEST: &str = "engine_rails_fewer_peer_nics_use_the_matched_rail_only";
+    let Some(devices) = two_devices_or_skip(TEST) else {
+        return;
+    };
+    let a = Engine::new(config(&devices)).expect("initiator on two devices");
+    let b = Engine::new(config(&devices[..1])).expect("target on one device");
+    const LEN: usize = 2 << 20;
+    let a_mem = a.alloc_memory(2 * LEN).unwrap();
+    let b_mem = b.alloc_memory(LEN).unwrap();
+    let seg = a.open_segment(b.listen_addr()).expect("open_segment");
+    assert_eq!(a.segment_rails(seg).unwrap(), 1);
+    // The target records its side right after the handshake's barrier.
+    let t0 = Instant::now();
+    while b.segments().is_empty() && t0.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let peer_seg = *b.segments().last().expect("the target knows the segment");
+    assert_eq!(b.segment_rails(peer_seg).unwrap(), 1);
+    say!("RAN {TEST} on {:?} → {:?}", a.devices(), b.devices());
+    let data = pattern(7, LEN);
+    a_mem.write_at(0, &data).unwrap();
+    for (op, local) in [(Op::Write, 0u64), (Op::Read, LEN as u64)] {
+        let batch = a.allocate_batch(1).unwrap();
+        let t = Transfer {
+            op,
+            local: a_mem.addr() + local,
+            len: LEN as u64,
+            segment: seg,
+            remote_offset: b_mem.addr(),
+        };
+        a.submit(batch, &[t]).unwrap();
+        assert_eq!(wait_all(&a, batch), [TaskState::Completed]);
+        a.free_batch(batch).unwrap();
+    }
+    let mut got = vec![0u8; LEN];
+    a_mem.read_at(LEN, &mut got).unwrap();
+    assert!(got == data, "read back different bytes");
+    let s = assert_quiescent(&a, "initiator");
+    assert_quiescent(&b, "target");
+    assert_eq!(s.rail_slices_posted[1], 0, "{s:?}");
+    assert_eq!(s.rail_slices_posted[0], s.posts, "{s:?}");
+}
+
+#[test]
+fn engine_two_rails_carry_slices_and_release_every_charge() {
+    const TEST: &str = "engine_two_rails_carry_slices_and_release_every_charge";
+    let Some(devices) = two_devices_or_skip(TEST) else {
+        return;
+    };
+    let devices = &devices[..];
     let a = Engine::new(config(devices)).expect("initiator on two devices");
     let b = Engine::new(config(devices)).expect("target on two devices");
     assert_eq!(a.devices(), devices);
@@ -135,13 +195,14 @@ fn engine_two_rails_carry_slices_and_release_every_charge() {
     let seg = a.open_segment(b.listen_addr()).expect("open_segment");
     assert_eq!(a.segment_rails(seg).unwrap(), 2);
     say!(
-        "RAN {TEST} on {:?} ({:?}, {} workers/device, {} QPs/ep, slice {} B, CC {:?})",
+        "RAN {TEST} on {:?} ({:?}, {} workers/device, {} QPs/ep, slice {} B, CC {:?}, peer ledger {})",
         a.devices(),
         a.config().worker_model,
         a.config().workers,
         a.config().qps_per_endpoint,
         a.config().slice_size,
-        a.config().cc.mode
+        a.config().cc.mode,
+        a.config().rail.peer_accounting
     );
     // Unaligned lengths and offsets included: transfer i is LEN - 3*i bytes
     // at local offset 7*i.
