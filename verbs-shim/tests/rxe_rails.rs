@@ -13,9 +13,12 @@
 //! the `peer-feedback` feature) switches the RFC 4534 peer ledger on.
 
 use railyard_verbs::engine::{
-    CcMode, Engine, EngineConfig, EngineStats, Op, TaskState, Transfer, MAX_RAILS,
+    CcMode, DefaultClassifier, Engine, EngineConfig, EngineStats, GateDecision, Op, PostGate,
+    TaskState, TokenRecord, Transfer, MAX_RAILS,
 };
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 macro_rules! say {
@@ -276,4 +279,72 @@ fn engine_two_rails_carry_slices_and_release_every_charge() {
         s.gate.admitted,
         s.gate.released
     );
+}
+
+/// A gate that says `Avoid` for every request on device 1 (as a quarantine
+/// of that rail would) but still calls it usable, so the planner keeps
+/// sending runs there and the workers must move them.
+#[derive(Default)]
+struct AvoidDevice1 {
+    avoided: AtomicU64,
+}
+
+impl PostGate for AvoidDevice1 {
+    fn admit(&self, rec: &mut TokenRecord, _now_ns: u64) -> GateDecision {
+        if rec.device == 1 {
+            self.avoided.fetch_add(1, Ordering::Relaxed);
+            GateDecision::Avoid
+        } else {
+            GateDecision::Admit
+        }
+    }
+    fn release(&self, _rec: &TokenRecord, _wc: Option<u32>, _now_ns: u64) {}
+}
+
+/// `Avoid` on one rail moves the slice to the other rail (RFC 4162: "use
+/// the existing alternate rail"): everything completes on rail 0.
+#[test]
+fn engine_rails_avoided_rail_moves_slices_to_the_other() {
+    const TEST: &str = "engine_rails_avoided_rail_moves_slices_to_the_other";
+    let Some(devices) = two_devices_or_skip(TEST) else {
+        return;
+    };
+    let gate = Arc::new(AvoidDevice1::default());
+    let a = Engine::with_seams(config(&devices), gate.clone(), Arc::new(DefaultClassifier))
+        .expect("initiator on two devices");
+    let b = Engine::new(config(&devices)).expect("target on two devices");
+    const LEN: usize = 2 << 20;
+    let a_mem = a.alloc_memory(2 * LEN).unwrap();
+    let b_mem = b.alloc_memory(LEN).unwrap();
+    let seg = a.open_segment(b.listen_addr()).expect("open_segment");
+    assert_eq!(a.segment_rails(seg).unwrap(), 2);
+    say!("RAN {TEST} on {:?}", a.devices());
+    let data = pattern(9, LEN);
+    a_mem.write_at(0, &data).unwrap();
+    for (op, local) in [(Op::Write, 0u64), (Op::Read, LEN as u64)] {
+        let batch = a.allocate_batch(1).unwrap();
+        let t = Transfer {
+            op,
+            local: a_mem.addr() + local,
+            len: LEN as u64,
+            segment: seg,
+            remote_offset: b_mem.addr(),
+        };
+        a.submit(batch, &[t]).unwrap();
+        assert_eq!(wait_all(&a, batch), [TaskState::Completed]);
+        a.free_batch(batch).unwrap();
+    }
+    let mut got = vec![0u8; LEN];
+    a_mem.read_at(LEN, &mut got).unwrap();
+    assert!(got == data, "read back different bytes");
+    let s = assert_quiescent(&a, "initiator");
+    assert_quiescent(&b, "target");
+    assert!(
+        gate.avoided.load(Ordering::Relaxed) > 0,
+        "nothing was planned on rail 1"
+    );
+    assert!(s.rail_moves > 0 && s.avoids > 0, "{s:?}");
+    assert_eq!(s.rail_slices_posted[1], 0, "{s:?}");
+    assert_eq!(s.rail_slices_posted[0], s.posts, "{s:?}");
+    say!("{TEST}: avoids {}, slices moved {}", s.avoids, s.rail_moves);
 }

@@ -49,8 +49,10 @@ pub enum GateDecision {
     Admit,
     /// Not now (window full): re-queue the slice and try later. Nothing held.
     Defer,
-    /// The route is unhealthy: prefer another rail. With one rail the slice
-    /// is re-queued like `Defer` and counted separately. Nothing held.
+    /// The route is unhealthy: prefer another rail. The engine moves the
+    /// slice to another usable rail of its segment if there is one
+    /// (`EngineStats::rail_moves`); with one rail it is re-queued like
+    /// `Defer` and counted separately. Nothing held.
     Avoid,
 }
 

@@ -385,6 +385,9 @@ pub struct EngineStats {
     /// Rail releases the selector refused (NIC underflow, peer ledger
     /// errors); must stay zero.
     pub rail_accounting_errors: u64,
+    /// Slices moved to another rail of their segment: their rail's device
+    /// or route was quarantined (`Avoid`), or its endpoint was retired.
+    pub rail_moves: u64,
 }
 
 /// The engine's per-endpoint resource, held in the core `EndpointTable`
@@ -540,6 +543,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) backpressure: AtomicU64,
     pub(crate) unposted: AtomicU64,
     pub(crate) retries: AtomicU64,
+    /// Slices moved to another rail (`Shared::re_rail`).
+    pub(crate) rail_moves: AtomicU64,
     /// Poll rounds (the control epoch's poller heartbeat).
     pub(crate) polls: AtomicU64,
 }
@@ -729,6 +734,59 @@ impl Shared {
         let r = u32::from(dev) * self.cfg.max_endpoints + n;
         m.insert((dev, gid, lid), r);
         Ok(r)
+    }
+
+    /// Moves slice attempt `r` (held by the caller: in no queue) to another
+    /// rail of its segment, RFC 4162's "use the existing alternate rail":
+    /// the best-scoring rail on another device whose endpoint is active and
+    /// whose device and route the gate finds usable. Rewrites the slice's
+    /// rail (device, endpoint, shard, route; the QP index is kept) and
+    /// queues it there. False, changing nothing, if there is no such rail
+    /// (always with one device).
+    pub(crate) fn re_rail(&self, r: SliceRef) -> bool {
+        if self.devs.len() < 2 {
+            return false;
+        }
+        let m = &self.meta[r.index as usize];
+        let cur = m.dev.load(Ordering::Relaxed) as u16;
+        let seg = m.segment.load(Ordering::Relaxed);
+        let qp = m.qp.load(Ordering::Relaxed) as usize;
+        let bytes = m.len.load(Ordering::Relaxed);
+        let choice = {
+            let Ok(segs) = self.segments.read() else {
+                return false;
+            };
+            let Some(e) = segs.get(seg as usize) else {
+                return false;
+            };
+            e.rails
+                .iter()
+                .filter(|x| {
+                    x.dev != cur
+                        && matches!(self.endpoints.state(x.handle),
+                            Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+                        && self.gate.usable(x.dev, x.route)
+                })
+                .map(|x| {
+                    let score = self
+                        .rails
+                        .score_of(usize::from(x.dev), Some(seg), bytes, false);
+                    (score, x.dev, x.handle, x.shards.get(qp).copied(), x.route)
+                })
+                .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
+        };
+        let Some((_, dev, h, Some(shard), route)) = choice else {
+            return false;
+        };
+        m.dev.store(u32::from(dev), Ordering::Relaxed);
+        m.ep.store(
+            (u64::from(h.generation) << 32) | u64::from(h.slot),
+            Ordering::Relaxed,
+        );
+        m.shard.store(u32::from(shard), Ordering::Relaxed);
+        m.route.store(route, Ordering::Relaxed);
+        self.requeue(r);
+        true
     }
 
     /// Queues slice attempt `r` to the shard of its QP. Each open slice is
@@ -1078,6 +1136,7 @@ impl Shared {
             s.backpressure += l(&c.backpressure);
             s.unposted += l(&c.unposted);
             s.retries += l(&c.retries);
+            s.rail_moves += l(&c.rail_moves);
         }
         s
     }

@@ -233,6 +233,11 @@ fn post_round(
             GateDecision::Avoid => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
                 sh.note_if_current(r, || sh.gate.observe(&rec, Reason::PathQuarantined, now));
+                // Another rail if there is one; else wait for the cooldown.
+                if sh.re_rail(r) {
+                    c.rail_moves.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 sh.requeue(r);
                 handled -= 1;
                 break;
@@ -243,11 +248,11 @@ fn post_round(
         if let Ok(charge) = sh.rails.charge(rec.device, rec.peer, rec.bytes, now) {
             charge.record_into(&mut rec);
         }
+        // Owned by a token from the claim on: a deadline then finds it in
+        // flight (cleared if the claim or the chain refuses it).
+        m.posted.store(r.attempt, Ordering::Release);
         match owner.post(PostRequest { record: rec }) {
             Ok(wr_id) => {
-                // Owned by a token from here on: a deadline now finds it
-                // in flight (cleared again if the chain refuses it).
-                m.posted.store(r.attempt, Ordering::Release);
                 // `chain` was flushed above if full.
                 let _ = chain.push(Pending {
                     wr_id,
@@ -256,6 +261,7 @@ fn post_round(
                 });
             }
             Err(e) => {
+                m.posted.store(0, Ordering::Release);
                 sh.release_holds(&rec, None, now);
                 match e {
                     OwnerError::Token(_)
@@ -266,8 +272,13 @@ fn post_round(
                     }
                     // Timed out or canceled meanwhile: nothing to do.
                     OwnerError::Slice(_) => {}
-                    // Retired or reclaimed endpoint: no reconnect yet, and
-                    // no other rail: NO_USABLE_PATH.
+                    // Retired or reclaimed endpoint, another rail of the
+                    // segment alive: move there (rail failover, no
+                    // reconnect).
+                    OwnerError::Endpoint(_) if sh.re_rail(r) => {
+                        c.rail_moves.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // No reconnect yet, and no other rail: NO_USABLE_PATH.
                     OwnerError::Endpoint(_) => {
                         let sig =
                             railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
