@@ -675,14 +675,16 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
     // so attempts are in flight when the deadline passes. Under TCG a
     // starved poster may not have claimed a single token by then; that run
     // checks the queued-only row instead, and the test tries again (at
-    // most 3 times) until the in-flight row was seen.
+    // most 6 times) until the in-flight row was seen. (With a dedicated
+    // poller the single poster keeps few requests in flight on rxe, so a
+    // try without one happens.)
     const LEN: usize = 64 << 20;
     const TEST: &str = "engine_task_timeout_is_a_route_timeout_for_cc_and_evidence";
+    // Observe mode: the controller accounts and takes feedback but never
+    // defers, so the workers keep the QPs full (no window to wait for).
     let Some(p) = pair_with(TEST, LEN, LEN, |c| {
         c.transfer_timeout = Duration::from_millis(300);
-        if c.cc.mode == CcMode::Off {
-            c.cc.mode = CcMode::Observe;
-        }
+        c.cc.mode = CcMode::Observe;
     }) else {
         return;
     };
@@ -694,7 +696,7 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
         remote_offset: p.b_mem.addr(),
     };
     let mut in_flight_seen = false;
-    for attempt in 1..=3 {
+    for attempt in 1..=6 {
         let before = p.a.stats();
         let b = p.a.allocate_batch(1).unwrap();
         p.a.submit(b, &[t]).unwrap();
@@ -721,11 +723,13 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
             .unwrap_or_else(|| panic!("a timed-out task has evidence: {d:?} {:?}", p.a.stats()));
         say!(
             "{TEST}: attempt {attempt}: in flight at the deadline {in_flight}, anomaly {:?}, \
-             winner {:?}, route timeouts counted {} suppressed {}",
+             winner {:?}, route timeouts counted {} suppressed {} (posts {}, stale {})",
             d.state,
             w.reason,
             g.route_timeouts,
-            g.suppressed_timeouts
+            g.suppressed_timeouts,
+            p.a.stats().posts - before.posts,
+            p.a.stats().stale_completions - before.stale_completions,
         );
         use railyard_core::evidence::Reason;
         if in_flight {
@@ -744,11 +748,15 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
                 other => panic!("unexpected winning evidence {other:?}: {d:?}"),
             }
         } else {
-            // Nothing reached the NIC: no route timeout, UNKNOWN (never
-            // NORMAL) with POLLER_STALL evidence.
+            // Nothing held a token at the deadline: no route timeout. What
+            // held the slices stands (BYTE_WINDOW deferrals: CONGESTED);
+            // with no evidence at all, POLLER_STALL (UNKNOWN, never NORMAL).
             assert_eq!(timeouts(g), timeouts(before.gate), "{g:?}");
-            assert_eq!(w.reason, Reason::PollerStall, "{d:?}");
-            assert_eq!(d.state, AnomalyState::Unknown, "{d:?}");
+            match w.reason {
+                Reason::ByteWindow => assert_eq!(d.state, AnomalyState::Congested, "{d:?}"),
+                Reason::PollerStall => assert_eq!(d.state, AnomalyState::Unknown, "{d:?}"),
+                other => panic!("unexpected winning evidence {other:?}: {d:?}"),
+            }
         }
         p.a.free_batch(b).unwrap();
         assert_quiescent(&p.a, "initiator");
@@ -759,7 +767,7 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
     }
     assert!(
         in_flight_seen,
-        "no attempt was in flight at a deadline in 3 tries"
+        "no attempt was in flight at a deadline in 6 tries"
     );
     assert_quiescent(&p.b, "target");
 }

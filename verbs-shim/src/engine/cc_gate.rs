@@ -466,8 +466,15 @@ mod tests {
     #[cfg(feature = "adaptive-cc")]
     #[test]
     fn software_route_timeouts_are_counted_or_suppressed_per_epoch() {
+        for mode in [Mode::Enforce, Mode::Observe] {
+            software_route_timeouts_in(mode);
+        }
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    fn software_route_timeouts_in(mode: Mode) {
         let cfg = CcConfig {
-            mode: Mode::Enforce,
+            mode,
             ..CcConfig::default()
         };
         let g = CcGate::new(&cfg, 2).unwrap();

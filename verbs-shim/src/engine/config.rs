@@ -96,7 +96,8 @@ pub struct EngineConfig {
     pub worker_model: WorkerModel,
     /// Where the handshake listener binds (`:0` picks a free port).
     pub listen: SocketAddr,
-    /// Endpoint slots (initiated plus accepted connections).
+    /// Endpoint slots (initiated plus accepted connections; a segment
+    /// takes one per rail). Also the CC route domains per device.
     pub max_endpoints: u32,
     /// Slices that may exist at once (across all batches).
     pub max_slices: u32,
