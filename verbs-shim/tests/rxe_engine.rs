@@ -675,9 +675,11 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
     // so attempts are in flight when the deadline passes. Under TCG a
     // starved poster may not have claimed a single token by then; that run
     // checks the queued-only row instead, and the test tries again (at
-    // most 6 times) until the in-flight row was seen. (With a dedicated
-    // poller the single poster keeps few requests in flight on rxe, so a
-    // try without one happens.)
+    // most 6 times) until the in-flight row was seen. The shared worker
+    // model is used whatever the environment says: with a dedicated poller
+    // under TCG the single poster is often starved right up to the deadline
+    // (seen: 3 tries in 4 with nothing in flight), and the deadline path
+    // does not depend on the worker model.
     const LEN: usize = 64 << 20;
     const TEST: &str = "engine_task_timeout_is_a_route_timeout_for_cc_and_evidence";
     // Observe mode: the controller accounts and takes feedback but never
@@ -685,6 +687,7 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
     let Some(p) = pair_with(TEST, LEN, LEN, |c| {
         c.transfer_timeout = Duration::from_millis(300);
         c.cc.mode = CcMode::Observe;
+        c.worker_model = railyard_verbs::engine::WorkerModel::Shared;
     }) else {
         return;
     };
