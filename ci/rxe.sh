@@ -12,6 +12,10 @@
 #    harness and give a same-guest baseline.
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
 #    across them (target on node 1, initiator on node 0); RXE_CI_TWO=0 skips it.
+# 4b. Boots one guest with two rxe devices (--rxe-devs 2) and runs only the
+#    two-rail engine test (rxe_rails) with RAILYARD_REQUIRE_RAILS=1, once per
+#    worker model; RXE_CI_RAILS=0 skips it. (rxe_rails is left out of step 3:
+#    with one device it would print SKIP.)
 # 5. Fails if any test failed, any test printed SKIP, no device test ran, or
 #    the two-node run failed.
 #
@@ -67,6 +71,8 @@ run_one() { # label, binary, env...
 }
 for b in "$@"; do
   case "$(basename "$b")" in
+    # Needs two devices: run by the --rxe-devs 2 stage below.
+    rxe_rails-*) continue ;;
     # The engine tests run once per worker model (RFC 3136).
     rxe_engine-*)
       run_one "$(basename "$b") [shared workers, CC enforce]" "$b" MC_RDMA_DEDICATED_POLLER=0 MC_ADAPTIVE_CC_MODE=enforce
@@ -115,6 +121,27 @@ if [[ "${RXE_CI_TWO:-1}" == 1 ]]; then
     echo "rxe: FAIL: two-node rdma_pair" >&2; fail=1
   fi
   echo "rxe: two-guest run took $(( $(date +%s) - t ))s"
+fi
+if [[ "${RXE_CI_RAILS:-1}" == 1 ]]; then
+  # One guest, two rxe devices (rxe0, rxe1): the engine with two rails.
+  t=$(date +%s)
+  rails_bins=()
+  for b in "${bins[@]}"; do case "$(basename "$b")" in rxe_rails-*) rails_bins+=("$b") ;; esac; done
+  if [[ ${#rails_bins[@]} != 1 ]]; then
+    echo "rxe: FAIL: expected one rxe_rails test binary, got ${#rails_bins[@]}" >&2; fail=1
+  elif scripts/rxe-vm "${share[@]}" --rxe-devs 2 --timeout "$TIMEOUT" \
+       -e RAILYARD_REQUIRE_RDMA=1 -e RAILYARD_REQUIRE_RAILS=1 -e RUST_BACKTRACE=1 -e MC_ADAPTIVE_CC_MODE=enforce -- \
+       bash -c 'MC_RDMA_DEDICATED_POLLER=0 "$1" --test-threads=1 && MC_RDMA_DEDICATED_POLLER=1 "$1" --test-threads=1' _ "${rails_bins[0]}" \
+       2>&1 | tee "$CACHE/ci-rails.log"; then
+    for model in Shared DedicatedPoller; do
+      grep -q "RAN engine_two_rails_.*($model," "$CACHE/ci-rails.log" \
+        || { echo "rxe: FAIL: the two-rail test did not report RAN in the $model model" >&2; fail=1; }
+    done
+    if grep -q 'SKIP ' "$CACHE/ci-rails.log"; then echo "rxe: FAIL: two-rail test skipped" >&2; fail=1; fi
+  else
+    echo "rxe: FAIL: two-rail guest run" >&2; fail=1
+  fi
+  echo "rxe: two-rail guest run took $(( $(date +%s) - t ))s"
 fi
 if grep -q 'SKIP ' "$log"; then
   echo "rxe: FAIL: tests skipped inside the guest:" >&2; grep 'SKIP ' "$log" >&2; fail=1

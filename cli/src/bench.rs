@@ -237,7 +237,9 @@ mod verbs {
     fn engine(o: &Opts, listen: &str) -> Result<Engine, String> {
         let mut c = EngineConfig::from_env().map_err(|e| e.to_string())?;
         if let Some(d) = &o.device {
+            // `-d` wins over MC_RDMA_DEVICE(S), a device list included.
             c.device = Some(d.clone());
+            c.devices.clear();
         }
         if let Some(g) = o.gid_index {
             c.gid_index = g;

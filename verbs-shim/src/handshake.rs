@@ -1,5 +1,7 @@
-//! Out-of-band TCP handshake: each side sends its [`EndpointDescriptor`] and
-//! receives the peer's, framed as described in [`crate::wire`].
+//! Out-of-band TCP handshake: each side sends its descriptor and receives
+//! the peer's, framed as described in [`crate::wire`]: a [`PeerDescriptor`]
+//! (one NIC entry per device, what the engine exchanges) or, for a
+//! single-NIC peer, an [`EndpointDescriptor`] (a one-NIC frame).
 //!
 //! The initiator (the side that connects) sends first and then reads; the
 //! target (the side that accepts) reads first and then sends, so the exchange
@@ -25,7 +27,34 @@
 //! # Ok::<(), railyard_verbs::handshake::HandshakeError>(())
 //! ```
 
-use crate::wire::{self, DecodeError, EncodeError, EndpointDescriptor};
+use crate::wire::{self, DecodeError, EncodeError, EndpointDescriptor, PeerDescriptor};
+
+/// A descriptor the handshake can carry: [`EndpointDescriptor`] (one NIC)
+/// or [`PeerDescriptor`] (one entry per NIC).
+pub trait Descriptor: Sized {
+    /// The length-prefixed frame.
+    fn to_frame(&self) -> Result<Vec<u8>, EncodeError>;
+    /// Decodes a payload (after the length prefix).
+    fn from_payload(p: &[u8]) -> Result<Self, DecodeError>;
+}
+
+impl Descriptor for EndpointDescriptor {
+    fn to_frame(&self) -> Result<Vec<u8>, EncodeError> {
+        self.encode()
+    }
+    fn from_payload(p: &[u8]) -> Result<Self, DecodeError> {
+        Self::decode_payload(p)
+    }
+}
+
+impl Descriptor for PeerDescriptor {
+    fn to_frame(&self) -> Result<Vec<u8>, EncodeError> {
+        self.encode()
+    }
+    fn from_payload(p: &[u8]) -> Result<Self, DecodeError> {
+        Self::decode_payload(p)
+    }
+}
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
@@ -157,19 +186,19 @@ impl Handshake {
     }
 
     /// Sends `local`, then receives the target's descriptor.
-    pub fn exchange_as_initiator(
+    pub fn exchange_as_initiator<D: Descriptor>(
         mut self,
-        local: &EndpointDescriptor,
-    ) -> Result<(EndpointDescriptor, Self), HandshakeError> {
+        local: &D,
+    ) -> Result<(D, Self), HandshakeError> {
         let r = self.send(local).and_then(|()| self.recv());
         self.finish(r)
     }
 
     /// Receives the initiator's descriptor, then sends `local`.
-    pub fn exchange_as_target(
+    pub fn exchange_as_target<D: Descriptor>(
         mut self,
-        local: &EndpointDescriptor,
-    ) -> Result<(EndpointDescriptor, Self), HandshakeError> {
+        local: &D,
+    ) -> Result<(D, Self), HandshakeError> {
         let r = self.recv().and_then(|peer| self.send(local).map(|()| peer));
         self.finish(r)
     }
@@ -203,10 +232,7 @@ impl Handshake {
         &self.stream
     }
 
-    fn finish(
-        self,
-        r: Result<EndpointDescriptor, HandshakeError>,
-    ) -> Result<(EndpointDescriptor, Self), HandshakeError> {
+    fn finish<D>(self, r: Result<D, HandshakeError>) -> Result<(D, Self), HandshakeError> {
         match r {
             Ok(d) => Ok((d, self)),
             Err(e) => {
@@ -216,8 +242,8 @@ impl Handshake {
         }
     }
 
-    fn send(&mut self, d: &EndpointDescriptor) -> Result<(), HandshakeError> {
-        let frame = d.encode().map_err(HandshakeError::Encode)?;
+    fn send<D: Descriptor>(&mut self, d: &D) -> Result<(), HandshakeError> {
+        let frame = d.to_frame().map_err(HandshakeError::Encode)?;
         self.stream
             .write_all(&frame)
             .map_err(|e| io_err("sending the descriptor", e))?;
@@ -226,7 +252,7 @@ impl Handshake {
             .map_err(|e| io_err("sending the descriptor", e))
     }
 
-    fn recv(&mut self) -> Result<EndpointDescriptor, HandshakeError> {
+    fn recv<D: Descriptor>(&mut self) -> Result<D, HandshakeError> {
         let mut prefix = [0u8; 4];
         self.stream
             .read_exact(&mut prefix)
@@ -237,7 +263,7 @@ impl Handshake {
         self.stream
             .read_exact(&mut body)
             .map_err(|e| io_err("reading the descriptor", e))?;
-        EndpointDescriptor::decode_payload(&body).map_err(HandshakeError::Decode)
+        D::from_payload(&body).map_err(HandshakeError::Decode)
     }
 }
 
@@ -328,7 +354,7 @@ mod tests {
                 e,
                 HandshakeError::Decode(DecodeError::UnknownVersion {
                     got: 9,
-                    supported: 1
+                    supported: 2
                 })
             ),
             "{e}"

@@ -33,9 +33,10 @@ pub mod wire;
 
 pub use error::VerbsError;
 pub use verbs::{
-    devices, Access, AsyncEvent, CompletionQueue, Context, DeviceCaps, DeviceInfo, MemoryRegion,
-    Mtu, PortInfo, PostError, ProtectionDomain, QpCaps, QpConfig, QpState, QueuePair, RdmaOp,
-    RdmaWr, RemoteQp, WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE, WC_SUCCESS, WC_WR_FLUSH_ERR,
+    devices, Access, AsyncEvent, CompletionQueue, Context, CqId, DeviceCaps, DeviceInfo,
+    MemoryRegion, Mtu, PortInfo, PostError, ProtectionDomain, QpCaps, QpConfig, QpState, QueuePair,
+    RdmaOp, RdmaWr, RemoteQp, WorkCompletion, MAX_POST_BATCH, PORT_ACTIVE, WC_SUCCESS,
+    WC_WR_FLUSH_ERR,
 };
 pub use verbs::{
     EVENT_CQ_ERR, EVENT_DEVICE_FATAL, EVENT_GID_CHANGE, EVENT_PORT_ACTIVE, EVENT_PORT_ERR,

@@ -387,7 +387,15 @@ pub struct AsyncEvent {
     pub qp_num: Option<u32>,
     /// The port, for port-scope events (port error, GID change, ...).
     pub port_num: Option<u8>,
+    /// The CQ, for CQ-scope events (`IBV_EVENT_CQ_ERR`): compare with
+    /// [`CompletionQueue::id`] to find the QPs that use it.
+    pub cq: Option<CqId>,
 }
+
+/// The identity of a [`CompletionQueue`] (its `ibv_cq` address), as an
+/// async event names it. Only compared, never dereferenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CqId(pub usize);
 
 /// `IBV_EVENT_CQ_ERR`.
 pub const EVENT_CQ_ERR: u32 = 0;
@@ -497,6 +505,14 @@ impl Context {
         } else {
             None
         };
+        let cq = if event_type == EVENT_CQ_ERR {
+            // SAFETY: for CQ events the element is the affected CQ (only its
+            // address is kept, as an identity).
+            let cq = unsafe { (*p).element.cq };
+            (!cq.is_null()).then_some(CqId(cq as usize))
+        } else {
+            None
+        };
         let port_num = if event_has_port(event_type) {
             // SAFETY: for port events the element is the port number.
             u8::try_from(unsafe { (*p).element.port_num }).ok()
@@ -509,6 +525,7 @@ impl Context {
             event_type,
             qp_num,
             port_num,
+            cq,
         }))
     }
 }
@@ -812,6 +829,11 @@ pub struct CompletionQueue {
 }
 
 impl CompletionQueue {
+    /// This CQ's identity, as [`AsyncEvent::cq`] names it.
+    pub fn id(&self) -> CqId {
+        CqId(self.inner.cq.as_ptr() as usize)
+    }
+
     /// Polls up to `out.len()` completions; returns how many were written.
     /// Never blocks and never allocates.
     pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize, VerbsError> {

@@ -1,29 +1,43 @@
 //! Versioned endpoint descriptors and their wire encoding.
 //!
-//! Two peers exchange one [`EndpointDescriptor`] each over an out-of-band TCP
+//! Two peers exchange one [`PeerDescriptor`] each over an out-of-band TCP
 //! connection (see [`crate::handshake`]) before their RC QPs can be moved to
 //! RTR: each side needs the other's QP numbers, initial PSNs and GID, and the
 //! address, length and rkey of every memory segment it may target.
 //!
-//! # Frame layout (all integers little-endian)
+//! # Frame layout, version 2 (all integers little-endian)
+//!
+//! One frame carries one NIC entry per local device (rail) of the sender,
+//! so two multi-NIC engines can connect rail-matched pairs (local device
+//! `i` ↔ peer NIC `i`). Regions (address, length) are listed once; each NIC
+//! entry carries its own rkey per region (memory is registered on every
+//! device, so every device has its own keys).
 //!
 //! | bytes | field | notes |
 //! |---|---|---|
 //! | 4 | `frame_len` | length of everything after this field; at most [`MAX_FRAME_LEN`] |
 //! | 4 | `magic` | [`MAGIC`] (`b"RYHS"`) |
-//! | 2 | `version` | [`VERSION`]; any other value is [`DecodeError::UnknownVersion`] |
-//! | 2 | `flags` | reserved, must be 0 in version 1 |
-//! | 16 | `gid` | raw GID bytes, network order as `ibv_query_gid` returns them |
+//! | 2 | `version` | [`VERSION`] (2); any other value is [`DecodeError::UnknownVersion`] |
+//! | 2 | `flags` | reserved, must be 0 |
+//! | 2 | `n_nics` | 1..=[`MAX_NICS`] |
+//! | 2 | `n_segments` | 0..=[`MAX_SEGMENTS`] |
+//! | 16 × n_segments | region | `addr: u64`, `len: u64` (> 0, `addr + len` must not overflow) |
+//! | per NIC: 16 | `gid` | raw GID bytes, network order as `ibv_query_gid` returns them |
 //! | 2 | `lid` | 0 on RoCE |
 //! | 2 | `n_qps` | 1..=[`MAX_QPS`] |
-//! | 2 | `n_segments` | 0..=[`MAX_SEGMENTS`] |
 //! | 8 × n_qps | qp | `qpn: u32`, `psn: u32`, both < 2^24 |
-//! | 20 × n_segments | segment | `addr: u64`, `len: u64` (> 0, `addr + len` must not overflow), `rkey: u32` |
+//! | 4 × n_segments | rkey | this NIC's rkey of each region, in region order |
+//!
+//! Version 1 (one NIC, rkey inline with each segment) is no longer spoken:
+//! a version-1 peer gets [`DecodeError::UnknownVersion`] and the handshake
+//! drops the connection.
 //!
 //! The decoder is strict: the length prefix must match the payload exactly
 //! (no trailing bytes), and the length prefix is checked against
 //! [`MAX_FRAME_LEN`] *before* anything is allocated or read, so a hostile
-//! prefix cannot make the receiver allocate or wait for gigabytes.
+//! prefix cannot make the receiver allocate or wait for gigabytes. Counts
+//! are checked against their limits and against the bytes present before
+//! anything is allocated for them.
 //!
 //! A future layout change bumps [`VERSION`]; a receiver refuses versions it
 //! does not know with a typed error (and the handshake drops the connection)
@@ -34,20 +48,27 @@ use core::fmt;
 /// Frame magic, `b"RYHS"` read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RYHS");
 /// The only descriptor version this crate speaks.
-pub const VERSION: u16 = 1;
-/// Most QPs one endpoint descriptor may carry.
+pub const VERSION: u16 = 2;
+/// Most QPs one NIC entry may carry.
 pub const MAX_QPS: usize = 64;
-/// Most memory segments one endpoint descriptor may carry.
+/// Most memory segments (regions) one descriptor may carry.
 pub const MAX_SEGMENTS: usize = 1024;
+/// Most NIC entries (rails) one descriptor may carry.
+pub const MAX_NICS: usize = 8;
 /// Fixed part of the payload (after the length prefix).
-pub const HEADER_LEN: usize = 4 + 2 + 2 + 16 + 2 + 2 + 2;
+pub const HEADER_LEN: usize = 4 + 2 + 2 + 2 + 2;
+/// Encoded size of one region entry (address, length).
+pub const REGION_ENTRY_LEN: usize = 16;
+/// Fixed part of one NIC entry (GID, LID, QP count).
+pub const NIC_HEADER_LEN: usize = 16 + 2 + 2;
 /// Encoded size of one QP entry.
 pub const QP_ENTRY_LEN: usize = 8;
-/// Encoded size of one segment entry.
-pub const SEGMENT_ENTRY_LEN: usize = 20;
+/// Encoded size of one rkey.
+pub const RKEY_LEN: usize = 4;
 /// Largest payload a receiver accepts (the largest valid descriptor).
-pub const MAX_FRAME_LEN: usize =
-    HEADER_LEN + MAX_QPS * QP_ENTRY_LEN + MAX_SEGMENTS * SEGMENT_ENTRY_LEN;
+pub const MAX_FRAME_LEN: usize = HEADER_LEN
+    + MAX_SEGMENTS * REGION_ENTRY_LEN
+    + MAX_NICS * (NIC_HEADER_LEN + MAX_QPS * QP_ENTRY_LEN + MAX_SEGMENTS * RKEY_LEN);
 /// Largest PSN / QP number: both are 24-bit quantities in the BTH.
 pub const MAX_24BIT: u32 = (1 << 24) - 1;
 
@@ -61,14 +82,15 @@ pub struct QpEndpoint {
     pub psn: u32,
 }
 
-/// One registered memory region the peer may target with RDMA READ/WRITE.
+/// One registered memory region the peer may target with RDMA READ/WRITE,
+/// with the rkey of one NIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegmentDescriptor {
     /// Virtual address of the first byte (the MR's iova).
     pub addr: u64,
     /// Length in bytes, > 0.
     pub len: u64,
-    /// Remote key.
+    /// Remote key (of the NIC this descriptor belongs to).
     pub rkey: u32,
 }
 
@@ -84,7 +106,9 @@ impl SegmentDescriptor {
     }
 }
 
-/// Everything one side tells the other during the handshake.
+/// One NIC of a peer: what connecting to it needs.
+///
+/// On its own it encodes as a one-NIC frame (a single-device peer):
 ///
 /// ```
 /// use railyard_verbs::wire::{DecodeError, EndpointDescriptor, QpEndpoint, SegmentDescriptor};
@@ -96,12 +120,12 @@ impl SegmentDescriptor {
 /// };
 /// let frame = d.encode()?;
 /// assert_eq!(EndpointDescriptor::decode_frame(&frame), Ok(d));
-/// // A peer speaking a newer layout is refused, not misread.
+/// // A peer speaking another layout is refused, not misread.
 /// let mut newer = frame.clone();
-/// newer[8] = 2;
+/// newer[8] = 3;
 /// assert_eq!(
 ///     EndpointDescriptor::decode_frame(&newer),
-///     Err(DecodeError::UnknownVersion { got: 2, supported: 1 })
+///     Err(DecodeError::UnknownVersion { got: 3, supported: 2 })
 /// );
 /// # Ok::<(), railyard_verbs::wire::EncodeError>(())
 /// ```
@@ -114,8 +138,37 @@ pub struct EndpointDescriptor {
     /// The endpoint's RC QPs, in connection order: QP `i` here talks to QP `i`
     /// of the peer.
     pub qps: Vec<QpEndpoint>,
-    /// Memory the peer may target.
+    /// Memory the peer may target, with this NIC's rkeys.
     pub segments: Vec<SegmentDescriptor>,
+}
+
+/// Everything one side tells the other during the handshake: one NIC entry
+/// per device, in rail order. Every NIC lists the same regions (address and
+/// length), each with its own rkeys.
+///
+/// ```
+/// use railyard_verbs::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
+/// let nic = |g: u8, rkey: u32| EndpointDescriptor {
+///     gid: [g; 16],
+///     lid: 0,
+///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
+///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey }],
+/// };
+/// let d = PeerDescriptor { nics: vec![nic(1, 7), nic(2, 9)] };
+/// let frame = d.encode()?;
+/// assert_eq!(PeerDescriptor::decode_frame(&frame), Ok(d));
+/// # Ok::<(), railyard_verbs::wire::EncodeError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerDescriptor {
+    /// NIC `i` is the sender's device `i` (its rail `i`).
+    pub nics: Vec<EndpointDescriptor>,
+}
+
+impl From<EndpointDescriptor> for PeerDescriptor {
+    fn from(d: EndpointDescriptor) -> Self {
+        Self { nics: vec![d] }
+    }
 }
 
 /// Why a descriptor could not be encoded.
@@ -125,6 +178,14 @@ pub enum EncodeError {
     QpCount(usize),
     /// More than [`MAX_SEGMENTS`] segments.
     SegmentCount(usize),
+    /// No NIC entries, or more than [`MAX_NICS`] (or, for a single
+    /// [`EndpointDescriptor`], a frame with other than one NIC).
+    NicCount(usize),
+    /// NIC `nic` lists other regions (count, address or length) than NIC 0.
+    RegionMismatch {
+        /// Index of the NIC.
+        nic: usize,
+    },
     /// A QP number or PSN does not fit in 24 bits.
     Not24Bit {
         /// Which field.
@@ -145,6 +206,12 @@ impl fmt::Display for EncodeError {
             Self::QpCount(n) => write!(f, "descriptor has {n} QPs; must be 1..={MAX_QPS}"),
             Self::SegmentCount(n) => {
                 write!(f, "descriptor has {n} segments; at most {MAX_SEGMENTS}")
+            }
+            Self::NicCount(n) => {
+                write!(f, "descriptor has {n} NIC entries; must be 1..={MAX_NICS}")
+            }
+            Self::RegionMismatch { nic } => {
+                write!(f, "NIC entry {nic} lists other regions than NIC entry 0")
             }
             Self::Not24Bit { field, value } => {
                 write!(f, "{field} {value:#x} does not fit in 24 bits")
@@ -253,9 +320,13 @@ fn check(qps: &[QpEndpoint], segments: &[SegmentDescriptor]) -> Result<(), Encod
 }
 
 impl EndpointDescriptor {
-    /// Payload length (without the 4-byte length prefix) of the encoding.
+    /// Payload length (without the 4-byte length prefix) of its one-NIC frame.
     pub fn payload_len(&self) -> usize {
-        HEADER_LEN + self.qps.len() * QP_ENTRY_LEN + self.segments.len() * SEGMENT_ENTRY_LEN
+        HEADER_LEN
+            + self.segments.len() * REGION_ENTRY_LEN
+            + NIC_HEADER_LEN
+            + self.qps.len() * QP_ENTRY_LEN
+            + self.segments.len() * RKEY_LEN
     }
 
     /// Checks the field ranges the wire format requires.
@@ -263,32 +334,116 @@ impl EndpointDescriptor {
         check(&self.qps, &self.segments)
     }
 
-    /// Encodes the descriptor as one length-prefixed frame appended to `out`.
+    /// Encodes the descriptor as one length-prefixed one-NIC frame appended
+    /// to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        self.validate()?;
-        let payload = self.payload_len();
-        debug_assert!(payload <= MAX_FRAME_LEN);
-        out.reserve(4 + payload);
-        // Lossless: validate() bounds the payload by MAX_FRAME_LEN (< 2^32).
-        out.extend_from_slice(&(payload as u32).to_le_bytes());
-        out.extend_from_slice(&MAGIC.to_le_bytes());
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(&self.gid);
-        out.extend_from_slice(&self.lid.to_le_bytes());
-        // Lossless: counts are bounded by MAX_QPS / MAX_SEGMENTS (< 2^16).
-        out.extend_from_slice(&(self.qps.len() as u16).to_le_bytes());
-        out.extend_from_slice(&(self.segments.len() as u16).to_le_bytes());
-        for q in &self.qps {
+        encode_nics(std::slice::from_ref(self), out)
+    }
+
+    /// Encodes the descriptor as one length-prefixed one-NIC frame.
+    pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
+        let mut v = Vec::new();
+        self.encode_into(&mut v)?;
+        Ok(v)
+    }
+
+    /// Decodes one whole frame (length prefix included) that must carry
+    /// exactly one NIC entry.
+    pub fn decode_frame(frame: &[u8]) -> Result<Self, DecodeError> {
+        Self::single(PeerDescriptor::decode_frame(frame)?)
+    }
+
+    /// Decodes a payload (the bytes after the length prefix) that must
+    /// carry exactly one NIC entry.
+    pub fn decode_payload(p: &[u8]) -> Result<Self, DecodeError> {
+        Self::single(PeerDescriptor::decode_payload(p)?)
+    }
+
+    fn single(mut d: PeerDescriptor) -> Result<Self, DecodeError> {
+        if d.nics.len() != 1 {
+            return Err(DecodeError::Invalid(EncodeError::NicCount(d.nics.len())));
+        }
+        Ok(d.nics.remove(0))
+    }
+}
+
+fn validate_nics(nics: &[EndpointDescriptor]) -> Result<(), EncodeError> {
+    if nics.is_empty() || nics.len() > MAX_NICS {
+        return Err(EncodeError::NicCount(nics.len()));
+    }
+    let first = &nics[0].segments;
+    for (i, n) in nics.iter().enumerate() {
+        check(&n.qps, &n.segments)?;
+        if n.segments.len() != first.len()
+            || n.segments
+                .iter()
+                .zip(first)
+                .any(|(a, b)| (a.addr, a.len) != (b.addr, b.len))
+        {
+            return Err(EncodeError::RegionMismatch { nic: i });
+        }
+    }
+    Ok(())
+}
+
+fn payload_len_of(nics: &[EndpointDescriptor]) -> usize {
+    let nseg = nics.first().map_or(0, |n| n.segments.len());
+    HEADER_LEN
+        + nseg * REGION_ENTRY_LEN
+        + nics
+            .iter()
+            .map(|n| NIC_HEADER_LEN + n.qps.len() * QP_ENTRY_LEN + nseg * RKEY_LEN)
+            .sum::<usize>()
+}
+
+fn encode_nics(nics: &[EndpointDescriptor], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    validate_nics(nics)?;
+    let payload = payload_len_of(nics);
+    debug_assert!(payload <= MAX_FRAME_LEN);
+    let regions = &nics[0].segments;
+    out.reserve(4 + payload);
+    // Lossless: validation bounds the payload by MAX_FRAME_LEN (< 2^32).
+    out.extend_from_slice(&(payload as u32).to_le_bytes());
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    // Lossless: counts are bounded by MAX_NICS / MAX_SEGMENTS / MAX_QPS.
+    out.extend_from_slice(&(nics.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(regions.len() as u16).to_le_bytes());
+    for s in regions {
+        out.extend_from_slice(&s.addr.to_le_bytes());
+        out.extend_from_slice(&s.len.to_le_bytes());
+    }
+    for n in nics {
+        out.extend_from_slice(&n.gid);
+        out.extend_from_slice(&n.lid.to_le_bytes());
+        out.extend_from_slice(&(n.qps.len() as u16).to_le_bytes());
+        for q in &n.qps {
             out.extend_from_slice(&q.qpn.to_le_bytes());
             out.extend_from_slice(&q.psn.to_le_bytes());
         }
-        for s in &self.segments {
-            out.extend_from_slice(&s.addr.to_le_bytes());
-            out.extend_from_slice(&s.len.to_le_bytes());
+        for s in &n.segments {
             out.extend_from_slice(&s.rkey.to_le_bytes());
         }
-        Ok(())
+    }
+    Ok(())
+}
+
+impl PeerDescriptor {
+    /// Payload length (without the 4-byte length prefix) of the encoding.
+    pub fn payload_len(&self) -> usize {
+        payload_len_of(&self.nics)
+    }
+
+    /// Checks the field ranges and the cross-NIC rules the wire format
+    /// requires (1..=[`MAX_NICS`] NICs, all listing the same regions).
+    pub fn validate(&self) -> Result<(), EncodeError> {
+        validate_nics(&self.nics)
+    }
+
+    /// Encodes the descriptor as one length-prefixed frame appended to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        encode_nics(&self.nics, out)
     }
 
     /// Encodes the descriptor as one length-prefixed frame.
@@ -340,52 +495,74 @@ impl EndpointDescriptor {
         if flags != 0 {
             return Err(DecodeError::ReservedFlags(flags));
         }
-        let mut gid = [0u8; 16];
-        gid.copy_from_slice(r.take(16)?);
-        let lid = r.u16()?;
-        let n_qps = usize::from(r.u16()?);
+        let n_nics = usize::from(r.u16()?);
         let n_segments = usize::from(r.u16()?);
-        if n_qps == 0 || n_qps > MAX_QPS {
-            return Err(DecodeError::Invalid(EncodeError::QpCount(n_qps)));
+        if n_nics == 0 || n_nics > MAX_NICS {
+            return Err(DecodeError::Invalid(EncodeError::NicCount(n_nics)));
         }
         if n_segments > MAX_SEGMENTS {
             return Err(DecodeError::Invalid(EncodeError::SegmentCount(n_segments)));
         }
-        // Check the announced size before allocating for it.
-        let needed = HEADER_LEN + n_qps * QP_ENTRY_LEN + n_segments * SEGMENT_ENTRY_LEN;
-        if p.len() < needed {
+        // The smallest payload these counts allow (one QP per NIC), checked
+        // before allocating for them.
+        let least = HEADER_LEN
+            + n_segments * REGION_ENTRY_LEN
+            + n_nics * (NIC_HEADER_LEN + QP_ENTRY_LEN + n_segments * RKEY_LEN);
+        if p.len() < least {
             return Err(DecodeError::Truncated {
-                needed,
+                needed: least,
                 got: p.len(),
             });
         }
-        if p.len() > needed {
-            return Err(DecodeError::TrailingBytes {
-                extra: p.len() - needed,
-            });
-        }
-        let mut qps = Vec::with_capacity(n_qps);
-        for _ in 0..n_qps {
-            qps.push(QpEndpoint {
-                qpn: r.u32()?,
-                psn: r.u32()?,
-            });
-        }
-        let mut segments = Vec::with_capacity(n_segments);
+        let mut regions = Vec::with_capacity(n_segments);
         for _ in 0..n_segments {
-            segments.push(SegmentDescriptor {
-                addr: r.u64()?,
-                len: r.u64()?,
-                rkey: r.u32()?,
+            regions.push((r.u64()?, r.u64()?));
+        }
+        let mut nics = Vec::with_capacity(n_nics);
+        for _ in 0..n_nics {
+            let mut gid = [0u8; 16];
+            gid.copy_from_slice(r.take(16)?);
+            let lid = r.u16()?;
+            let n_qps = usize::from(r.u16()?);
+            if n_qps == 0 || n_qps > MAX_QPS {
+                return Err(DecodeError::Invalid(EncodeError::QpCount(n_qps)));
+            }
+            let need = r.pos + n_qps * QP_ENTRY_LEN + n_segments * RKEY_LEN;
+            if p.len() < need {
+                return Err(DecodeError::Truncated {
+                    needed: need,
+                    got: p.len(),
+                });
+            }
+            let mut qps = Vec::with_capacity(n_qps);
+            for _ in 0..n_qps {
+                qps.push(QpEndpoint {
+                    qpn: r.u32()?,
+                    psn: r.u32()?,
+                });
+            }
+            let mut segments = Vec::with_capacity(n_segments);
+            for &(addr, len) in &regions {
+                segments.push(SegmentDescriptor {
+                    addr,
+                    len,
+                    rkey: r.u32()?,
+                });
+            }
+            nics.push(EndpointDescriptor {
+                gid,
+                lid,
+                qps,
+                segments,
             });
         }
-        check(&qps, &segments).map_err(DecodeError::Invalid)?;
-        Ok(Self {
-            gid,
-            lid,
-            qps,
-            segments,
-        })
+        if r.pos < p.len() {
+            return Err(DecodeError::TrailingBytes {
+                extra: p.len() - r.pos,
+            });
+        }
+        validate_nics(&nics).map_err(DecodeError::Invalid)?;
+        Ok(Self { nics })
     }
 }
 
@@ -481,14 +658,18 @@ mod tests {
         assert_eq!(f.len(), 4 + d.payload_len());
         assert_eq!(&f[..4], &(d.payload_len() as u32).to_le_bytes());
         assert_eq!(&f[4..8], b"RYHS");
-        assert_eq!(&f[8..10], &[1, 0]); // version 1, little-endian
+        assert_eq!(&f[8..10], &[2, 0]); // version 2, little-endian
         assert_eq!(&f[10..12], &[0, 0]);
-        assert_eq!(&f[12..28], &d.gid);
-        // first QP's qpn right after the header
-        assert_eq!(
-            &f[4 + HEADER_LEN..4 + HEADER_LEN + 4],
-            &0x11u32.to_le_bytes()
-        );
+        assert_eq!(&f[12..14], &[1, 0]); // one NIC
+        assert_eq!(&f[14..16], &[1, 0]); // one region
+        assert_eq!(&f[16..24], &0x5625_e06a_c000u64.to_le_bytes());
+        // the NIC entry right after the regions: GID, LID, QP count, QPs
+        let nic = 4 + HEADER_LEN + REGION_ENTRY_LEN;
+        assert_eq!(&f[nic..nic + 16], &d.gid);
+        assert_eq!(&f[nic + 18..nic + 20], &[2, 0]);
+        assert_eq!(&f[nic + 20..nic + 24], &0x11u32.to_le_bytes());
+        // the rkeys close the NIC entry
+        assert_eq!(&f[f.len() - 4..], &0x26bu32.to_le_bytes());
         assert_eq!(EndpointDescriptor::decode_frame(&f).unwrap(), d);
     }
 
@@ -537,14 +718,14 @@ mod tests {
     fn unknown_version_bad_magic_flags_and_trailing() {
         let f = sample().encode().unwrap();
         let mut v = f.clone();
-        v[8..10].copy_from_slice(&2u16.to_le_bytes());
-        assert_eq!(
-            EndpointDescriptor::decode_frame(&v),
-            Err(DecodeError::UnknownVersion {
-                got: 2,
-                supported: 1
-            })
-        );
+        // Version 1 (the single-NIC layout) and future versions are refused.
+        for got in [1u16, 3] {
+            v[8..10].copy_from_slice(&got.to_le_bytes());
+            assert_eq!(
+                EndpointDescriptor::decode_frame(&v),
+                Err(DecodeError::UnknownVersion { got, supported: 2 })
+            );
+        }
         let mut m = f.clone();
         m[4] ^= 0xff;
         assert!(matches!(
@@ -585,7 +766,7 @@ mod tests {
         );
         // The decoder refuses the same value when a buggy peer sends it.
         let mut f = sample().encode().unwrap();
-        let at = 4 + HEADER_LEN + 4;
+        let at = 4 + HEADER_LEN + REGION_ENTRY_LEN + NIC_HEADER_LEN + 4;
         f[at..at + 4].copy_from_slice(&(1u32 << 24).to_le_bytes());
         assert!(matches!(
             EndpointDescriptor::decode_frame(&f),
@@ -610,7 +791,8 @@ mod tests {
 
         // Count fields larger than the limits are refused before allocation.
         let mut f = sample().encode().unwrap();
-        f[4 + 26..4 + 28].copy_from_slice(&u16::MAX.to_le_bytes());
+        let nqps = 4 + HEADER_LEN + REGION_ENTRY_LEN + 18;
+        f[nqps..nqps + 2].copy_from_slice(&u16::MAX.to_le_bytes());
         assert_eq!(
             EndpointDescriptor::decode_frame(&f),
             Err(DecodeError::Invalid(EncodeError::QpCount(
@@ -618,7 +800,20 @@ mod tests {
             )))
         );
         let mut f = sample().encode().unwrap();
-        f[4 + 28..4 + 30].copy_from_slice(&u16::MAX.to_le_bytes());
+        f[12..14].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Invalid(EncodeError::NicCount(
+                u16::MAX as usize
+            )))
+        );
+        f[12..14].copy_from_slice(&0u16.to_le_bytes());
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Invalid(EncodeError::NicCount(0)))
+        );
+        let mut f = sample().encode().unwrap();
+        f[14..16].copy_from_slice(&u16::MAX.to_le_bytes());
         assert_eq!(
             EndpointDescriptor::decode_frame(&f),
             Err(DecodeError::Invalid(EncodeError::SegmentCount(
@@ -627,7 +822,7 @@ mod tests {
         );
         // Counts within limits but larger than the payload: truncated, not a panic.
         let mut f = sample().encode().unwrap();
-        f[4 + 28..4 + 30].copy_from_slice(&5u16.to_le_bytes());
+        f[14..16].copy_from_slice(&5u16.to_le_bytes());
         assert!(matches!(
             EndpointDescriptor::decode_frame(&f),
             Err(DecodeError::Truncated { .. })
@@ -655,9 +850,60 @@ mod tests {
                 MAX_SEGMENTS
             ],
         };
-        let f = d.encode().unwrap();
+        let one = d.encode().unwrap();
+        assert_eq!(EndpointDescriptor::decode_frame(&one).unwrap(), d);
+        let all = PeerDescriptor {
+            nics: vec![d; MAX_NICS],
+        };
+        let f = all.encode().unwrap();
         assert_eq!(f.len(), 4 + MAX_FRAME_LEN);
-        assert_eq!(EndpointDescriptor::decode_frame(&f).unwrap(), d);
+        assert_eq!(PeerDescriptor::decode_frame(&f).unwrap(), all);
+        // One NIC too many is refused on both sides.
+        let mut over = all.clone();
+        over.nics.push(over.nics[0].clone());
+        assert_eq!(over.encode(), Err(EncodeError::NicCount(MAX_NICS + 1)));
+    }
+
+    #[test]
+    fn several_nics_carry_their_own_gid_qps_and_rkeys() {
+        let mut b = sample();
+        b.gid = [9; 16];
+        b.qps = vec![QpEndpoint { qpn: 0x99, psn: 3 }];
+        b.segments[0].rkey = 0x777;
+        let d = PeerDescriptor {
+            nics: vec![sample(), b.clone()],
+        };
+        let f = d.encode().unwrap();
+        assert_eq!(f.len(), 4 + d.payload_len());
+        let back = PeerDescriptor::decode_frame(&f).unwrap();
+        assert_eq!(back, d);
+        assert_eq!(back.nics[1].segments[0].rkey, 0x777);
+        assert_eq!(back.nics[1].segments[0].addr, sample().segments[0].addr);
+        // A single-NIC reader refuses a two-NIC frame with a typed error.
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::Invalid(EncodeError::NicCount(2)))
+        );
+        // NICs must list the same regions.
+        let mut bad = d.clone();
+        bad.nics[1].segments[0].len += 1;
+        assert_eq!(bad.encode(), Err(EncodeError::RegionMismatch { nic: 1 }));
+        let mut bad = d.clone();
+        bad.nics[1].segments.clear();
+        assert_eq!(bad.encode(), Err(EncodeError::RegionMismatch { nic: 1 }));
+        // Every truncation of a two-NIC frame is a typed error.
+        for cut in 0..f.len() {
+            assert!(matches!(
+                PeerDescriptor::decode_frame(&f[..cut]),
+                Err(DecodeError::Truncated { .. })
+            ));
+        }
+        let mut t = f.clone();
+        t.push(1);
+        assert_eq!(
+            PeerDescriptor::decode_frame(&t),
+            Err(DecodeError::TrailingBytes { extra: 1 })
+        );
     }
 
     #[test]
@@ -706,9 +952,30 @@ mod tests {
         }
 
         #[test]
+        fn prop_multi_nic_round_trip(d in arb_desc(), n in 1usize..=MAX_NICS, salt in any::<u32>()) {
+            // Every NIC lists the same regions with its own GID, QPs and rkeys.
+            let nics: Vec<EndpointDescriptor> = (0..n)
+                .map(|i| {
+                    let mut x = d.clone();
+                    x.gid[0] = i as u8;
+                    x.qps.truncate(1 + i % x.qps.len());
+                    for s in &mut x.segments {
+                        s.rkey ^= salt.wrapping_mul(i as u32 + 1);
+                    }
+                    x
+                })
+                .collect();
+            let p = PeerDescriptor { nics };
+            let f = p.encode().unwrap();
+            prop_assert_eq!(f.len(), 4 + p.payload_len());
+            prop_assert_eq!(PeerDescriptor::decode_frame(&f).unwrap(), p);
+        }
+
+        #[test]
         fn prop_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
             let _ = EndpointDescriptor::decode_frame(&bytes);
             let _ = EndpointDescriptor::decode_payload(&bytes);
+            let _ = PeerDescriptor::decode_frame(&bytes);
         }
 
         #[test]

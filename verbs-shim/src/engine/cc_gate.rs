@@ -54,18 +54,25 @@ pub struct GateStats {
     pub release_errors: u64,
     /// Control epochs run.
     pub epochs: u64,
+    /// Software route timeouts (task deadlines) the control epochs counted
+    /// as route hard errors (RFC 4162: poller progressing).
+    pub route_timeouts: u64,
+    /// Software route timeouts suppressed because the poller stalled.
+    pub suppressed_timeouts: u64,
 }
 
 /// The congestion-controller post gate (RFC 4162).
 pub struct CcGate {
     ctl: Controller,
     monitor: Mutex<Monitor>,
-    device: u16,
+    routes_per_device: u32,
     admitted: Padded,
     released: Padded,
     acquire_errors: AtomicU64,
     release_errors: AtomicU64,
     epochs: AtomicU64,
+    route_timeouts: AtomicU64,
+    suppressed_timeouts: AtomicU64,
 }
 
 impl std::fmt::Debug for CcGate {
@@ -82,28 +89,65 @@ impl CcGate {
     /// A gate for one local device (index 0) and `routes` route domains
     /// bound to it. An invalid `cfg` is an error.
     pub fn new(cfg: &CcConfig, routes: u32) -> Result<Self, ConfigError> {
-        let (ctl, monitor) = Controller::new(cfg, 1, &vec![0u16; routes as usize])?;
-        Ok(Self::from_parts(ctl, monitor))
+        Self::with_devices(cfg, 1, routes)
+    }
+
+    /// A gate for `devices` local devices with `routes_per_device` route
+    /// domains each: route `r` is bound to device `r / routes_per_device`
+    /// (see [`route_index`](Self::route_index)). An invalid `cfg` is an error.
+    pub fn with_devices(
+        cfg: &CcConfig,
+        devices: u16,
+        routes_per_device: u32,
+    ) -> Result<Self, ConfigError> {
+        let (ctl, monitor) =
+            Controller::new(cfg, devices, &Self::topology(devices, routes_per_device))?;
+        Ok(Self::from_parts(ctl, monitor, routes_per_device))
+    }
+
+    /// Like [`with_devices`](Self::with_devices), but an invalid `cfg`
+    /// leaves the controller off and hands the error back.
+    pub fn new_or_off_devices(
+        cfg: &CcConfig,
+        devices: u16,
+        routes_per_device: u32,
+    ) -> (Self, Option<ConfigError>) {
+        let (ctl, monitor, err) =
+            Controller::new_or_off(cfg, devices, &Self::topology(devices, routes_per_device));
+        (Self::from_parts(ctl, monitor, routes_per_device), err)
+    }
+
+    fn topology(devices: u16, routes_per_device: u32) -> Vec<u16> {
+        (0..devices)
+            .flat_map(|d| std::iter::repeat(d).take(routes_per_device as usize))
+            .collect()
+    }
+
+    /// The route index of the `k`-th route domain of `device` (routes are
+    /// allocated in per-device blocks).
+    pub fn route_index(&self, device: u16, k: u32) -> u32 {
+        u32::from(device) * self.routes_per_device + k
     }
 
     /// Like [`new`](Self::new), but an invalid `cfg` leaves the controller
     /// off (RFC 4162: never partially defaulted) and hands the error back
     /// so the caller can surface it ([`Controller::new_or_off`]).
     pub fn new_or_off(cfg: &CcConfig, routes: u32) -> (Self, Option<ConfigError>) {
-        let (ctl, monitor, err) = Controller::new_or_off(cfg, 1, &vec![0u16; routes as usize]);
-        (Self::from_parts(ctl, monitor), err)
+        Self::new_or_off_devices(cfg, 1, routes)
     }
 
-    fn from_parts(ctl: Controller, monitor: Monitor) -> Self {
+    fn from_parts(ctl: Controller, monitor: Monitor, routes_per_device: u32) -> Self {
         Self {
             ctl,
             monitor: Mutex::new(monitor),
-            device: 0,
+            routes_per_device,
             admitted: Padded::default(),
             released: Padded::default(),
             acquire_errors: AtomicU64::new(0),
             release_errors: AtomicU64::new(0),
             epochs: AtomicU64::new(0),
+            route_timeouts: AtomicU64::new(0),
+            suppressed_timeouts: AtomicU64::new(0),
         }
     }
 
@@ -131,7 +175,8 @@ impl CcGate {
 impl PostGate for CcGate {
     #[inline]
     fn admit(&self, rec: &mut TokenRecord, now_ns: u64) -> GateDecision {
-        rec.device = self.device;
+        // `rec.device` is the rail the engine picked; `rec.route` is a
+        // route domain of that device.
         match self
             .ctl
             .try_acquire(rec.device, rec.route, rec.bytes, now_ns)
@@ -177,8 +222,12 @@ impl PostGate for CcGate {
 
     fn on_epoch(&self, now_ns: u64, poller: PollerStatus) {
         if let Ok(mut m) = self.monitor.lock() {
-            m.on_epoch(&self.ctl, now_ns, poller);
+            let r = m.on_epoch(&self.ctl, now_ns, poller);
             self.epochs.fetch_add(1, Ordering::Relaxed);
+            self.route_timeouts
+                .fetch_add(r.counted_timeouts, Ordering::Relaxed);
+            self.suppressed_timeouts
+                .fetch_add(r.suppressed_timeouts, Ordering::Relaxed);
         }
     }
 
@@ -192,16 +241,29 @@ impl PostGate for CcGate {
                     let _ = self.ctl.route_feedback(r, g, effect);
                 }
             }
-            None if effect == Effect::Quarantine => {
-                let _ = self.ctl.quarantine_device(self.device);
-            }
-            None => {}
+            None => self.device_feedback(0, effect),
         }
+    }
+
+    fn device_feedback(&self, device: u16, effect: Effect) {
+        if effect == Effect::Quarantine {
+            let _ = self.ctl.quarantine_device(device);
+        }
+    }
+
+    fn usable(&self, device: u16, route: u32) -> bool {
+        if !self.enabled() {
+            return true;
+        }
+        let q = |s: Option<railyard_core::cc::DomainSnapshot>| {
+            s.is_some_and(|s| s.health == railyard_core::cc::Health::Quarantined)
+        };
+        !q(self.ctl.device_snapshot(device)) && !q(self.ctl.route_snapshot(route))
     }
 
     fn observe(&self, rec: &TokenRecord, reason: Reason, now_ns: u64) -> Observation {
         let path = PathId {
-            device: self.device,
+            device: rec.device,
             route: rec.route,
         };
         // GateDecision does not say which domain refused; the route is the
@@ -230,6 +292,8 @@ impl PostGate for CcGate {
             acquire_errors: self.acquire_errors.load(Ordering::Relaxed),
             release_errors: self.release_errors.load(Ordering::Relaxed),
             epochs: self.epochs.load(Ordering::Relaxed),
+            route_timeouts: self.route_timeouts.load(Ordering::Relaxed),
+            suppressed_timeouts: self.suppressed_timeouts.load(Ordering::Relaxed),
         }
     }
 }
@@ -369,6 +433,61 @@ mod tests {
         g.release(&r, Some(wc::SUCCESS), 2);
         let s = g.stats();
         assert_eq!((s.admitted, s.released, s.release_errors), (1, 1, 0));
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn devices_own_route_blocks_and_quarantine_separately() {
+        let cfg = CcConfig {
+            mode: Mode::Enforce,
+            ..CcConfig::default()
+        };
+        let g = CcGate::with_devices(&cfg, 2, 4).unwrap();
+        assert_eq!(g.controller().routes(), 8);
+        assert_eq!((g.route_index(0, 3), g.route_index(1, 0)), (3, 4));
+        let mut r1 = rec(g.route_index(1, 0), 4096, 1);
+        r1.device = 1;
+        assert_eq!(g.admit(&mut r1, 1), GateDecision::Admit);
+        assert_eq!(r1.device, 1);
+        assert_eq!(g.controller().device_snapshot(1).unwrap().in_flight, 4096);
+        g.release(&r1, Some(wc::SUCCESS), 2);
+        // Quarantining device 1 avoids it and leaves device 0 alone.
+        g.device_feedback(1, Effect::Quarantine);
+        let mut r1 = rec(g.route_index(1, 0), 4096, 2);
+        r1.device = 1;
+        assert_eq!(g.admit(&mut r1, 3), GateDecision::Avoid);
+        let mut r0 = rec(g.route_index(0, 0), 4096, 3);
+        assert_eq!(g.admit(&mut r0, 3), GateDecision::Admit);
+        g.release(&r0, Some(wc::SUCCESS), 4);
+        assert!(g.usable(0, 0) && !g.usable(1, 4));
+        assert_eq!(g.stats().in_flight_bytes, 0);
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn software_route_timeouts_are_counted_or_suppressed_per_epoch() {
+        for mode in [Mode::Enforce, Mode::Observe] {
+            software_route_timeouts_in(mode);
+        }
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    fn software_route_timeouts_in(mode: Mode) {
+        let cfg = CcConfig {
+            mode,
+            ..CcConfig::default()
+        };
+        let g = CcGate::new(&cfg, 2).unwrap();
+        g.event_feedback(Some(1), Effect::Timeout);
+        g.on_epoch(1_000_000, PollerStatus::Progressing);
+        let s = g.stats();
+        assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 0));
+        assert_eq!(g.controller().route_snapshot(1).unwrap().errors, 1);
+        assert_eq!(g.controller().route_snapshot(0).unwrap().errors, 0);
+        g.event_feedback(Some(1), Effect::Timeout);
+        g.on_epoch(2_000_000, PollerStatus::Stalled);
+        let s = g.stats();
+        assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 1));
     }
 
     #[test]

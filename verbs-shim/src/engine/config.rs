@@ -8,7 +8,8 @@
 //! | `MC_WORKERS_PER_CTX` | [`EngineConfig::workers`] | 2 | 1 ..= 64 (≥ 2 with a dedicated poller) |
 //! | `MC_RDMA_DEDICATED_POLLER` | [`EngineConfig::worker_model`] | `0` (shared) | `0`/`1`/`false`/`true` |
 //! | `MC_GID_INDEX` | [`EngineConfig::gid_index`] | 1 | 0 ..= 255 |
-//! | `MC_RDMA_DEVICE` | [`EngineConfig::device`] | first device | a device name |
+//! | `MC_RDMA_DEVICE` | [`EngineConfig::device`] / [`EngineConfig::devices`] | first device | a device name, or a comma-separated list of 2..=8 distinct names (the rails, in rail order) |
+//! | `MC_RDMA_DEVICES` | [`EngineConfig::devices`] | unset | a comma-separated list of 1..=8 distinct names; set together with `MC_RDMA_DEVICE` the two must agree |
 //! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 1000 | 0 (busy-poll) ..= 1000000 |
 //! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
 //!
@@ -24,6 +25,33 @@
 //! [`Engine::cc_config_error`](super::Engine::cc_config_error) surfaces why.
 
 use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
+use railyard_core::rail::RailConfig;
+
+/// Most devices (rails) one engine drives (the handshake's NIC limit).
+pub const MAX_RAILS: usize = crate::wire::MAX_NICS;
+
+/// Parses a comma-separated device list for `var`: non-empty names,
+/// distinct, at most [`MAX_RAILS`].
+fn device_list(var: &'static str, raw: &str) -> Result<Vec<String>, ConfigError> {
+    let err = |expected| ConfigError {
+        var,
+        value: raw.to_owned(),
+        expected,
+    };
+    let names: Vec<String> = raw.split(',').map(|n| n.trim().to_owned()).collect();
+    if names.iter().any(|n| n.is_empty()) {
+        return Err(err("comma-separated device names, none empty"));
+    }
+    if names.len() > MAX_RAILS {
+        return Err(err("at most 8 devices"));
+    }
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(err("distinct device names (each device is one rail)"));
+        }
+    }
+    Ok(names)
+}
 use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -41,8 +69,17 @@ pub enum WorkerModel {
 /// Everything [`Engine::new`](super::Engine::new) needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
-    /// RDMA device name; `None` opens the first device.
+    /// RDMA device name; `None` opens the first device. Used when
+    /// [`devices`](Self::devices) is empty.
     pub device: Option<String>,
+    /// The rails: device names in rail order (local device `i` is rail
+    /// `i`). Empty (the default) = the one device of
+    /// [`device`](Self::device). See [`EngineConfig::device_names`].
+    pub devices: Vec<String>,
+    /// Rail selection (RFC 4534, `railyard_core::rail`): the selector's
+    /// constants and the opt-in peer ledger. Used with any number of
+    /// devices (one device: every slice picks rail 0).
+    pub rail: RailConfig,
     /// Port number (from 1).
     pub port: u8,
     /// GID index (1 = the IPv4-mapped RoCE v2 GID on rxe and most RoCE NICs).
@@ -59,7 +96,8 @@ pub struct EngineConfig {
     pub worker_model: WorkerModel,
     /// Where the handshake listener binds (`:0` picks a free port).
     pub listen: SocketAddr,
-    /// Endpoint slots (initiated plus accepted connections).
+    /// Endpoint slots (initiated plus accepted connections; a segment
+    /// takes one per rail). Also the CC route domains per device.
     pub max_endpoints: u32,
     /// Slices that may exist at once (across all batches).
     pub max_slices: u32,
@@ -95,6 +133,8 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             device: None,
+            devices: Vec::new(),
+            rail: RailConfig::default(),
             port: 1,
             gid_index: 1,
             slice_size: 65536,
@@ -220,7 +260,29 @@ impl EngineConfig {
             c.inflight_nap = (us > 0).then(|| Duration::from_micros(us));
         }
         if let Some(v) = var("MC_RDMA_DEVICE") {
-            c.device = Some(v.trim().to_owned());
+            let names = device_list("MC_RDMA_DEVICE", &v)?;
+            if names.len() == 1 {
+                c.device = names.into_iter().next();
+            } else {
+                c.devices = names;
+            }
+        }
+        if let Some(v) = var("MC_RDMA_DEVICES") {
+            let names = device_list("MC_RDMA_DEVICES", &v)?;
+            let agrees = match (&c.device, c.devices.is_empty()) {
+                (None, true) => true,
+                (Some(d), true) => names.len() == 1 && &names[0] == d,
+                (_, false) => c.devices == names,
+            };
+            if !agrees {
+                return Err(ConfigError {
+                    var: "MC_RDMA_DEVICES",
+                    value: v,
+                    expected: "the same devices as MC_RDMA_DEVICE (or leave one of them unset)",
+                });
+            }
+            c.device = None;
+            c.devices = names;
         }
         c.cc = CcConfig::from_lookup(&var).map_err(|e| cc_error(e, &var))?;
         c.validate()?;
@@ -285,7 +347,36 @@ impl EngineConfig {
         if self.port == 0 {
             return bad("port", "0".into(), "a port number from 1");
         }
+        if !self.devices.is_empty() {
+            device_list("devices", &self.devices.join(","))?;
+        }
+        let specs = vec![railyard_core::rail::DeviceSpec::new(1); self.rails()];
+        if let Err(e) = self.rail.validate(&specs) {
+            return bad(
+                "rail",
+                e.to_string(),
+                "a valid railyard_core::rail::RailConfig",
+            );
+        }
         Ok(())
+    }
+}
+
+impl EngineConfig {
+    /// The devices to open, in rail order: [`devices`](Self::devices) if
+    /// set, else [`device`](Self::device) alone; `[None]` = the first
+    /// device found.
+    pub fn device_names(&self) -> Vec<Option<&str>> {
+        if self.devices.is_empty() {
+            vec![self.device.as_deref()]
+        } else {
+            self.devices.iter().map(|d| Some(d.as_str())).collect()
+        }
+    }
+
+    /// Number of rails (devices) this configuration opens.
+    pub fn rails(&self) -> usize {
+        self.devices.len().max(1)
     }
 }
 
@@ -387,12 +478,49 @@ mod tests {
             ("MC_GID_INDEX", "256"),
             ("MC_RDMA_INFLIGHT_NAP_US", "-5"),
             ("MC_RDMA_IDLE_PARK_US", "1000001"),
+            ("MC_RDMA_DEVICE", "rxe0,"),
+            ("MC_RDMA_DEVICE", "rxe0,rxe0"),
+            ("MC_RDMA_DEVICE", "a,b,c,d,e,f,g,h,i"),
+            ("MC_RDMA_DEVICES", "rxe0,,rxe1"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert_eq!(e.var, k, "{k}={v}");
             assert_eq!(e.value, v);
             assert!(e.to_string().contains(k), "{e}");
         }
+    }
+
+    #[test]
+    fn device_lists_are_the_rails() {
+        let c = cfg(&[("MC_RDMA_DEVICE", "rxe0, rxe1")]).unwrap();
+        assert_eq!(c.devices, ["rxe0", "rxe1"]);
+        assert_eq!(c.device_names(), [Some("rxe0"), Some("rxe1")]);
+        assert_eq!(c.rails(), 2);
+        let c = cfg(&[("MC_RDMA_DEVICES", "mlx5_0,mlx5_1,mlx5_2")]).unwrap();
+        assert_eq!(c.rails(), 3);
+        assert_eq!(c.device, None);
+        // One name: the single-device configuration of before.
+        let c = cfg(&[("MC_RDMA_DEVICE", "mlx5_0")]).unwrap();
+        assert_eq!((c.device.as_deref(), c.rails()), (Some("mlx5_0"), 1));
+        assert_eq!(cfg(&[]).unwrap().device_names(), [None]);
+        // Both variables: they must agree.
+        assert!(cfg(&[("MC_RDMA_DEVICE", "a,b"), ("MC_RDMA_DEVICES", "a,b")]).is_ok());
+        let e = cfg(&[("MC_RDMA_DEVICE", "a"), ("MC_RDMA_DEVICES", "a,b")]).unwrap_err();
+        assert_eq!(e.var, "MC_RDMA_DEVICES");
+        // Set in code: checked by validate.
+        let c = EngineConfig {
+            devices: vec!["x".into(), "x".into()],
+            ..EngineConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().var, "devices");
+        let c = EngineConfig {
+            rail: RailConfig {
+                probe_interval: 3,
+                ..RailConfig::default()
+            },
+            ..EngineConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().var, "rail");
     }
 
     #[test]

@@ -49,8 +49,10 @@ pub enum GateDecision {
     Admit,
     /// Not now (window full): re-queue the slice and try later. Nothing held.
     Defer,
-    /// The route is unhealthy: prefer another rail. With one rail the slice
-    /// is re-queued like `Defer` and counted separately. Nothing held.
+    /// The route is unhealthy: prefer another rail. The engine moves the
+    /// slice to another usable rail of its segment if there is one
+    /// (`EngineStats::rail_moves`); with one rail it is re-queued like
+    /// `Defer` and counted separately. Nothing held.
     Avoid,
 }
 
@@ -77,6 +79,22 @@ pub trait PostGate: Send + Sync {
     /// effect at route scope (`Some(route)`: QP / route events) or at
     /// device scope (`None`: port / device events).
     fn event_feedback(&self, _route: Option<u32>, _effect: Effect) {}
+
+    /// Device-scope feedback (port / device events) for local device
+    /// `device` (rail). The default forwards to
+    /// [`event_feedback`](Self::event_feedback)`(None, ..)` for device 0.
+    fn device_feedback(&self, device: u16, effect: Effect) {
+        if device == 0 {
+            self.event_feedback(None, effect);
+        }
+    }
+
+    /// Whether new work may be steered to `device` × `route` (rail
+    /// selection avoids a quarantined device or route, RFC 4162 `kAvoid`).
+    /// Slow path: read once per transfer at submit, never per WR.
+    fn usable(&self, _device: u16, _route: u32) -> bool {
+        true
+    }
 
     /// Task evidence for a non-admission or an error of the request in
     /// `rec` (path, and whatever the gate can observe: window, in-flight
@@ -163,8 +181,8 @@ pub trait Classifier: Send + Sync {
 ///
 /// **Async events** retire at the classified scope, through the one retire
 /// API: QP / WQ / SRQ / route scope → the QP's endpoint; CQ, port and device
-/// scope → every endpoint of the context (the shim's `AsyncEvent` does not
-/// carry the CQ, so CQ scope cannot be narrowed to the CQ's QPs yet);
+/// scope → `RetireAll`, which the engine narrows (per device; a CQ event,
+/// which carries the CQ, to the endpoints with a QP on that CQ);
 /// `GID_CHANGE` → every endpoint (the existing lifecycle refreshes the
 /// addresses; no controller effect); other non-failure and unknown events →
 /// nothing.

@@ -42,14 +42,42 @@
 //!   control epoch every tick; [`DefaultClassifier`] is `core::classify`.
 //!   Route domains: one per (local device, remote NIC), see [`CcGate`].
 //!
+//! * **Rails** (several devices, RFC 4534): `MC_RDMA_DEVICE=rxe0,rxe1`
+//!   (or [`EngineConfig::devices`]) opens every device with its own
+//!   context, PD, CQs and worker shards (`MC_WORKERS_PER_CTX` workers per
+//!   device). Memory is registered on every device (per-device lkey/rkey);
+//!   the handshake descriptor carries one NIC entry per device
+//!   ([`PeerDescriptor`], wire version 2), and `open_segment` connects
+//!   local device `i` to the peer's NIC `i` for `i < min(ours, theirs)`,
+//!   one endpoint per rail. `submit` plans each transfer's runs of
+//!   [`SLICES_PER_QP_RUN`] slices over the segment's active rails with
+//!   `core::rail::Selector::plan` (`plan_rails`: inverse scores; a
+//!   device or route the controller quarantined is avoided); a worker
+//!   charges the slice's actual bytes to its device right after the gate
+//!   admits it and records the charge in the `TokenRecord`
+//!   (`HOLDS_RAIL_CHARGE`, plus `HOLDS_RAIL_PEER_CHARGE` with the peer
+//!   ledger on); it is released exactly once with the permit, wherever the
+//!   token ends (completion of any status, flush, `bad_wr` tail, refused
+//!   post; canceled or timed-out attempts release when their completion
+//!   arrives). [`EngineStats`] has slices posted and charged bytes per rail.
+//!   With one device everything behaves as before (one rail, no planning).
+//! * **Deadlines** (`TIMEOUT`) are RFC 4162 software route timeouts: fed
+//!   to the controller and recorded as task evidence (see
+//!   `Shared::expire_tasks`).
+//! * **Async events** are read per device and land at their classified
+//!   scope (`worker::event_targets`): QP → its endpoint and route; CQ →
+//!   only the endpoints with a QP on that CQ, with fatal feedback to their
+//!   routes; port / device → that device's endpoints and device domain.
+//!
 //! Not done yet: reconnect/failover after an endpoint is retired (retries
-//! on a retired endpoint fail the slice), several devices/rails (#5),
-//! receiver credits (#4). For CC: task deadlines (`TIMEOUT`) are not yet
-//! fed to the controller as software route timeouts nor recorded as task
-//! evidence; CQ-scope async events cannot be narrowed to the CQ's QPs (the
-//! event does not carry the CQ) and give no controller feedback; route
-//! generations are not advanced when a peer NIC's endpoint is replaced
-//! (no reconnect yet).
+//! on a retired endpoint fail the slice, and a retry stays on its rail;
+//! route generations are not advanced when a peer NIC's endpoint is
+//! replaced), receiver credits (#4). Rails start with equal nominal rates
+//! ([`NOMINAL_RAIL_BPS`]; the port's link rate is not queried) and the
+//! completion EWMA learns the rest. The peer ledger (RFC 4534 V0–V3) needs
+//! `railyard-core`'s `peer-feedback` feature, which `railyard-verbs` does
+//! not enable by default (`EngineConfig::rail.peer_accounting` is refused
+//! without it).
 
 mod cc_gate;
 mod config;
@@ -57,18 +85,20 @@ mod gate;
 mod worker;
 
 pub use cc_gate::CcGate;
-pub use config::{slice_count, ConfigError, EngineConfig, WorkerModel};
+pub use config::{slice_count, ConfigError, EngineConfig, WorkerModel, MAX_RAILS};
 pub use gate::{
     Classifier, DefaultClassifier, EventAction, GateDecision, GateStats, OpenGate, PostGate,
     WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
 };
 pub use railyard_core::cc::{CcConfig, Mode as CcMode};
 pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
-use railyard_core::evidence::{Observation, TaskEvidence};
+use railyard_core::evidence::{Observation, Observed, TaskEvidence};
+pub use railyard_core::rail::RailConfig;
+use railyard_core::rail::{DeviceSpec, Selector};
 pub use railyard_core::token::TokenRecord;
 
 use crate::handshake::{Handshake, HandshakeError};
-use crate::wire::{EndpointDescriptor, QpEndpoint, SegmentDescriptor};
+use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
 use crate::{
     Access, CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpCaps, QpConfig,
     QueuePair, RemoteQp, VerbsError,
@@ -89,6 +119,9 @@ use std::time::{Duration, Instant};
 
 /// Most memory regions one engine registers.
 pub const MAX_MEMORY_REGIONS: usize = 256;
+/// Nominal link rate every rail starts with in the selector (bytes/s,
+/// 100 Gb/s); completions then teach it each rail's real rate (EWMA).
+pub const NOMINAL_RAIL_BPS: u64 = 12_500_000_000;
 /// Slices of one transfer go to the same QP in runs of this many, so a
 /// worker can post them as one chain (one doorbell).
 pub const SLICES_PER_QP_RUN: u64 = 8;
@@ -341,6 +374,20 @@ pub struct EngineStats {
     /// bytes over every domain, refusals). With a controller in observe or
     /// enforce mode, `gate.in_flight_bytes` is zero when the engine is idle.
     pub gate: GateStats,
+    /// Devices (rails) the engine drives.
+    pub rails: u16,
+    /// Work requests posted per local device (rail), `[..rails]`.
+    pub rail_slices_posted: [u64; MAX_RAILS],
+    /// Rail charges outstanding per device: bytes of posted attempts whose
+    /// `HOLDS_RAIL_CHARGE` was not yet released (the selector's NIC
+    /// in-flight). Zero when the engine is idle; anything else is a leak.
+    pub rail_charged_bytes: [u64; MAX_RAILS],
+    /// Rail releases the selector refused (NIC underflow, peer ledger
+    /// errors); must stay zero.
+    pub rail_accounting_errors: u64,
+    /// Slices moved to another rail of their segment: their rail's device
+    /// or route was quarantined (`Avoid`), or its endpoint was retired.
+    pub rail_moves: u64,
 }
 
 /// The engine's per-endpoint resource, held in the core `EndpointTable`
@@ -350,14 +397,50 @@ pub(crate) struct EpResource {
     pub(crate) remote: Vec<SegmentDescriptor>,
 }
 
-struct SegmentEntry {
+/// A CC route domain's key: (local device, peer NIC GID, peer NIC LID).
+type RouteKey = (u16, [u8; 16], u16);
+
+/// One rail of a segment: local device `dev` ↔ the peer's NIC `dev`.
+struct RailEntry {
+    dev: u16,
     handle: EndpointHandle,
+    /// The peer's regions with the rkeys of its NIC `dev`.
     remote: Vec<SegmentDescriptor>,
     /// Shard of each QP.
     shards: Vec<u16>,
     qpns: Vec<u32>,
     /// CC route domain (local device × the peer's NIC).
     route: u32,
+}
+
+struct SegmentEntry {
+    /// Rail `i` connects local device `i` to peer NIC `i`; there are
+    /// `min(local devices, peer NICs)` of them.
+    rails: Vec<RailEntry>,
+}
+
+/// A memory region registered on every device: `regs[d]` is the
+/// registration on device `d` (its lkey/rkey). `regs[0]` owns an
+/// engine-allocated buffer, so the registrations are dropped last-first.
+pub(crate) struct MemEntry {
+    pub(crate) regs: Vec<Arc<MemoryRegion>>,
+}
+
+impl Drop for MemEntry {
+    fn drop(&mut self) {
+        // Deregister the extra devices before the owner frees the buffer.
+        while let Some(r) = self.regs.pop() {
+            drop(r);
+        }
+    }
+}
+
+/// One opened device: its context, PD and QP parameters. Its shards
+/// (CQ + submission queue each) are `dev * shards_per_dev ..`.
+pub(crate) struct Dev {
+    pub(crate) ctx: Context,
+    pd: ProtectionDomain,
+    qp_cfg: QpConfig,
 }
 
 /// Per-slice data written by `submit` before the slice is queued (the
@@ -371,6 +454,12 @@ pub(crate) struct SliceMeta {
     pub(crate) len: AtomicU32,
     pub(crate) qp: AtomicU32,
     pub(crate) shard: AtomicU32,
+    /// Local device (rail) of the slice's endpoint.
+    pub(crate) dev: AtomicU32,
+    /// The attempt that holds a token (claimed for `ibv_post_send`; 0 =
+    /// none, or its chain was refused): a deadline on it is a software
+    /// completion timeout.
+    pub(crate) posted: AtomicU32,
     pub(crate) ep: AtomicU64,
     pub(crate) segment: AtomicU32,
     pub(crate) route: AtomicU32,
@@ -454,6 +543,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) backpressure: AtomicU64,
     pub(crate) unposted: AtomicU64,
     pub(crate) retries: AtomicU64,
+    /// Slices moved to another rail (`Shared::re_rail`).
+    pub(crate) rail_moves: AtomicU64,
     /// Poll rounds (the control epoch's poller heartbeat).
     pub(crate) polls: AtomicU64,
 }
@@ -461,10 +552,14 @@ pub(crate) struct WorkerCounters {
 /// State shared by the engine handle and its threads.
 pub(crate) struct Shared {
     pub(crate) cfg: EngineConfig,
-    pub(crate) ctx: Context,
-    pd: ProtectionDomain,
-    qp_cfg: QpConfig,
+    /// The devices, in rail order.
+    pub(crate) devs: Vec<Dev>,
+    /// Shards (CQs, submission queues) per device.
+    pub(crate) spd: usize,
+    /// Rail selection over `devs` (RFC 4534).
+    pub(crate) rails: Selector,
     epoch: Instant,
+    /// Shard `s`'s CQ (device `s / spd`).
     pub(crate) cqs: Vec<CompletionQueue>,
     pub(crate) tokens: TokenPool,
     pub(crate) slices: SliceTable,
@@ -473,10 +568,11 @@ pub(crate) struct Shared {
     pub(crate) classifier: Arc<dyn Classifier>,
     /// Why the configured controller stayed off, if it did.
     cc_error: Option<railyard_core::cc::ConfigError>,
-    /// CC route index per peer NIC (GID, LID); at most `max_endpoints`.
-    routes: Mutex<HashMap<([u8; 16], u16), u32>>,
+    /// CC route index per (local device, peer NIC GID, LID); at most
+    /// `max_endpoints` per device.
+    routes: Mutex<HashMap<RouteKey, u32>>,
     /// Append-only registered memory, lock-free to read.
-    pub(crate) mem: Box<[OnceLock<Arc<MemoryRegion>>]>,
+    pub(crate) mem: Box<[OnceLock<MemEntry>]>,
     mem_count: Mutex<usize>,
     pub(crate) meta: Box<[SliceMeta]>,
     pub(crate) tasks: Box<[TaskCell]>,
@@ -485,7 +581,8 @@ pub(crate) struct Shared {
     free_slices: ArrayQueue<u32>,
     free_tasks: ArrayQueue<u32>,
     segments: RwLock<Vec<SegmentEntry>>,
-    pub(crate) qpn_map: RwLock<HashMap<u32, EndpointHandle>>,
+    /// (device, QP number) → endpoint (QP numbers are per device).
+    pub(crate) qpn_map: RwLock<HashMap<(u16, u32), EndpointHandle>>,
     batches: RwLock<HashMap<u64, Batch>>,
     next_batch: AtomicU64,
     next_shard: AtomicUsize,
@@ -510,8 +607,28 @@ impl Shared {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    pub(crate) fn shards(&self) -> usize {
-        self.queues.len()
+    /// The post shard of worker `w`, if it posts (see `worker::roles`).
+    pub(crate) fn post_shard(&self, w: usize) -> Option<usize> {
+        match self.cfg.worker_model {
+            WorkerModel::Shared => Some(w),
+            WorkerModel::DedicatedPoller => {
+                let per = usize::from(self.cfg.workers);
+                let (d, l) = (w / per, w % per);
+                (l > 0).then(|| d * self.spd + l - 1)
+            }
+        }
+    }
+
+    /// Gives back what an attempt's record holds besides its token: the
+    /// gate's permit and the rail charge (each exactly once: the record
+    /// came out of the token pool, which hands it out once).
+    pub(crate) fn release_holds(&self, rec: &TokenRecord, wc_status: Option<u32>, now: u64) {
+        self.gate.release(rec, wc_status, now);
+        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0 {
+            let mut r = *rec;
+            let ok = wc_status == Some(crate::WC_SUCCESS);
+            let _ = self.rails.release_record(&mut r, ok, now);
+        }
     }
 
     /// Accounts a slice that reached a terminal state through the caller
@@ -587,26 +704,89 @@ impl Shared {
         }
     }
 
-    /// The CC route of a live endpoint (async-event feedback).
-    pub(crate) fn route_of(&self, h: EndpointHandle) -> Option<u32> {
-        let segs = self.segments.read().ok()?;
-        segs.iter().find(|e| e.handle == h).map(|e| e.route)
+    /// Every live rail endpoint with its device, route and QP shards.
+    pub(crate) fn rail_endpoints(&self) -> Vec<(u16, EndpointHandle, u32, Vec<u16>)> {
+        self.segments
+            .read()
+            .map(|s| {
+                s.iter()
+                    .flat_map(|e| &e.rails)
+                    .map(|r| (r.dev, r.handle, r.route, r.shards.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
-    /// The CC route index of the peer NIC `(gid, lid)`, assigned on first use.
-    fn route_for(&self, gid: [u8; 16], lid: u16) -> Result<u32, EngineError> {
+    /// The CC route index of the peer NIC `(gid, lid)` seen from local
+    /// device `dev`, assigned on first use: `dev * max_endpoints + k`, the
+    /// block layout of [`CcGate::with_devices`].
+    fn route_for(&self, dev: u16, gid: [u8; 16], lid: u16) -> Result<u32, EngineError> {
         let mut m = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        let n = m.len() as u32;
-        if let Some(&r) = m.get(&(gid, lid)) {
+        if let Some(&r) = m.get(&(dev, gid, lid)) {
             return Ok(r);
         }
+        let n = m.keys().filter(|k| k.0 == dev).count() as u32;
         if n >= self.cfg.max_endpoints {
             return Err(EngineError::Core(
                 "a CC route domain: more distinct peer NICs than max_endpoints",
             ));
         }
-        m.insert((gid, lid), n);
-        Ok(n)
+        let r = u32::from(dev) * self.cfg.max_endpoints + n;
+        m.insert((dev, gid, lid), r);
+        Ok(r)
+    }
+
+    /// Moves slice attempt `r` (held by the caller: in no queue) to another
+    /// rail of its segment, RFC 4162's "use the existing alternate rail":
+    /// the best-scoring rail on another device whose endpoint is active and
+    /// whose device and route the gate finds usable. Rewrites the slice's
+    /// rail (device, endpoint, shard, route; the QP index is kept) and
+    /// queues it there. False, changing nothing, if there is no such rail
+    /// (always with one device).
+    pub(crate) fn re_rail(&self, r: SliceRef) -> bool {
+        if self.devs.len() < 2 {
+            return false;
+        }
+        let m = &self.meta[r.index as usize];
+        let cur = m.dev.load(Ordering::Relaxed) as u16;
+        let seg = m.segment.load(Ordering::Relaxed);
+        let qp = m.qp.load(Ordering::Relaxed) as usize;
+        let bytes = m.len.load(Ordering::Relaxed);
+        let choice = {
+            let Ok(segs) = self.segments.read() else {
+                return false;
+            };
+            let Some(e) = segs.get(seg as usize) else {
+                return false;
+            };
+            e.rails
+                .iter()
+                .filter(|x| {
+                    x.dev != cur
+                        && matches!(self.endpoints.state(x.handle),
+                            Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+                        && self.gate.usable(x.dev, x.route)
+                })
+                .map(|x| {
+                    let score = self
+                        .rails
+                        .score_of(usize::from(x.dev), Some(seg), bytes, false);
+                    (score, x.dev, x.handle, x.shards.get(qp).copied(), x.route)
+                })
+                .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
+        };
+        let Some((_, dev, h, Some(shard), route)) = choice else {
+            return false;
+        };
+        m.dev.store(u32::from(dev), Ordering::Relaxed);
+        m.ep.store(
+            (u64::from(h.generation) << 32) | u64::from(h.slot),
+            Ordering::Relaxed,
+        );
+        m.shard.store(u32::from(shard), Ordering::Relaxed);
+        m.route.store(route, Ordering::Relaxed);
+        self.requeue(r);
+        true
     }
 
     /// Queues slice attempt `r` to the shard of its QP. Each open slice is
@@ -633,7 +813,10 @@ impl Shared {
     pub(crate) fn wake_poster(&self, shard: usize) {
         match self.cfg.worker_model {
             WorkerModel::Shared => self.wake(shard),
-            WorkerModel::DedicatedPoller => self.wake(shard + 1),
+            WorkerModel::DedicatedPoller => {
+                let per = usize::from(self.cfg.workers);
+                self.wake(shard / self.spd * per + 1 + shard % self.spd)
+            }
         }
     }
 
@@ -641,7 +824,9 @@ impl Shared {
     pub(crate) fn wake_poller(&self, shard: usize) {
         match self.cfg.worker_model {
             WorkerModel::Shared => self.wake(shard),
-            WorkerModel::DedicatedPoller => self.wake(0),
+            WorkerModel::DedicatedPoller => {
+                self.wake(shard / self.spd * usize::from(self.cfg.workers))
+            }
         }
     }
 
@@ -654,18 +839,19 @@ impl Shared {
 
     /// Retires every endpoint of this engine.
     pub(crate) fn retire_all(&self, reason: RetireReason) {
-        let hs: Vec<EndpointHandle> = self
-            .segments
-            .read()
-            .map(|s| s.iter().map(|e| e.handle).collect())
-            .unwrap_or_default();
-        for h in hs {
+        for (_, h, _, _) in self.rail_endpoints() {
             self.retire(h, reason);
         }
     }
 
-    /// Settles every pending slice of the tasks `pred` selects.
-    fn settle_where(&self, outcome: Outcome, mut pred: impl FnMut(u64, &TaskCell) -> bool) {
+    /// Settles every pending slice of the tasks `pred` selects, calling
+    /// `each` for every slice attempt this call settled.
+    fn settle_where(
+        &self,
+        outcome: Outcome,
+        mut pred: impl FnMut(u64, &TaskCell) -> bool,
+        mut each: impl FnMut(SliceRef),
+    ) {
         let Ok(batches) = self.batches.read() else {
             return;
         };
@@ -678,13 +864,14 @@ impl Shared {
                 for &s in &te.slices {
                     if let Ok(st) = self.slices.status(s) {
                         if st.state == SliceState::Pending {
-                            self.settle(
-                                SliceRef {
-                                    index: s,
-                                    attempt: st.attempt,
-                                },
-                                outcome,
-                            );
+                            let r = SliceRef {
+                                index: s,
+                                attempt: st.attempt,
+                            };
+                            if let Ok(state) = self.slices.settle(r, outcome) {
+                                self.settled(s, state);
+                                each(r);
+                            }
                         }
                     }
                 }
@@ -692,14 +879,67 @@ impl Shared {
         }
     }
 
-    /// Times out tasks past their deadline (monitor thread).
-    pub(crate) fn expire_tasks(&self, now: u64) {
-        self.settle_where(Outcome::TimedOut, |_, t| {
-            now > t.deadline_ns.load(Ordering::Relaxed)
+    /// Times out tasks past their deadline (monitor thread), RFC 4162's
+    /// non-WC signal table: a deadline on an attempt that was posted is a
+    /// software completion timeout. One software route timeout per
+    /// timed-out task and route goes to the controller, which counts it at
+    /// its next control epoch as a route hard error, or suppresses it if
+    /// the pollers stalled in that epoch ([`GateStats::route_timeouts`] /
+    /// [`GateStats::suppressed_timeouts`]). The task evidence follows the
+    /// monitor's poller status at expiry: pollers progressing →
+    /// `ROUTE_TIMEOUT` (scope QP; task CONGESTED before quarantine);
+    /// stalled → `POLLER_STALL` (task UNKNOWN: the network is not blamed
+    /// for CPU scheduling). A slice that never got a token (still queued)
+    /// is no route evidence: if the task has no evidence at all, it gets
+    /// `POLLER_STALL` (UNKNOWN: the deadline passed in local scheduling),
+    /// never NORMAL; otherwise what held it (a deferral, a quarantine) is
+    /// already recorded and stands.
+    pub(crate) fn expire_tasks(&self, now: u64, poller: railyard_core::cc::PollerStatus) {
+        use railyard_core::classify::{classify_signal, Signal};
+        let sig = classify_signal(match poller {
+            railyard_core::cc::PollerStatus::Stalled => Signal::DeadlinePollerStalled,
+            _ => Signal::DeadlinePollerProgressing,
         });
+        let stall = classify_signal(Signal::DeadlinePollerStalled);
+        let mut fed: Vec<(u32, u32)> = Vec::new();
+        self.settle_where(
+            Outcome::TimedOut,
+            |_, t| now > t.deadline_ns.load(Ordering::Relaxed),
+            |r| {
+                let m = &self.meta[r.index as usize];
+                if m.posted.load(Ordering::Acquire) != r.attempt {
+                    if self.task_of(r.index).anomalies.load(Ordering::Acquire) == 0 {
+                        let mut o = Observation::new(stall.reason, now);
+                        o.scope = Observed::Value(stall.scope);
+                        self.note(r, o);
+                    }
+                    return;
+                }
+                let rec = TokenRecord {
+                    slice: r,
+                    route: m.route.load(Ordering::Relaxed),
+                    device: m.dev.load(Ordering::Relaxed) as u16,
+                    peer: Some(m.segment.load(Ordering::Relaxed)),
+                    bytes: m.len.load(Ordering::Relaxed),
+                    ..TokenRecord::default()
+                };
+                let mut o = self.gate.observe(&rec, sig.reason, now);
+                o.scope = Observed::Value(sig.scope);
+                self.note(r, o);
+                let key = (m.task.load(Ordering::Relaxed), rec.route);
+                if !fed.contains(&key) {
+                    fed.push(key);
+                }
+            },
+        );
+        for (_, route) in fed {
+            self.gate
+                .event_feedback(Some(route), railyard_core::classify::Effect::Timeout);
+        }
     }
 
-    fn new_qps(&self) -> Result<(Vec<QueuePair>, Vec<u16>), EngineError> {
+    /// The RC QPs of one endpoint on device `dev`, spread over its shards.
+    fn new_qps(&self, dev: usize) -> Result<(Vec<QueuePair>, Vec<u16>), EngineError> {
         let n = self.cfg.qps_per_endpoint;
         let caps = QpCaps {
             max_send_wr: self.cfg.max_wr,
@@ -709,25 +949,34 @@ impl Shared {
         let mut qps = Vec::with_capacity(usize::from(n));
         let mut shards = Vec::with_capacity(usize::from(n));
         for _ in 0..n {
-            let s = self.next_shard.fetch_add(1, Ordering::Relaxed) % self.shards();
+            let s = dev * self.spd + self.next_shard.fetch_add(1, Ordering::Relaxed) % self.spd;
             let cq = &self.cqs[s];
-            qps.push(QueuePair::create_rc(&self.pd, cq, cq, caps)?);
+            qps.push(QueuePair::create_rc(&self.devs[dev].pd, cq, cq, caps)?);
             shards.push(s as u16);
         }
         Ok((qps, shards))
     }
 
+    /// This engine's NIC entry for device `dev` and the QPs `qps` on it:
+    /// GID, QPs with their initial PSNs (PSN base returned), and every
+    /// region with the rkey of its registration on `dev`.
     fn local_descriptor(
         &self,
+        dev: usize,
         qps: &[QueuePair],
     ) -> Result<(EndpointDescriptor, u32), EngineError> {
-        let gid = self.ctx.gid(self.qp_cfg.port_num, self.qp_cfg.gid_index)?;
-        let lid = self.ctx.port(self.qp_cfg.port_num)?.lid;
+        let d = &self.devs[dev];
+        let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
+        let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
         let psn_base = (self.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
         let count = *self.mem_count.lock().unwrap_or_else(|e| e.into_inner());
         let segments = self.mem[..count]
             .iter()
-            .filter_map(|m| m.get().map(|m| m.descriptor()))
+            .filter_map(|m| {
+                m.get()
+                    .and_then(|m| m.regs.get(dev))
+                    .map(|m| m.descriptor())
+            })
             .collect();
         Ok((
             EndpointDescriptor {
@@ -747,55 +996,89 @@ impl Shared {
         ))
     }
 
-    /// Both sides of the handshake: builds QPs, exchanges descriptors
-    /// (`initiator` sends first), connects, barriers, then opens the
-    /// endpoint in the table and records the segment.
+    /// Both sides of the handshake: builds QPs on every device, exchanges
+    /// descriptors (one NIC entry per device; `initiator` sends first),
+    /// connects the rail-matched pairs, barriers, then opens one endpoint
+    /// per rail in the table and records the segment.
+    ///
+    /// **Rail rule**: local device `i` connects to the peer's NIC `i`, for
+    /// `i < min(local devices, peer NICs)`. With different counts the extra
+    /// devices of the larger side carry nothing to this peer (their QPs
+    /// are destroyed unconnected); both sides compute the same pairs.
     pub(crate) fn connect(&self, hs: Handshake, initiator: bool) -> Result<SegmentId, EngineError> {
-        let (mut qps, shards) = self.new_qps()?;
-        let (local, psn_base) = self.local_descriptor(&qps)?;
+        let mut built = Vec::with_capacity(self.devs.len());
+        let mut local = PeerDescriptor { nics: Vec::new() };
+        for d in 0..self.devs.len() {
+            let (qps, shards) = self.new_qps(d)?;
+            let (nic, psn_base) = self.local_descriptor(d, &qps)?;
+            local.nics.push(nic);
+            built.push((qps, shards, psn_base));
+        }
         let (peer, mut hs) = if initiator {
             hs.exchange_as_initiator(&local)?
         } else {
             hs.exchange_as_target(&local)?
         };
-        if peer.qps.len() != qps.len() {
-            return Err(EngineError::PeerMismatch {
-                what: "QPs per endpoint (MC_NUM_QP_PER_EP)",
-                ours: qps.len() as u64,
-                theirs: peer.qps.len() as u64,
+        let rails = built.len().min(peer.nics.len());
+        built.truncate(rails);
+        let mut connected = Vec::with_capacity(rails);
+        for (d, ((mut qps, shards, psn_base), nic)) in built.into_iter().zip(&peer.nics).enumerate()
+        {
+            if nic.qps.len() != qps.len() {
+                return Err(EngineError::PeerMismatch {
+                    what: "QPs per endpoint (MC_NUM_QP_PER_EP)",
+                    ours: qps.len() as u64,
+                    theirs: nic.qps.len() as u64,
+                });
+            }
+            let qp_cfg = &self.devs[d].qp_cfg;
+            for (i, (qp, rq)) in qps.iter_mut().zip(&nic.qps).enumerate() {
+                let remote = RemoteQp {
+                    qp: *rq,
+                    gid: nic.gid,
+                    lid: nic.lid,
+                };
+                qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
+            }
+            let route = self.route_for(d as u16, nic.gid, nic.lid)?;
+            connected.push((d as u16, qps, shards, route, nic.segments.clone()));
+        }
+        hs.barrier()?;
+        let mut entry = SegmentEntry {
+            rails: Vec::with_capacity(rails),
+        };
+        for (dev, qps, shards, route, remote) in connected {
+            let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
+            let handle = match self.endpoints.open(EpResource {
+                qps,
+                remote: remote.clone(),
+            }) {
+                Ok(h) => h,
+                Err(e) => {
+                    // Nothing was posted on the rails opened so far: retire
+                    // them (the one teardown API) and give up the segment.
+                    for r in &entry.rails {
+                        self.retire(r.handle, RetireReason::Shutdown);
+                    }
+                    return Err(EngineError::Endpoint(e));
+                }
+            };
+            if let Ok(mut m) = self.qpn_map.write() {
+                for &q in &qpns {
+                    m.insert((dev, q), handle);
+                }
+            }
+            entry.rails.push(RailEntry {
+                dev,
+                handle,
+                remote,
+                shards,
+                qpns,
+                route,
             });
         }
-        for (i, (qp, rq)) in qps.iter_mut().zip(&peer.qps).enumerate() {
-            let remote = RemoteQp {
-                qp: *rq,
-                gid: peer.gid,
-                lid: peer.lid,
-            };
-            qp.connect(&self.qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
-        }
-        let route = self.route_for(peer.gid, peer.lid)?;
-        hs.barrier()?;
-        let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
-        let handle = self
-            .endpoints
-            .open(EpResource {
-                qps,
-                remote: peer.segments.clone(),
-            })
-            .map_err(EngineError::Endpoint)?;
-        if let Ok(mut m) = self.qpn_map.write() {
-            for &q in &qpns {
-                m.insert(q, handle);
-            }
-        }
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        segs.push(SegmentEntry {
-            handle,
-            remote: peer.segments,
-            shards,
-            qpns,
-            route,
-        });
+        segs.push(entry);
         Ok(SegmentId(segs.len() as u32 - 1))
     }
 
@@ -804,11 +1087,11 @@ impl Shared {
         let Ok(segs) = self.segments.read() else {
             return;
         };
-        if let Some(e) = segs.iter().find(|e| e.handle == h) {
+        if let Some(e) = segs.iter().flat_map(|e| &e.rails).find(|e| e.handle == h) {
             if let Ok(mut m) = self.qpn_map.write() {
-                for q in &e.qpns {
-                    if m.get(q) == Some(&h) {
-                        m.remove(q);
+                for &q in &e.qpns {
+                    if m.get(&(e.dev, q)) == Some(&h) {
+                        m.remove(&(e.dev, q));
                     }
                 }
             }
@@ -828,10 +1111,21 @@ impl Shared {
             reclaimed: self.reclaimed.load(Ordering::Relaxed),
             force_flushes: self.force_flushes.load(Ordering::Relaxed),
             gate: self.gate.stats(),
+            rails: self.devs.len() as u16,
             ..EngineStats::default()
         };
-        for c in &self.counters {
+        for d in 0..self.devs.len().min(MAX_RAILS) {
+            s.rail_charged_bytes[d] = self.rails.nic_inflight(d);
+        }
+        let rc = self.rails.counters();
+        s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
+        for (w, c) in self.counters.iter().enumerate() {
             let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            if let Some(sh) = self.post_shard(w) {
+                if let Some(p) = s.rail_slices_posted.get_mut(sh / self.spd) {
+                    *p += l(&c.posts);
+                }
+            }
             s.posts += l(&c.posts);
             s.doorbells += l(&c.doorbells);
             s.completions += l(&c.completions);
@@ -842,9 +1136,88 @@ impl Shared {
             s.backpressure += l(&c.backpressure);
             s.unposted += l(&c.unposted);
             s.retries += l(&c.retries);
+            s.rail_moves += l(&c.rail_moves);
         }
         s
     }
+}
+
+/// Rail selection (RFC 4534) for one transfer to `seg` cut into `runs`
+/// runs of [`SLICES_PER_QP_RUN`] slices (`run_bytes` each): returns, for
+/// each run, the index into `rails` (the segment's active rails as `(local
+/// device, CC route)`).
+///
+/// [`Selector::plan`] splits the runs over the devices in proportion to
+/// their inverse scores (NIC in-flight bytes over the completion EWMA, with
+/// periodic probes). Runs planned for a device that is not one of `rails`,
+/// or whose device or route the controller has quarantined
+/// ([`PostGate::usable`]), go to the best-scoring usable rail. If no rail
+/// is usable, the best-scoring rail is used anyway (the gate then says
+/// `Avoid` and the task records `PATH_QUARANTINED`). Runs are interleaved
+/// over the chosen devices. Nothing is charged here: each slice charges
+/// its actual bytes to its device when it is posted.
+pub(crate) fn plan_rails(
+    sel: &Selector,
+    gate: &dyn PostGate,
+    seg: SegmentId,
+    rails: &[(u16, u32)],
+    runs: u64,
+    run_bytes: u64,
+    now: u64,
+) -> Vec<u8> {
+    let runs_u32 = u32::try_from(runs).unwrap_or(u32::MAX);
+    if rails.len() <= 1 || runs_u32 == 0 {
+        return vec![0; runs as usize];
+    }
+    let run_bytes = u32::try_from(run_bytes).unwrap_or(u32::MAX);
+    let mut counts = [0u32; MAX_RAILS];
+    let ndev = sel.len().min(MAX_RAILS);
+    let _ = sel.plan(Some(seg.0), runs_u32, run_bytes, now, &mut counts[..ndev]);
+    // The rail (index into `rails`) that serves each device, if usable.
+    let mut usable = [None::<u8>; MAX_RAILS];
+    for (i, &(dev, route)) in rails.iter().enumerate() {
+        if usize::from(dev) < ndev && gate.usable(dev, route) {
+            usable[usize::from(dev)] = Some(i as u8);
+        }
+    }
+    if usable.iter().all(Option::is_none) {
+        for (i, &(dev, _)) in rails.iter().enumerate() {
+            if usize::from(dev) < ndev {
+                usable[usize::from(dev)] = Some(i as u8);
+            }
+        }
+    }
+    let score = |d: usize| sel.score_of(d, Some(seg.0), run_bytes, false);
+    let Some(best) = (0..ndev).filter(|&d| usable[d].is_some()).reduce(|a, b| {
+        if score(b).better_than(score(a)) {
+            b
+        } else {
+            a
+        }
+    }) else {
+        return vec![0; runs as usize];
+    };
+    for d in 0..ndev {
+        if usable[d].is_none() {
+            counts[best] += std::mem::take(&mut counts[d]);
+        }
+    }
+    let mut out = Vec::with_capacity(runs as usize);
+    while out.len() < runs as usize {
+        let before = out.len();
+        for d in 0..ndev {
+            if counts[d] > 0 && out.len() < runs as usize {
+                counts[d] -= 1;
+                out.push(usable[d].unwrap_or(0));
+            }
+        }
+        if out.len() == before {
+            // The plan gave fewer runs than asked (it never does): the
+            // rest go to the best rail.
+            out.resize(runs as usize, usable[best].unwrap_or(0));
+        }
+    }
+    out
 }
 
 /// The caller-visible anomaly of a task from its evidence's detail, the
@@ -862,8 +1235,8 @@ fn project_anomaly(mut d: AnomalyDetail, succeeded: u32, enabled: bool) -> Anoma
     d
 }
 
-/// A transfer engine on one RDMA device. Dropping it shuts it down cleanly
-/// (see [`Engine::shutdown`]).
+/// A transfer engine on one or more RDMA devices (rails). Dropping it shuts
+/// it down cleanly (see [`Engine::shutdown`]).
 pub struct Engine {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
@@ -873,7 +1246,7 @@ pub struct Engine {
 impl fmt::Debug for Engine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Engine")
-            .field("device", &self.shared.ctx.name())
+            .field("devices", &self.devices())
             .field("listen", &self.listen)
             .field("model", &self.shared.cfg.worker_model)
             .finish()
@@ -888,7 +1261,8 @@ impl Engine {
     /// leaves the controller off ([`Engine::cc_config_error`] says why).
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
         cfg.validate()?;
-        let (gate, err) = CcGate::new_or_off(&cfg.cc, cfg.max_endpoints);
+        let (gate, err) =
+            CcGate::new_or_off_devices(&cfg.cc, cfg.rails() as u16, cfg.max_endpoints);
         Self::build(cfg, Arc::new(gate), Arc::new(DefaultClassifier), err)
     }
 
@@ -909,37 +1283,56 @@ impl Engine {
         cc_error: Option<railyard_core::cc::ConfigError>,
     ) -> Result<Self, EngineError> {
         cfg.validate()?;
-        let ctx = Context::open(cfg.device.as_deref())?;
-        let port = ctx.port(cfg.port)?;
-        let caps = ctx.caps()?;
-        let cap = |v: u32| u8::try_from(v.clamp(1, 16)).unwrap_or(16);
-        let qp_cfg = QpConfig {
-            port_num: cfg.port,
-            gid_index: cfg.gid_index,
-            mtu: port.active_mtu.unwrap_or(Mtu::M1024),
-            max_rd_atomic: cap(caps.max_qp_init_rd_atom),
-            max_dest_rd_atomic: cap(caps.max_qp_rd_atom),
-            ..QpConfig::default()
-        };
-        qp_cfg.validate()?;
-        if cfg.max_wr > caps.max_qp_wr {
-            return Err(ConfigError {
-                var: "MC_MAX_WR",
-                value: cfg.max_wr.to_string(),
-                expected: "at most the device's max_qp_wr",
-            }
-            .into());
-        }
-        let pd = ctx.alloc_pd()?;
-        // Every CQ can hold every token, so no CQ can ever overflow.
-        let inflight = cfg.max_inflight.min(caps.max_cqe.max(1));
-        let shards = match cfg.worker_model {
+        let spd = match cfg.worker_model {
             WorkerModel::Shared => usize::from(cfg.workers),
             WorkerModel::DedicatedPoller => usize::from(cfg.workers) - 1,
         };
-        let cqs = (0..shards)
-            .map(|_| ctx.create_cq(inflight))
-            .collect::<Result<Vec<_>, _>>()?;
+        let cap = |v: u32| u8::try_from(v.clamp(1, 16)).unwrap_or(16);
+        let mut devs = Vec::new();
+        let mut max_cqe = u32::MAX;
+        for name in cfg.device_names() {
+            let ctx = Context::open(name)?;
+            let port = ctx.port(cfg.port)?;
+            let caps = ctx.caps()?;
+            let qp_cfg = QpConfig {
+                port_num: cfg.port,
+                gid_index: cfg.gid_index,
+                mtu: port.active_mtu.unwrap_or(Mtu::M1024),
+                max_rd_atomic: cap(caps.max_qp_init_rd_atom),
+                max_dest_rd_atomic: cap(caps.max_qp_rd_atom),
+                ..QpConfig::default()
+            };
+            qp_cfg.validate()?;
+            if cfg.max_wr > caps.max_qp_wr {
+                return Err(ConfigError {
+                    var: "MC_MAX_WR",
+                    value: cfg.max_wr.to_string(),
+                    expected: "at most the device's max_qp_wr",
+                }
+                .into());
+            }
+            max_cqe = max_cqe.min(caps.max_cqe.max(1));
+            let pd = ctx.alloc_pd()?;
+            ctx.set_async_nonblocking()?;
+            devs.push(Dev { ctx, pd, qp_cfg });
+        }
+        // Every CQ can hold every token, so no CQ can ever overflow.
+        let inflight = cfg.max_inflight.min(max_cqe);
+        let mut cqs = Vec::with_capacity(devs.len() * spd);
+        for d in &devs {
+            for _ in 0..spd {
+                cqs.push(d.ctx.create_cq(inflight)?);
+            }
+        }
+        let shards = cqs.len();
+        // The port's link rate is not queried: every rail gets the same
+        // nominal rate, and the selector's completion EWMA learns the rest.
+        let specs = vec![DeviceSpec::new(NOMINAL_RAIL_BPS); devs.len()];
+        let rails = Selector::new(&specs, cfg.rail).map_err(|e| ConfigError {
+            var: "rail",
+            value: e.to_string(),
+            expected: "a valid railyard_core::rail::RailConfig",
+        })?;
         let tokens = TokenPool::new(inflight as usize)
             .map_err(|_: TokenError| EngineError::Core("token pool"))?;
         let slices = SliceTable::new(cfg.max_slices as usize)
@@ -962,11 +1355,11 @@ impl Engine {
         let listener = TcpListener::bind(cfg.listen).map_err(EngineError::Io)?;
         listener.set_nonblocking(true).map_err(EngineError::Io)?;
         let listen = listener.local_addr().map_err(EngineError::Io)?;
-        ctx.set_async_nonblocking()?;
+        let workers = usize::from(cfg.workers) * devs.len();
         let shared = Arc::new(Shared {
-            ctx,
-            pd,
-            qp_cfg,
+            devs,
+            spd,
+            rails,
             epoch: Instant::now(),
             cqs,
             tokens,
@@ -991,9 +1384,7 @@ impl Engine {
             next_batch: AtomicU64::new(1),
             next_shard: AtomicUsize::new(0),
             next_run: AtomicU64::new(0),
-            counters: (0..cfg.workers)
-                .map(|_| WorkerCounters::default())
-                .collect(),
+            counters: (0..workers).map(|_| WorkerCounters::default()).collect(),
             async_events: AtomicU64::new(0),
             retired: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
@@ -1028,12 +1419,36 @@ impl Engine {
         self.listen
     }
 
-    /// The device name.
+    /// The first device's name (rail 0).
     pub fn device(&self) -> &str {
-        self.shared.ctx.name()
+        self.shared.devs[0].ctx.name()
     }
 
-    fn add_region(&self, mr: MemoryRegion) -> Result<Arc<MemoryRegion>, EngineError> {
+    /// Every device's name, in rail order.
+    pub fn devices(&self) -> Vec<&str> {
+        self.shared.devs.iter().map(|d| d.ctx.name()).collect()
+    }
+
+    /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
+    pub fn segment_rails(&self, seg: SegmentId) -> Result<usize, EngineError> {
+        let segs = self
+            .shared
+            .segments
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        segs.get(seg.0 as usize)
+            .map(|e| e.rails.len())
+            .ok_or(EngineError::NoSuchSegment(seg))
+    }
+
+    /// Registers the region `first` (already registered on device 0) on
+    /// every other device and records it.
+    ///
+    /// # Safety
+    ///
+    /// `first`'s memory must stay valid until the returned entry's last
+    /// registration is dropped (it is: `MemEntry` drops `first` last).
+    unsafe fn add_region(&self, first: MemoryRegion) -> Result<Arc<MemoryRegion>, EngineError> {
         let mut n = self
             .shared
             .mem_count
@@ -1042,19 +1457,40 @@ impl Engine {
         if *n >= MAX_MEMORY_REGIONS {
             return Err(EngineError::TooManyRegions);
         }
-        let mr = Arc::new(mr);
-        let _ = self.shared.mem[*n].set(mr.clone());
+        let first = Arc::new(first);
+        let mut entry = MemEntry {
+            regs: vec![first.clone()],
+        };
+        for d in &self.shared.devs[1..] {
+            // SAFETY: the caller's promise; the buffer belongs to `first`
+            // (or to the caller) and outlives this registration, which
+            // `MemEntry::drop` releases before `first`.
+            let mr = unsafe {
+                MemoryRegion::register(
+                    &d.pd,
+                    first.addr() as *mut u8,
+                    first.len(),
+                    Access::ALL_RDMA,
+                )
+            }?;
+            entry.regs.push(Arc::new(mr));
+        }
+        let _ = self.shared.mem[*n].set(entry);
         *n += 1;
-        Ok(mr)
+        Ok(first)
     }
 
     /// Allocates and registers `len` zeroed, page-aligned bytes owned by the
-    /// engine (Mooncake's `registerLocalMemory` for engine-owned buffers).
-    /// Registered memory lives as long as the engine, so no posted work can
-    /// outlive it. Peers see it if it is registered before they connect.
+    /// engine (Mooncake's `registerLocalMemory` for engine-owned buffers),
+    /// on every device (each device has its own lkey/rkey). Registered
+    /// memory lives as long as the engine, so no posted work can outlive
+    /// it. Peers see it if it is registered before they connect. The
+    /// returned region is the device-0 registration.
     pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
-        let mr = MemoryRegion::alloc(&self.shared.pd, len, Access::ALL_RDMA)?;
-        self.add_region(mr)
+        let mr = MemoryRegion::alloc(&self.shared.devs[0].pd, len, Access::ALL_RDMA)?;
+        // SAFETY: the buffer is owned by `mr`, dropped after the other
+        // devices' registrations of it.
+        unsafe { self.add_region(mr) }
     }
 
     /// Registers caller memory (a KV-cache pool, say).
@@ -1072,8 +1508,11 @@ impl Engine {
     ) -> Result<Arc<MemoryRegion>, EngineError> {
         // SAFETY: forwarded from the caller's promise; the engine holds the
         // region until it is dropped, after every QP is flushed.
-        let mr = unsafe { MemoryRegion::register(&self.shared.pd, addr, len, Access::ALL_RDMA) }?;
-        self.add_region(mr)
+        let mr = unsafe {
+            MemoryRegion::register(&self.shared.devs[0].pd, addr, len, Access::ALL_RDMA)
+        }?;
+        // SAFETY: forwarded from the caller's promise, as above.
+        unsafe { self.add_region(mr) }
     }
 
     /// Connects to the engine listening at `peer`: N RC QPs, the versioned
@@ -1093,7 +1532,8 @@ impl Engine {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         segs.get(seg.0 as usize)
-            .map(|e| e.remote.clone())
+            .and_then(|e| e.rails.first())
+            .map(|r| r.remote.clone())
             .ok_or(EngineError::NoSuchSegment(seg))
     }
 
@@ -1108,25 +1548,37 @@ impl Engine {
         (0..segs.len() as u32).map(SegmentId).collect()
     }
 
-    /// Retires a segment's endpoint (the one retire API): no new posts; its
-    /// posted work drains (or is flushed after the drain timeout).
+    /// Retires a segment's endpoints, one per rail (the one retire API):
+    /// no new posts; their posted work drains (or is flushed after the
+    /// drain timeout).
     pub fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
-        let h = {
+        let hs: Vec<EndpointHandle> = {
             let segs = self
                 .shared
                 .segments
                 .read()
                 .unwrap_or_else(|e| e.into_inner());
             segs.get(seg.0 as usize)
-                .map(|e| e.handle)
+                .map(|e| e.rails.iter().map(|r| r.handle).collect())
                 .ok_or(EngineError::NoSuchSegment(seg))?
         };
-        self.shared
-            .endpoints
-            .retire(h, RetireReason::Shutdown, self.shared.now())
-            .map_err(EngineError::Endpoint)?;
-        self.shared.retired.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        let mut first_err = None;
+        for h in hs {
+            match self
+                .shared
+                .endpoints
+                .retire(h, RetireReason::Shutdown, self.shared.now())
+            {
+                Ok(_) => {
+                    self.shared.retired.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        match first_err {
+            Some(e) => Err(EngineError::Endpoint(e)),
+            None => Ok(()),
+        }
     }
 
     /// Creates an empty batch that will hold up to `capacity` tasks.
@@ -1153,14 +1605,19 @@ impl Engine {
     pub fn submit(&self, batch: BatchId, transfers: &[Transfer]) -> Result<(), EngineError> {
         let sh = &*self.shared;
         let ss = u64::from(sh.cfg.slice_size);
+        struct RailChoice {
+            dev: u16,
+            handle: EndpointHandle,
+            shards: Vec<u16>,
+            route: u32,
+        }
         struct Plan {
             mem: u32,
             local_off: u64,
             region: u32,
             remote_off: u64,
-            handle: EndpointHandle,
-            shards: Vec<u16>,
-            route: u32,
+            /// The segment's active rails.
+            rails: Vec<RailChoice>,
         }
         // 1. Validate every transfer.
         let mut plans = Vec::with_capacity(transfers.len());
@@ -1180,7 +1637,7 @@ impl Engine {
                     .iter()
                     .enumerate()
                     .find_map(|(i, m)| {
-                        let m = m.get()?;
+                        let m = m.get()?.regs.first()?;
                         (t.local >= m.addr() && end <= m.addr() + m.len() as u64)
                             .then(|| (i as u32, t.local - m.addr()))
                     })
@@ -1191,11 +1648,25 @@ impl Engine {
                 let seg = segs
                     .get(t.segment.0 as usize)
                     .ok_or(EngineError::NoSuchSegment(t.segment))?;
-                match sh.endpoints.state(seg.handle) {
-                    Ok(s) if s.phase == railyard_core::endpoint::Phase::Active => {}
-                    _ => return Err(EngineError::SegmentClosed(t.segment)),
+                let rails: Vec<RailChoice> = seg
+                    .rails
+                    .iter()
+                    .filter(|r| {
+                        matches!(sh.endpoints.state(r.handle),
+                            Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+                    })
+                    .map(|r| RailChoice {
+                        dev: r.dev,
+                        handle: r.handle,
+                        shards: r.shards.clone(),
+                        route: r.route,
+                    })
+                    .collect();
+                if rails.is_empty() {
+                    return Err(EngineError::SegmentClosed(t.segment));
                 }
-                let (region, remote_off) = seg
+                // Every rail lists the same regions (the handshake checks it).
+                let (region, remote_off) = seg.rails[0]
                     .remote
                     .iter()
                     .enumerate()
@@ -1213,9 +1684,7 @@ impl Engine {
                     local_off,
                     region,
                     remote_off,
-                    handle: seg.handle,
-                    shards: seg.shards.clone(),
-                    route: seg.route,
+                    rails,
                 });
             }
         }
@@ -1279,9 +1748,11 @@ impl Engine {
             cell.deadline_ns.store(deadline, Ordering::Relaxed);
             *cell.evidence.lock().unwrap_or_else(|e| e.into_inner()) = TaskEvidence::new();
             cell.anomalies.store(0, Ordering::Relaxed);
-            let run0 = sh
-                .next_run
-                .fetch_add(n.div_ceil(SLICES_PER_QP_RUN), Ordering::Relaxed);
+            let runs = n.div_ceil(SLICES_PER_QP_RUN);
+            let run0 = sh.next_run.fetch_add(runs, Ordering::Relaxed);
+            let keys: Vec<(u16, u32)> = p.rails.iter().map(|r| (r.dev, r.route)).collect();
+            let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
+            let run_rail = plan_rails(&sh.rails, &*sh.gate, t.segment, &keys, runs, run_bytes, now);
             let mut entry = TaskEntry {
                 task,
                 slices: Vec::with_capacity(n as usize),
@@ -1290,8 +1761,10 @@ impl Engine {
                 let s = next.next().unwrap_or(0);
                 let off = i * ss;
                 let len = (t.len - off).min(ss) as u32;
-                let qp = ((run0 + i / SLICES_PER_QP_RUN) % nqp) as u16;
-                let shard = p.shards[usize::from(qp)];
+                let run = i / SLICES_PER_QP_RUN;
+                let rail = &p.rails[usize::from(run_rail[run as usize])];
+                let qp = ((run0 + run) % nqp) as u16;
+                let shard = rail.shards[usize::from(qp)];
                 let m = &sh.meta[s as usize];
                 m.task.store(task, Ordering::Relaxed);
                 m.mem.store(p.mem, Ordering::Relaxed);
@@ -1300,12 +1773,14 @@ impl Engine {
                 m.len.store(len, Ordering::Relaxed);
                 m.qp.store(u32::from(qp), Ordering::Relaxed);
                 m.shard.store(u32::from(shard), Ordering::Relaxed);
+                m.dev.store(u32::from(rail.dev), Ordering::Relaxed);
+                m.posted.store(0, Ordering::Relaxed);
                 m.ep.store(
-                    (u64::from(p.handle.generation) << 32) | u64::from(p.handle.slot),
+                    (u64::from(rail.handle.generation) << 32) | u64::from(rail.handle.slot),
                     Ordering::Relaxed,
                 );
                 m.segment.store(t.segment.0, Ordering::Relaxed);
-                m.route.store(p.route, Ordering::Relaxed);
+                m.route.store(rail.route, Ordering::Relaxed);
                 m.local_off.store(p.local_off + off, Ordering::Relaxed);
                 m.remote_off.store(p.remote_off + off, Ordering::Relaxed);
                 entry.slices.push(s);
@@ -1419,7 +1894,7 @@ impl Engine {
     pub fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
         self.with_batch(batch, |_| Ok(()))?;
         self.shared
-            .settle_where(Outcome::Canceled, |id, _| id == batch.0);
+            .settle_where(Outcome::Canceled, |id, _| id == batch.0, |_| {});
         Ok(())
     }
 
@@ -1589,6 +2064,82 @@ mod tests {
         let off = project_anomaly(ev.detail(), 1, false);
         assert_eq!(off.state, AnomalyState::Unknown);
         assert_eq!(off.winner, d.winner);
+    }
+
+    /// A gate that marks some devices unusable (as a quarantine would).
+    struct Unusable(&'static [u16]);
+    impl PostGate for Unusable {
+        fn admit(&self, _rec: &mut TokenRecord, _now_ns: u64) -> GateDecision {
+            GateDecision::Admit
+        }
+        fn release(&self, _rec: &TokenRecord, _wc: Option<u32>, _now_ns: u64) {}
+        fn usable(&self, device: u16, _route: u32) -> bool {
+            !self.0.contains(&device)
+        }
+    }
+
+    fn selector(n: usize) -> Selector {
+        let cfg = RailConfig {
+            probe_interval: 0,
+            ..RailConfig::default()
+        };
+        Selector::new(&vec![DeviceSpec::new(NOMINAL_RAIL_BPS); n], cfg).unwrap()
+    }
+
+    #[test]
+    fn rail_plan_splits_interleaves_and_avoids_unusable_rails() {
+        let sel = selector(2);
+        let rails = [(0u16, 0u32), (1, 64)];
+        let seg = SegmentId(3);
+        let run = 8 * 65536;
+        // Idle, equal rails: an even split, interleaved.
+        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0);
+        assert_eq!(p.len(), 16);
+        assert_eq!(p.iter().filter(|&&r| r == 1).count(), 8);
+        assert_eq!(&p[..4], &[0, 1, 0, 1]);
+        // Load on device 0 (charges of posted slices): most runs go to 1.
+        let held: Vec<_> = (0..64)
+            .map(|_| sel.charge(0, Some(3), 65536, 0).unwrap())
+            .collect();
+        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0);
+        assert!(p.iter().filter(|&&r| r == 1).count() > 8, "{p:?}");
+        for c in held {
+            sel.release(c, railyard_core::rail::Outcome::Failed, 1)
+                .unwrap();
+        }
+        // An unusable (quarantined) device gets nothing.
+        let p = plan_rails(&sel, &Unusable(&[1]), seg, &rails, 16, run, 0);
+        assert!(p.iter().all(|&r| r == 0), "{p:?}");
+        let p = plan_rails(&sel, &Unusable(&[0]), seg, &rails, 16, run, 0);
+        assert!(p.iter().all(|&r| r == 1), "{p:?}");
+        // Every rail unusable: still planned (the gate then avoids).
+        let p = plan_rails(&sel, &Unusable(&[0, 1]), seg, &rails, 4, run, 0);
+        assert_eq!(p.len(), 4);
+        // A segment with only device 1 (peer with one NIC... on our rail 1):
+        // index 0 of its rails, always.
+        let p = plan_rails(&sel, &OpenGate, seg, &[(1, 64)], 5, run, 0);
+        assert_eq!(p, vec![0; 5]);
+        // Nothing was charged by planning.
+        assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (0, 0));
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn rail_plan_avoids_a_cc_quarantined_device() {
+        let cfg = CcConfig {
+            mode: CcMode::Enforce,
+            ..CcConfig::default()
+        };
+        let gate = CcGate::with_devices(&cfg, 2, 4).unwrap();
+        let sel = selector(2);
+        let rails = [(0u16, gate.route_index(0, 0)), (1, gate.route_index(1, 0))];
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        assert!(p.contains(&1));
+        gate.device_feedback(1, railyard_core::classify::Effect::Quarantine);
+        assert!(!gate.usable(1, rails[1].1));
+        assert!(gate.usable(0, rails[0].1));
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        assert!(p.iter().all(|&r| r == 0), "{p:?}");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub(crate) fn spawn_all(
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name).spawn(f)
         };
-        for w in 0..usize::from(sh.cfg.workers) {
+        for w in 0..sh.counters.len() {
             let s = sh.clone();
             v.push(spawn(
                 format!("railyard-w{w}"),
@@ -61,11 +61,13 @@ pub(crate) fn spawn_all(
             "railyard-monitor".into(),
             Box::new(move || monitor(&s)),
         )?);
-        let s = sh.clone();
-        v.push(spawn(
-            "railyard-async".into(),
-            Box::new(move || async_events(&s)),
-        )?);
+        for d in 0..sh.devs.len() {
+            let s = sh.clone();
+            v.push(spawn(
+                format!("railyard-async{d}"),
+                Box::new(move || async_events(&s, d)),
+            )?);
+        }
         let s = sh.clone();
         v.push(spawn(
             "railyard-listen".into(),
@@ -85,12 +87,20 @@ pub(crate) fn spawn_all(
     }
 }
 
-/// What worker `w` posts and polls.
+/// What worker `w` posts and polls. Workers come in blocks of
+/// `MC_WORKERS_PER_CTX` per device: in the shared model worker `w` posts
+/// and polls shard `w`; with a dedicated poller the first worker of
+/// device `d`'s block polls every shard of `d` and the others post one each.
 fn roles(sh: &Shared, w: usize) -> (Option<usize>, Vec<usize>) {
     match sh.cfg.worker_model {
         super::WorkerModel::Shared => (Some(w), vec![w]),
-        super::WorkerModel::DedicatedPoller if w == 0 => (None, (0..sh.shards()).collect()),
-        super::WorkerModel::DedicatedPoller => (Some(w - 1), Vec::new()),
+        super::WorkerModel::DedicatedPoller => match sh.post_shard(w) {
+            Some(s) => (Some(s), Vec::new()),
+            None => {
+                let d = w / usize::from(sh.cfg.workers);
+                (None, (d * sh.spd..(d + 1) * sh.spd).collect())
+            }
+        },
     }
 }
 
@@ -201,6 +211,7 @@ fn post_round(
             bytes: m.len.load(Ordering::Relaxed),
             peer: Some(m.segment.load(Ordering::Relaxed)),
             route: m.route.load(Ordering::Relaxed),
+            device: m.dev.load(Ordering::Relaxed) as u16,
             qp: qp as u16,
             ..TokenRecord::default()
         };
@@ -222,11 +233,24 @@ fn post_round(
             GateDecision::Avoid => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
                 sh.note_if_current(r, || sh.gate.observe(&rec, Reason::PathQuarantined, now));
+                // Another rail if there is one; else wait for the cooldown.
+                if sh.re_rail(r) {
+                    c.rail_moves.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 sh.requeue(r);
                 handled -= 1;
                 break;
             }
         }
+        // (1b) the rail charge: the slice's actual bytes on its device (and
+        // its peer, with the ledger on), held by the record until released.
+        if let Ok(charge) = sh.rails.charge(rec.device, rec.peer, rec.bytes, now) {
+            charge.record_into(&mut rec);
+        }
+        // Owned by a token from the claim on: a deadline then finds it in
+        // flight (cleared if the claim or the chain refuses it).
+        m.posted.store(r.attempt, Ordering::Release);
         match owner.post(PostRequest { record: rec }) {
             Ok(wr_id) => {
                 // `chain` was flushed above if full.
@@ -237,7 +261,8 @@ fn post_round(
                 });
             }
             Err(e) => {
-                sh.gate.release(&rec, None, now);
+                m.posted.store(0, Ordering::Release);
+                sh.release_holds(&rec, None, now);
                 match e {
                     OwnerError::Token(_)
                     | OwnerError::Endpoint(EndpointError::QpFull)
@@ -247,8 +272,13 @@ fn post_round(
                     }
                     // Timed out or canceled meanwhile: nothing to do.
                     OwnerError::Slice(_) => {}
-                    // Retired or reclaimed endpoint: no reconnect yet, and
-                    // no other rail: NO_USABLE_PATH.
+                    // Retired or reclaimed endpoint, another rail of the
+                    // segment alive: move there (rail failover, no
+                    // reconnect).
+                    OwnerError::Endpoint(_) if sh.re_rail(r) => {
+                        c.rail_moves.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // No reconnect yet, and no other rail: NO_USABLE_PATH.
                     OwnerError::Endpoint(_) => {
                         let sig =
                             railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
@@ -283,8 +313,11 @@ fn flush_chain(
         let now = sh.now();
         for p in &chain[from..] {
             if let Ok(rec) = owner.unposted(p.wr_id) {
-                sh.gate.release(&rec, None, now);
+                sh.release_holds(&rec, None, now);
             }
+            sh.meta[p.slice.index as usize]
+                .posted
+                .store(0, Ordering::Release);
             c.unposted.fetch_add(1, Ordering::Relaxed);
             if requeue {
                 let shard = sh.meta[p.slice.index as usize]
@@ -312,7 +345,10 @@ fn flush_chain(
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
     for p in chain.iter() {
         let m = &sh.meta[p.slice.index as usize];
-        let mem = sh.mem[m.mem.load(Ordering::Relaxed) as usize].get();
+        let mem = sh.mem[m.mem.load(Ordering::Relaxed) as usize]
+            .get()
+            .and_then(|e| e.regs.get(usize::from(p.rec.device)))
+            .map(|r| &**r);
         let remote = res.remote.get(m.region.load(Ordering::Relaxed) as usize);
         let (Some(mem), Some(remote)) = (mem, remote) else {
             // Cannot happen for a validated submit; fail rather than guess.
@@ -404,7 +440,7 @@ fn poll_cq(
                 continue;
             }
         };
-        sh.gate.release(&done.record, Some(wc.status), now);
+        sh.release_holds(&done.record, Some(wc.status), now);
         if wc.status != WC_SUCCESS && wc.status != WC_WR_FLUSH_ERR {
             // The QP is in ERR now: retire its endpoint (one API).
             sh.retire(done.record.endpoint, RetireReason::CqError);
@@ -512,19 +548,92 @@ fn monitor(sh: &Shared) {
             }
         }
         if tick % 4 == 0 {
-            sh.expire_tasks(now);
+            sh.expire_tasks(now, poller);
         }
         tick += 1;
         std::thread::sleep(MONITOR_TICK);
     }
 }
 
-/// Reads `ibv_get_async_event` (non-blocking fd + poll with a timeout, so
-/// it stops within 50 ms) and retires affected endpoints through the one
-/// retire API, as the [`Classifier`](super::Classifier) says.
-fn async_events(sh: &Shared) {
+/// Where one async event lands (RFC 4162, async-event matrix): the
+/// endpoints to retire (through the one retire API) and the controller
+/// feedback, at the classified scope and no wider.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct EventTargets {
+    /// Endpoints to retire.
+    pub(crate) retire: Vec<EndpointHandle>,
+    /// Routes that get the event's effect (route feedback).
+    pub(crate) routes: Vec<u32>,
+    /// The device gets the event's effect (device feedback).
+    pub(crate) device: bool,
+}
+
+/// One live rail endpoint as the event mapping sees it: (device, handle,
+/// route, shard of each QP).
+pub(crate) type RailEp = (u16, EndpointHandle, u32, Vec<u16>);
+
+/// Maps an event on device `dev` to its targets. `qp_ep` is the endpoint of
+/// the event's QP (if it names one of ours); `cq_shard` the shard whose CQ
+/// the event names (if it names one of ours); `eps` every live rail
+/// endpoint.
+///
+/// * QP / route scope: the QP's endpoint; feedback to its route.
+/// * CQ scope: every endpoint with a QP on that CQ (all of them use the
+///   CQ's shard), feedback to each of their routes (immediately fatal
+///   route evidence); QPs on other CQs and other devices are untouched. A
+///   CQ the engine does not know (or an event without one) falls back to
+///   the device's endpoints, with no controller feedback.
+/// * port / device scope: every endpoint on `dev`; device feedback.
+/// * `EventAction::RetireAll` of a non-failure event (GID change): every
+///   endpoint on `dev`, no feedback.
+pub(crate) fn event_targets(
+    dev: u16,
+    scope: FailureScope,
+    action: EventAction,
+    qp_ep: Option<EndpointHandle>,
+    cq_shard: Option<usize>,
+    eps: &[RailEp],
+) -> EventTargets {
+    let mut t = EventTargets::default();
+    let on_dev = || eps.iter().filter(|e| e.0 == dev);
+    match scope {
+        FailureScope::Qp | FailureScope::Route => {
+            if let Some(h) = qp_ep {
+                if let Some(e) = eps.iter().find(|e| e.1 == h) {
+                    t.routes.push(e.2);
+                }
+            }
+        }
+        FailureScope::Cq => {
+            if let Some(s) = cq_shard {
+                for e in on_dev().filter(|e| e.3.iter().any(|&q| usize::from(q) == s)) {
+                    t.retire.push(e.1);
+                    if !t.routes.contains(&e.2) {
+                        t.routes.push(e.2);
+                    }
+                }
+                return t;
+            }
+        }
+        FailureScope::Port | FailureScope::Device => t.device = true,
+        FailureScope::Operation | FailureScope::None => {}
+    }
+    match action {
+        EventAction::Ignore => {}
+        EventAction::RetireQp(_) => t.retire.extend(qp_ep),
+        EventAction::RetireAll(_) => t.retire.extend(on_dev().map(|e| e.1)),
+    }
+    t
+}
+
+/// Reads device `dev`'s `ibv_get_async_event` (non-blocking fd + poll with
+/// a timeout, so it stops within 50 ms), retires the affected endpoints
+/// through the one retire API and feeds the controller, at the scope
+/// [`event_targets`] gives.
+fn async_events(sh: &Shared, dev: usize) {
+    let d16 = dev as u16;
     while !sh.stop.load(Ordering::Acquire) {
-        let ev = match sh.ctx.next_async_event(50) {
+        let ev = match sh.devs[dev].ctx.next_async_event(50) {
             Ok(Some(ev)) => ev,
             Ok(None) => continue,
             Err(_) => {
@@ -533,30 +642,30 @@ fn async_events(sh: &Shared) {
             }
         };
         sh.async_events.fetch_add(1, Ordering::Relaxed);
-        let h = ev
-            .qp_num
-            .and_then(|q| sh.qpn_map.read().ok().and_then(|m| m.get(&q).copied()));
-        // Controller feedback at the classified scope: QP / route → the
-        // QP's route; port / device → the device; CQ → (no CQ identity in
-        // the event) the routes of the retired endpoints are not fed.
+        let qp_ep = ev.qp_num.and_then(|q| {
+            sh.qpn_map
+                .read()
+                .ok()
+                .and_then(|m| m.get(&(d16, q)).copied())
+        });
+        let cq_shard = ev
+            .cq
+            .and_then(|id| (dev * sh.spd..(dev + 1) * sh.spd).find(|&s| sh.cqs[s].id() == id));
         let k = sh.classifier.event_class(ev.event_type);
-        match k.scope {
-            FailureScope::Qp | FailureScope::Route => {
-                if let Some(route) = h.and_then(|h| sh.route_of(h)) {
-                    sh.gate.event_feedback(Some(route), k.effect);
-                }
-            }
-            FailureScope::Port | FailureScope::Device => sh.gate.event_feedback(None, k.effect),
-            FailureScope::Cq | FailureScope::Operation | FailureScope::None => {}
+        let action = sh.classifier.event(ev.event_type);
+        let reason = match action {
+            EventAction::RetireQp(r) | EventAction::RetireAll(r) => r,
+            EventAction::Ignore => RetireReason::ContextFatal,
+        };
+        let t = event_targets(d16, k.scope, action, qp_ep, cq_shard, &sh.rail_endpoints());
+        for &r in &t.routes {
+            sh.gate.event_feedback(Some(r), k.effect);
         }
-        match sh.classifier.event(ev.event_type) {
-            EventAction::Ignore => {}
-            EventAction::RetireQp(reason) => {
-                if let Some(h) = h {
-                    sh.retire(h, reason);
-                }
-            }
-            EventAction::RetireAll(reason) => sh.retire_all(reason),
+        if t.device {
+            sh.gate.device_feedback(d16, k.effect);
+        }
+        for h in t.retire {
+            sh.retire(h, reason);
         }
     }
 }
@@ -574,5 +683,80 @@ fn listen(sh: &Shared, listener: TcpListener) {
             }
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::gate::Classifier;
+    use crate::engine::DefaultClassifier;
+    use crate::verbs::{EVENT_CQ_ERR, EVENT_DEVICE_FATAL, EVENT_PORT_ERR, EVENT_QP_FATAL};
+
+    fn h(slot: u32) -> EndpointHandle {
+        EndpointHandle {
+            slot,
+            generation: 1,
+        }
+    }
+
+    /// Device 0 has shards 0 and 1, device 1 shards 2 and 3. Endpoint 1
+    /// (route 10) uses shards 0+1, endpoint 2 (route 11) shard 1 only,
+    /// endpoint 3 (route 12) shard 0 only, endpoint 4 (route 20) is on
+    /// device 1.
+    fn eps() -> Vec<RailEp> {
+        vec![
+            (0, h(1), 10, vec![0, 1]),
+            (0, h(2), 11, vec![1, 1]),
+            (0, h(3), 12, vec![0, 0]),
+            (1, h(4), 20, vec![2, 3]),
+        ]
+    }
+
+    fn targets(ev: u32, qp: Option<EndpointHandle>, cq: Option<usize>, dev: u16) -> EventTargets {
+        let c = DefaultClassifier;
+        event_targets(dev, c.event_class(ev).scope, c.event(ev), qp, cq, &eps())
+    }
+
+    #[test]
+    fn cq_error_isolates_only_the_qps_on_that_cq() {
+        // CQ of shard 1: endpoints 1 and 2 use it; 3 (shard 0) and 4
+        // (another device) do not.
+        let t = targets(EVENT_CQ_ERR, None, Some(1), 0);
+        assert_eq!(t.retire, vec![h(1), h(2)]);
+        assert_eq!(t.routes, vec![10, 11]);
+        assert!(!t.device);
+        // Fatal route evidence (RFC 4162: "immediately fatal evidence for
+        // the route").
+        assert_eq!(
+            DefaultClassifier.event_class(EVENT_CQ_ERR).effect,
+            railyard_core::classify::Effect::Quarantine
+        );
+        // A CQ the engine does not know: the device's endpoints, no
+        // controller feedback.
+        let t = targets(EVENT_CQ_ERR, None, None, 0);
+        assert_eq!(t.retire, vec![h(1), h(2), h(3)]);
+        assert!(t.routes.is_empty() && !t.device);
+    }
+
+    #[test]
+    fn qp_port_and_device_events_keep_their_scope() {
+        let t = targets(EVENT_QP_FATAL, Some(h(3)), None, 0);
+        assert_eq!(t.retire, vec![h(3)]);
+        assert_eq!(t.routes, vec![12]);
+        assert!(!t.device);
+        // A QP event for a QP the engine does not know: nothing.
+        assert_eq!(
+            targets(EVENT_QP_FATAL, None, None, 0),
+            EventTargets::default()
+        );
+        // Port / device: every endpoint of that device only, device feedback.
+        for ev in [EVENT_PORT_ERR, EVENT_DEVICE_FATAL] {
+            let t = targets(ev, None, None, 1);
+            assert_eq!(t.retire, vec![h(4)]);
+            assert!(t.device && t.routes.is_empty());
+        }
+        // Unknown events change nothing.
+        assert_eq!(targets(12345, None, None, 0), EventTargets::default());
     }
 }
