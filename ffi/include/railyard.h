@@ -1439,7 +1439,9 @@ typedef struct {
 // `ry_engine_config_default` or `ry_engine_config_from_env`, then change
 // fields. Strings are NUL-terminated inside their arrays.
 typedef struct {
-  // RDMA device name (`MC_RDMA_DEVICE`); empty = the first device.
+  // RDMA device name (`MC_RDMA_DEVICE`), or a comma-separated list of
+  // device names used as rails in that order (`MC_RDMA_DEVICES`); empty
+  // = the first device. Rail selection uses its default constants.
   char device[RY_ENGINE_NAME_CAPACITY];
   // Handshake listener, `"ip:port"`; empty = `"127.0.0.1:0"` (port 0
   // picks a free port; `ry_engine_listen_addr` tells which).

@@ -94,7 +94,9 @@ pub enum ry_engine_task_state {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ry_engine_config {
-    /// RDMA device name (`MC_RDMA_DEVICE`); empty = the first device.
+    /// RDMA device name (`MC_RDMA_DEVICE`), or a comma-separated list of
+    /// device names used as rails in that order (`MC_RDMA_DEVICES`); empty
+    /// = the first device. Rail selection uses its default constants.
     pub device: [c_char; RY_ENGINE_NAME_CAPACITY],
     /// Handshake listener, `"ip:port"`; empty = `"127.0.0.1:0"` (port 0
     /// picks a free port; `ry_engine_listen_addr` tells which).
@@ -397,7 +399,9 @@ mod imp {
                 reserved: [0; 6],
                 cc: ry_cc_config::from(&c.cc),
             };
-            if let Some(d) = &c.device {
+            if !c.devices.is_empty() {
+                put_name(&mut out.device, &c.devices.join(","), "MC_RDMA_DEVICES")?;
+            } else if let Some(d) = &c.device {
                 put_name(&mut out.device, d, "MC_RDMA_DEVICE")?;
             }
             put_name(&mut out.listen, &c.listen.to_string(), "listen")?;
@@ -427,8 +431,16 @@ mod imp {
                 }
             };
             let us = |v: u64| (v > 0).then(|| Duration::from_micros(v));
+            // One name, or a comma-separated list: the rails, in order.
+            let devices: Vec<String> = if device.contains(',') {
+                device.split(',').map(|d| d.trim().to_owned()).collect()
+            } else {
+                Vec::new()
+            };
             let c = EngineConfig {
-                device: (!device.is_empty()).then_some(device),
+                device: (!device.is_empty() && devices.is_empty()).then_some(device),
+                devices,
+                rail: Default::default(),
                 port: self.port,
                 gid_index: self.gid_index,
                 slice_size: self.slice_size,
