@@ -90,6 +90,31 @@ pub trait PostGate: Send + Sync {
         o
     }
 
+    /// The transport replaced the route's endpoint (reconnect): the route
+    /// moves to a new generation, its state kept (RFC 4162 generation
+    /// fencing: late feedback of the old generation settles accounting
+    /// only). Returns the new generation, or `None` for a gate that keeps
+    /// no routes.
+    fn new_generation(&self, _route: u32) -> Option<u32> {
+        None
+    }
+
+    /// A read-only snapshot of route `route` (health, generation, errors,
+    /// window), or `None` for a gate that keeps no routes. Slow path.
+    fn route_snapshot(&self, _route: u32) -> Option<railyard_core::cc::DomainSnapshot> {
+        None
+    }
+
+    /// A read-only snapshot of the local device domain.
+    fn device_snapshot(&self) -> Option<railyard_core::cc::DomainSnapshot> {
+        None
+    }
+
+    /// The controller's counters (stale feedback, illegal transitions, ...).
+    fn cc_stats(&self) -> Option<railyard_core::cc::CcStats> {
+        None
+    }
+
     /// Whether a congestion controller is on (not `Mode::Off`). With it
     /// off, [`Engine::task_anomaly`](super::Engine::task_anomaly) reports
     /// UNKNOWN (RFC 4162, caller observability).

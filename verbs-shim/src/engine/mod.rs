@@ -42,18 +42,22 @@
 //!   control epoch every tick; [`DefaultClassifier`] is `core::classify`.
 //!   Route domains: one per (local device, remote NIC), see [`CcGate`].
 //!
-//! Not done yet: reconnect/failover after an endpoint is retired (retries
-//! on a retired endpoint fail the slice), several devices/rails (#5),
+//! * **Reconnect** (`reconnect.rs`): a retired endpoint of a segment this
+//!   engine opened is replaced (automatically once after a CQ error or a
+//!   QP-scope event, or by [`Engine::reconnect_segment`]) on a new route
+//!   generation; waiting retries move to it.
+//!
+//! Not done yet: failover to another rail, several devices/rails (#5),
 //! receiver credits (#4). For CC: task deadlines (`TIMEOUT`) are not yet
 //! fed to the controller as software route timeouts nor recorded as task
 //! evidence; CQ-scope async events cannot be narrowed to the CQ's QPs (the
-//! event does not carry the CQ) and give no controller feedback; route
-//! generations are not advanced when a peer NIC's endpoint is replaced
-//! (no reconnect yet).
+//! event does not carry the CQ) and give no controller feedback.
 
 mod cc_gate;
 mod config;
+mod fault;
 mod gate;
+mod reconnect;
 mod worker;
 
 pub use cc_gate::CcGate;
@@ -62,10 +66,11 @@ pub use gate::{
     Classifier, DefaultClassifier, EventAction, GateDecision, GateStats, OpenGate, PostGate,
     WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
 };
-pub use railyard_core::cc::{CcConfig, Mode as CcMode};
+pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
 pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
 use railyard_core::evidence::{Observation, TaskEvidence};
 pub use railyard_core::token::TokenRecord;
+pub use reconnect::SegmentInfo;
 
 use crate::handshake::{Handshake, HandshakeError};
 use crate::wire::{EndpointDescriptor, QpEndpoint, SegmentDescriptor};
@@ -358,6 +363,22 @@ struct SegmentEntry {
     qpns: Vec<u32>,
     /// CC route domain (local device × the peer's NIC).
     route: u32,
+    /// The peer's handshake address, for segments this engine opened
+    /// (those it can reconnect).
+    peer: Option<SocketAddr>,
+    /// A reconnect is in progress (retries wait for it).
+    reconnecting: bool,
+    /// Reconnects that replaced the endpoint.
+    reconnects: u32,
+}
+
+/// A connected endpoint, before it is published as a segment.
+pub(crate) struct Established {
+    handle: EndpointHandle,
+    remote: Vec<SegmentDescriptor>,
+    shards: Vec<u16>,
+    qpns: Vec<u32>,
+    route: u32,
 }
 
 /// Per-slice data written by `submit` before the slice is queued (the
@@ -501,6 +522,14 @@ pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     /// Posting stops (shutdown drain): queued slices are canceled.
     pub(crate) draining: AtomicBool,
+    /// Fault-injection state (empty without the `fault-injection` feature).
+    pub(crate) fault: fault::FaultState,
+    /// This `Shared` itself, for the automatic reconnect thread.
+    me: OnceLock<std::sync::Weak<Shared>>,
+    /// Automatic reconnect threads (joined at shutdown).
+    reconnect_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Serializes reconnects.
+    reconnect_lock: Mutex<()>,
 }
 
 impl Shared {
@@ -645,10 +674,13 @@ impl Shared {
         }
     }
 
-    /// Retires an endpoint (the one teardown API) and counts it.
+    /// Retires an endpoint (the one teardown API) and counts it. A QP that
+    /// must be rebuilt (CQ error, QP-scope event) on a segment this engine
+    /// opened starts one automatic reconnect (see `reconnect.rs`).
     pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
         if self.endpoints.retire(h, reason, self.now()).is_ok() {
             self.retired.fetch_add(1, Ordering::Relaxed);
+            self.after_retire(h, reason);
         }
     }
 
@@ -747,10 +779,37 @@ impl Shared {
         ))
     }
 
+    /// Both sides of the handshake, then records the segment (`peer`: the
+    /// address we dialed, for segments we opened).
+    pub(crate) fn connect(
+        &self,
+        hs: Handshake,
+        initiator: bool,
+        peer: Option<SocketAddr>,
+    ) -> Result<SegmentId, EngineError> {
+        let e = self.establish(hs, initiator)?;
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        segs.push(SegmentEntry {
+            handle: e.handle,
+            remote: e.remote,
+            shards: e.shards,
+            qpns: e.qpns,
+            route: e.route,
+            peer,
+            reconnecting: false,
+            reconnects: 0,
+        });
+        Ok(SegmentId(segs.len() as u32 - 1))
+    }
+
     /// Both sides of the handshake: builds QPs, exchanges descriptors
     /// (`initiator` sends first), connects, barriers, then opens the
-    /// endpoint in the table and records the segment.
-    pub(crate) fn connect(&self, hs: Handshake, initiator: bool) -> Result<SegmentId, EngineError> {
+    /// endpoint in the table.
+    pub(crate) fn establish(
+        &self,
+        hs: Handshake,
+        initiator: bool,
+    ) -> Result<Established, EngineError> {
         let (mut qps, shards) = self.new_qps()?;
         let (local, psn_base) = self.local_descriptor(&qps)?;
         let (peer, mut hs) = if initiator {
@@ -788,30 +847,20 @@ impl Shared {
                 m.insert(q, handle);
             }
         }
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        segs.push(SegmentEntry {
+        Ok(Established {
             handle,
             remote: peer.segments,
             shards,
             qpns,
             route,
-        });
-        Ok(SegmentId(segs.len() as u32 - 1))
+        })
     }
 
-    /// Forgets the QP numbers of a reclaimed endpoint.
+    /// Forgets the QP numbers of a reclaimed endpoint (also one a
+    /// reconnect already replaced in its segment).
     pub(crate) fn forget_endpoint(&self, h: EndpointHandle) {
-        let Ok(segs) = self.segments.read() else {
-            return;
-        };
-        if let Some(e) = segs.iter().find(|e| e.handle == h) {
-            if let Ok(mut m) = self.qpn_map.write() {
-                for q in &e.qpns {
-                    if m.get(q) == Some(&h) {
-                        m.remove(q);
-                    }
-                }
-            }
+        if let Ok(mut m) = self.qpn_map.write() {
+            m.retain(|_, v| *v != h);
         }
     }
 
@@ -919,6 +968,8 @@ impl Engine {
             mtu: port.active_mtu.unwrap_or(Mtu::M1024),
             max_rd_atomic: cap(caps.max_qp_init_rd_atom),
             max_dest_rd_atomic: cap(caps.max_qp_rd_atom),
+            timeout: cfg.qp_timeout,
+            retry_cnt: cfg.qp_retry_cnt,
             ..QpConfig::default()
         };
         qp_cfg.validate()?;
@@ -1001,8 +1052,13 @@ impl Engine {
             threads: OnceLock::new(),
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
+            fault: fault::FaultState::default(),
+            me: OnceLock::new(),
+            reconnect_threads: Mutex::new(Vec::new()),
+            reconnect_lock: Mutex::new(()),
             cfg,
         });
+        let _ = shared.me.set(Arc::downgrade(&shared));
         let threads = worker::spawn_all(&shared, listener).map_err(EngineError::Io)?;
         Ok(Self {
             shared,
@@ -1079,9 +1135,22 @@ impl Engine {
     /// Connects to the engine listening at `peer`: N RC QPs, the versioned
     /// descriptor handshake, INIT → RTR → RTS, a barrier. Returns the
     /// segment to address transfers to.
+    ///
+    /// The address is remembered: if the endpoint is later retired for a
+    /// CQ error or a QP-scope event, the engine reconnects once on its own,
+    /// and [`reconnect_segment`](Self::reconnect_segment) does it on demand.
     pub fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
-        let hs = Handshake::connect(peer, self.shared.cfg.handshake_timeout)?;
-        self.shared.connect(hs, true)
+        let addrs: Vec<SocketAddr> = peer
+            .to_socket_addrs()
+            .map_err(|source| HandshakeError::Io {
+                during: "resolving the peer",
+                source,
+            })?
+            .collect();
+        let hs = Handshake::connect(&addrs[..], self.shared.cfg.handshake_timeout)?;
+        // The address that answered (the one to dial again on reconnect).
+        let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
+        self.shared.connect(hs, true, dialed)
     }
 
     /// The regions the peer exported at handshake time (remote addresses of
@@ -1483,6 +1552,15 @@ impl Engine {
             return;
         }
         sh.draining.store(true, Ordering::Release);
+        // A reconnect in flight publishes its endpoint before we retire all.
+        let reconnects: Vec<JoinHandle<()>> = sh
+            .reconnect_threads
+            .lock()
+            .map(|mut v| v.drain(..).collect())
+            .unwrap_or_default();
+        for t in reconnects {
+            let _ = t.join();
+        }
         sh.retire_all(RetireReason::Shutdown);
         worker::flush_all(sh);
         let t0 = Instant::now();

@@ -15,7 +15,7 @@
 use super::{EpResource, Shared};
 use crate::engine::gate::{EventAction, GateDecision};
 use crate::handshake::Handshake;
-use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
+use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS};
 use railyard_core::cc::PollerStatus;
 use railyard_core::classify::{classify_wc, FailureScope, Signal};
 use railyard_core::completion::{Owner, PostError as OwnerError, PostRequest, SliceEffect};
@@ -95,7 +95,7 @@ fn roles(sh: &Shared, w: usize) -> (Option<usize>, Vec<usize>) {
 }
 
 fn worker(sh: &Shared, w: usize) {
-    let (post_shard, poll) = roles(sh, w);
+    let (post_shard, poll_all) = roles(sh, w);
     let local = sh.endpoints.register();
     let owner = Owner::new(&sh.tokens, &sh.slices, &sh.endpoints);
     let c = &sh.counters[w];
@@ -106,7 +106,12 @@ fn worker(sh: &Shared, w: usize) {
         if let Some(s) = post_shard {
             did += post_round(sh, &owner, &local, s, c);
         }
-        for &q in &poll {
+        let poll: &[usize] = if sh.fault.polling_paused() {
+            &[]
+        } else {
+            &poll_all
+        };
+        for &q in poll {
             did += poll_cq(sh, &owner, q, &mut wcs, c);
         }
         if !poll.is_empty() {
@@ -117,7 +122,7 @@ fn worker(sh: &Shared, w: usize) {
             idle = idle.saturating_add(1);
             if idle <= SPIN_ROUNDS {
                 std::hint::spin_loop();
-            } else if has_work(sh, post_shard, &poll) {
+            } else if has_work(sh, post_shard, poll) {
                 // Work is on the wire: keep polling, but let the kernel
                 // (and, on Soft-RoCE, the NIC itself) run.
                 match sh.cfg.inflight_nap {
@@ -247,16 +252,26 @@ fn post_round(
                     }
                     // Timed out or canceled meanwhile: nothing to do.
                     OwnerError::Slice(_) => {}
-                    // Retired or reclaimed endpoint: no reconnect yet, and
-                    // no other rail: NO_USABLE_PATH.
-                    OwnerError::Endpoint(_) => {
-                        let sig =
-                            railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
-                        let mut o = sh.gate.observe(&rec, sig.reason, now);
-                        o.scope = Observed::Value(sig.scope);
-                        sh.note(r, o);
-                        sh.settle(r, Outcome::Failure)
-                    }
+                    // Retired or reclaimed endpoint: the segment's new
+                    // endpoint, or wait for its reconnect; else (no other
+                    // rail) NO_USABLE_PATH.
+                    OwnerError::Endpoint(_) => match sh.retry_route(r) {
+                        super::reconnect::RetryRoute::Repointed => sh.requeue(r),
+                        super::reconnect::RetryRoute::Wait => {
+                            sh.requeue(r);
+                            handled -= 1;
+                            break;
+                        }
+                        super::reconnect::RetryRoute::NoPath => {
+                            let sig = railyard_core::classify::classify_signal(
+                                Signal::AllRailsUnavailable,
+                            );
+                            let mut o = sh.gate.observe(&rec, sig.reason, now);
+                            o.scope = Observed::Value(sig.scope);
+                            sh.note(r, o);
+                            sh.settle(r, Outcome::Failure)
+                        }
+                    },
                 }
             }
         }
@@ -312,8 +327,12 @@ fn flush_chain(
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
     for p in chain.iter() {
         let m = &sh.meta[p.slice.index as usize];
-        let mem = sh.mem[m.mem.load(Ordering::Relaxed) as usize].get();
-        let remote = res.remote.get(m.region.load(Ordering::Relaxed) as usize);
+        let mi = m.mem.load(Ordering::Relaxed) as usize;
+        let mem = sh.mem[mi].get().map(|r| sh.fault.local(mi, r));
+        let remote = res
+            .remote
+            .get(m.region.load(Ordering::Relaxed) as usize)
+            .map(|d| sh.fault.remote(h, *d));
         let (Some(mem), Some(remote)) = (mem, remote) else {
             // Cannot happen for a validated submit; fail rather than guess.
             release_from(0, false, chain);
@@ -330,7 +349,7 @@ fn flush_chain(
             local: mem,
             local_off: m.local_off.load(Ordering::Relaxed) as usize,
             len: m.len.load(Ordering::Relaxed),
-            remote: *remote,
+            remote,
             remote_off: m.remote_off.load(Ordering::Relaxed),
             signaled: true,
         });
@@ -405,8 +424,10 @@ fn poll_cq(
             }
         };
         sh.gate.release(&done.record, Some(wc.status), now);
-        if wc.status != WC_SUCCESS && wc.status != WC_WR_FLUSH_ERR {
-            // The QP is in ERR now: retire its endpoint (one API).
+        if wc.status != WC_SUCCESS {
+            // The QP is in ERR now: retire its endpoint (one API). For a
+            // flush this is a no-op unless the QP went to ERR behind the
+            // engine's back (then the burst retires it exactly once).
             sh.retire(done.record.endpoint, RetireReason::CqError);
         }
         // Task evidence, for the slice's current attempt only (a stale
@@ -532,32 +553,36 @@ fn async_events(sh: &Shared) {
                 continue;
             }
         };
-        sh.async_events.fetch_add(1, Ordering::Relaxed);
-        let h = ev
-            .qp_num
-            .and_then(|q| sh.qpn_map.read().ok().and_then(|m| m.get(&q).copied()));
-        // Controller feedback at the classified scope: QP / route → the
-        // QP's route; port / device → the device; CQ → (no CQ identity in
-        // the event) the routes of the retired endpoints are not fed.
-        let k = sh.classifier.event_class(ev.event_type);
-        match k.scope {
-            FailureScope::Qp | FailureScope::Route => {
-                if let Some(route) = h.and_then(|h| sh.route_of(h)) {
-                    sh.gate.event_feedback(Some(route), k.effect);
-                }
+        handle_async_event(sh, ev.event_type, ev.qp_num);
+    }
+}
+
+/// Handles one async event: controller feedback and retire at the
+/// classified scope.
+pub(crate) fn handle_async_event(sh: &Shared, event_type: u32, qp_num: Option<u32>) {
+    sh.async_events.fetch_add(1, Ordering::Relaxed);
+    let h = qp_num.and_then(|q| sh.qpn_map.read().ok().and_then(|m| m.get(&q).copied()));
+    // Controller feedback at the classified scope: QP / route → the
+    // QP's route; port / device → the device; CQ → (no CQ identity in
+    // the event) the routes of the retired endpoints are not fed.
+    let k = sh.classifier.event_class(event_type);
+    match k.scope {
+        FailureScope::Qp | FailureScope::Route => {
+            if let Some(route) = h.and_then(|h| sh.route_of(h)) {
+                sh.gate.event_feedback(Some(route), k.effect);
             }
-            FailureScope::Port | FailureScope::Device => sh.gate.event_feedback(None, k.effect),
-            FailureScope::Cq | FailureScope::Operation | FailureScope::None => {}
         }
-        match sh.classifier.event(ev.event_type) {
-            EventAction::Ignore => {}
-            EventAction::RetireQp(reason) => {
-                if let Some(h) = h {
-                    sh.retire(h, reason);
-                }
+        FailureScope::Port | FailureScope::Device => sh.gate.event_feedback(None, k.effect),
+        FailureScope::Cq | FailureScope::Operation | FailureScope::None => {}
+    }
+    match sh.classifier.event(event_type) {
+        EventAction::Ignore => {}
+        EventAction::RetireQp(reason) => {
+            if let Some(h) = h {
+                sh.retire(h, reason);
             }
-            EventAction::RetireAll(reason) => sh.retire_all(reason),
         }
+        EventAction::RetireAll(reason) => sh.retire_all(reason),
     }
 }
 
@@ -569,7 +594,7 @@ fn listen(sh: &Shared, listener: TcpListener) {
                 let _ = stream.set_nonblocking(false);
                 if let Ok(hs) = Handshake::from_stream(stream, sh.cfg.handshake_timeout) {
                     // A failed handshake drops the connection and its QPs.
-                    let _ = sh.connect(hs, false);
+                    let _ = sh.connect(hs, false, None);
                 }
             }
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
