@@ -56,8 +56,20 @@ pub(crate) enum RetryRoute {
     Repointed,
     /// A reconnect is in progress: re-queue it and back off.
     Wait,
-    /// No usable endpoint.
-    NoPath,
+    /// No usable endpoint. `teardown`: its owner retired it (close,
+    /// reconnect, shutdown), which is no new root failure (RFC 4162:
+    /// UNKNOWN without other evidence) rather than `NO_USABLE_PATH`.
+    NoPath {
+        /// Retired by its owner.
+        teardown: bool,
+    },
+}
+
+fn decode(v: u64) -> EndpointHandle {
+    EndpointHandle {
+        slot: v as u32,
+        generation: (v >> 32) as u32,
+    }
 }
 
 fn encode(h: EndpointHandle) -> u64 {
@@ -75,8 +87,12 @@ impl Shared {
         let m = &self.meta[r.index as usize];
         let ep = m.ep.load(Ordering::Relaxed);
         let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let teardown = matches!(
+            self.endpoints.state(decode(ep)),
+            Ok(s) if s.reason == Some(RetireReason::Shutdown)
+        );
         let Some(e) = segs.get(m.segment.load(Ordering::Relaxed) as usize) else {
-            return RetryRoute::NoPath;
+            return RetryRoute::NoPath { teardown };
         };
         if encode(e.handle) != ep && self.is_active(e.handle) && !e.shards.is_empty() {
             let qp = m.qp.load(Ordering::Relaxed) as usize % e.shards.len();
@@ -89,7 +105,7 @@ impl Shared {
         if e.reconnecting {
             RetryRoute::Wait
         } else {
-            RetryRoute::NoPath
+            RetryRoute::NoPath { teardown }
         }
     }
 

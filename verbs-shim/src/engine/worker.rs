@@ -262,7 +262,12 @@ fn post_round(
                             handled -= 1;
                             break;
                         }
-                        super::reconnect::RetryRoute::NoPath => {
+                        // Retired by its owner: teardown, no new root
+                        // failure (UNKNOWN without other evidence).
+                        super::reconnect::RetryRoute::NoPath { teardown: true } => {
+                            sh.settle(r, Outcome::Failure)
+                        }
+                        super::reconnect::RetryRoute::NoPath { teardown: false } => {
                             let sig = railyard_core::classify::classify_signal(
                                 Signal::AllRailsUnavailable,
                             );
