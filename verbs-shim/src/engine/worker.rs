@@ -263,8 +263,12 @@ fn post_round(
                             break;
                         }
                         // Retired by its owner: teardown, no new root
-                        // failure (UNKNOWN without other evidence).
+                        // failure; like its flushes, DERIVED_FLUSH
+                        // (UNKNOWN without other evidence).
                         super::reconnect::RetryRoute::NoPath { teardown: true } => {
+                            let mut o = sh.gate.observe(&rec, Reason::DerivedFlush, now);
+                            o.scope = Observed::Value(FailureScope::Qp);
+                            sh.note(r, o);
                             sh.settle(r, Outcome::Failure)
                         }
                         super::reconnect::RetryRoute::NoPath { teardown: false } => {
