@@ -8,18 +8,22 @@
 #    engine tests, rxe_engine, run twice: MC_RDMA_DEDICATED_POLLER=0 and =1, both
 #    with MC_ADAPTIVE_CC_MODE=enforce), then
 #    a reference ib_write_bw loopback (server + client on rxe0) to prove the
-#    harness and give a same-guest baseline.
+#    harness and give a same-guest baseline. The fault matrix (rxe_faults,
+#    issue #7) runs once per worker model too, allowed to take rxe0's netdev
+#    down and up (RAILYARD_FAULT_NETDEV=1).
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
-#    across them (target on node 1, initiator on node 0); RXE_CI_TWO=0 skips it.
+#    across them (target on node 1, initiator on node 0), then fault scenario 5
+#    (examples/fault_link_down: the peer guest's link goes down mid-transfer);
+#    RXE_CI_TWO=0 skips both.
 # 5. Fails if any test failed, any test printed SKIP, no device test ran, or
 #    the two-node run failed.
 #
-# Env: RXE_CI_TIMEOUT (guest wall-clock limit, default 420 s),
+# Env: RXE_CI_TIMEOUT (guest wall-clock limit, default 540 s),
 #      RXE_CI_BW_SECS (ib_write_bw duration, default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-TIMEOUT="${RXE_CI_TIMEOUT:-420}"
+TIMEOUT="${RXE_CI_TIMEOUT:-540}"
 BW_SECS="${RXE_CI_BW_SECS:-3}"
 CACHE="${RXE_VM_CACHE:-$PWD/target/rxe-vm}"
 
@@ -35,9 +39,10 @@ fi
 mapfile -t bins < <(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$build_log")
 rm -f "$build_log"
 [[ ${#bins[@]} -gt 0 ]] || { echo "rxe: FAIL: no test binaries found" >&2; exit 1; }
-timeout 900 cargo build -p railyard-verbs --example rdma_pair >&2 || { echo "rxe: FAIL: building rdma_pair" >&2; exit 1; }
+timeout 900 cargo build -p railyard-verbs --example rdma_pair --example fault_link_down >&2 || { echo "rxe: FAIL: building rdma_pair / fault_link_down" >&2; exit 1; }
 tdir="${CARGO_TARGET_DIR:-target}"; [[ "$tdir" = /* ]] || tdir="$PWD/$tdir"
 pair="$tdir/debug/examples/rdma_pair"
+linkdown="$tdir/debug/examples/fault_link_down"
 # A target dir outside the checkout must be shared into the guest too.
 share=()
 case "$tdir/" in "$PWD"/*) ;; *) share=(--rw "$tdir") ;; esac
@@ -61,6 +66,11 @@ for b in "$@"; do
     rxe_engine-*)
       run_one "$(basename "$b") [shared workers, CC enforce]" "$b" MC_RDMA_DEDICATED_POLLER=0 MC_ADAPTIVE_CC_MODE=enforce
       run_one "$(basename "$b") [dedicated poller, CC enforce]" "$b" MC_RDMA_DEDICATED_POLLER=1 MC_ADAPTIVE_CC_MODE=enforce ;;
+    # The fault matrix (issue #7), once per worker model; it may take the
+    # RDMA netdev down and up (PORT_ERR / PORT_ACTIVE).
+    rxe_faults-*)
+      run_one "$(basename "$b") [shared workers]" "$b" MC_RDMA_DEDICATED_POLLER=0 RAILYARD_FAULT_NETDEV=1
+      run_one "$(basename "$b") [dedicated poller]" "$b" MC_RDMA_DEDICATED_POLLER=1 RAILYARD_FAULT_NETDEV=1 ;;
     *) run_one "$(basename "$b")" "$b" ;;
   esac
 done
@@ -105,6 +115,16 @@ if [[ "${RXE_CI_TWO:-1}" == 1 ]]; then
     echo "rxe: FAIL: two-node rdma_pair" >&2; fail=1
   fi
   echo "rxe: two-guest run took $(( $(date +%s) - t ))s"
+  # Fault scenario 5: the peer guest's link goes down mid-transfer.
+  t=$(date +%s)
+  if scripts/rxe-vm "${share[@]}" --two --timeout 300 --peer-cmd "$linkdown target eth0" -- \
+       "$linkdown" initiator 10.77.0.2 2>&1 | tee "$CACHE/ci-linkdown.log"; then
+    grep -q 'fault_link_down initiator: OK' "$CACHE/ci-linkdown.log" || { echo "rxe: FAIL: fault_link_down did not finish" >&2; fail=1; }
+    grep -q 'fault_link_down target: OK' "$CACHE/ci-linkdown.log" || { echo "rxe: FAIL: fault_link_down target" >&2; fail=1; }
+  else
+    echo "rxe: FAIL: two-guest fault_link_down (scenario 5)" >&2; fail=1
+  fi
+  echo "rxe: two-guest link-down run took $(( $(date +%s) - t ))s"
 fi
 if grep -q 'SKIP ' "$log"; then
   echo "rxe: FAIL: tests skipped inside the guest:" >&2; grep 'SKIP ' "$log" >&2; fail=1
@@ -114,6 +134,11 @@ if [[ $ran == 0 ]]; then echo "rxe: FAIL: no real-verbs test reported RAN" >&2; 
 for model in Shared DedicatedPoller; do
   grep -q "RAN engine_.*($model," "$log" || { echo "rxe: FAIL: engine tests did not run in the $model worker model" >&2; fail=1; }
 done
+for model in Shared DedicatedPoller; do
+  grep -q "FAULT s7_retire_races_posts model=$model " "$log" || { echo "rxe: FAIL: fault matrix did not run in the $model worker model" >&2; fail=1; }
+done
+faults=$(grep -c '^FAULT s' "$log" || true)
+[[ $faults -ge 16 ]] || { echo "rxe: FAIL: only $faults fault-matrix lines (want 8 per worker model)" >&2; fail=1; }
 if grep -q 'test result: FAILED' "$log"; then echo "rxe: FAIL: test failures (see above)" >&2; fail=1; fi
 echo "rxe: $ran real-verbs tests ran; total $(( $(date +%s) - start ))s"
 [[ $fail == 0 ]] && echo "rxe: OK"
