@@ -10,7 +10,8 @@
 #    a reference ib_write_bw loopback (server + client on rxe0) to prove the
 #    harness and give a same-guest baseline. The fault matrix (rxe_faults,
 #    issue #7) runs once per worker model too, allowed to take rxe0's netdev
-#    down and up (RAILYARD_FAULT_NETDEV=1).
+#    down and up (RAILYARD_FAULT_NETDEV=1), plus scenario 7 once under valgrind
+#    memcheck (dedicated poller) when valgrind is installed.
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
 #    across them (target on node 1, initiator on node 0), then fault scenario 5
 #    (examples/fault_link_down: the peer guest's link goes down mid-transfer);
@@ -69,11 +70,24 @@ for b in "$@"; do
     # The fault matrix (issue #7), once per worker model; it may take the
     # RDMA netdev down and up (PORT_ERR / PORT_ACTIVE).
     rxe_faults-*)
+      faults_bin=$b
       run_one "$(basename "$b") [shared workers]" "$b" MC_RDMA_DEDICATED_POLLER=0 RAILYARD_FAULT_NETDEV=1
       run_one "$(basename "$b") [dedicated poller]" "$b" MC_RDMA_DEDICATED_POLLER=1 RAILYARD_FAULT_NETDEV=1 ;;
     *) run_one "$(basename "$b")" "$b" ;;
   esac
 done
+# Scenario 7 (retire racing posts) once under valgrind memcheck, in the
+# dedicated-poller model (~90 s under TCG).
+if [[ -n "${faults_bin:-}" ]]; then
+  if command -v valgrind >/dev/null; then
+    echo "=== valgrind memcheck: rxe_faults fault7 [dedicated poller]"
+    env MC_RDMA_DEDICATED_POLLER=1 timeout 400 valgrind --error-exitcode=99 -q "$faults_bin" --test-threads=1 fault7 \
+      && echo "rxe-guest: valgrind memcheck fault7: clean" \
+      || { echo "rxe-guest: FAILED: valgrind memcheck fault7"; rc=1; }
+  else
+    echo "rxe-guest: WARNING: valgrind not installed: no memcheck pass of fault7"
+  fi
+fi
 echo "=== reference: ib_write_bw loopback on rxe0 (-s 65536, -D BW_SECS)"
 timeout 120 ib_write_bw -F -d rxe0 -x 1 -s 65536 -D BW_SECS > /tmp/bw-server.log 2>&1 &
 srv=$!
@@ -137,6 +151,9 @@ done
 for model in Shared DedicatedPoller; do
   grep -q "FAULT s7_retire_races_posts model=$model " "$log" || { echo "rxe: FAIL: fault matrix did not run in the $model worker model" >&2; fail=1; }
 done
+if command -v valgrind >/dev/null; then
+  grep -q 'valgrind memcheck fault7: clean' "$log" || { echo "rxe: FAIL: no clean valgrind memcheck pass of fault7" >&2; fail=1; }
+fi
 faults=$(grep -c '^FAULT s' "$log" || true)
 [[ $faults -ge 16 ]] || { echo "rxe: FAIL: only $faults fault-matrix lines (want 8 per worker model)" >&2; fail=1; }
 if grep -q 'test result: FAILED' "$log"; then echo "rxe: FAIL: test failures (see above)" >&2; fail=1; fi
