@@ -155,7 +155,7 @@ if command -v valgrind >/dev/null; then
   grep -q 'valgrind memcheck fault7: clean' "$log" || { echo "rxe: FAIL: no clean valgrind memcheck pass of fault7" >&2; fail=1; }
 fi
 faults=$(grep -c '^FAULT s' "$log" || true)
-[[ $faults -ge 16 ]] || { echo "rxe: FAIL: only $faults fault-matrix lines (want 8 per worker model)" >&2; fail=1; }
+[[ $faults -ge 18 ]] || { echo "rxe: FAIL: only $faults fault-matrix lines (want 9 per worker model)" >&2; fail=1; }
 if grep -q 'test result: FAILED' "$log"; then echo "rxe: FAIL: test failures (see above)" >&2; fail=1; fi
 echo "rxe: $ran real-verbs tests ran; total $(( $(date +%s) - start ))s"
 [[ $fail == 0 ]] && echo "rxe: OK"

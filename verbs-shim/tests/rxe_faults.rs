@@ -1135,3 +1135,60 @@ fn fault8_scripted_qp_fatal_isolates_one_qp() {
         p.a.gate.path_str(route),
     );
 }
+
+/// **Scripted**: on Soft-RoCE (Linux 6.1) `rdma link delete rxe0` raises no
+/// `IBV_EVENT_DEVICE_FATAL`: rxe cannot disassociate user contexts, so the
+/// delete blocks in the kernel until every process closed the device (seen
+/// with `ibv_asyncwatch`). The engine's handling runs on a synthetic
+/// DEVICE_FATAL instead. Device scope: the local device is quarantined and
+/// every endpoint of the context retired; the peer (another engine) is not
+/// declared failed; recovery goes through the cooldown, a reconnect and a
+/// probe.
+#[test]
+fn fault8_scripted_device_fatal_isolates_the_local_device_only() {
+    const LEN: usize = 128 * 1024;
+    let Some(p) = pair("fault8_scripted_device_fatal", 2 * LEN, |_| {}) else {
+        return;
+    };
+    write_and_verify(&p.a, &p.b, p.seg, 0, &pattern(18, LEN));
+    let retired0 = p.a.e.stats().retired;
+    p.a.e
+        .fault_async_event(railyard_core::classify::event::DEVICE_FATAL, None)
+        .unwrap();
+    let dev = p.a.e.device_snapshot().unwrap();
+    assert_eq!(dev.health, Health::Quarantined, "{dev:?}");
+    assert!(!p.a.e.segment_info(p.seg).unwrap().active);
+    assert_eq!(p.a.e.stats().retired - retired0, 1);
+    // No automatic reconnect at device scope.
+    assert_eq!(p.a.e.segment_info(p.seg).unwrap().reconnects, 0);
+    // The peer is not declared failed: its device and endpoint are untouched.
+    assert_eq!(p.b.e.device_snapshot().unwrap().health, Health::Healthy);
+    let b_seg = *p.b.e.segments().first().unwrap();
+    assert!(p.b.e.segment_info(b_seg).unwrap().active);
+    // Recovery: reconnect, the probe (avoided until the cooldown ends).
+    p.a.e.reconnect_segment(p.seg).unwrap();
+    write_and_verify(&p.a, &p.b, p.seg, LEN, &pattern(19, LEN));
+    assert_eq!(p.a.e.device_snapshot().unwrap().health, Health::Healthy);
+    let dpath = p.a.gate.route_path(DEV);
+    assert!(
+        has_arrows(
+            &dpath,
+            &[
+                Health::Healthy,
+                Health::Quarantined,
+                Health::Probing,
+                Health::Healthy
+            ]
+        ),
+        "{dpath:?}"
+    );
+    let k = classify_event(railyard_core::classify::event::DEVICE_FATAL);
+    let counters = quiescent(&p.a, "initiator");
+    quiescent(&p.b, "target");
+    say!(
+        "FAULT s8_device_fatal event=DEVICE_FATAL class={:?} scope={:?} device_path={} peer=untouched counters={counters} source=scripted (rdma link delete raises no event on rxe)",
+        k.class,
+        k.scope,
+        p.a.gate.path_str(DEV),
+    );
+}
