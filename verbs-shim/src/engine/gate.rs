@@ -182,9 +182,11 @@ pub trait Classifier: Send + Sync {
 /// | rebuild the local object | `LOC_QP_OP`, `LOC_EEC_OP`, `LOC_RDD_VIOL`, `INV_EECN`, `INV_EEC_STATE` | fatal (a local programming error does not heal by retrying) |
 /// | stop reuse | `FATAL`, `GENERAL`, `TM_*`, any unknown status | fatal (fails closed) |
 ///
-/// A retry is only ever posted on a live endpoint; with no reconnect yet
-/// (the engine retires the endpoint on any error completion, as an RC QP
-/// is in ERR after one) a retried slice then fails at admission.
+/// A retry is only ever posted on a live endpoint. The engine retires the
+/// endpoint on any error completion (an RC QP is in ERR after one) and, for
+/// a segment it opened, reconnects once on a new route generation (the
+/// metadata refresh); the retry then runs on the new endpoint, or fails
+/// with `NO_USABLE_PATH` if the reconnect fails (see `reconnect.rs`).
 ///
 /// **Async events** retire at the classified scope, through the one retire
 /// API: QP / WQ / SRQ / route scope → the QP's endpoint; CQ, port and device

@@ -370,6 +370,9 @@ struct SegmentEntry {
     reconnecting: bool,
     /// Reconnects that replaced the endpoint.
     reconnects: u32,
+    /// Closed by its owner ([`Engine::close_segment`]) and not reconnected
+    /// since: retries failing on it are teardown, not a path failure.
+    closed: bool,
 }
 
 /// A connected endpoint, before it is published as a segment.
@@ -798,6 +801,7 @@ impl Shared {
             peer,
             reconnecting: false,
             reconnects: 0,
+            closed: false,
         });
         Ok(SegmentId(segs.len() as u32 - 1))
     }
@@ -1181,14 +1185,16 @@ impl Engine {
     /// posted work drains (or is flushed after the drain timeout).
     pub fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
         let h = {
-            let segs = self
+            let mut segs = self
                 .shared
                 .segments
-                .read()
+                .write()
                 .unwrap_or_else(|e| e.into_inner());
-            segs.get(seg.0 as usize)
-                .map(|e| e.handle)
-                .ok_or(EngineError::NoSuchSegment(seg))?
+            let e = segs
+                .get_mut(seg.0 as usize)
+                .ok_or(EngineError::NoSuchSegment(seg))?;
+            e.closed = true;
+            e.handle
         };
         self.shared
             .endpoints

@@ -87,13 +87,16 @@ impl Shared {
         let m = &self.meta[r.index as usize];
         let ep = m.ep.load(Ordering::Relaxed);
         let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let teardown = matches!(
+        // Teardown: the endpoint was retired by its owner (it may already
+        // be reclaimed, so the segment's `closed` mark says it too).
+        let mut teardown = matches!(
             self.endpoints.state(decode(ep)),
             Ok(s) if s.reason == Some(RetireReason::Shutdown)
         );
         let Some(e) = segs.get(m.segment.load(Ordering::Relaxed) as usize) else {
             return RetryRoute::NoPath { teardown };
         };
+        teardown |= e.closed && encode(e.handle) == ep;
         if encode(e.handle) != ep && self.is_active(e.handle) && !e.shards.is_empty() {
             let qp = m.qp.load(Ordering::Relaxed) as usize % e.shards.len();
             m.qp.store(qp as u32, Ordering::Relaxed);
@@ -201,6 +204,7 @@ impl Shared {
         e.qpns = new.qpns;
         e.route = new.route;
         e.reconnects += 1;
+        e.closed = false;
         Ok(new.handle.generation)
     }
 }
