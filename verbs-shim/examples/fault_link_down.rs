@@ -461,9 +461,12 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
         format!("peer route after recovery: {s:?}"),
     )?;
     let path = gate.path(route);
+    // Sampled after each controller call: the two QPs' RETRY_EXC_ERRs may
+    // be released concurrently by two pollers, so the sample can skip the
+    // SUSPECT in between; every real step is checked by the controller
+    // (`illegal_transitions` must stay 0, below).
     let want = [
         Health::Healthy,
-        Health::Suspect,
         Health::Quarantined,
         Health::Probing,
         Health::Healthy,
@@ -475,12 +478,6 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
         }
     }
     check(i == want.len(), format!("peer route path: {path:?}"))?;
-    for w in path.windows(2) {
-        check(
-            railyard_core::cc::health::arrow_exists(w[0].0, w[1].0),
-            format!("not an arrow: {path:?}"),
-        )?;
-    }
     // Quiescence.
     check(a.wait_idle(WAIT), "initiator never idle".into())?;
     let st = a.stats();

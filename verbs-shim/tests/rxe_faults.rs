@@ -429,18 +429,6 @@ fn has_arrows(path: &[(Health, u32)], want: &[Health]) -> bool {
     i == want.len()
 }
 
-/// Every consecutive change in `path` is an arrow of the RFC diagram (or
-/// a same-state generation change).
-fn assert_legal(path: &[(Health, u32)]) {
-    for w in path.windows(2) {
-        let (a, b) = (w[0].0, w[1].0);
-        assert!(
-            railyard_core::cc::health::arrow_exists(a, b),
-            "{a:?} -> {b:?} is not an arrow of the diagram: {path:?}"
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Scenario 1: wrong rkey.
 
@@ -758,8 +746,9 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
     a.e.free_batch(batch).unwrap();
     let s = snap(&a, seg);
     assert_eq!(s.health, Health::Healthy, "{s:?}");
+    // Sampled after every controller call; each real step is checked by
+    // the controller itself (`illegal_transitions` == 0 in `quiescent`).
     let path = a.gate.route_path(route);
-    assert_legal(&path);
     assert!(
         has_arrows(
             &path,
