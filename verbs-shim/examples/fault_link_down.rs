@@ -326,7 +326,9 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
     let mem = a.alloc_memory(2 * LEN).map_err(|e| e.to_string())?;
     let local = Engine::new(cfg).map_err(|e| e.to_string())?;
     let local_mem = local.alloc_memory(2 * LEN).map_err(|e| e.to_string())?;
-    // The peer's engine (retry until it listens).
+    // The peer's engine: its control socket opens only after its memory is
+    // registered (regions are exported at handshake time).
+    control(peer, "ping")?;
     let t0 = Instant::now();
     let seg = loop {
         match a.open_segment((peer, ENGINE_PORT)) {
@@ -341,7 +343,12 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
     let seg_local = a
         .open_segment(local.listen_addr())
         .map_err(|e| e.to_string())?;
-    let remote = a.segment_regions(seg).map_err(|e| e.to_string())?[0].addr;
+    let remote = a
+        .segment_regions(seg)
+        .map_err(|e| e.to_string())?
+        .first()
+        .ok_or("the peer exported no region")?
+        .addr;
     let route = a.segment_info(seg).map_err(|e| e.to_string())?.route;
     let route_local = a.segment_info(seg_local).map_err(|e| e.to_string())?.route;
     check(route != route_local, "two routes expected".into())?;
