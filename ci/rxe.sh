@@ -9,9 +9,14 @@
 #    engine tests, rxe_engine, run twice: MC_RDMA_DEDICATED_POLLER=0 and =1, both
 #    with MC_ADAPTIVE_CC_MODE=enforce), then
 #    a reference ib_write_bw loopback (server + client on rxe0) to prove the
-#    harness and give a same-guest baseline.
+#    harness and give a same-guest baseline. The fault matrix (rxe_faults,
+#    issue #7) runs once per worker model too, allowed to take rxe0's netdev
+#    down and up (RAILYARD_FAULT_NETDEV=1), plus scenario 7 once under valgrind
+#    memcheck (dedicated poller) when valgrind is installed.
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
-#    across them (target on node 1, initiator on node 0); RXE_CI_TWO=0 skips it.
+#    across them (target on node 1, initiator on node 0), then fault scenario 5
+#    (examples/fault_link_down: the peer guest's link goes down mid-transfer);
+#    RXE_CI_TWO=0 skips both.
 # 4b. Boots one guest with two rxe devices (--rxe-devs 2) and runs only the
 #    two-rail engine test (rxe_rails) with RAILYARD_REQUIRE_RAILS=1, once per
 #    worker model; RXE_CI_RAILS=0 skips it. (rxe_rails is left out of step 3:
@@ -19,12 +24,12 @@
 # 5. Fails if any test failed, any test printed SKIP, no device test ran, or
 #    the two-node run failed.
 #
-# Env: RXE_CI_TIMEOUT (guest wall-clock limit, default 420 s),
+# Env: RXE_CI_TIMEOUT (guest wall-clock limit, default 540 s),
 #      RXE_CI_BW_SECS (ib_write_bw duration, default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-TIMEOUT="${RXE_CI_TIMEOUT:-420}"
+TIMEOUT="${RXE_CI_TIMEOUT:-540}"
 BW_SECS="${RXE_CI_BW_SECS:-3}"
 CACHE="${RXE_VM_CACHE:-$PWD/target/rxe-vm}"
 
@@ -40,7 +45,7 @@ fi
 mapfile -t bins < <(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$build_log")
 rm -f "$build_log"
 [[ ${#bins[@]} -gt 0 ]] || { echo "rxe: FAIL: no test binaries found" >&2; exit 1; }
-timeout 900 cargo build -p railyard-verbs --example rdma_pair >&2 || { echo "rxe: FAIL: building rdma_pair" >&2; exit 1; }
+timeout 900 cargo build -p railyard-verbs --example rdma_pair --example fault_link_down >&2 || { echo "rxe: FAIL: building rdma_pair / fault_link_down" >&2; exit 1; }
 tdir="${CARGO_TARGET_DIR:-target}"; [[ "$tdir" = /* ]] || tdir="$PWD/$tdir"
 pair="$tdir/debug/examples/rdma_pair"
 # The C ABI's engine example (examples/c/engine.c) against the static library
@@ -52,6 +57,7 @@ c_engine="$tdir/debug/ry_engine_c"
   examples/c/engine.c "$tdir/debug/librailyard_ffi.a" -lpthread -ldl -lm -libverbs -lrdmacm -o "$c_engine" \
   || { echo "rxe: FAIL: building the C engine example" >&2; exit 1; }
 bins+=("$c_engine")
+linkdown="$tdir/debug/examples/fault_link_down"
 # A target dir outside the checkout must be shared into the guest too.
 share=()
 case "$tdir/" in "$PWD"/*) ;; *) share=(--rw "$tdir") ;; esac
@@ -77,9 +83,27 @@ for b in "$@"; do
     rxe_engine-*)
       run_one "$(basename "$b") [shared workers, CC enforce]" "$b" MC_RDMA_DEDICATED_POLLER=0 MC_ADAPTIVE_CC_MODE=enforce
       run_one "$(basename "$b") [dedicated poller, CC enforce]" "$b" MC_RDMA_DEDICATED_POLLER=1 MC_ADAPTIVE_CC_MODE=enforce ;;
+    # The fault matrix (issue #7), once per worker model; it may take the
+    # RDMA netdev down and up (PORT_ERR / PORT_ACTIVE).
+    rxe_faults-*)
+      faults_bin=$b
+      run_one "$(basename "$b") [shared workers]" "$b" MC_RDMA_DEDICATED_POLLER=0 RAILYARD_FAULT_NETDEV=1
+      run_one "$(basename "$b") [dedicated poller]" "$b" MC_RDMA_DEDICATED_POLLER=1 RAILYARD_FAULT_NETDEV=1 ;;
     *) run_one "$(basename "$b")" "$b" ;;
   esac
 done
+# Scenario 7 (retire racing posts) once under valgrind memcheck, in the
+# dedicated-poller model (~90 s under TCG).
+if [[ -n "${faults_bin:-}" ]]; then
+  if command -v valgrind >/dev/null; then
+    echo "=== valgrind memcheck: rxe_faults fault7 [dedicated poller]"
+    env MC_RDMA_DEDICATED_POLLER=1 timeout 400 valgrind --error-exitcode=99 -q "$faults_bin" --test-threads=1 fault7 \
+      && echo "rxe-guest: valgrind memcheck fault7: clean" \
+      || { echo "rxe-guest: FAILED: valgrind memcheck fault7"; rc=1; }
+  else
+    echo "rxe-guest: WARNING: valgrind not installed: no memcheck pass of fault7"
+  fi
+fi
 echo "=== reference: ib_write_bw loopback on rxe0 (-s 65536, -D BW_SECS)"
 timeout 120 ib_write_bw -F -d rxe0 -x 1 -s 65536 -D BW_SECS > /tmp/bw-server.log 2>&1 &
 srv=$!
@@ -121,6 +145,16 @@ if [[ "${RXE_CI_TWO:-1}" == 1 ]]; then
     echo "rxe: FAIL: two-node rdma_pair" >&2; fail=1
   fi
   echo "rxe: two-guest run took $(( $(date +%s) - t ))s"
+  # Fault scenario 5: the peer guest's link goes down mid-transfer.
+  t=$(date +%s)
+  if scripts/rxe-vm "${share[@]}" --two --timeout 300 --peer-cmd "$linkdown target eth0" -- \
+       "$linkdown" initiator 10.77.0.2 2>&1 | tee "$CACHE/ci-linkdown.log"; then
+    grep -q 'fault_link_down initiator: OK' "$CACHE/ci-linkdown.log" || { echo "rxe: FAIL: fault_link_down did not finish" >&2; fail=1; }
+    grep -q 'fault_link_down target: OK' "$CACHE/ci-linkdown.log" || { echo "rxe: FAIL: fault_link_down target" >&2; fail=1; }
+  else
+    echo "rxe: FAIL: two-guest fault_link_down (scenario 5)" >&2; fail=1
+  fi
+  echo "rxe: two-guest link-down run took $(( $(date +%s) - t ))s"
 fi
 if [[ "${RXE_CI_RAILS:-1}" == 1 ]]; then
   # One guest, two rxe devices (rxe0, rxe1): the engine with two rails.
@@ -152,6 +186,14 @@ for model in Shared DedicatedPoller; do
   grep -q "RAN engine_.*($model," "$log" || { echo "rxe: FAIL: engine tests did not run in the $model worker model" >&2; fail=1; }
 done
 grep -q 'ry_engine_c: all checks passed' "$log" || { echo "rxe: FAIL: the C engine example (ry_engine_c) did not pass" >&2; fail=1; }
+for model in Shared DedicatedPoller; do
+  grep -q "FAULT s7_retire_races_posts model=$model " "$log" || { echo "rxe: FAIL: fault matrix did not run in the $model worker model" >&2; fail=1; }
+done
+if command -v valgrind >/dev/null; then
+  grep -q 'valgrind memcheck fault7: clean' "$log" || { echo "rxe: FAIL: no clean valgrind memcheck pass of fault7" >&2; fail=1; }
+fi
+faults=$(grep -c '^FAULT s' "$log" || true)
+[[ $faults -ge 18 ]] || { echo "rxe: FAIL: only $faults fault-matrix lines (want 9 per worker model)" >&2; fail=1; }
 if grep -q 'test result: FAILED' "$log"; then echo "rxe: FAIL: test failures (see above)" >&2; fail=1; fi
 echo "rxe: $ran real-verbs tests ran; total $(( $(date +%s) - start ))s"
 [[ $fail == 0 ]] && echo "rxe: OK"

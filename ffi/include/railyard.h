@@ -1481,8 +1481,13 @@ typedef struct {
   uint8_t port;
   // GID index (`MC_GID_INDEX`).
   uint8_t gid_index;
+  // RC local ACK timeout exponent, 1..=31 (4.096 µs × 2^n;
+  // `MC_IB_TIMEOUT`).
+  uint8_t qp_timeout;
+  // RC transport retries, 0..=7 (`MC_IB_RETRY_CNT`).
+  uint8_t qp_retry_cnt;
   // Reserved, zero (explicit: the struct has no implicit padding).
-  uint8_t reserved[6];
+  uint8_t reserved[4];
   // The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
   // by default). Validated by `ry_engine_create`: an invalid one is a
   // `RY_STATUS_CC_CONFIG_*` error and nothing is created.

@@ -136,8 +136,13 @@ pub struct ry_engine_config {
     pub port: u8,
     /// GID index (`MC_GID_INDEX`).
     pub gid_index: u8,
+    /// RC local ACK timeout exponent, 1..=31 (4.096 µs × 2^n;
+    /// `MC_IB_TIMEOUT`).
+    pub qp_timeout: u8,
+    /// RC transport retries, 0..=7 (`MC_IB_RETRY_CNT`).
+    pub qp_retry_cnt: u8,
     /// Reserved, zero (explicit: the struct has no implicit padding).
-    pub reserved: [u8; 6],
+    pub reserved: [u8; 4],
     /// The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
     /// by default). Validated by `ry_engine_create`: an invalid one is a
     /// `RY_STATUS_CC_CONFIG_*` error and nothing is created.
@@ -396,7 +401,9 @@ mod imp {
                 workers: c.workers,
                 port: c.port,
                 gid_index: c.gid_index,
-                reserved: [0; 6],
+                qp_timeout: c.qp_timeout,
+                qp_retry_cnt: c.qp_retry_cnt,
+                reserved: [0; 4],
                 cc: ry_cc_config::from(&c.cc),
             };
             if !c.devices.is_empty() {
@@ -443,6 +450,8 @@ mod imp {
                 rail: Default::default(),
                 port: self.port,
                 gid_index: self.gid_index,
+                qp_timeout: self.qp_timeout,
+                qp_retry_cnt: self.qp_retry_cnt,
                 slice_size: self.slice_size,
                 qps_per_endpoint: self.qps_per_endpoint,
                 max_wr: self.max_wr,

@@ -283,6 +283,22 @@ impl PostGate for CcGate {
         self.ctl.mode() != Mode::Off
     }
 
+    fn new_generation(&self, route: u32) -> Option<u32> {
+        self.ctl.advance_generation(route).ok()
+    }
+
+    fn route_snapshot(&self, route: u32) -> Option<railyard_core::cc::DomainSnapshot> {
+        self.ctl.route_snapshot(route)
+    }
+
+    fn device_snapshot(&self, device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
+        self.ctl.device_snapshot(device)
+    }
+
+    fn cc_stats(&self) -> Option<railyard_core::cc::CcStats> {
+        Some(self.ctl.stats())
+    }
+
     fn stats(&self) -> GateStats {
         GateStats {
             enabled: self.enabled(),

@@ -12,6 +12,8 @@
 //! | `MC_RDMA_DEVICES` | [`EngineConfig::devices`] | unset | a comma-separated list of 1..=8 distinct names; set together with `MC_RDMA_DEVICE` the two must agree |
 //! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 1000 | 0 (busy-poll) ..= 1000000 |
 //! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
+//! | `MC_IB_TIMEOUT` | [`EngineConfig::qp_timeout`] | 14 | 1 ..= 31 (4.096 µs × 2^n) |
+//! | `MC_IB_RETRY_CNT` | [`EngineConfig::qp_retry_cnt`] | 7 | 0 ..= 7 |
 //!
 //! | `MC_ADAPTIVE_CC_*` | [`EngineConfig::cc`] | CC off | see `railyard_core::cc::config` (RFC 4162) |
 //!
@@ -113,6 +115,12 @@ pub struct EngineConfig {
     pub drain_timeout: Duration,
     /// Handshake socket timeout.
     pub handshake_timeout: Duration,
+    /// RC local ACK timeout exponent (4.096 µs × 2^n) of every QP: with
+    /// [`qp_retry_cnt`](Self::qp_retry_cnt), how long a dead peer takes to
+    /// surface as `IBV_WC_RETRY_EXC_ERR` (`MC_IB_TIMEOUT`).
+    pub qp_timeout: u8,
+    /// RC transport retries, 0..=7 (`MC_IB_RETRY_CNT`).
+    pub qp_retry_cnt: u8,
     /// The longest an idle worker (nothing queued, nothing in flight)
     /// parks before polling again; submits, retries and posts unpark it at
     /// once. `None` busy-polls forever (lowest latency, one core per
@@ -150,6 +158,8 @@ impl Default for EngineConfig {
             transfer_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(2),
             handshake_timeout: Duration::from_secs(10),
+            qp_timeout: 14,
+            qp_retry_cnt: 7,
             idle_sleep: Some(Duration::from_millis(1)),
             inflight_nap: None,
             cc: CcConfig::default(),
@@ -258,6 +268,12 @@ impl EngineConfig {
                 "microseconds in 0..=1000000 (0 = keep polling)",
             )?;
             c.inflight_nap = (us > 0).then(|| Duration::from_micros(us));
+        }
+        if let Some(v) = var("MC_IB_TIMEOUT") {
+            c.qp_timeout = num("MC_IB_TIMEOUT", &v, 1, 31, "an integer in 1..=31")?;
+        }
+        if let Some(v) = var("MC_IB_RETRY_CNT") {
+            c.qp_retry_cnt = num("MC_IB_RETRY_CNT", &v, 0, 7, "an integer in 0..=7")?;
         }
         if let Some(v) = var("MC_RDMA_DEVICE") {
             let names = device_list("MC_RDMA_DEVICE", &v)?;

@@ -108,6 +108,31 @@ pub trait PostGate: Send + Sync {
         o
     }
 
+    /// The transport replaced the route's endpoint (reconnect): the route
+    /// moves to a new generation, its state kept (RFC 4162 generation
+    /// fencing: late feedback of the old generation settles accounting
+    /// only). Returns the new generation, or `None` for a gate that keeps
+    /// no routes.
+    fn new_generation(&self, _route: u32) -> Option<u32> {
+        None
+    }
+
+    /// A read-only snapshot of route `route` (health, generation, errors,
+    /// window), or `None` for a gate that keeps no routes. Slow path.
+    fn route_snapshot(&self, _route: u32) -> Option<railyard_core::cc::DomainSnapshot> {
+        None
+    }
+
+    /// A read-only snapshot of local device `device`'s domain.
+    fn device_snapshot(&self, _device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
+        None
+    }
+
+    /// The controller's counters (stale feedback, illegal transitions, ...).
+    fn cc_stats(&self) -> Option<railyard_core::cc::CcStats> {
+        None
+    }
+
     /// Whether a congestion controller is on (not `Mode::Off`). With it
     /// off, [`Engine::task_anomaly`](super::Engine::task_anomaly) reports
     /// UNKNOWN (RFC 4162, caller observability).
@@ -175,9 +200,11 @@ pub trait Classifier: Send + Sync {
 /// | rebuild the local object | `LOC_QP_OP`, `LOC_EEC_OP`, `LOC_RDD_VIOL`, `INV_EECN`, `INV_EEC_STATE` | fatal (a local programming error does not heal by retrying) |
 /// | stop reuse | `FATAL`, `GENERAL`, `TM_*`, any unknown status | fatal (fails closed) |
 ///
-/// A retry is only ever posted on a live endpoint; with no reconnect yet
-/// (the engine retires the endpoint on any error completion, as an RC QP
-/// is in ERR after one) a retried slice then fails at admission.
+/// A retry is only ever posted on a live endpoint. The engine retires the
+/// endpoint on any error completion (an RC QP is in ERR after one) and, for
+/// a segment it opened, reconnects once on a new route generation (the
+/// metadata refresh); the retry then runs on the new endpoint, or fails
+/// with `NO_USABLE_PATH` if the reconnect fails (see `reconnect.rs`).
 ///
 /// **Async events** retire at the classified scope, through the one retire
 /// API: QP / WQ / SRQ / route scope → the QP's endpoint; CQ, port and device

@@ -69,19 +69,28 @@
 //!   only the endpoints with a QP on that CQ, with fatal feedback to their
 //!   routes; port / device → that device's endpoints and device domain.
 //!
-//! Not done yet: reconnect/failover after an endpoint is retired (retries
-//! on a retired endpoint fail the slice, and a retry stays on its rail;
-//! route generations are not advanced when a peer NIC's endpoint is
-//! replaced), receiver credits (#4). Rails start with equal nominal rates
-//! ([`NOMINAL_RAIL_BPS`]; the port's link rate is not queried) and the
-//! completion EWMA learns the rest. The peer ledger (RFC 4534 V0–V3) needs
-//! `railyard-core`'s `peer-feedback` feature, which `railyard-verbs` does
-//! not enable by default (`EngineConfig::rail.peer_accounting` is refused
-//! without it).
+//! * **Reconnect** (`reconnect.rs`): the retired endpoints of a segment
+//!   this engine opened are replaced (automatically once after a CQ error
+//!   or a QP-scope event, or by [`Engine::reconnect_segment`]): the
+//!   handshake runs again for every rail, each rail's route moves to a new
+//!   generation, and waiting retries move to the new endpoints. A retry
+//!   whose rail is gone while another rail of the segment is live moves
+//!   there (rail failover, `Shared::re_rail`).
+//!
+//! Not done yet: receiver credits (#4). Rails start with equal nominal
+//! rates ([`NOMINAL_RAIL_BPS`]; the port's link rate is not queried) and
+//! the completion EWMA learns the rest. The peer ledger (RFC 4534 V0–V3)
+//! needs `railyard-core`'s `peer-feedback` feature, which `railyard-verbs`
+//! does not enable by default (`EngineConfig::rail.peer_accounting` is
+//! refused without it). A target keeps the stale segment an initiator's
+//! reconnect replaced until it is closed; automatic reconnect is one
+//! attempt per retirement, without backoff.
 
 mod cc_gate;
 mod config;
+mod fault;
 mod gate;
+mod reconnect;
 mod worker;
 
 pub use cc_gate::CcGate;
@@ -90,12 +99,13 @@ pub use gate::{
     Classifier, DefaultClassifier, EventAction, GateDecision, GateStats, OpenGate, PostGate,
     WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
 };
-pub use railyard_core::cc::{CcConfig, Mode as CcMode};
+pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
 pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
 use railyard_core::evidence::{Observation, Observed, TaskEvidence};
 pub use railyard_core::rail::RailConfig;
 use railyard_core::rail::{DeviceSpec, Selector};
 pub use railyard_core::token::TokenRecord;
+pub use reconnect::SegmentInfo;
 
 use crate::handshake::{Handshake, HandshakeError};
 use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
@@ -401,7 +411,7 @@ pub(crate) struct EpResource {
 type RouteKey = (u16, [u8; 16], u16);
 
 /// One rail of a segment: local device `dev` ↔ the peer's NIC `dev`.
-struct RailEntry {
+pub(crate) struct RailEntry {
     dev: u16,
     handle: EndpointHandle,
     /// The peer's regions with the rkeys of its NIC `dev`.
@@ -417,6 +427,16 @@ struct SegmentEntry {
     /// Rail `i` connects local device `i` to peer NIC `i`; there are
     /// `min(local devices, peer NICs)` of them.
     rails: Vec<RailEntry>,
+    /// The peer's handshake address, for segments this engine opened
+    /// (those it can reconnect).
+    peer: Option<SocketAddr>,
+    /// A reconnect is in progress (retries wait for it).
+    reconnecting: bool,
+    /// Reconnects that replaced the endpoints.
+    reconnects: u32,
+    /// Closed by its owner ([`Engine::close_segment`]) and not reconnected
+    /// since: retries failing on it are teardown, not a path failure.
+    closed: bool,
 }
 
 /// A memory region registered on every device: `regs[d]` is the
@@ -598,6 +618,14 @@ pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     /// Posting stops (shutdown drain): queued slices are canceled.
     pub(crate) draining: AtomicBool,
+    /// Fault-injection state (empty without the `fault-injection` feature).
+    pub(crate) fault: fault::FaultState,
+    /// This `Shared` itself, for the automatic reconnect thread.
+    me: OnceLock<std::sync::Weak<Shared>>,
+    /// Automatic reconnect threads (joined at shutdown).
+    reconnect_threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Serializes reconnects.
+    reconnect_lock: Mutex<()>,
 }
 
 impl Shared {
@@ -830,10 +858,13 @@ impl Shared {
         }
     }
 
-    /// Retires an endpoint (the one teardown API) and counts it.
+    /// Retires an endpoint (the one teardown API) and counts it. A QP that
+    /// must be rebuilt (CQ error, QP-scope event) on a segment this engine
+    /// opened starts one automatic reconnect (see `reconnect.rs`).
     pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
         if self.endpoints.retire(h, reason, self.now()).is_ok() {
             self.retired.fetch_add(1, Ordering::Relaxed);
+            self.after_retire(h, reason);
         }
     }
 
@@ -996,16 +1027,43 @@ impl Shared {
         ))
     }
 
+    /// Both sides of the handshake, then records the segment (`peer`: the
+    /// address we dialed, for segments we opened, which this engine can
+    /// reconnect).
+    pub(crate) fn connect(
+        &self,
+        hs: Handshake,
+        initiator: bool,
+        peer: Option<SocketAddr>,
+    ) -> Result<SegmentId, EngineError> {
+        let rails = self.establish(hs, initiator)?;
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        segs.push(SegmentEntry {
+            rails,
+            peer,
+            reconnecting: false,
+            reconnects: 0,
+            closed: false,
+        });
+        Ok(SegmentId(segs.len() as u32 - 1))
+    }
+
     /// Both sides of the handshake: builds QPs on every device, exchanges
     /// descriptors (one NIC entry per device; `initiator` sends first),
     /// connects the rail-matched pairs, barriers, then opens one endpoint
-    /// per rail in the table and records the segment.
+    /// per rail in the table. The caller publishes the rails.
     ///
     /// **Rail rule**: local device `i` connects to the peer's NIC `i`, for
     /// `i < min(local devices, peer NICs)`. With different counts the extra
     /// devices of the larger side carry nothing to this peer (their QPs
     /// are destroyed unconnected); both sides compute the same pairs.
-    pub(crate) fn connect(&self, hs: Handshake, initiator: bool) -> Result<SegmentId, EngineError> {
+    /// A route domain is the same for the same (device, peer NIC), so a
+    /// reconnect lands on the same routes.
+    pub(crate) fn establish(
+        &self,
+        hs: Handshake,
+        initiator: bool,
+    ) -> Result<Vec<RailEntry>, EngineError> {
         let mut built = Vec::with_capacity(self.devs.len());
         let mut local = PeerDescriptor { nics: Vec::new() };
         for d in 0..self.devs.len() {
@@ -1044,9 +1102,7 @@ impl Shared {
             connected.push((d as u16, qps, shards, route, nic.segments.clone()));
         }
         hs.barrier()?;
-        let mut entry = SegmentEntry {
-            rails: Vec::with_capacity(rails),
-        };
+        let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
         for (dev, qps, shards, route, remote) in connected {
             let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
             let handle = match self.endpoints.open(EpResource {
@@ -1057,7 +1113,7 @@ impl Shared {
                 Err(e) => {
                     // Nothing was posted on the rails opened so far: retire
                     // them (the one teardown API) and give up the segment.
-                    for r in &entry.rails {
+                    for r in &entry {
                         self.retire(r.handle, RetireReason::Shutdown);
                     }
                     return Err(EngineError::Endpoint(e));
@@ -1068,7 +1124,7 @@ impl Shared {
                     m.insert((dev, q), handle);
                 }
             }
-            entry.rails.push(RailEntry {
+            entry.push(RailEntry {
                 dev,
                 handle,
                 remote,
@@ -1077,24 +1133,14 @@ impl Shared {
                 route,
             });
         }
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        segs.push(entry);
-        Ok(SegmentId(segs.len() as u32 - 1))
+        Ok(entry)
     }
 
-    /// Forgets the QP numbers of a reclaimed endpoint.
+    /// Forgets the QP numbers of a reclaimed endpoint (also one a
+    /// reconnect already replaced in its segment).
     pub(crate) fn forget_endpoint(&self, h: EndpointHandle) {
-        let Ok(segs) = self.segments.read() else {
-            return;
-        };
-        if let Some(e) = segs.iter().flat_map(|e| &e.rails).find(|e| e.handle == h) {
-            if let Ok(mut m) = self.qpn_map.write() {
-                for &q in &e.qpns {
-                    if m.get(&(e.dev, q)) == Some(&h) {
-                        m.remove(&(e.dev, q));
-                    }
-                }
-            }
+        if let Ok(mut m) = self.qpn_map.write() {
+            m.retain(|_, v| *v != h);
         }
     }
 
@@ -1300,6 +1346,8 @@ impl Engine {
                 mtu: port.active_mtu.unwrap_or(Mtu::M1024),
                 max_rd_atomic: cap(caps.max_qp_init_rd_atom),
                 max_dest_rd_atomic: cap(caps.max_qp_rd_atom),
+                timeout: cfg.qp_timeout,
+                retry_cnt: cfg.qp_retry_cnt,
                 ..QpConfig::default()
             };
             qp_cfg.validate()?;
@@ -1392,8 +1440,13 @@ impl Engine {
             threads: OnceLock::new(),
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
+            fault: fault::FaultState::default(),
+            me: OnceLock::new(),
+            reconnect_threads: Mutex::new(Vec::new()),
+            reconnect_lock: Mutex::new(()),
             cfg,
         });
+        let _ = shared.me.set(Arc::downgrade(&shared));
         let threads = worker::spawn_all(&shared, listener).map_err(EngineError::Io)?;
         Ok(Self {
             shared,
@@ -1518,9 +1571,22 @@ impl Engine {
     /// Connects to the engine listening at `peer`: N RC QPs, the versioned
     /// descriptor handshake, INIT → RTR → RTS, a barrier. Returns the
     /// segment to address transfers to.
+    ///
+    /// The address is remembered: if the endpoint is later retired for a
+    /// CQ error or a QP-scope event, the engine reconnects once on its own,
+    /// and [`reconnect_segment`](Self::reconnect_segment) does it on demand.
     pub fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
-        let hs = Handshake::connect(peer, self.shared.cfg.handshake_timeout)?;
-        self.shared.connect(hs, true)
+        let addrs: Vec<SocketAddr> = peer
+            .to_socket_addrs()
+            .map_err(|source| HandshakeError::Io {
+                during: "resolving the peer",
+                source,
+            })?
+            .collect();
+        let hs = Handshake::connect(&addrs[..], self.shared.cfg.handshake_timeout)?;
+        // The address that answered (the one to dial again on reconnect).
+        let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
+        self.shared.connect(hs, true, dialed)
     }
 
     /// The regions the peer exported at handshake time (remote addresses of
@@ -1553,14 +1619,16 @@ impl Engine {
     /// drain timeout).
     pub fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
         let hs: Vec<EndpointHandle> = {
-            let segs = self
+            let mut segs = self
                 .shared
                 .segments
-                .read()
+                .write()
                 .unwrap_or_else(|e| e.into_inner());
-            segs.get(seg.0 as usize)
-                .map(|e| e.rails.iter().map(|r| r.handle).collect())
-                .ok_or(EngineError::NoSuchSegment(seg))?
+            let e = segs
+                .get_mut(seg.0 as usize)
+                .ok_or(EngineError::NoSuchSegment(seg))?;
+            e.closed = true;
+            e.rails.iter().map(|r| r.handle).collect()
         };
         let mut first_err = None;
         for h in hs {
@@ -1958,6 +2026,15 @@ impl Engine {
             return;
         }
         sh.draining.store(true, Ordering::Release);
+        // A reconnect in flight publishes its endpoint before we retire all.
+        let reconnects: Vec<JoinHandle<()>> = sh
+            .reconnect_threads
+            .lock()
+            .map(|mut v| v.drain(..).collect())
+            .unwrap_or_default();
+        for t in reconnects {
+            let _ = t.join();
+        }
         sh.retire_all(RetireReason::Shutdown);
         worker::flush_all(sh);
         let t0 = Instant::now();

@@ -15,7 +15,7 @@
 use super::{EpResource, Shared};
 use crate::engine::gate::{EventAction, GateDecision};
 use crate::handshake::Handshake;
-use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
+use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS};
 use railyard_core::cc::PollerStatus;
 use railyard_core::classify::{classify_wc, FailureScope, Signal};
 use railyard_core::completion::{Owner, PostError as OwnerError, PostRequest, SliceEffect};
@@ -105,7 +105,7 @@ fn roles(sh: &Shared, w: usize) -> (Option<usize>, Vec<usize>) {
 }
 
 fn worker(sh: &Shared, w: usize) {
-    let (post_shard, poll) = roles(sh, w);
+    let (post_shard, poll_all) = roles(sh, w);
     let local = sh.endpoints.register();
     let owner = Owner::new(&sh.tokens, &sh.slices, &sh.endpoints);
     let c = &sh.counters[w];
@@ -116,7 +116,12 @@ fn worker(sh: &Shared, w: usize) {
         if let Some(s) = post_shard {
             did += post_round(sh, &owner, &local, s, c);
         }
-        for &q in &poll {
+        let poll: &[usize] = if sh.fault.polling_paused() {
+            &[]
+        } else {
+            &poll_all
+        };
+        for &q in poll {
             did += poll_cq(sh, &owner, q, &mut wcs, c);
         }
         if !poll.is_empty() {
@@ -127,7 +132,7 @@ fn worker(sh: &Shared, w: usize) {
             idle = idle.saturating_add(1);
             if idle <= SPIN_ROUNDS {
                 std::hint::spin_loop();
-            } else if has_work(sh, post_shard, &poll) {
+            } else if has_work(sh, post_shard, poll) {
                 // Work is on the wire: keep polling, but let the kernel
                 // (and, on Soft-RoCE, the NIC itself) run.
                 match sh.cfg.inflight_nap {
@@ -272,21 +277,39 @@ fn post_round(
                     }
                     // Timed out or canceled meanwhile: nothing to do.
                     OwnerError::Slice(_) => {}
-                    // Retired or reclaimed endpoint, another rail of the
-                    // segment alive: move there (rail failover, no
-                    // reconnect).
-                    OwnerError::Endpoint(_) if sh.re_rail(r) => {
-                        c.rail_moves.fetch_add(1, Ordering::Relaxed);
-                    }
-                    // No reconnect yet, and no other rail: NO_USABLE_PATH.
-                    OwnerError::Endpoint(_) => {
-                        let sig =
-                            railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
-                        let mut o = sh.gate.observe(&rec, sig.reason, now);
-                        o.scope = Observed::Value(sig.scope);
-                        sh.note(r, o);
-                        sh.settle(r, Outcome::Failure)
-                    }
+                    // Retired or reclaimed endpoint: its rail's new
+                    // endpoint, or wait for the segment's reconnect, or
+                    // another live rail (rail failover); else
+                    // NO_USABLE_PATH.
+                    OwnerError::Endpoint(_) => match sh.retry_route(r) {
+                        super::reconnect::RetryRoute::Repointed => sh.requeue(r),
+                        super::reconnect::RetryRoute::Moved => {
+                            c.rail_moves.fetch_add(1, Ordering::Relaxed);
+                        }
+                        super::reconnect::RetryRoute::Wait => {
+                            sh.requeue(r);
+                            handled -= 1;
+                            break;
+                        }
+                        // Retired by its owner: teardown, no new root
+                        // failure; like its flushes, DERIVED_FLUSH
+                        // (UNKNOWN without other evidence).
+                        super::reconnect::RetryRoute::NoPath { teardown: true } => {
+                            let mut o = sh.gate.observe(&rec, Reason::DerivedFlush, now);
+                            o.scope = Observed::Value(FailureScope::Qp);
+                            sh.note(r, o);
+                            sh.settle(r, Outcome::Failure)
+                        }
+                        super::reconnect::RetryRoute::NoPath { teardown: false } => {
+                            let sig = railyard_core::classify::classify_signal(
+                                Signal::AllRailsUnavailable,
+                            );
+                            let mut o = sh.gate.observe(&rec, sig.reason, now);
+                            o.scope = Observed::Value(sig.scope);
+                            sh.note(r, o);
+                            sh.settle(r, Outcome::Failure)
+                        }
+                    },
                 }
             }
         }
@@ -345,11 +368,16 @@ fn flush_chain(
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
     for p in chain.iter() {
         let m = &sh.meta[p.slice.index as usize];
-        let mem = sh.mem[m.mem.load(Ordering::Relaxed) as usize]
+        let mi = m.mem.load(Ordering::Relaxed) as usize;
+        let dev = usize::from(p.rec.device);
+        let mem = sh.mem[mi]
             .get()
-            .and_then(|e| e.regs.get(usize::from(p.rec.device)))
-            .map(|r| &**r);
-        let remote = res.remote.get(m.region.load(Ordering::Relaxed) as usize);
+            .and_then(|e| e.regs.get(dev))
+            .map(|r| sh.fault.local(mi, dev, r));
+        let remote = res
+            .remote
+            .get(m.region.load(Ordering::Relaxed) as usize)
+            .map(|d| sh.fault.remote(h, *d));
         let (Some(mem), Some(remote)) = (mem, remote) else {
             // Cannot happen for a validated submit; fail rather than guess.
             release_from(0, false, chain);
@@ -366,7 +394,7 @@ fn flush_chain(
             local: mem,
             local_off: m.local_off.load(Ordering::Relaxed) as usize,
             len: m.len.load(Ordering::Relaxed),
-            remote: *remote,
+            remote,
             remote_off: m.remote_off.load(Ordering::Relaxed),
             signaled: true,
         });
@@ -441,8 +469,10 @@ fn poll_cq(
             }
         };
         sh.release_holds(&done.record, Some(wc.status), now);
-        if wc.status != WC_SUCCESS && wc.status != WC_WR_FLUSH_ERR {
-            // The QP is in ERR now: retire its endpoint (one API).
+        if wc.status != WC_SUCCESS {
+            // The QP is in ERR now: retire its endpoint (one API). For a
+            // flush this is a no-op unless the QP went to ERR behind the
+            // engine's back (then the burst retires it exactly once).
             sh.retire(done.record.endpoint, RetireReason::CqError);
         }
         // Task evidence, for the slice's current attempt only (a stale
@@ -631,7 +661,6 @@ pub(crate) fn event_targets(
 /// through the one retire API and feeds the controller, at the scope
 /// [`event_targets`] gives.
 fn async_events(sh: &Shared, dev: usize) {
-    let d16 = dev as u16;
     while !sh.stop.load(Ordering::Acquire) {
         let ev = match sh.devs[dev].ctx.next_async_event(50) {
             Ok(Some(ev)) => ev,
@@ -641,32 +670,45 @@ fn async_events(sh: &Shared, dev: usize) {
                 continue;
             }
         };
-        sh.async_events.fetch_add(1, Ordering::Relaxed);
-        let qp_ep = ev.qp_num.and_then(|q| {
-            sh.qpn_map
-                .read()
-                .ok()
-                .and_then(|m| m.get(&(d16, q)).copied())
-        });
-        let cq_shard = ev
-            .cq
-            .and_then(|id| (dev * sh.spd..(dev + 1) * sh.spd).find(|&s| sh.cqs[s].id() == id));
-        let k = sh.classifier.event_class(ev.event_type);
-        let action = sh.classifier.event(ev.event_type);
-        let reason = match action {
-            EventAction::RetireQp(r) | EventAction::RetireAll(r) => r,
-            EventAction::Ignore => RetireReason::ContextFatal,
-        };
-        let t = event_targets(d16, k.scope, action, qp_ep, cq_shard, &sh.rail_endpoints());
-        for &r in &t.routes {
-            sh.gate.event_feedback(Some(r), k.effect);
-        }
-        if t.device {
-            sh.gate.device_feedback(d16, k.effect);
-        }
-        for h in t.retire {
-            sh.retire(h, reason);
-        }
+        handle_async_event(sh, dev, ev.event_type, ev.qp_num, ev.cq);
+    }
+}
+
+/// Handles one async event of device `dev`: controller feedback and
+/// retire at the classified scope ([`event_targets`]). Also the path of
+/// scripted events (`Engine::fault_async_event`).
+pub(crate) fn handle_async_event(
+    sh: &Shared,
+    dev: usize,
+    event_type: u32,
+    qp_num: Option<u32>,
+    cq: Option<crate::verbs::CqId>,
+) {
+    let d16 = dev as u16;
+    sh.async_events.fetch_add(1, Ordering::Relaxed);
+    let qp_ep = qp_num.and_then(|q| {
+        sh.qpn_map
+            .read()
+            .ok()
+            .and_then(|m| m.get(&(d16, q)).copied())
+    });
+    let cq_shard =
+        cq.and_then(|id| (dev * sh.spd..(dev + 1) * sh.spd).find(|&s| sh.cqs[s].id() == id));
+    let k = sh.classifier.event_class(event_type);
+    let action = sh.classifier.event(event_type);
+    let reason = match action {
+        EventAction::RetireQp(r) | EventAction::RetireAll(r) => r,
+        EventAction::Ignore => RetireReason::ContextFatal,
+    };
+    let t = event_targets(d16, k.scope, action, qp_ep, cq_shard, &sh.rail_endpoints());
+    for &r in &t.routes {
+        sh.gate.event_feedback(Some(r), k.effect);
+    }
+    if t.device {
+        sh.gate.device_feedback(d16, k.effect);
+    }
+    for h in t.retire {
+        sh.retire(h, reason);
     }
 }
 
@@ -678,7 +720,7 @@ fn listen(sh: &Shared, listener: TcpListener) {
                 let _ = stream.set_nonblocking(false);
                 if let Ok(hs) = Handshake::from_stream(stream, sh.cfg.handshake_timeout) {
                     // A failed handshake drops the connection and its QPs.
-                    let _ = sh.connect(hs, false);
+                    let _ = sh.connect(hs, false, None);
                 }
             }
             Err(_) => std::thread::sleep(Duration::from_millis(5)),

@@ -1,0 +1,204 @@
+//! Fault injection for the real-verbs fault matrix (issue #7): hooks that
+//! make the engine produce real verbs errors on Soft-RoCE. Compiled only
+//! with the `fault-injection` feature; without it every check below is a
+//! constant and the hooks do not exist. Not for production.
+//!
+//! | hook | what the NIC then does |
+//! |---|---|
+//! | [`Engine::fault_corrupt_rkey`] | posts on the segment's *current endpoint* carry a wrong rkey → `REM_ACCESS_ERR`; a reconnect (fresh descriptors) is the metadata refresh |
+//! | [`Engine::fault_bad_lkey`] | posts use an lkey of the same buffer registered in *another* PD → `LOC_PROT_ERR` |
+//! | [`Engine::fault_qps_to_error`] | the segment's QPs move to ERR behind the engine's back → a `WR_FLUSH_ERR` burst |
+//! | [`Engine::fault_pause_polling`] | no CQ is polled (a poller stall) until resumed |
+//! | [`Engine::fault_async_event`] | **scripted**: runs the engine's async-event handling on a synthetic event (for events Soft-RoCE cannot raise) |
+
+#[cfg(feature = "fault-injection")]
+use super::{Engine, EngineError, SegmentId};
+use crate::wire::SegmentDescriptor;
+use crate::MemoryRegion;
+use railyard_core::endpoint::EndpointHandle;
+#[cfg(feature = "fault-injection")]
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Fault state shared with the workers (empty without the feature).
+#[derive(Default)]
+pub(crate) struct FaultState {
+    #[cfg(feature = "fault-injection")]
+    polling_paused: AtomicBool,
+    /// Endpoint (encoded + 1) whose posts carry a corrupted rkey; 0 = none.
+    #[cfg(feature = "fault-injection")]
+    bad_rkey_ep: AtomicU64,
+    #[cfg(feature = "fault-injection")]
+    bad_lkey: AtomicBool,
+    /// The engine's regions registered again in another PD (wrong lkeys).
+    #[cfg(feature = "fault-injection")]
+    foreign: std::sync::OnceLock<(crate::ProtectionDomain, Vec<MemoryRegion>)>,
+}
+
+impl FaultState {
+    /// Whether CQ polling is paused.
+    #[inline(always)]
+    pub(crate) fn polling_paused(&self) -> bool {
+        #[cfg(feature = "fault-injection")]
+        return self.polling_paused.load(Ordering::Acquire);
+        #[cfg(not(feature = "fault-injection"))]
+        false
+    }
+
+    /// The remote descriptor a post on endpoint `h` uses.
+    #[inline(always)]
+    pub(crate) fn remote(&self, _h: EndpointHandle, d: SegmentDescriptor) -> SegmentDescriptor {
+        #[cfg(feature = "fault-injection")]
+        {
+            let enc = (u64::from(_h.generation) << 32 | u64::from(_h.slot)) + 1;
+            if self.bad_rkey_ep.load(Ordering::Acquire) == enc {
+                return SegmentDescriptor {
+                    rkey: d.rkey ^ 0x5a5a_0000,
+                    ..d
+                };
+            }
+        }
+        d
+    }
+
+    /// The local region a post from engine region `_idx` on device `_dev`
+    /// uses (the wrong-lkey fault applies to device 0).
+    #[inline(always)]
+    pub(crate) fn local<'a>(
+        &'a self,
+        _idx: usize,
+        _dev: usize,
+        mr: &'a MemoryRegion,
+    ) -> &'a MemoryRegion {
+        #[cfg(feature = "fault-injection")]
+        if _dev == 0 && self.bad_lkey.load(Ordering::Acquire) {
+            if let Some(m) = self.foreign.get().and_then(|(_, v)| v.get(_idx)) {
+                return m;
+            }
+        }
+        mr
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+impl Engine {
+    fn fault_handle(&self, seg: SegmentId) -> Result<EndpointHandle, EngineError> {
+        Ok(self.segment_info(seg)?.endpoint)
+    }
+
+    /// Posts on `seg`'s current endpoint carry a corrupted rkey (the
+    /// peer answers `REM_ACCESS_ERR`). The corruption belongs to that
+    /// endpoint: a reconnect fetches fresh descriptors and so refreshes it.
+    pub fn fault_corrupt_rkey(&self, seg: SegmentId) -> Result<(), EngineError> {
+        let h = self.fault_handle(seg)?;
+        let enc = (u64::from(h.generation) << 32 | u64::from(h.slot)) + 1;
+        self.shared.fault.bad_rkey_ep.store(enc, Ordering::Release);
+        Ok(())
+    }
+
+    /// Undoes [`fault_corrupt_rkey`](Self::fault_corrupt_rkey).
+    pub fn fault_restore_rkey(&self) {
+        self.shared.fault.bad_rkey_ep.store(0, Ordering::Release);
+    }
+
+    /// While `on`, every post uses the lkey of its buffer registered in a
+    /// second protection domain (the NIC answers `LOC_PROT_ERR`; rxe answers
+    /// `LOC_QP_OP_ERR`). Applies to posts on device 0. The
+    /// foreign registrations are made on first use, for every region
+    /// registered so far, and live as long as the engine.
+    pub fn fault_bad_lkey(&self, on: bool) -> Result<(), EngineError> {
+        let f = &self.shared.fault;
+        if on && f.foreign.get().is_none() {
+            let pd = self.shared.devs[0].ctx.alloc_pd()?;
+            let mut v = Vec::new();
+            for m in self
+                .shared
+                .mem
+                .iter()
+                .map_while(|m| m.get())
+                .filter_map(|m| m.regs.first())
+            {
+                // SAFETY: the engine's regions live until the engine is
+                // dropped; this registration is dropped with it (after
+                // every QP was flushed), and the NIC only reads/writes the
+                // same bytes the engine's own registration covers.
+                let mr = unsafe {
+                    MemoryRegion::register(
+                        &pd,
+                        m.addr() as *mut u8,
+                        m.len(),
+                        crate::Access::ALL_RDMA,
+                    )
+                }?;
+                v.push(mr);
+            }
+            let _ = f.foreign.set((pd, v));
+        }
+        f.bad_lkey.store(on, Ordering::Release);
+        Ok(())
+    }
+
+    /// Moves the QPs of `seg`'s first rail to ERR without telling the engine (as a QP
+    /// error nobody reported would): posted work flushes.
+    pub fn fault_qps_to_error(&self, seg: SegmentId) -> Result<usize, EngineError> {
+        let h = self.fault_handle(seg)?;
+        let local = self.shared.endpoints.register();
+        let guard = local.pin();
+        let res = self
+            .shared
+            .endpoints
+            .resource(h, &guard)
+            .map_err(EngineError::Endpoint)?;
+        let mut n = 0;
+        for qp in &res.qps {
+            qp.to_error_shared()?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Pauses (`true`) or resumes CQ polling in every worker: a poller
+    /// stall. Posting continues.
+    pub fn fault_pause_polling(&self, paused: bool) {
+        self.shared
+            .fault
+            .polling_paused
+            .store(paused, Ordering::Release);
+        if !paused {
+            for s in 0..self.shared.cqs.len() {
+                self.shared.wake_poller(s);
+            }
+        }
+    }
+
+    /// **Scripted, not a real event**: runs the engine's async-event
+    /// handling (classification, controller feedback, retire at the
+    /// classified scope) on a synthetic `event_type` of device 0, for the
+    /// first QP of `seg`'s first rail if given. For rows of the RFC 4162 event table Soft-RoCE cannot
+    /// raise.
+    pub fn fault_async_event(
+        &self,
+        event_type: u32,
+        seg: Option<SegmentId>,
+    ) -> Result<(), EngineError> {
+        let qpn = match seg {
+            Some(s) => {
+                let segs = self
+                    .shared
+                    .segments
+                    .read()
+                    .unwrap_or_else(|e| e.into_inner());
+                Some(
+                    *segs
+                        .get(s.0 as usize)
+                        .and_then(|e| e.rails.first())
+                        .and_then(|x| x.qpns.first())
+                        .ok_or(EngineError::NoSuchSegment(s))?,
+                )
+            }
+            None => None,
+        };
+        // Device 0; a scripted event carries no CQ.
+        super::worker::handle_async_event(&self.shared, 0, event_type, qpn, None);
+        Ok(())
+    }
+}
