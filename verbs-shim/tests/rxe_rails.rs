@@ -281,6 +281,103 @@ fn engine_two_rails_carry_slices_and_release_every_charge() {
     );
 }
 
+/// Reconnecting a two-rail segment replaces the endpoint of every rail and
+/// moves every rail's route to a new generation; both rails then carry
+/// traffic again and everything is released.
+#[test]
+fn engine_two_rails_reconnect_replaces_every_rail() {
+    const TEST: &str = "engine_two_rails_reconnect_replaces_every_rail";
+    let Some(devices) = two_devices_or_skip(TEST) else {
+        return;
+    };
+    let devices = &devices[..];
+    let a = Engine::new(config(devices)).expect("initiator on two devices");
+    let b = Engine::new(config(devices)).expect("target on two devices");
+    const LEN: usize = 2 << 20; // 32 slices: 4 runs of 8
+    let a_mem = a.alloc_memory(2 * LEN).unwrap();
+    let b_mem = b.alloc_memory(LEN).unwrap();
+    let seg = a.open_segment(b.listen_addr()).expect("open_segment");
+    assert_eq!(a.segment_rails(seg).unwrap(), 2);
+    say!(
+        "RAN {TEST} on {:?} ({:?}, CC {:?})",
+        a.devices(),
+        a.config().worker_model,
+        a.config().cc.mode
+    );
+    let run = |op, local: usize, tag: &str| {
+        let batch = a.allocate_batch(1).unwrap();
+        let t = Transfer {
+            op,
+            local: a_mem.addr() + local as u64,
+            len: LEN as u64,
+            segment: seg,
+            remote_offset: b_mem.addr(),
+        };
+        a.submit(batch, &[t]).unwrap();
+        assert_eq!(wait_all(&a, batch), [TaskState::Completed], "{tag}");
+        a.free_batch(batch).unwrap();
+    };
+    let data = pattern(9, LEN);
+    a_mem.write_at(0, &data).unwrap();
+    run(Op::Write, 0, "WRITE before the reconnect");
+    let before: Vec<_> = (0..2)
+        .map(|r| a.segment_rail_info(seg, r).unwrap())
+        .collect();
+    let gens: Vec<u32> = (0..2)
+        .map(|r| {
+            a.rail_route_snapshot(seg, r)
+                .unwrap()
+                .map_or(0, |s| s.generation)
+        })
+        .collect();
+    let posted_before = assert_quiescent(&a, "initiator before the reconnect").rail_slices_posted;
+    a.reconnect_segment(seg).expect("reconnect");
+    for r in 0..2u16 {
+        let now = a.segment_rail_info(seg, r).unwrap();
+        let old = before[usize::from(r)];
+        assert_eq!(now.device, r);
+        assert_eq!(now.rails, 2);
+        assert!(now.active, "rail {r}: new endpoint not active: {now:?}");
+        assert_ne!(
+            now.endpoint, old.endpoint,
+            "rail {r}: endpoint not replaced"
+        );
+        assert_eq!(now.reconnects, 1, "{now:?}");
+        assert_eq!(now.route, old.route, "rail {r}: the route domain must stay");
+        if let Some(s) = a.rail_route_snapshot(seg, r).unwrap() {
+            assert!(
+                s.generation > gens[usize::from(r)],
+                "rail {r}: route generation {} not advanced from {}",
+                s.generation,
+                gens[usize::from(r)]
+            );
+        }
+    }
+    run(Op::Read, LEN, "READ after the reconnect");
+    let mut got = vec![0u8; LEN];
+    a_mem.read_at(LEN, &mut got).unwrap();
+    assert!(got == data, "read back different bytes after the reconnect");
+    let s = assert_quiescent(&a, "initiator");
+    assert_quiescent(&b, "target");
+    for r in 0..2 {
+        assert!(
+            s.rail_slices_posted[r] > posted_before[r],
+            "rail {r} carried nothing after the reconnect: {:?} → {:?}",
+            posted_before,
+            s.rail_slices_posted
+        );
+    }
+    say!(
+        "{TEST}: endpoints {:?} → {:?}, slices per rail {:?} → {:?}",
+        before.iter().map(|i| i.endpoint).collect::<Vec<_>>(),
+        (0..2)
+            .map(|r| a.segment_rail_info(seg, r).unwrap().endpoint)
+            .collect::<Vec<_>>(),
+        &posted_before[..2],
+        &s.rail_slices_posted[..2]
+    );
+}
+
 /// A gate that says `Avoid` for every request on device 1 (as a quarantine
 /// of that rail would) but still calls it usable, so the planner keeps
 /// sending runs there and the workers must move them.

@@ -283,6 +283,17 @@ impl Engine {
         Ok(self.shared.gate.route_snapshot(route))
     }
 
+    /// A snapshot of the CC route of `seg`'s rail `rail`, or `None`
+    /// without a controller.
+    pub fn rail_route_snapshot(
+        &self,
+        seg: SegmentId,
+        rail: u16,
+    ) -> Result<Option<DomainSnapshot>, EngineError> {
+        let route = self.segment_rail_info(seg, rail)?.route;
+        Ok(self.shared.gate.route_snapshot(route))
+    }
+
     /// A snapshot of local device 0's CC domain, or `None` without a
     /// controller.
     pub fn device_snapshot(&self) -> Option<DomainSnapshot> {
