@@ -143,7 +143,7 @@ int main(void) {
   ry_task_detail detail;
   char addr[64], dev[64], tiny[4];
   size_t alen = 0, n = 0, i;
-  uint32_t seg;
+  uint32_t seg, gen = 0;
   uint64_t batch, batch2;
   uint8_t *own, *amem, *bmem;
   const char *require = getenv("RAILYARD_REQUIRE_RDMA");
@@ -272,6 +272,16 @@ int main(void) {
   CHECK(s.state == RY_ENGINE_TASK_STATE_COMPLETED);
   CHECK(memcmp(own, bmem, 65536) == 0);
 
+  /* Reconnect: new endpoints on a new route generation; the segment id
+   * stays and works. */
+  FAILS_WITH(ry_engine_reconnect_segment(a, seg + 100, NULL), RY_STATUS_ENGINE_NO_SUCH_SEGMENT);
+  OK(ry_engine_reconnect_segment(a, seg, &gen));
+  for (i = 0; i < 65536; i++) own[i] = (uint8_t)(i % 253);
+  OK(ry_engine_submit(a, batch, &t, 1));
+  s = wait_task(a, batch, 3);
+  CHECK(s.state == RY_ENGINE_TASK_STATE_COMPLETED);
+  CHECK(memcmp(own, bmem, 65536) == 0);
+
   OK(ry_engine_free_batch(a, batch));
   FAILS_WITH(ry_engine_free_batch(a, batch), RY_STATUS_ENGINE_NO_SUCH_BATCH);
   FAILS_WITH(ry_engine_task_status_get(a, batch, 0, &s), RY_STATUS_ENGINE_NO_SUCH_BATCH);
@@ -309,8 +319,8 @@ int main(void) {
   free(own); /* registered memory outlives only its engine */
 
   printf("RAN ry_engine_c (device %s, %zu-byte WRITE + READ verified, %llu posts, "
-         "last batch %s)\n",
-         dev, (size_t)LEN, (unsigned long long)st.posts, cancel_path);
+         "reconnected to endpoint generation %u, last batch %s)\n",
+         dev, (size_t)LEN, (unsigned long long)st.posts, (unsigned)gen, cancel_path);
   printf("ry_engine_c: all checks passed\n");
   return 0;
 }

@@ -2645,6 +2645,25 @@ ry_status ry_engine_close_segment(ry_engine engine, uint32_t segment);
 #endif
 
 #if defined(RY_ENGINE)
+// Replaces the segment's endpoints (one per rail; a segment this engine
+// opened) with new ones: the old ones are retired if still active
+// (posted work drains or is flushed; late completions settle
+// accounting only), the handshake runs again (fresh rkeys), and each
+// rail's CC route moves to a new generation. Retries waiting on the
+// old endpoints move to the new ones. Writes rail 0's new endpoint
+// generation to `*generation_out` (optional). Blocks for the
+// handshake (bounded by the handshake timeout). A segment a peer
+// opened is `RY_STATUS_ENGINE_UNSUPPORTED` (the peer reconnects it).
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: any thread; reconnects are serialized.
+//
+// # Safety
+// `generation_out` is NULL or valid for writes.
+ry_status ry_engine_reconnect_segment(ry_engine engine, uint32_t segment, uint32_t *generation_out);
+#endif
+
+#if defined(RY_ENGINE)
 // Creates an empty batch for up to `capacity` tasks and writes its id.
 //
 // Ownership: the batch belongs to the caller until

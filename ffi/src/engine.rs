@@ -959,6 +959,37 @@ mod imp {
         guard(|| with_engine(engine, |e| Ok(e.close_segment(SegmentId(segment))?)))
     }
 
+    /// Replaces the segment's endpoints (one per rail; a segment this engine
+    /// opened) with new ones: the old ones are retired if still active
+    /// (posted work drains or is flushed; late completions settle
+    /// accounting only), the handshake runs again (fresh rkeys), and each
+    /// rail's CC route moves to a new generation. Retries waiting on the
+    /// old endpoints move to the new ones. Writes rail 0's new endpoint
+    /// generation to `*generation_out` (optional). Blocks for the
+    /// handshake (bounded by the handshake timeout). A segment a peer
+    /// opened is `RY_STATUS_ENGINE_UNSUPPORTED` (the peer reconnects it).
+    ///
+    /// Ownership: borrows its arguments for the call only; retains nothing.
+    /// Thread-safety: any thread; reconnects are serialized.
+    ///
+    /// # Safety
+    /// `generation_out` is NULL or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_engine_reconnect_segment(
+        engine: ry_engine,
+        segment: u32,
+        generation_out: *mut u32,
+    ) -> RyStatus {
+        guard(|| {
+            let g = with_engine(engine, |e| Ok(e.reconnect_segment(SegmentId(segment))?))?;
+            if generation_out.is_null() {
+                return Ok(());
+            }
+            // SAFETY: caller contract: valid for writes (checked non-NULL).
+            unsafe { write_out(generation_out, g, "generation_out") }
+        })
+    }
+
     /// Creates an empty batch for up to `capacity` tasks and writes its id.
     ///
     /// Ownership: the batch belongs to the caller until

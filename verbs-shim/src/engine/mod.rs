@@ -418,6 +418,9 @@ pub(crate) struct RailEntry {
     remote: Vec<SegmentDescriptor>,
     /// Shard of each QP.
     shards: Vec<u16>,
+    /// QP numbers (scripted async events name one; the async-event path
+    /// itself looks QPs up in `qpn_map`).
+    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
     qpns: Vec<u32>,
     /// CC route domain (local device × the peer's NIC).
     route: u32,
