@@ -28,6 +28,8 @@
 #   MC_ADAPTIVE_CC_TARGET_DRAIN_US=20000  1.588 1.557  (quiet host: off 157-167 MiB/s)
 #   defaults, quiet host (final run)   1.660    1.412  (off 162-169, enforce 136-150 MiB/s,
 #                                                       ib_write_bw 99-102 MiB/s)
+#   after rails + reconnect + fault hooks merged,  1.558    1.308  (quiet host, off 162 MiB/s,
+#   quiet host (2026-11-29, second stop)                     enforce 134 MiB/s, ib_write_bw 103 MiB/s)
 # Enforce at the RFC default target drain time (200 us) shrinks the window to
 # the 256 KiB minimum: Soft-RoCE under TCG drains 256 KiB in ~3 ms, which
 # the controller rightly reads as pressure. With a target that fits the link
