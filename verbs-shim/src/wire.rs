@@ -18,9 +18,10 @@
 //! | 4 | `frame_len` | length of everything after this field; at most [`MAX_FRAME_LEN`] |
 //! | 4 | `magic` | [`MAGIC`] (`b"RYHS"`) |
 //! | 2 | `version` | [`VERSION`] (2); any other value is [`DecodeError::UnknownVersion`] |
-//! | 2 | `flags` | reserved, must be 0 |
+//! | 2 | `flags` | bit 0 = [`FLAG_REPLACES`]; every other bit is reserved and must be 0 ([`DecodeError::ReservedFlags`]) |
 //! | 2 | `n_nics` | 1..=[`MAX_NICS`] |
 //! | 2 | `n_segments` | 0..=[`MAX_SEGMENTS`] |
+//! | 4, only with [`FLAG_REPLACES`] | `replaces_qpn` | < 2^24: see [`PeerDescriptor::replaces`] |
 //! | 16 × n_segments | region | `addr: u64`, `len: u64` (> 0, `addr + len` must not overflow) |
 //! | per NIC: 16 | `gid` | raw GID bytes, network order as `ibv_query_gid` returns them |
 //! | 2 | `lid` | 0 on RoCE |
@@ -49,6 +50,8 @@ use core::fmt;
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RYHS");
 /// The only descriptor version this crate speaks.
 pub const VERSION: u16 = 2;
+/// Flag bit: the frame carries `replaces_qpn` ([`PeerDescriptor::replaces`]).
+pub const FLAG_REPLACES: u16 = 1;
 /// Most QPs one NIC entry may carry.
 pub const MAX_QPS: usize = 64;
 /// Most memory segments (regions) one descriptor may carry.
@@ -59,6 +62,8 @@ pub const MAX_NICS: usize = 8;
 pub const HEADER_LEN: usize = 4 + 2 + 2 + 2 + 2;
 /// Encoded size of one region entry (address, length).
 pub const REGION_ENTRY_LEN: usize = 16;
+/// Encoded size of the optional `replaces_qpn` field.
+pub const REPLACES_LEN: usize = 4;
 /// Fixed part of one NIC entry (GID, LID, QP count).
 pub const NIC_HEADER_LEN: usize = 16 + 2 + 2;
 /// Encoded size of one QP entry.
@@ -67,6 +72,7 @@ pub const QP_ENTRY_LEN: usize = 8;
 pub const RKEY_LEN: usize = 4;
 /// Largest payload a receiver accepts (the largest valid descriptor).
 pub const MAX_FRAME_LEN: usize = HEADER_LEN
+    + REPLACES_LEN
     + MAX_SEGMENTS * REGION_ENTRY_LEN
     + MAX_NICS * (NIC_HEADER_LEN + MAX_QPS * QP_ENTRY_LEN + MAX_SEGMENTS * RKEY_LEN);
 /// Largest PSN / QP number: both are 24-bit quantities in the BTH.
@@ -154,7 +160,7 @@ pub struct EndpointDescriptor {
 ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
 ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey }],
 /// };
-/// let d = PeerDescriptor { nics: vec![nic(1, 7), nic(2, 9)] };
+/// let d = PeerDescriptor { nics: vec![nic(1, 7), nic(2, 9)], replaces: None };
 /// let frame = d.encode()?;
 /// assert_eq!(PeerDescriptor::decode_frame(&frame), Ok(d));
 /// # Ok::<(), railyard_verbs::wire::EncodeError>(())
@@ -163,11 +169,20 @@ pub struct EndpointDescriptor {
 pub struct PeerDescriptor {
     /// NIC `i` is the sender's device `i` (its rail `i`).
     pub nics: Vec<EndpointDescriptor>,
+    /// A reconnect: the receiver's own QP number (the first QP of its
+    /// rail 0) of the connection this one replaces, so the receiver can
+    /// retire that stale connection instead of keeping it forever. The
+    /// receiver honours it only for a connection from the same peer NIC.
+    /// `None` for a first connection.
+    pub replaces: Option<u32>,
 }
 
 impl From<EndpointDescriptor> for PeerDescriptor {
     fn from(d: EndpointDescriptor) -> Self {
-        Self { nics: vec![d] }
+        Self {
+            nics: vec![d],
+            replaces: None,
+        }
     }
 }
 
@@ -337,7 +352,7 @@ impl EndpointDescriptor {
     /// Encodes the descriptor as one length-prefixed one-NIC frame appended
     /// to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        encode_nics(std::slice::from_ref(self), out)
+        encode_nics(std::slice::from_ref(self), None, out)
     }
 
     /// Encodes the descriptor as one length-prefixed one-NIC frame.
@@ -360,6 +375,10 @@ impl EndpointDescriptor {
     }
 
     fn single(mut d: PeerDescriptor) -> Result<Self, DecodeError> {
+        if d.replaces.is_some() {
+            // This one-NIC form has no place for it: refuse, never drop it.
+            return Err(DecodeError::ReservedFlags(FLAG_REPLACES));
+        }
         if d.nics.len() != 1 {
             return Err(DecodeError::Invalid(EncodeError::NicCount(d.nics.len())));
         }
@@ -386,9 +405,10 @@ fn validate_nics(nics: &[EndpointDescriptor]) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn payload_len_of(nics: &[EndpointDescriptor]) -> usize {
+fn payload_len_of(nics: &[EndpointDescriptor], replaces: Option<u32>) -> usize {
     let nseg = nics.first().map_or(0, |n| n.segments.len());
     HEADER_LEN
+        + replaces.map_or(0, |_| REPLACES_LEN)
         + nseg * REGION_ENTRY_LEN
         + nics
             .iter()
@@ -396,9 +416,21 @@ fn payload_len_of(nics: &[EndpointDescriptor]) -> usize {
             .sum::<usize>()
 }
 
-fn encode_nics(nics: &[EndpointDescriptor], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+fn encode_nics(
+    nics: &[EndpointDescriptor],
+    replaces: Option<u32>,
+    out: &mut Vec<u8>,
+) -> Result<(), EncodeError> {
     validate_nics(nics)?;
-    let payload = payload_len_of(nics);
+    if let Some(q) = replaces {
+        if q >= 1 << 24 {
+            return Err(EncodeError::Not24Bit {
+                field: "replaces_qpn",
+                value: q,
+            });
+        }
+    }
+    let payload = payload_len_of(nics, replaces);
     debug_assert!(payload <= MAX_FRAME_LEN);
     let regions = &nics[0].segments;
     out.reserve(4 + payload);
@@ -406,10 +438,14 @@ fn encode_nics(nics: &[EndpointDescriptor], out: &mut Vec<u8>) -> Result<(), Enc
     out.extend_from_slice(&(payload as u32).to_le_bytes());
     out.extend_from_slice(&MAGIC.to_le_bytes());
     out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
+    let flags = if replaces.is_some() { FLAG_REPLACES } else { 0 };
+    out.extend_from_slice(&flags.to_le_bytes());
     // Lossless: counts are bounded by MAX_NICS / MAX_SEGMENTS / MAX_QPS.
     out.extend_from_slice(&(nics.len() as u16).to_le_bytes());
     out.extend_from_slice(&(regions.len() as u16).to_le_bytes());
+    if let Some(q) = replaces {
+        out.extend_from_slice(&q.to_le_bytes());
+    }
     for s in regions {
         out.extend_from_slice(&s.addr.to_le_bytes());
         out.extend_from_slice(&s.len.to_le_bytes());
@@ -432,7 +468,7 @@ fn encode_nics(nics: &[EndpointDescriptor], out: &mut Vec<u8>) -> Result<(), Enc
 impl PeerDescriptor {
     /// Payload length (without the 4-byte length prefix) of the encoding.
     pub fn payload_len(&self) -> usize {
-        payload_len_of(&self.nics)
+        payload_len_of(&self.nics, self.replaces)
     }
 
     /// Checks the field ranges and the cross-NIC rules the wire format
@@ -443,7 +479,7 @@ impl PeerDescriptor {
 
     /// Encodes the descriptor as one length-prefixed frame appended to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        encode_nics(&self.nics, out)
+        encode_nics(&self.nics, self.replaces, out)
     }
 
     /// Encodes the descriptor as one length-prefixed frame.
@@ -492,11 +528,23 @@ impl PeerDescriptor {
             });
         }
         let flags = r.u16()?;
-        if flags != 0 {
+        if flags & !FLAG_REPLACES != 0 {
             return Err(DecodeError::ReservedFlags(flags));
         }
         let n_nics = usize::from(r.u16()?);
         let n_segments = usize::from(r.u16()?);
+        let replaces = if flags & FLAG_REPLACES != 0 {
+            let q = r.u32()?;
+            if q >= 1 << 24 {
+                return Err(DecodeError::Invalid(EncodeError::Not24Bit {
+                    field: "replaces_qpn",
+                    value: q,
+                }));
+            }
+            Some(q)
+        } else {
+            None
+        };
         if n_nics == 0 || n_nics > MAX_NICS {
             return Err(DecodeError::Invalid(EncodeError::NicCount(n_nics)));
         }
@@ -506,6 +554,7 @@ impl PeerDescriptor {
         // The smallest payload these counts allow (one QP per NIC), checked
         // before allocating for them.
         let least = HEADER_LEN
+            + replaces.map_or(0, |_| REPLACES_LEN)
             + n_segments * REGION_ENTRY_LEN
             + n_nics * (NIC_HEADER_LEN + QP_ENTRY_LEN + n_segments * RKEY_LEN);
         if p.len() < least {
@@ -562,7 +611,7 @@ impl PeerDescriptor {
             });
         }
         validate_nics(&nics).map_err(DecodeError::Invalid)?;
-        Ok(Self { nics })
+        Ok(Self { nics, replaces })
     }
 }
 
@@ -733,10 +782,10 @@ mod tests {
             Err(DecodeError::BadMagic(_))
         ));
         let mut fl = f.clone();
-        fl[10] = 1;
+        fl[10] = 2; // bit 0 is FLAG_REPLACES; bit 1 is reserved
         assert_eq!(
             EndpointDescriptor::decode_frame(&fl),
-            Err(DecodeError::ReservedFlags(1))
+            Err(DecodeError::ReservedFlags(2))
         );
         let mut t = f.clone();
         t.push(0);
@@ -854,6 +903,7 @@ mod tests {
         assert_eq!(EndpointDescriptor::decode_frame(&one).unwrap(), d);
         let all = PeerDescriptor {
             nics: vec![d; MAX_NICS],
+            replaces: Some(MAX_24BIT),
         };
         let f = all.encode().unwrap();
         assert_eq!(f.len(), 4 + MAX_FRAME_LEN);
@@ -865,6 +915,61 @@ mod tests {
     }
 
     #[test]
+    fn replaces_round_trips_and_is_strict() {
+        let d = PeerDescriptor {
+            nics: vec![sample()],
+            replaces: Some(0x12_3456),
+        };
+        let f = d.encode().unwrap();
+        assert_eq!(f.len(), 4 + d.payload_len());
+        assert_eq!(
+            f.len(),
+            4 + PeerDescriptor::from(sample()).payload_len() + REPLACES_LEN
+        );
+        assert_eq!(PeerDescriptor::decode_frame(&f).unwrap(), d);
+        // The flag is bit 0 of the flags field (bytes 10..12 of the frame).
+        assert_eq!(u16::from_le_bytes([f[10], f[11]]), FLAG_REPLACES);
+        // The one-NIC form cannot carry it: refused, not dropped.
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::ReservedFlags(FLAG_REPLACES))
+        );
+        // A QP number beyond 24 bits, on either side.
+        let bad = PeerDescriptor {
+            replaces: Some(1 << 24),
+            ..d.clone()
+        };
+        assert!(matches!(
+            bad.encode(),
+            Err(EncodeError::Not24Bit {
+                field: "replaces_qpn",
+                ..
+            })
+        ));
+        let mut g = f.clone();
+        g[16..20].copy_from_slice(&(1u32 << 24).to_le_bytes());
+        assert!(matches!(
+            PeerDescriptor::decode_frame(&g),
+            Err(DecodeError::Invalid(EncodeError::Not24Bit {
+                field: "replaces_qpn",
+                ..
+            }))
+        ));
+        // Any other flag bit is still reserved.
+        let mut h = f.clone();
+        h[10..12].copy_from_slice(&(FLAG_REPLACES | 2).to_le_bytes());
+        assert_eq!(
+            PeerDescriptor::decode_frame(&h),
+            Err(DecodeError::ReservedFlags(FLAG_REPLACES | 2))
+        );
+        // Without the flag the field is absent: a flagless frame is 4 bytes
+        // shorter and decodes to `None`.
+        let plain = PeerDescriptor::from(sample()).encode().unwrap();
+        assert_eq!(plain.len() + REPLACES_LEN, f.len());
+        assert_eq!(PeerDescriptor::decode_frame(&plain).unwrap().replaces, None);
+    }
+
+    #[test]
     fn several_nics_carry_their_own_gid_qps_and_rkeys() {
         let mut b = sample();
         b.gid = [9; 16];
@@ -872,6 +977,7 @@ mod tests {
         b.segments[0].rkey = 0x777;
         let d = PeerDescriptor {
             nics: vec![sample(), b.clone()],
+            replaces: None,
         };
         let f = d.encode().unwrap();
         assert_eq!(f.len(), 4 + d.payload_len());
@@ -952,7 +1058,12 @@ mod tests {
         }
 
         #[test]
-        fn prop_multi_nic_round_trip(d in arb_desc(), n in 1usize..=MAX_NICS, salt in any::<u32>()) {
+        fn prop_multi_nic_round_trip(
+            d in arb_desc(),
+            n in 1usize..=MAX_NICS,
+            salt in any::<u32>(),
+            replaces in prop::option::of(0u32..=MAX_24BIT),
+        ) {
             // Every NIC lists the same regions with its own GID, QPs and rkeys.
             let nics: Vec<EndpointDescriptor> = (0..n)
                 .map(|i| {
@@ -965,7 +1076,7 @@ mod tests {
                     x
                 })
                 .collect();
-            let p = PeerDescriptor { nics };
+            let p = PeerDescriptor { nics, replaces };
             let f = p.encode().unwrap();
             prop_assert_eq!(f.len(), 4 + p.payload_len());
             prop_assert_eq!(PeerDescriptor::decode_frame(&f).unwrap(), p);

@@ -774,3 +774,85 @@ fn engine_task_timeout_is_a_route_timeout_for_cc_and_evidence() {
     );
     assert_quiescent(&p.b, "target");
 }
+
+/// A reconnect names the connection it replaces, and the target retires
+/// its stale side (RFC 3136 passive-handshake stale) instead of keeping
+/// it: after several reconnects the target holds one live endpoint, and
+/// data still moves and reads back on the newest connection.
+#[test]
+fn engine_reconnect_retires_the_targets_stale_side() {
+    const TEST: &str = "engine_reconnect_retires_the_targets_stale_side";
+    const LEN: usize = 256 << 10;
+    const RECONNECTS: usize = 3;
+    let Some(p) = pair(TEST, 2 * LEN, LEN) else {
+        return;
+    };
+    let live = |e: &Engine| e.stats().endpoints_live;
+    let t0 = Instant::now();
+    while p.b.segments().is_empty() && t0.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(live(&p.b), 1, "target before: {:?}", p.b.stats());
+    let retired0 = p.b.stats().retired;
+    for i in 0..RECONNECTS {
+        p.a.reconnect_segment(p.seg).expect("reconnect");
+        let data = pattern(100 + i as u64, LEN);
+        p.a_mem.write_at(0, &data).unwrap();
+        let w = Transfer {
+            op: Op::Write,
+            local: p.a_mem.addr(),
+            len: LEN as u64,
+            segment: p.seg,
+            remote_offset: p.b_mem.addr(),
+        };
+        assert_eq!(
+            run(&p.a, w),
+            TaskState::Completed,
+            "WRITE after reconnect {i}"
+        );
+        let r = Transfer {
+            op: Op::Read,
+            local: p.a_mem.addr() + LEN as u64,
+            ..w
+        };
+        assert_eq!(
+            run(&p.a, r),
+            TaskState::Completed,
+            "READ after reconnect {i}"
+        );
+        let mut got = vec![0u8; LEN];
+        p.a_mem.read_at(LEN, &mut got).unwrap();
+        assert!(got == data, "reconnect {i}: read back different bytes");
+    }
+    // The target learned of every new connection and retired each stale
+    // side; once drained, it is reclaimed.
+    let t0 = Instant::now();
+    while (live(&p.b) != 1 || live(&p.a) != 1) && t0.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sb = p.b.stats();
+    assert_eq!(p.b.segments().len(), 1 + RECONNECTS, "{sb:?}");
+    assert_eq!(
+        sb.retired - retired0,
+        RECONNECTS as u64,
+        "target retired its stale sides: {sb:?}"
+    );
+    assert_eq!(live(&p.b), 1, "target still holds stale endpoints: {sb:?}");
+    assert_eq!(live(&p.a), 1, "initiator: {:?}", p.a.stats());
+    let segs = p.b.segments();
+    for &s in &segs[..RECONNECTS] {
+        assert!(
+            !p.b.segment_info(s).unwrap().active,
+            "stale segment {s:?} active"
+        );
+    }
+    assert!(p.b.segment_info(segs[RECONNECTS]).unwrap().active);
+    say!(
+        "{TEST}: {RECONNECTS} reconnects, target retired {} stale endpoints, live endpoints a={} b={}",
+        sb.retired - retired0,
+        live(&p.a),
+        live(&p.b)
+    );
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+}

@@ -82,9 +82,8 @@
 //! the completion EWMA learns the rest. The peer ledger (RFC 4534 V0–V3)
 //! needs `railyard-core`'s `peer-feedback` feature, which `railyard-verbs`
 //! does not enable by default (`EngineConfig::rail.peer_accounting` is
-//! refused without it). A target keeps the stale segment an initiator's
-//! reconnect replaced until it is closed; automatic reconnect is one
-//! attempt per retirement, without backoff.
+//! refused without it). Automatic reconnect is one attempt per
+//! retirement, without backoff.
 
 mod cc_gate;
 mod config;
@@ -422,6 +421,9 @@ pub(crate) struct RailEntry {
     /// itself looks QPs up in `qpn_map`).
     #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
     qpns: Vec<u32>,
+    /// The peer's first QP number on this rail (a reconnect names the
+    /// connection it replaces by it: [`PeerDescriptor::replaces`]).
+    peer_qpn: u32,
     /// CC route domain (local device × the peer's NIC).
     route: u32,
 }
@@ -1039,7 +1041,12 @@ impl Shared {
         initiator: bool,
         peer: Option<SocketAddr>,
     ) -> Result<SegmentId, EngineError> {
-        let rails = self.establish(hs, initiator)?;
+        let (rails, replaces) = self.establish(hs, initiator, None)?;
+        if !initiator {
+            if let Some(q) = replaces {
+                self.retire_replaced(q, &rails);
+            }
+        }
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         segs.push(SegmentEntry {
             rails,
@@ -1062,13 +1069,21 @@ impl Shared {
     /// are destroyed unconnected); both sides compute the same pairs.
     /// A route domain is the same for the same (device, peer NIC), so a
     /// reconnect lands on the same routes.
+    ///
+    /// `replaces` (a reconnect): the peer's QP number of the connection
+    /// this one replaces, sent to the peer ([`PeerDescriptor::replaces`]).
+    /// Returns the rails and what the *peer* said it replaces.
     pub(crate) fn establish(
         &self,
         hs: Handshake,
         initiator: bool,
-    ) -> Result<Vec<RailEntry>, EngineError> {
+        replaces: Option<u32>,
+    ) -> Result<(Vec<RailEntry>, Option<u32>), EngineError> {
         let mut built = Vec::with_capacity(self.devs.len());
-        let mut local = PeerDescriptor { nics: Vec::new() };
+        let mut local = PeerDescriptor {
+            nics: Vec::new(),
+            replaces,
+        };
         for d in 0..self.devs.len() {
             let (qps, shards) = self.new_qps(d)?;
             let (nic, psn_base) = self.local_descriptor(d, &qps)?;
@@ -1102,11 +1117,12 @@ impl Shared {
                 qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
             }
             let route = self.route_for(d as u16, nic.gid, nic.lid)?;
-            connected.push((d as u16, qps, shards, route, nic.segments.clone()));
+            let peer_qpn = nic.qps[0].qpn;
+            connected.push((d as u16, qps, shards, route, nic.segments.clone(), peer_qpn));
         }
         hs.barrier()?;
         let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
-        for (dev, qps, shards, route, remote) in connected {
+        for (dev, qps, shards, route, remote, peer_qpn) in connected {
             let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
             let handle = match self.endpoints.open(EpResource {
                 qps,
@@ -1133,10 +1149,43 @@ impl Shared {
                 remote,
                 shards,
                 qpns,
+                peer_qpn,
                 route,
             });
         }
-        Ok(entry)
+        Ok((entry, peer.replaces))
+    }
+
+    /// The passive side of a reconnect: the peer replaced the connection
+    /// whose rail-0 endpoint here has QP number `qpn`. Its segment is
+    /// closed and its endpoints retired (RFC 3136 "passive-handshake
+    /// stale"), so repeated reconnects do not pile up stale endpoints.
+    /// Honoured only if that connection came from the same peer NIC (the
+    /// same rail-0 route domain) as the new one; anything else is ignored.
+    fn retire_replaced(&self, qpn: u32, new: &[RailEntry]) {
+        let Some(h) = self
+            .qpn_map
+            .read()
+            .ok()
+            .and_then(|m| m.get(&(0, qpn)).copied())
+        else {
+            return;
+        };
+        let old: Vec<EndpointHandle> = {
+            let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+            let Some(e) = segs.iter_mut().find(|e| {
+                e.rails.first().is_some_and(|r| {
+                    r.handle == h && new.first().is_some_and(|n| n.route == r.route)
+                })
+            }) else {
+                return;
+            };
+            e.closed = true;
+            e.rails.iter().map(|r| r.handle).collect()
+        };
+        for h in old {
+            self.retire(h, RetireReason::PassiveHandshakeStale);
+        }
     }
 
     /// Forgets the QP numbers of a reclaimed endpoint (also one a

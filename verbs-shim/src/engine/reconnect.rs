@@ -13,6 +13,9 @@
 //!   addresses), the route moves to a new generation
 //!   ([`PostGate::new_generation`](super::PostGate::new_generation)), and
 //!   only then is the new endpoint published under the same [`SegmentId`].
+//!   The new descriptor names the connection it replaces (the peer's
+//!   rail-0 QP number, `PeerDescriptor::replaces`), so the peer retires
+//!   its stale side (`PassiveHandshakeStale`) instead of keeping it.
 //! * **Retries**: a slice attempt whose endpoint was retired is re-pointed
 //!   to the segment's current endpoint if that one is active; while a
 //!   reconnect is in progress it waits in its queue (bounded by the task
@@ -190,14 +193,14 @@ impl Shared {
             .reconnect_lock
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let (peer, old) = {
+        let (peer, old, replaces) = {
             let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
             let e = segs.get(seg).ok_or(EngineError::NoSuchSegment(id))?;
             let peer = e.peer.ok_or(EngineError::Unsupported(
                 "reconnecting a segment the peer opened (the peer reconnects it)",
             ))?;
             let old: Vec<EndpointHandle> = e.rails.iter().map(|x| x.handle).collect();
-            (peer, old)
+            (peer, old, e.rails.first().map(|x| x.peer_qpn))
         };
         if self.draining.load(Ordering::Acquire) {
             return Err(EngineError::SegmentClosed(id));
@@ -213,7 +216,9 @@ impl Shared {
             }
         }
         let hs = crate::handshake::Handshake::connect(peer, self.cfg.handshake_timeout)?;
-        let new = self.establish(hs, true)?;
+        // The peer retires its side of the old connection (named by its
+        // rail-0 QP number) once the new one is up.
+        let (new, _) = self.establish(hs, true, replaces)?;
         // The new generations first, then the endpoints become visible: no
         // post on a new endpoint is admitted on an old generation.
         for x in &new {
