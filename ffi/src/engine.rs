@@ -474,6 +474,17 @@ mod imp {
         }
     }
 
+    impl From<&railyard_verbs::MemoryRegion> for ry_engine_region {
+        fn from(r: &railyard_verbs::MemoryRegion) -> Self {
+            ry_engine_region {
+                addr: r.addr(),
+                len: r.len() as u64,
+                lkey: r.lkey(),
+                rkey: r.rkey(),
+            }
+        }
+    }
+
     impl From<TaskState> for ry_engine_task_state {
         fn from(s: TaskState) -> Self {
             match s {
@@ -827,12 +838,7 @@ mod imp {
                 return Err(Error::null("out"));
             }
             let r = with_engine(engine, |e| Ok(e.alloc_memory(len)?))?;
-            let v = ry_engine_region {
-                addr: r.addr(),
-                len: r.len() as u64,
-                lkey: r.lkey(),
-                rkey: r.rkey(),
-            };
+            let v = ry_engine_region::from(&*r);
             // SAFETY: caller contract: valid for writes.
             unsafe { write_out(out, v, "out") }
         })
@@ -868,12 +874,7 @@ mod imp {
             if out.is_null() {
                 return Ok(());
             }
-            let v = ry_engine_region {
-                addr: r.addr(),
-                len: r.len() as u64,
-                lkey: r.lkey(),
-                rkey: r.rkey(),
-            };
+            let v = ry_engine_region::from(&*r);
             // SAFETY: caller contract: NULL (handled) or valid for writes.
             unsafe { write_out(out, v, "out") }
         })
