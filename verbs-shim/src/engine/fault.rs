@@ -49,7 +49,7 @@ impl FaultState {
     pub(crate) fn remote(&self, _h: EndpointHandle, d: SegmentDescriptor) -> SegmentDescriptor {
         #[cfg(feature = "fault-injection")]
         {
-            let enc = (u64::from(_h.generation) << 32 | u64::from(_h.slot)) + 1;
+            let enc = super::ep_word(_h) + 1;
             if self.bad_rkey_ep.load(Ordering::Acquire) == enc {
                 return SegmentDescriptor {
                     rkey: d.rkey ^ 0x5a5a_0000,
@@ -90,7 +90,7 @@ impl Engine {
     /// endpoint: a reconnect fetches fresh descriptors and so refreshes it.
     pub fn fault_corrupt_rkey(&self, seg: SegmentId) -> Result<(), EngineError> {
         let h = self.fault_handle(seg)?;
-        let enc = (u64::from(h.generation) << 32 | u64::from(h.slot)) + 1;
+        let enc = super::ep_word(h) + 1;
         self.shared.fault.bad_rkey_ep.store(enc, Ordering::Release);
         Ok(())
     }

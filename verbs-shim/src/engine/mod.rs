@@ -468,6 +468,20 @@ pub(crate) struct Dev {
     qp_cfg: QpConfig,
 }
 
+/// An endpoint handle packed into one word (generation high, slot low), as
+/// [`SliceMeta::ep`] holds it.
+pub(crate) fn ep_word(h: EndpointHandle) -> u64 {
+    (u64::from(h.generation) << 32) | u64::from(h.slot)
+}
+
+/// The handle [`ep_word`] packed.
+pub(crate) fn ep_from_word(v: u64) -> EndpointHandle {
+    EndpointHandle {
+        slot: v as u32,
+        generation: (v >> 32) as u32,
+    }
+}
+
 /// Per-slice data written by `submit` before the slice is queued (the
 /// queue's push/pop orders it) and read by workers.
 #[derive(Default)]
@@ -485,6 +499,7 @@ pub(crate) struct SliceMeta {
     /// none, or its chain was refused): a deadline on it is a software
     /// completion timeout.
     pub(crate) posted: AtomicU32,
+    /// The attempt's endpoint, packed by [`ep_word`].
     pub(crate) ep: AtomicU64,
     pub(crate) segment: AtomicU32,
     pub(crate) route: AtomicU32,
@@ -812,10 +827,7 @@ impl Shared {
             return false;
         };
         m.dev.store(u32::from(dev), Ordering::Relaxed);
-        m.ep.store(
-            (u64::from(h.generation) << 32) | u64::from(h.slot),
-            Ordering::Relaxed,
-        );
+        m.ep.store(ep_word(h), Ordering::Relaxed);
         m.shard.store(u32::from(shard), Ordering::Relaxed);
         m.route.store(route, Ordering::Relaxed);
         self.requeue(r);
@@ -1895,10 +1907,7 @@ impl Engine {
                 m.shard.store(u32::from(shard), Ordering::Relaxed);
                 m.dev.store(u32::from(rail.dev), Ordering::Relaxed);
                 m.posted.store(0, Ordering::Relaxed);
-                m.ep.store(
-                    (u64::from(rail.handle.generation) << 32) | u64::from(rail.handle.slot),
-                    Ordering::Relaxed,
-                );
+                m.ep.store(ep_word(rail.handle), Ordering::Relaxed);
                 m.segment.store(t.segment.0, Ordering::Relaxed);
                 m.route.store(rail.route, Ordering::Relaxed);
                 m.local_off.store(p.local_off + off, Ordering::Relaxed);

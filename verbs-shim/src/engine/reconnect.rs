@@ -29,7 +29,7 @@
 //!   moves it to PROBING, and a successful bounded probe on the current
 //!   generation makes it HEALTHY again.
 
-use super::{Engine, EngineError, SegmentId, Shared};
+use super::{ep_from_word, ep_word, Engine, EngineError, SegmentId, Shared};
 use railyard_core::cc::{CcStats, DomainSnapshot};
 use railyard_core::endpoint::{EndpointHandle, Phase, RetireReason};
 use railyard_core::slice::SliceRef;
@@ -76,17 +76,6 @@ pub(crate) enum RetryRoute {
     },
 }
 
-fn decode(v: u64) -> EndpointHandle {
-    EndpointHandle {
-        slot: v as u32,
-        generation: (v >> 32) as u32,
-    }
-}
-
-fn encode(h: EndpointHandle) -> u64 {
-    (u64::from(h.generation) << 32) | u64::from(h.slot)
-}
-
 impl Shared {
     fn is_active(&self, h: EndpointHandle) -> bool {
         matches!(self.endpoints.state(h), Ok(s) if s.phase == Phase::Active)
@@ -106,20 +95,20 @@ impl Shared {
             // already be reclaimed, so the segment's `closed` mark says it
             // too).
             let mut teardown = matches!(
-                self.endpoints.state(decode(ep)),
+                self.endpoints.state(ep_from_word(ep)),
                 Ok(s) if s.reason == Some(RetireReason::Shutdown)
             );
             let Some(e) = segs.get(m.segment.load(Ordering::Relaxed) as usize) else {
                 return RetryRoute::NoPath { teardown };
             };
             if let Some(x) = e.rails.iter().find(|x| x.dev == dev) {
-                teardown |= e.closed && encode(x.handle) == ep;
-                if encode(x.handle) != ep && self.is_active(x.handle) && !x.shards.is_empty() {
+                teardown |= e.closed && ep_word(x.handle) == ep;
+                if ep_word(x.handle) != ep && self.is_active(x.handle) && !x.shards.is_empty() {
                     let qp = m.qp.load(Ordering::Relaxed) as usize % x.shards.len();
                     m.qp.store(qp as u32, Ordering::Relaxed);
                     m.shard.store(u32::from(x.shards[qp]), Ordering::Relaxed);
                     m.route.store(x.route, Ordering::Relaxed);
-                    m.ep.store(encode(x.handle), Ordering::Release);
+                    m.ep.store(ep_word(x.handle), Ordering::Release);
                     return RetryRoute::Repointed;
                 }
             }

@@ -169,13 +169,6 @@ struct Pending {
     rec: TokenRecord,
 }
 
-fn decode_ep(v: u64) -> EndpointHandle {
-    EndpointHandle {
-        slot: v as u32,
-        generation: (v >> 32) as u32,
-    }
-}
-
 /// Pops up to one queue-length of slices from `shard`'s queue and posts
 /// them, chained per QP. Returns how many were handled.
 fn post_round(
@@ -211,7 +204,7 @@ fn post_round(
         let now = sh.now();
         let mut rec = TokenRecord {
             slice: r,
-            endpoint: decode_ep(ep),
+            endpoint: super::ep_from_word(ep),
             post_ns: now,
             bytes: m.len.load(Ordering::Relaxed),
             peer: Some(m.segment.load(Ordering::Relaxed)),
