@@ -23,17 +23,15 @@
 //! It prints `FAULT s5_link_down ...` and exits 0, or 1 with a message.
 //! `ci/rxe.sh` runs it with `scripts/rxe-vm --two`.
 
-use railyard_core::classify::{classify_wc, wc, Effect};
-use railyard_core::token::TokenRecord;
+use railyard_core::classify::{classify_wc, wc};
 use railyard_verbs::engine::{
-    BatchId, CcGate, CcMode, DefaultClassifier, Engine, EngineConfig, GateDecision, GateStats,
-    Health, Op, PostGate, SegmentId, TaskState, Transfer,
+    BatchId, CcMode, DefaultClassifier, Engine, EngineConfig, Health, Op, SegmentId, TaskState,
+    Transfer,
 };
 use railyard_verbs::MemoryRegion;
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const ENGINE_PORT: u16 = 18610;
@@ -43,96 +41,11 @@ const WAIT: Duration = Duration::from_secs(120);
 
 type Res<T> = Result<T, String>;
 
-/// The real controller, plus every WC status and route (health, generation) change.
-struct Tracer {
-    inner: CcGate,
-    wc: Mutex<BTreeMap<u32, u64>>,
-    path: Mutex<Vec<(u32, Health, u32)>>,
-}
-
-impl Tracer {
-    fn note(&self) {
-        let mut p = self.path.lock().unwrap();
-        for r in 0..4u32 {
-            if let Some(s) = self.inner.route_snapshot(r) {
-                let last = p
-                    .iter()
-                    .rev()
-                    .find(|(x, _, _)| *x == r)
-                    .map(|&(_, h, g)| (h, g));
-                if last != Some((s.health, s.generation)) {
-                    p.push((r, s.health, s.generation));
-                }
-            }
-        }
-    }
-    fn path(&self, route: u32) -> Vec<(Health, u32)> {
-        let p = self.path.lock().unwrap();
-        p.iter()
-            .filter(|(r, _, _)| *r == route)
-            .map(|&(_, h, g)| (h, g))
-            .collect()
-    }
-    fn path_str(&self, route: u32) -> String {
-        self.path(route)
-            .iter()
-            .map(|(h, g)| format!("{}@g{g}", format!("{h:?}").to_uppercase()))
-            .collect::<Vec<_>>()
-            .join(">")
-    }
-}
-
-impl PostGate for Tracer {
-    fn admit(&self, rec: &mut TokenRecord, now: u64) -> GateDecision {
-        self.inner.admit(rec, now)
-    }
-    fn release(&self, rec: &TokenRecord, st: Option<u32>, now: u64) {
-        self.inner.release(rec, st, now);
-        if let Some(s) = st {
-            *self.wc.lock().unwrap().entry(s).or_default() += 1;
-            self.note();
-        }
-    }
-    fn on_epoch(&self, now: u64, p: railyard_core::cc::PollerStatus) {
-        self.inner.on_epoch(now, p);
-        self.note();
-    }
-    fn event_feedback(&self, route: Option<u32>, effect: Effect) {
-        self.inner.event_feedback(route, effect);
-        self.note();
-    }
-    fn observe(
-        &self,
-        rec: &TokenRecord,
-        reason: railyard_core::evidence::Reason,
-        now: u64,
-    ) -> railyard_core::evidence::Observation {
-        self.inner.observe(rec, reason, now)
-    }
-    fn new_generation(&self, route: u32) -> Option<u32> {
-        let g = self.inner.new_generation(route);
-        self.note();
-        g
-    }
-    fn route_snapshot(&self, r: u32) -> Option<railyard_core::cc::DomainSnapshot> {
-        self.inner.route_snapshot(r)
-    }
-    fn device_snapshot(&self, device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
-        self.inner.device_snapshot(device)
-    }
-    fn usable(&self, device: u16, route: u32) -> bool {
-        self.inner.usable(device, route)
-    }
-    fn cc_stats(&self) -> Option<railyard_core::cc::CcStats> {
-        self.inner.cc_stats()
-    }
-    fn enabled(&self) -> bool {
-        self.inner.enabled()
-    }
-    fn stats(&self) -> GateStats {
-        self.inner.stats()
-    }
-}
+// The tracing gate of the fault matrix (the real controller, plus every WC
+// status and route (health, generation) change), shared with the tests.
+#[path = "../tests/support/tracer.rs"]
+mod tracer;
+use tracer::{wcs_str, Tracer};
 
 fn config() -> Res<EngineConfig> {
     let mut c = EngineConfig::from_env().map_err(|e| e.to_string())?;
@@ -318,12 +231,7 @@ fn check(cond: bool, what: String) -> Res<()> {
 
 fn initiator(peer: &str, down_ms: u64) -> Res<()> {
     let cfg = config()?;
-    let gate = Arc::new(Tracer {
-        inner: CcGate::new(&cfg.cc, cfg.max_endpoints).map_err(|e| e.to_string())?,
-        wc: Mutex::new(BTreeMap::new()),
-        path: Mutex::new(Vec::new()),
-    });
-    gate.note();
+    let gate = Arc::new(Tracer::new(&cfg).map_err(|e| e.to_string())?);
     let a = Engine::with_seams(cfg.clone(), gate.clone(), Arc::new(DefaultClassifier))
         .map_err(|e| e.to_string())?;
     let mem = a.alloc_memory(2 * LEN).map_err(|e| e.to_string())?;
@@ -413,18 +321,11 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
         st == TaskState::Failed,
         format!("peer transfer during link down: {st:?}"),
     )?;
-    let retry_exc = gate
-        .wc
-        .lock()
-        .unwrap()
-        .get(&wc::RETRY_EXC_ERR)
-        .copied()
-        .unwrap_or(0);
     check(
-        retry_exc >= 1,
+        gate.wc_count(wc::RETRY_EXC_ERR) >= 1,
         format!("no RETRY_EXC_ERR: {:?}", gate.wc.lock().unwrap()),
     )?;
-    let path = gate.path(route);
+    let path = gate.route_path(route);
     check(
         path.iter().any(|(h, _)| *h == Health::Quarantined),
         format!("peer route never QUARANTINED: {path:?}"),
@@ -439,7 +340,7 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
         format!("loopback route touched: {lp:?}"),
     )?;
     check(
-        gate.path(route_local)
+        gate.route_path(route_local)
             .iter()
             .all(|(h, _)| *h == Health::Healthy),
         format!("loopback route path: {}", gate.path_str(route_local)),
@@ -470,7 +371,7 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
         s.health == Health::Healthy,
         format!("peer route after recovery: {s:?}"),
     )?;
-    let path = gate.path(route);
+    let path = gate.route_path(route);
     // Sampled after each controller call: the two QPs' RETRY_EXC_ERRs may
     // be released concurrently by two pollers, so the sample can skip the
     // SUSPECT in between; every real step is checked by the controller
@@ -508,17 +409,9 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
     )?;
     control(peer, "exit")?;
     let k = classify_wc(wc::RETRY_EXC_ERR, 0);
-    let wcs: Vec<String> = gate
-        .wc
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|(s, _)| **s != wc::SUCCESS)
-        .map(|(s, n)| format!("status{s}x{n}"))
-        .collect();
     println!(
-        "FAULT s5_link_down wc={} (12=RETRY_EXC_ERR,5=WR_FLUSH_ERR) class={:?} scope={:?} path={} loopback_route={} (transfers during outage: {local_ok}) device={:?} counters=tokens=0,ep_outstanding=0,qp_depth=0,cq_outstanding=0,permits={}/{},inflight_bytes=0 source=real(two guests)",
-        wcs.join(","),
+        "FAULT s5_link_down wc={} class={:?} scope={:?} path={} loopback_route={} (transfers during outage: {local_ok}) device={:?} counters=tokens=0,ep_outstanding=0,qp_depth=0,cq_outstanding=0,permits={}/{},inflight_bytes=0 source=real(two guests)",
+        wcs_str(&gate.errors_seen()),
         k.class,
         k.scope,
         gate.path_str(route),

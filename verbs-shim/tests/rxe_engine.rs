@@ -20,16 +20,13 @@ use railyard_verbs::engine::{
     AnomalyState, BatchId, CcMode, Engine, EngineConfig, EngineError, Op, SegmentId, TaskState,
     Transfer,
 };
-use railyard_verbs::{MemoryRegion, VerbsError};
-use std::io::Write;
+use railyard_verbs::MemoryRegion;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-macro_rules! say {
-    ($($t:tt)*) => {{
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
+#[macro_use]
+mod support;
+use support::{assert_idle, pattern, skips_without_device};
 
 const WAIT: Duration = Duration::from_secs(120);
 
@@ -51,15 +48,7 @@ fn config() -> EngineConfig {
 fn engine_or_skip(test: &str) -> Option<Engine> {
     match Engine::new(config()) {
         Ok(e) => Some(e),
-        Err(EngineError::Verbs(VerbsError::NoDevice))
-            if std::env::var("RAILYARD_REQUIRE_RDMA").as_deref() != Ok("1") =>
-        {
-            say!(
-                "SKIP {test}: no RDMA device found (run through ci/rxe.sh, or set \
-                 RAILYARD_REQUIRE_RDMA=1 to fail instead of skipping)"
-            );
-            None
-        }
+        Err(e) if skips_without_device(test, &e) => None,
         Err(e) => panic!("{test}: cannot start the engine: {e}"),
     }
 }
@@ -140,36 +129,9 @@ fn run(e: &Engine, t: Transfer) -> TaskState {
 }
 
 fn assert_quiescent(e: &Engine, who: &str) {
-    assert!(e.wait_idle(WAIT), "{who}: never went idle: {:?}", e.stats());
-    let s = e.stats();
-    assert_eq!(s.tokens_in_use, 0, "{who}: tokens leaked: {s:?}");
-    assert_eq!(
-        s.endpoint_outstanding, 0,
-        "{who}: endpoint outstanding: {s:?}"
-    );
-    assert_eq!(s.qp_depth, 0, "{who}: QP depth: {s:?}");
-    assert_eq!(s.cq_outstanding, 0, "{who}: CQ outstanding: {s:?}");
-    assert_eq!(s.slices_pending, 0, "{who}: slices pending: {s:?}");
-    assert_eq!(s.bad_completions, 0, "{who}: refused completions: {s:?}");
-    // The congestion controller (a CcGate unless a test plugged its own).
-    let g = s.gate;
-    assert_eq!(g.in_flight_bytes, 0, "{who}: CC in-flight bytes: {g:?}");
-    assert_eq!(g.admitted, g.released, "{who}: CC permits: {g:?}");
-    assert_eq!(g.release_errors, 0, "{who}: CC release refused: {g:?}");
-    assert_eq!(g.acquire_errors, 0, "{who}: CC acquire errors: {g:?}");
+    // Also the gate's permits: a CcGate unless a test plugged its own.
+    assert_idle(e, who, WAIT);
     assert!(e.cc_config_error().is_none(), "{who}: CC config error");
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 #[test]

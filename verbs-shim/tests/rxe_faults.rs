@@ -20,212 +20,23 @@
 //! binary once per model. Without a device each test prints `SKIP`.
 
 use railyard_core::classify::{classify_event, classify_wc, wc, Effect};
-use railyard_core::token::TokenRecord;
 use railyard_verbs::engine::{
-    AnomalyState, BatchId, CcGate, CcMode, DefaultClassifier, Engine, EngineConfig, EngineError,
-    GateDecision, GateStats, Health, Op, PostGate, SegmentId, TaskState, Transfer, WorkerModel,
+    AnomalyState, BatchId, CcMode, DefaultClassifier, Engine, EngineConfig, EngineError, Health,
+    Op, SegmentId, TaskState, Transfer, WorkerModel,
 };
-use railyard_verbs::{MemoryRegion, VerbsError};
+use railyard_verbs::MemoryRegion;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-macro_rules! say {
-    ($($t:tt)*) => {{
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
+#[macro_use]
+mod support;
+use support::tracer::{health_name, wcs_str, Tracer, DEV};
+use support::{assert_idle, pattern, skips_without_device};
 
 const WAIT: Duration = Duration::from_secs(120);
-
-// ---------------------------------------------------------------------------
-// The tracing gate: the real controller, plus a record of what it saw.
-
-/// Delegates everything to a [`CcGate`] and records every work-completion
-/// status, every poller status of the control epoch, and every change of
-/// (health, generation) of routes 0..8 and of the device.
-struct Tracer {
-    inner: CcGate,
-    wc: Mutex<BTreeMap<u32, u64>>,
-    path: Mutex<Vec<(u32, Health, u32)>>,
-    dev_path: Mutex<Vec<(Health, u32)>>,
-    stalled_epochs: AtomicU64,
-    events: Mutex<Vec<Effect>>,
-}
-
-const DEV: u32 = u32::MAX;
-
-impl Tracer {
-    fn new(cfg: &EngineConfig) -> Self {
-        let t = Self {
-            inner: CcGate::new(&cfg.cc, cfg.max_endpoints).expect("valid CC config"),
-            wc: Mutex::new(BTreeMap::new()),
-            path: Mutex::new(Vec::new()),
-            dev_path: Mutex::new(Vec::new()),
-            stalled_epochs: AtomicU64::new(0),
-            events: Mutex::new(Vec::new()),
-        };
-        t.note();
-        t
-    }
-
-    fn note(&self) {
-        let mut p = self.path.lock().unwrap();
-        for r in 0..8u32 {
-            let Some(s) = self.inner.route_snapshot(r) else {
-                continue;
-            };
-            let last = p
-                .iter()
-                .rev()
-                .find(|(x, _, _)| *x == r)
-                .map(|&(_, h, g)| (h, g));
-            if last != Some((s.health, s.generation)) {
-                p.push((r, s.health, s.generation));
-            }
-        }
-        if let Some(s) = self.inner.device_snapshot(0) {
-            let mut d = self.dev_path.lock().unwrap();
-            if d.last() != Some(&(s.health, s.generation)) {
-                d.push((s.health, s.generation));
-            }
-        }
-    }
-
-    fn wc_count(&self, status: u32) -> u64 {
-        self.wc.lock().unwrap().get(&status).copied().unwrap_or(0)
-    }
-
-    fn errors_seen(&self) -> Vec<(u32, u64)> {
-        self.wc
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(s, _)| **s != wc::SUCCESS)
-            .map(|(s, n)| (*s, *n))
-            .collect()
-    }
-
-    fn route_path(&self, route: u32) -> Vec<(Health, u32)> {
-        if route == DEV {
-            return self.dev_path.lock().unwrap().clone();
-        }
-        self.path
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(r, _, _)| *r == route)
-            .map(|&(_, h, g)| (h, g))
-            .collect()
-    }
-
-    fn path_str(&self, route: u32) -> String {
-        self.route_path(route)
-            .iter()
-            .map(|(h, g)| format!("{}@g{g}", health_name(*h)))
-            .collect::<Vec<_>>()
-            .join(">")
-    }
-}
-
-impl PostGate for Tracer {
-    fn admit(&self, rec: &mut TokenRecord, now_ns: u64) -> GateDecision {
-        self.inner.admit(rec, now_ns)
-    }
-    fn release(&self, rec: &TokenRecord, wc_status: Option<u32>, now_ns: u64) {
-        self.inner.release(rec, wc_status, now_ns);
-        if let Some(s) = wc_status {
-            *self.wc.lock().unwrap().entry(s).or_default() += 1;
-            self.note();
-        }
-    }
-    fn on_epoch(&self, now_ns: u64, poller: railyard_core::cc::PollerStatus) {
-        if poller == railyard_core::cc::PollerStatus::Stalled {
-            self.stalled_epochs.fetch_add(1, Ordering::Relaxed);
-        }
-        self.inner.on_epoch(now_ns, poller);
-        self.note();
-    }
-    fn event_feedback(&self, route: Option<u32>, effect: Effect) {
-        self.events.lock().unwrap().push(effect);
-        self.inner.event_feedback(route, effect);
-        self.note();
-    }
-    fn observe(
-        &self,
-        rec: &TokenRecord,
-        reason: railyard_core::evidence::Reason,
-        now_ns: u64,
-    ) -> railyard_core::evidence::Observation {
-        self.inner.observe(rec, reason, now_ns)
-    }
-    fn new_generation(&self, route: u32) -> Option<u32> {
-        let g = self.inner.new_generation(route);
-        self.note();
-        g
-    }
-    fn route_snapshot(&self, route: u32) -> Option<railyard_core::cc::DomainSnapshot> {
-        self.inner.route_snapshot(route)
-    }
-    fn device_snapshot(&self, device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
-        self.inner.device_snapshot(device)
-    }
-    fn usable(&self, device: u16, route: u32) -> bool {
-        self.inner.usable(device, route)
-    }
-    fn cc_stats(&self) -> Option<railyard_core::cc::CcStats> {
-        self.inner.cc_stats()
-    }
-    fn enabled(&self) -> bool {
-        self.inner.enabled()
-    }
-    fn stats(&self) -> GateStats {
-        self.inner.stats()
-    }
-}
-
-fn health_name(h: Health) -> &'static str {
-    match h {
-        Health::Healthy => "HEALTHY",
-        Health::Congested => "CONGESTED",
-        Health::Suspect => "SUSPECT",
-        Health::Quarantined => "QUARANTINED",
-        Health::Probing => "PROBING",
-    }
-}
-
-fn wc_name(s: u32) -> String {
-    let n = match s {
-        wc::SUCCESS => "SUCCESS",
-        wc::LOC_LEN_ERR => "LOC_LEN_ERR",
-        wc::LOC_QP_OP_ERR => "LOC_QP_OP_ERR",
-        wc::LOC_PROT_ERR => "LOC_PROT_ERR",
-        wc::WR_FLUSH_ERR => "WR_FLUSH_ERR",
-        wc::LOC_ACCESS_ERR => "LOC_ACCESS_ERR",
-        wc::REM_INV_REQ_ERR => "REM_INV_REQ_ERR",
-        wc::REM_ACCESS_ERR => "REM_ACCESS_ERR",
-        wc::REM_OP_ERR => "REM_OP_ERR",
-        wc::RETRY_EXC_ERR => "RETRY_EXC_ERR",
-        wc::RNR_RETRY_EXC_ERR => "RNR_RETRY_EXC_ERR",
-        wc::FATAL_ERR => "FATAL_ERR",
-        wc::GENERAL_ERR => "GENERAL_ERR",
-        _ => return format!("status{s}"),
-    };
-    n.to_owned()
-}
-
-fn wcs_str(v: &[(u32, u64)]) -> String {
-    if v.is_empty() {
-        return "none".into();
-    }
-    v.iter()
-        .map(|(s, n)| format!("{}x{n}", wc_name(*s)))
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 // ---------------------------------------------------------------------------
 // Engines.
@@ -256,7 +67,7 @@ struct Node {
 }
 
 fn node(cfg: EngineConfig, mem: usize) -> Result<Node, EngineError> {
-    let gate = Arc::new(Tracer::new(&cfg));
+    let gate = Arc::new(Tracer::new(&cfg).expect("valid CC config"));
     let e = Engine::with_seams(cfg, gate.clone(), Arc::new(DefaultClassifier))?;
     let mem = e.alloc_memory(mem)?;
     Ok(Node { e, gate, mem })
@@ -266,15 +77,7 @@ fn node(cfg: EngineConfig, mem: usize) -> Result<Node, EngineError> {
 fn first_node(test: &str, cfg: EngineConfig, mem: usize) -> Option<Node> {
     match node(cfg, mem) {
         Ok(n) => Some(n),
-        Err(EngineError::Verbs(VerbsError::NoDevice))
-            if std::env::var("RAILYARD_REQUIRE_RDMA").as_deref() != Ok("1") =>
-        {
-            say!(
-                "SKIP {test}: no RDMA device found (run through ci/rxe.sh, or set \
-                 RAILYARD_REQUIRE_RDMA=1 to fail instead of skipping)"
-            );
-            None
-        }
+        Err(e) if skips_without_device(test, &e) => None,
         Err(e) => panic!("{test}: cannot start the engine: {e}"),
     }
 }
@@ -299,18 +102,6 @@ fn pair(test: &str, len: usize, tweak: impl Fn(&mut EngineConfig)) -> Option<Pai
         a.e.config().qps_per_endpoint
     );
     Some(Pair { a, b, seg })
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn write_t(a: &Node, b: &Node, seg: SegmentId, off: usize, len: usize) -> Transfer {
@@ -367,25 +158,8 @@ fn assert_reads_back(b: &Node, off: usize, data: &[u8]) {
 /// Every gauge back to zero; returns the `counters=` text.
 fn quiescent(n: &Node, who: &str) -> String {
     let e = &n.e;
-    assert!(e.wait_idle(WAIT), "{who}: never went idle: {:?}", e.stats());
-    let s = e.stats();
-    assert_eq!(s.tokens_in_use, 0, "{who}: tokens leaked: {s:?}");
-    assert_eq!(
-        s.endpoint_outstanding, 0,
-        "{who}: endpoint outstanding: {s:?}"
-    );
-    assert_eq!(s.qp_depth, 0, "{who}: QP depth: {s:?}");
-    assert_eq!(s.cq_outstanding, 0, "{who}: CQ outstanding: {s:?}");
-    assert_eq!(s.slices_pending, 0, "{who}: slices pending: {s:?}");
-    assert_eq!(
-        s.bad_completions, 0,
-        "{who}: refused (double) completions: {s:?}"
-    );
+    let s = assert_idle(e, who, WAIT);
     let g = s.gate;
-    assert_eq!(g.in_flight_bytes, 0, "{who}: CC in-flight bytes: {g:?}");
-    assert_eq!(g.admitted, g.released, "{who}: CC permits: {g:?}");
-    assert_eq!(g.release_errors, 0, "{who}: CC release refused: {g:?}");
-    assert_eq!(g.acquire_errors, 0, "{who}: CC acquire errors: {g:?}");
     let cc = e.cc_stats().expect("controller");
     assert_eq!(cc.illegal_transitions, 0, "{who}: illegal arrows: {cc:?}");
     assert_eq!(cc.underflow_refusals, 0, "{who}: underflow: {cc:?}");

@@ -16,16 +16,13 @@ use railyard_verbs::engine::{
     CcMode, DefaultClassifier, Engine, EngineConfig, EngineStats, GateDecision, Op, PostGate,
     TaskState, TokenRecord, Transfer, MAX_RAILS,
 };
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-macro_rules! say {
-    ($($t:tt)*) => {{
-        let _ = writeln!(std::io::stderr().lock(), $($t)*);
-    }};
-}
+#[macro_use]
+mod support;
+use support::{assert_idle, pattern};
 
 const WAIT: Duration = Duration::from_secs(180);
 
@@ -64,22 +61,7 @@ fn config(devices: &[String]) -> EngineConfig {
 }
 
 fn assert_quiescent(e: &Engine, who: &str) -> EngineStats {
-    assert!(e.wait_idle(WAIT), "{who}: never went idle: {:?}", e.stats());
-    let s = e.stats();
-    assert_eq!(s.tokens_in_use, 0, "{who}: tokens leaked: {s:?}");
-    assert_eq!(
-        s.endpoint_outstanding, 0,
-        "{who}: endpoint outstanding: {s:?}"
-    );
-    assert_eq!(s.qp_depth, 0, "{who}: QP depth: {s:?}");
-    assert_eq!(s.cq_outstanding, 0, "{who}: CQ outstanding: {s:?}");
-    assert_eq!(s.slices_pending, 0, "{who}: slices pending: {s:?}");
-    assert_eq!(s.bad_completions, 0, "{who}: refused completions: {s:?}");
-    let g = s.gate;
-    assert_eq!(g.in_flight_bytes, 0, "{who}: CC in-flight bytes: {g:?}");
-    assert_eq!(g.admitted, g.released, "{who}: CC permits: {g:?}");
-    assert_eq!(g.release_errors, 0, "{who}: CC release refused: {g:?}");
-    assert_eq!(g.acquire_errors, 0, "{who}: CC acquire errors: {g:?}");
+    let s = assert_idle(e, who, WAIT);
     assert_eq!(
         s.rail_charged_bytes, [0; MAX_RAILS],
         "{who}: rail charges: {s:?}"
@@ -89,18 +71,6 @@ fn assert_quiescent(e: &Engine, who: &str) -> EngineStats {
         "{who}: rail releases refused: {s:?}"
     );
     s
-}
-
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn wait_all(e: &Engine, b: railyard_verbs::engine::BatchId) -> Vec<TaskState> {
@@ -113,6 +83,15 @@ fn wait_all(e: &Engine, b: railyard_verbs::engine::BatchId) -> Vec<TaskState> {
         assert!(t0.elapsed() < WAIT, "batch did not finish: {st:?}");
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Runs `t` alone in a batch on `e`; it must complete (`tag` names it in
+/// the failure message).
+fn run_completed(e: &Engine, t: Transfer, tag: &str) {
+    let batch = e.allocate_batch(1).unwrap();
+    e.submit(batch, &[t]).unwrap();
+    assert_eq!(wait_all(e, batch), [TaskState::Completed], "{tag}");
+    e.free_batch(batch).unwrap();
 }
 
 /// Two devices, or `None` after printing a SKIP line (a failure with
@@ -160,7 +139,6 @@ fn engine_rails_fewer_peer_nics_use_the_matched_rail_only() {
     let data = pattern(7, LEN);
     a_mem.write_at(0, &data).unwrap();
     for (op, local) in [(Op::Write, 0u64), (Op::Read, LEN as u64)] {
-        let batch = a.allocate_batch(1).unwrap();
         let t = Transfer {
             op,
             local: a_mem.addr() + local,
@@ -168,9 +146,7 @@ fn engine_rails_fewer_peer_nics_use_the_matched_rail_only() {
             segment: seg,
             remote_offset: b_mem.addr(),
         };
-        a.submit(batch, &[t]).unwrap();
-        assert_eq!(wait_all(&a, batch), [TaskState::Completed]);
-        a.free_batch(batch).unwrap();
+        run_completed(&a, t, "");
     }
     let mut got = vec![0u8; LEN];
     a_mem.read_at(LEN, &mut got).unwrap();
@@ -305,7 +281,6 @@ fn engine_two_rails_reconnect_replaces_every_rail() {
         a.config().cc.mode
     );
     let run = |op, local: usize, tag: &str| {
-        let batch = a.allocate_batch(1).unwrap();
         let t = Transfer {
             op,
             local: a_mem.addr() + local as u64,
@@ -313,9 +288,7 @@ fn engine_two_rails_reconnect_replaces_every_rail() {
             segment: seg,
             remote_offset: b_mem.addr(),
         };
-        a.submit(batch, &[t]).unwrap();
-        assert_eq!(wait_all(&a, batch), [TaskState::Completed], "{tag}");
-        a.free_batch(batch).unwrap();
+        run_completed(&a, t, tag);
     };
     let data = pattern(9, LEN);
     a_mem.write_at(0, &data).unwrap();
@@ -419,7 +392,6 @@ fn engine_rails_avoided_rail_moves_slices_to_the_other() {
     let data = pattern(9, LEN);
     a_mem.write_at(0, &data).unwrap();
     for (op, local) in [(Op::Write, 0u64), (Op::Read, LEN as u64)] {
-        let batch = a.allocate_batch(1).unwrap();
         let t = Transfer {
             op,
             local: a_mem.addr() + local,
@@ -427,9 +399,7 @@ fn engine_rails_avoided_rail_moves_slices_to_the_other() {
             segment: seg,
             remote_offset: b_mem.addr(),
         };
-        a.submit(batch, &[t]).unwrap();
-        assert_eq!(wait_all(&a, batch), [TaskState::Completed]);
-        a.free_batch(batch).unwrap();
+        run_completed(&a, t, "");
     }
     let mut got = vec![0u8; LEN];
     a_mem.read_at(LEN, &mut got).unwrap();
