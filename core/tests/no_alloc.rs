@@ -5,7 +5,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use railyard_core::completion::{Owner, PostRequest, WcOutcome};
+use railyard_core::classify::wc;
+use railyard_core::completion::{Owner, PostRequest};
 use railyard_core::endpoint::{EndpointConfig, EndpointTable};
 use railyard_core::slice::{Outcome, SliceTable};
 use railyard_core::token::{TokenPool, TokenRecord};
@@ -88,14 +89,14 @@ fn post_and_complete_protocol_never_allocates() {
     let before = allocs();
     for i in 0..10_000u32 {
         let s = slices.open(i % 64).unwrap();
-        let wr = owner.post(PostRequest::new(s, ep, 0, 4096, 0)).unwrap();
-        let d = owner.complete(wr, WcOutcome::Retryable).unwrap();
+        let wr = owner.post(PostRequest::new(s, ep, 0, 4096, 0)).unwrap().wr_id;
+        let d = owner.complete(wr, wc::WR_FLUSH_ERR, 0, 0).unwrap();
         let s2 = match d.slice {
             railyard_core::completion::SliceEffect::Retry(s2) => s2,
             other => panic!("{other:?}"),
         };
-        let wr = owner.post(PostRequest::new(s2, ep, 1, 4096, 0)).unwrap();
-        owner.unposted(wr).unwrap();
+        let wr = owner.post(PostRequest::new(s2, ep, 1, 4096, 0)).unwrap().wr_id;
+        owner.unposted(wr, 0).map(|(r, _)| r).unwrap();
         slices.settle(s2, Outcome::Canceled).unwrap();
     }
     assert_eq!(allocs(), before, "post/complete allocated");

@@ -96,6 +96,8 @@ pub enum RyStatus {
     RailPeerAccounting = -43,
     /// Rail release: the charge / record holds no rail charge.
     RailNotHeld = -44,
+    /// Rail choice: no candidate device is usable.
+    RailNoCandidate = -45,
 
     /// Credit: peer index out of range for the table.
     CreditUnknownPeer = -50,
@@ -275,6 +277,7 @@ impl From<AcquireError> for Error {
     fn from(e: AcquireError) -> Self {
         let s = match e {
             AcquireError::ZeroBytes => RyStatus::CcZeroBytes,
+            AcquireError::AlreadyHeld => RyStatus::CcAlreadyHeld,
             AcquireError::NoSuchDevice(_) => RyStatus::CcNoSuchDevice,
             AcquireError::NoSuchRoute(_) => RyStatus::CcNoSuchRoute,
             AcquireError::WrongDevice { .. } => RyStatus::CcWrongDevice,
@@ -308,6 +311,7 @@ impl From<RailError> for Error {
             RailError::NicUnderflow { .. } => RyStatus::RailNicUnderflow,
             RailError::PeerAccounting { .. } => RyStatus::RailPeerAccounting,
             RailError::NotHeld => RyStatus::RailNotHeld,
+            RailError::NoCandidate => RyStatus::RailNoCandidate,
             RailError::CountsTooShort { .. } => RyStatus::BufferTooSmall,
         };
         Error::new(s, e)
@@ -531,6 +535,7 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         RailNicUnderflow => c"RY_STATUS_RAIL_NIC_UNDERFLOW",
         RailPeerAccounting => c"RY_STATUS_RAIL_PEER_ACCOUNTING",
         RailNotHeld => c"RY_STATUS_RAIL_NOT_HELD",
+        RailNoCandidate => c"RY_STATUS_RAIL_NO_CANDIDATE",
         CreditUnknownPeer => c"RY_STATUS_CREDIT_UNKNOWN_PEER",
         CreditUnknownClass => c"RY_STATUS_CREDIT_UNKNOWN_CLASS",
         CreditUnknownResource => c"RY_STATUS_CREDIT_UNKNOWN_RESOURCE",

@@ -59,7 +59,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::{
-    Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId,
+    BackpressureInfo, Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId,
     Totals, RESOURCES,
 };
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
@@ -538,6 +538,21 @@ impl SenderLedger {
             return Err(KeyError::UnknownClass(class));
         }
         Ok(EntryId(peer * self.max_classes + class))
+    }
+
+    /// The `(peer, class)` an entry id names (the inverse of [`entry`](Self::entry)).
+    #[inline]
+    pub fn peer_class(&self, entry: EntryId) -> (u32, u32) {
+        let c = self.max_classes.max(1);
+        (entry.0 / c, entry.0 % c)
+    }
+
+    /// Typed receiver-credit backpressure for `entry` short of `exhausted`
+    /// (empty: the entry is not open).
+    #[inline]
+    pub(crate) fn backpressure(&self, entry: EntryId, exhausted: ResourceSet) -> BackpressureInfo {
+        let (peer, class) = self.peer_class(entry);
+        BackpressureInfo::receiver_credit(peer, class, exhausted, 0, false)
     }
 
     #[inline]

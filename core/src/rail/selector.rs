@@ -52,6 +52,33 @@ struct Counters {
 #[repr(align(64))]
 struct DecisionClock(AtomicU64);
 
+/// The worst possible score (placeholder before the first candidate).
+const WORST: Score = Score {
+    num: u64::MAX,
+    den: 1,
+};
+
+/// Whether device `d` is in candidate mask `mask`.
+#[inline(always)]
+fn in_mask(mask: u64, d: usize) -> bool {
+    d < 64 && mask & (1u64 << d) != 0
+}
+
+/// What [`Selector::choose`] chose for one slice (nothing charged yet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// The chosen local device (rail).
+    pub device: u16,
+    /// The choice was a probe of a non-best device.
+    pub probe: bool,
+    /// V2/V3 fell back to NIC-scope feedback for the candidate set.
+    pub fallback: bool,
+    /// With [`RailConfig::trace`] and the ledger on, for a known peer: the
+    /// largest candidate sample age, `Some(None)` for a cold decision
+    /// (feed it to [`TtlCalibrator::observe`](super::TtlCalibrator::observe)).
+    pub trace: Option<Option<Nanos>>,
+}
+
 /// The result of a single-slice decision.
 #[derive(Debug)]
 #[must_use = "the charge must be released exactly once"]
@@ -236,7 +263,12 @@ impl Selector {
     /// The whole-set feedback decision for `peer`: whether V2/V3 fall back,
     /// counting missing/expired samples; and the trace (max sample age).
     #[inline]
-    fn feedback_state(&self, _peer: Option<u32>, _now_ns: Nanos) -> (bool, Option<Option<Nanos>>) {
+    fn feedback_state(
+        &self,
+        _peer: Option<u32>,
+        _now_ns: Nanos,
+        _mask: u64,
+    ) -> (bool, Option<Option<Nanos>>) {
         #[cfg(feature = "peer-feedback")]
         if let Some((l, p, v)) = self.peer_mode(_peer) {
             let trace = self.cfg.trace;
@@ -244,7 +276,7 @@ impl Selector {
                 return (false, None);
             }
             let (mut missing, mut expired, mut max_age) = (0u64, 0u64, Some(0u64));
-            for d in 0..self.devices.len() {
+            for d in (0..self.devices.len()).filter(|&d| in_mask(_mask, d)) {
                 let view = l.view(d, p);
                 match sample_state(view.as_ref(), _now_ns, self.cfg.peer_ttl_ns) {
                     SampleState::Fresh => {}
@@ -278,17 +310,16 @@ impl Selector {
     /// Lowest score over all candidates (lowest index on ties).
     #[cfg(feature = "peer-feedback")]
     #[inline]
-    fn best(&self, peer: Option<u32>, bytes: u64, fallback: bool) -> (usize, Score) {
-        let mut best = 0;
-        let mut best_score = self.score(0, peer, bytes, fallback);
-        for d in 1..self.devices.len() {
+    fn best(&self, peer: Option<u32>, bytes: u64, fallback: bool, mask: u64) -> (usize, Score) {
+        let mut best: Option<(usize, Score)> = None;
+        for d in (0..self.devices.len()).filter(|&d| in_mask(mask, d)) {
             let s = self.score(d, peer, bytes, fallback);
-            if s.better_than(best_score) {
-                best = d;
-                best_score = s;
+            if best.map_or(true, |(_, b)| s.better_than(b)) {
+                best = Some((d, s));
             }
         }
-        (best, best_score)
+        // `mask` is non-empty (checked by the callers).
+        best.unwrap_or((0, WORST))
     }
 
     /// The single-slice decision: best device, its score, whole-set
@@ -299,13 +330,14 @@ impl Selector {
         _peer: Option<u32>,
         b: u64,
         _now_ns: Nanos,
+        mask: u64,
     ) -> (usize, Score, bool, Option<Option<Nanos>>) {
         #[cfg(feature = "peer-feedback")]
         if let Some(l) = &self.ledger {
-            return self.decide_with_ledger(l, _peer, b, _now_ns);
+            return self.decide_with_ledger(l, _peer, b, _now_ns, mask);
         }
         // No ledger (flag off or not compiled): NIC in-flight, NIC EWMA.
-        let (d, s) = self.best_by(b, |dev| ScoreInput {
+        let (d, s) = self.best_by(b, mask, |dev| ScoreInput {
             inflight: dev.inflight.load(Ordering::Relaxed),
             bw: dev.bw.load(Ordering::Relaxed),
         });
@@ -323,19 +355,20 @@ impl Selector {
         _peer: Option<u32>,
         b: u64,
         _now_ns: Nanos,
+        mask: u64,
     ) -> (usize, Score, bool, Option<Option<Nanos>>) {
         let v = self.cfg.variant;
         if let (Some(p), true, false) = (_peer, v.uses_peer_feedback(), self.cfg.trace) {
-            return self.decide_peer_feedback(l, p, v, b, _now_ns);
+            return self.decide_peer_feedback(l, p, v, b, _now_ns, mask);
         }
-        let (fallback, trace) = self.feedback_state(_peer, _now_ns);
+        let (fallback, trace) = self.feedback_state(_peer, _now_ns, mask);
         let (d, s) = match v {
-            Variant::V0 => self.best_by(b, |dev| ScoreInput {
+            Variant::V0 => self.best_by(b, mask, |dev| ScoreInput {
                 inflight: 0,
                 bw: dev.nominal,
             }),
-            Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback),
-            _ => self.best_by(b, |dev| ScoreInput {
+            Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback, mask),
+            _ => self.best_by(b, mask, |dev| ScoreInput {
                 inflight: dev.inflight.load(Ordering::Relaxed),
                 bw: dev.bw.load(Ordering::Relaxed),
             }),
@@ -346,16 +379,24 @@ impl Selector {
     /// Lowest score over all candidates with inputs from `input` (no
     /// ledger in the loop); lowest index on ties.
     #[inline(always)]
-    fn best_by(&self, b: u64, input: impl Fn(&DeviceState) -> ScoreInput) -> (usize, Score) {
-        let first = &self.devices[0];
-        let mut best = (0, Score::new(input(first), b, first.tier_q8));
-        for (d, dev) in self.devices.iter().enumerate().skip(1) {
+    fn best_by(
+        &self,
+        b: u64,
+        mask: u64,
+        input: impl Fn(&DeviceState) -> ScoreInput,
+    ) -> (usize, Score) {
+        let mut best: Option<(usize, Score)> = None;
+        for (d, dev) in self.devices.iter().enumerate() {
+            if !in_mask(mask, d) {
+                continue;
+            }
             let s = Score::new(input(dev), b, dev.tier_q8);
-            if s.better_than(best.1) {
-                best = (d, s);
+            if best.map_or(true, |(_, x)| s.better_than(x)) {
+                best = Some((d, s));
             }
         }
-        best
+        // `mask` is non-empty (checked by the callers).
+        best.unwrap_or((0, WORST))
     }
 
     /// V2/V3 in one pass over the candidates: one ledger read per device,
@@ -370,14 +411,15 @@ impl Selector {
         v: Variant,
         b: u64,
         now_ns: Nanos,
+        mask: u64,
     ) -> (usize, Score, bool, Option<Option<Nanos>>) {
         let (mut missing, mut expired) = (0u64, 0u64);
-        let worst = Score {
-            num: u64::MAX,
-            den: 1,
-        };
-        let (mut best_p, mut best_f) = ((0, worst), (0, worst));
+        let (mut best_p, mut best_f) = ((0, WORST), (0, WORST));
+        let mut first = true;
         for (d, dev) in self.devices.iter().enumerate() {
+            if !in_mask(mask, d) {
+                continue;
+            }
             let nic = dev.nic_view();
             let view = l.view(d, p);
             match sample_state(view.as_ref(), now_ns, self.cfg.peer_ttl_ns) {
@@ -387,12 +429,13 @@ impl Selector {
             }
             let sp = Score::new(score_input(v, &nic, view.as_ref(), false), b, dev.tier_q8);
             let sf = Score::new(score_input(v, &nic, view.as_ref(), true), b, dev.tier_q8);
-            if d == 0 || sp.better_than(best_p.1) {
+            if first || sp.better_than(best_p.1) {
                 best_p = (d, sp);
             }
-            if d == 0 || sf.better_than(best_f.1) {
+            if first || sf.better_than(best_f.1) {
                 best_f = (d, sf);
             }
+            first = false;
         }
         if missing + expired == 0 {
             return (best_p.0, best_p.1, false, None);
@@ -418,11 +461,13 @@ impl Selector {
         peer: Option<u32>,
         bytes: u64,
         fb: bool,
+        mask: u64,
     ) -> Option<usize> {
         let len = self.devices.len();
         let start = ((n / u64::from(self.cfg.probe_interval)) % len as u64) as usize;
         (0..len).map(|k| (start + k) % len).find(|&d| {
             d != best
+                && in_mask(mask, d)
                 && self
                     .score(d, peer, bytes, fb)
                     .within(best_score, self.cfg.probe_bound_q8)
@@ -435,22 +480,76 @@ impl Selector {
     /// peer 0). `now_ns` is read only with the ledger on.
     #[inline]
     pub fn pick(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos) -> Pick {
+        let c = self.choose_in(peer, bytes, now_ns, self.all());
+        Pick {
+            charge: self.charge_unchecked(usize::from(c.device), peer, bytes, now_ns),
+            probe: c.probe,
+            fallback: c.fallback,
+            trace: c.trace,
+        }
+    }
+
+    /// Chooses a device for one slice of `bytes` to `peer` among the
+    /// candidates in `mask` (bit `d` set: device `d` may be chosen; bits
+    /// beyond [`len`](Self::len) are ignored) and charges **nothing**:
+    /// charge the choice with [`Selector::charge`] once the rest of the
+    /// path admitted it. Counts one decision (and a probe, if it probes).
+    ///
+    /// The composed hot path passes the devices whose route is not
+    /// quarantined, so a quarantined rail is never chosen while another
+    /// usable one exists. [`RailError::NoCandidate`] if `mask` names none.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, RailError, Selector};
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
+    /// assert_eq!(sel.choose(None, 65536, 0, 0b10).unwrap().device, 1); // device 0 excluded
+    /// assert_eq!(sel.choose(None, 65536, 0, 0), Err(RailError::NoCandidate));
+    /// assert_eq!(sel.nic_inflight(1), 0); // nothing charged
+    /// ```
+    #[inline]
+    pub fn choose(
+        &self,
+        peer: Option<u32>,
+        bytes: u32,
+        now_ns: Nanos,
+        mask: u64,
+    ) -> Result<Choice, RailError> {
+        let mask = mask & self.all();
+        if mask == 0 {
+            return Err(RailError::NoCandidate);
+        }
+        Ok(self.choose_in(peer, bytes, now_ns, mask))
+    }
+
+    /// [`choose`](Self::choose) over a non-empty `mask`.
+    #[inline]
+    fn choose_in(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos, mask: u64) -> Choice {
         let (n, probe_due) = self.tick();
         let b = u64::from(bytes);
-        let (mut device, score, fallback, trace) = self.decide(peer, b, now_ns);
+        let (mut device, score, fallback, trace) = self.decide(peer, b, now_ns, mask);
         let mut probe = false;
         if probe_due {
-            if let Some(d) = self.probe_target(n, device, score, peer, b, fallback) {
+            if let Some(d) = self.probe_target(n, device, score, peer, b, fallback, mask) {
                 device = d;
                 probe = true;
                 self.counters.probes.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Pick {
-            charge: self.charge_unchecked(device, peer, bytes, now_ns),
+        Choice {
+            device: device as u16,
             probe,
             fallback,
             trace,
+        }
+    }
+
+    /// Every candidate device, as a mask.
+    #[inline]
+    fn all(&self) -> u64 {
+        match self.devices.len() {
+            64.. => u64::MAX,
+            n => (1u64 << n) - 1,
         }
     }
 
@@ -491,26 +590,59 @@ impl Selector {
         now_ns: Nanos,
         counts: &mut [u32],
     ) -> Result<PlanInfo, RailError> {
+        self.plan_among(peer, slices, slice_bytes, now_ns, self.all(), counts)
+    }
+
+    /// [`plan`](Self::plan) over the candidates in `mask` only (bit `d`:
+    /// device `d`); the others get 0 slices. [`RailError::NoCandidate`] if
+    /// `mask` names none of the selector's devices.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    ///
+    /// let cfg = RailConfig { probe_interval: 0, ..RailConfig::default() };
+    /// let sel = Selector::new(&[DeviceSpec::new(10_000_000_000); 4], cfg).unwrap();
+    /// let mut counts = [0u32; 4];
+    /// sel.plan_among(Some(1), 32, 65536, 0, 0b1011, &mut counts).unwrap(); // device 2 quarantined
+    /// assert_eq!(counts[2], 0);
+    /// assert_eq!(counts.iter().sum::<u32>(), 32);
+    /// ```
+    pub fn plan_among(
+        &self,
+        peer: Option<u32>,
+        slices: u32,
+        slice_bytes: u32,
+        now_ns: Nanos,
+        mask: u64,
+        counts: &mut [u32],
+    ) -> Result<PlanInfo, RailError> {
         let len = self.devices.len();
         let Some(counts) = counts.get_mut(..len) else {
             return Err(RailError::CountsTooShort { need: len });
         };
+        let mask = mask & self.all();
+        if mask == 0 {
+            return Err(RailError::NoCandidate);
+        }
         counts.fill(0);
         let (n, probe_due) = self.tick();
-        let (fallback, _) = self.feedback_state(peer, now_ns);
+        let (fallback, _) = self.feedback_state(peer, now_ns, mask);
         let b = u64::from(slice_bytes);
         let mut inv = [0u64; MAX_DEVICES];
         let mut sum: u128 = 0;
-        let (mut best, mut best_score) = (0, self.score(0, peer, b, fallback));
+        let mut best_of: Option<(usize, Score)> = None;
         for (d, w) in inv.iter_mut().enumerate().take(len) {
+            if !in_mask(mask, d) {
+                continue;
+            }
             let s = self.score(d, peer, b, fallback);
-            if s.better_than(best_score) {
-                best = d;
-                best_score = s;
+            if best_of.map_or(true, |(_, x)| s.better_than(x)) {
+                best_of = Some((d, s));
             }
             *w = s.inverse_q32().max(1);
             sum += u128::from(*w);
         }
+        let (best, best_score) = best_of.unwrap_or((0, WORST));
         let mut given: u32 = 0;
         for (c, &w) in counts.iter_mut().zip(&inv[..len]) {
             // share <= slices, since w <= sum.
@@ -521,7 +653,7 @@ impl Selector {
         counts[best] += slices - given;
         let mut probe = None;
         if probe_due && counts[best] > 0 {
-            if let Some(d) = self.probe_target(n, best, best_score, peer, b, fallback) {
+            if let Some(d) = self.probe_target(n, best, best_score, peer, b, fallback, mask) {
                 counts[best] -= 1;
                 counts[d] += 1;
                 probe = Some(d as u16);
