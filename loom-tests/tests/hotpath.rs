@@ -127,16 +127,87 @@ fn reclaim_implies_released() {
     });
 }
 
+/// The dedicated-poller shape: one thread posts, another completes the
+/// `wr_id` it receives, a third retires and reclaims. The poller sees the
+/// record the poster published, releases exactly its holds, and the
+/// endpoint drains only after them.
+fn post_complete_retire_on_three_threads() {
+    loom::model(|| {
+        use loom::sync::atomic::{AtomicU64, Ordering};
+        let w = Arc::new(World::new());
+        let ep = w.eps.open(()).unwrap();
+        let path = Path {
+            device: 0,
+            qp: 0,
+            route: 0,
+            endpoint: ep,
+        };
+        // 0 = nothing yet, u64::MAX = refused, else wr_id + 1.
+        let mailbox = Arc::new(AtomicU64::new(0));
+        let (w2, m2) = (w.clone(), mailbox.clone());
+        let poster = thread::spawn(move || {
+            let s = w2.slices.open(0).unwrap();
+            let v = match w2.owner().post(PostRequest::on(s, path, 4096, 0)) {
+                Ok(p) => p.wr_id + 1,
+                Err(_) => u64::MAX,
+            };
+            m2.store(v, Ordering::Release);
+        });
+        let (w3, m3) = (w.clone(), mailbox.clone());
+        let poller = thread::spawn(move || loop {
+            match m3.load(Ordering::Acquire) {
+                0 => thread::yield_now(),
+                u64::MAX => return,
+                v => {
+                    let d = w3.owner().complete(v - 1, wc::SUCCESS, 0, 1).unwrap();
+                    assert_eq!(d.record.bytes, 4096, "the poller sees the published record");
+                    assert_eq!(d.faults().count(), 0);
+                    return;
+                }
+            }
+        });
+        w.eps.retire(ep, RetireReason::CqError, 0).unwrap();
+        let local = w.eps.register();
+        let g = local.pin();
+        let mut reclaimed = false;
+        w.eps
+            .poll_reclaim(1, &g, |e| reclaimed |= matches!(e, ReclaimEvent::Reclaimed { .. }))
+            .unwrap();
+        if reclaimed {
+            assert_eq!(w.held(), 0, "endpoint reclaimed while holds remain");
+        }
+        drop(g);
+        poster.join().unwrap();
+        poller.join().unwrap();
+        assert_eq!(w.held(), 0);
+        assert_eq!(w.tokens.in_use(), 0);
+        assert_eq!(w.eps.outstanding_total(), 0);
+    });
+}
+
 #[test]
 fn hotpath_reclaim_implies_released() {
     reclaim_implies_released();
+}
+
+#[test]
+fn hotpath_post_complete_retire_on_three_threads() {
+    post_complete_retire_on_three_threads();
 }
 
 /// Releasing the endpoint before the policy holds lets a reclaimer see the
 /// endpoint drained while the permit and the rail charge are still held.
 #[cfg(railyard_broken = "hotpath_endpoint_first")]
 #[test]
-#[should_panic]
+#[should_panic(expected = "endpoint reclaimed while holds remain")]
 fn broken_hotpath_endpoint_first() {
     reclaim_implies_released();
+}
+
+/// The same twin on the three-thread shape.
+#[cfg(railyard_broken = "hotpath_endpoint_first")]
+#[test]
+#[should_panic(expected = "endpoint reclaimed while holds remain")]
+fn broken_hotpath_endpoint_first_three_threads() {
+    post_complete_retire_on_three_threads();
 }
