@@ -145,7 +145,7 @@ fn post_and_success_release_every_hold_once() {
     let p = o
         .post(PostRequest::on(s, f.paths[1], SLICE, 100).to_peer(0).with_credit(f.demand(SLICE)))
         .unwrap();
-    let r = p.record;
+    let r = p;
     for bit in [
         railyard_core::token::TokenRecord::HOLDS_OUTSTANDING,
         railyard_core::token::TokenRecord::HOLDS_RAIL_CHARGE,
@@ -154,14 +154,14 @@ fn post_and_success_release_every_hold_once() {
     ] {
         assert!(r.holds & bit != 0, "record holds {bit:#x}: {r:?}");
     }
-    assert_eq!((r.device, r.route, r.bytes), (1, 1, SLICE));
+    assert_eq!((r.path.device, r.path.route), (1, 1));
     assert_eq!(f.held().0, 2 * u64::from(SLICE)); // device + route domain
     assert_eq!(f.credit_available().get(Resource::DataBytes), before.get(Resource::DataBytes) - u64::from(SLICE));
 
     let done = o.complete(p.wr_id, wc::SUCCESS, 0, 5_000).unwrap();
     assert_eq!(done.slice, SliceEffect::Settled(SliceState::Succeeded));
-    assert_eq!(done.released.credit, Some(ReleaseOutcome::Released));
-    assert!(done.released.cc.is_some());
+    assert_eq!(done.released.credit(), Some(ReleaseOutcome::Released));
+    assert!(done.released.cc().is_some());
     assert_eq!(done.faults().count(), 0);
     zero_held(&f, "after success");
     // Exactly once: the same wr_id again is a typed error, nothing moves.
@@ -277,7 +277,7 @@ fn a_quarantined_rail_is_never_chosen_while_another_is_usable() {
     for i in 0..32 {
         let s = f.slices.open(i).unwrap();
         let p = o.post(PostRequest::pick(s, &f.paths, SLICE, 0).to_peer(3)).unwrap();
-        assert_eq!(p.record.device, 1, "post {i} went to the quarantined rail");
+        assert_eq!(p.path.device, 1, "post {i} went to the quarantined rail");
         wrs.push(p.wr_id);
     }
     for w in wrs {
@@ -304,13 +304,13 @@ fn a_refused_endpoint_moves_the_slice_to_the_next_candidate() {
     // The rail prefers device 0 (equal scores, lowest index) ...
     let s = f.slices.open(0).unwrap();
     let p = o.post(PostRequest::pick(s, &f.paths, SLICE, 0)).unwrap();
-    assert_eq!((p.record.device, p.skipped), (0, 0));
+    assert_eq!((p.path.device, p.skipped), (0, 0));
     o.complete(p.wr_id, wc::SUCCESS, 0, 10).unwrap();
     // ... until device 0's endpoint is retired.
     f.eps.retire(f.paths[0].endpoint, RetireReason::CqError, 0).unwrap();
     let s = f.slices.open(1).unwrap();
     let p = o.post(PostRequest::pick(s, &f.paths, SLICE, 0)).unwrap();
-    assert_eq!((p.record.device, p.skipped), (1, 1));
+    assert_eq!((p.path.device, p.skipped), (1, 1));
     o.complete(p.wr_id, wc::SUCCESS, 0, 10).unwrap();
     zero_held(&f, "after the move");
 }
@@ -374,9 +374,9 @@ fn an_unposted_tail_releases_without_feedback_and_keeps_the_attempt() {
     let s = f.slices.open(0).unwrap();
     let p = o.post(PostRequest::on(s, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE))).unwrap();
     let (rec, rel) = o.unposted(p.wr_id, 1).unwrap();
-    assert_eq!(rec, p.record);
-    assert_eq!(rel.credit, Some(ReleaseOutcome::Released));
-    assert_eq!(rel.faults.count(), 0);
+    assert_eq!((rec.device, rec.route, rec.endpoint, rec.holds), (0, 0, p.path.endpoint, p.holds));
+    assert_eq!(rel.credit(), Some(ReleaseOutcome::Released));
+    assert_eq!(rel.faults().count(), 0);
     zero_held(&f, "unposted");
     assert!(f.slices.is_current(s), "the attempt stays current, to be re-queued");
     assert_eq!(f.rails.nic_sample_ns(0), 0, "no bandwidth sample from unposted work");

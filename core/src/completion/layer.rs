@@ -56,7 +56,7 @@ pub trait CcLayer {
 
     /// Admits `rec.bytes` on `rec.device` × `rec.route` and records the
     /// permit in `rec`, or defers / avoids holding nothing.
-    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<CcAdmission, AcquireError>;
+    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), CcRefusal>;
 
     /// Releases the permit `rec` holds, applying `effect` to the route's
     /// current generation only.
@@ -72,15 +72,15 @@ pub trait CcLayer {
     }
 }
 
-/// A CC admission, without the permit (which is in the record).
+/// Why CC did not admit (nothing is held).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CcAdmission {
-    /// Admitted; the permit is recorded.
-    Admitted,
-    /// `BYTE_WINDOW`: nothing held.
+pub enum CcRefusal {
+    /// `BYTE_WINDOW`.
     Deferred(Deferral),
-    /// `PATH_QUARANTINED`: nothing held.
+    /// `PATH_QUARANTINED`.
     Avoided(Avoidance),
+    /// Bad device / route indices, or a record already holding a permit.
+    Invalid(AcquireError),
 }
 
 /// What one post asks of receiver credit (RFC 2849): the full charge vector
@@ -148,8 +148,8 @@ impl CcLayer for () {
         true
     }
     #[inline(always)]
-    fn acquire(&self, _: &mut TokenRecord, _: Nanos) -> Result<CcAdmission, AcquireError> {
-        Ok(CcAdmission::Admitted)
+    fn acquire(&self, _: &mut TokenRecord, _: Nanos) -> Result<(), CcRefusal> {
+        Ok(())
     }
     #[inline(always)]
     fn release(&self, _: &mut TokenRecord, _: Effect) -> Result<Settlement, ReleaseError> {
@@ -191,7 +191,7 @@ impl<T: CcLayer + ?Sized> CcLayer for &T {
         (**self).usable(d, r)
     }
     #[inline(always)]
-    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<CcAdmission, AcquireError> {
+    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), CcRefusal> {
         (**self).acquire(rec, now)
     }
     #[inline(always)]
@@ -244,10 +244,10 @@ impl<T: CcLayer> CcLayer for Option<T> {
         self.as_ref().map_or(true, |l| l.usable(d, r))
     }
     #[inline(always)]
-    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<CcAdmission, AcquireError> {
+    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), CcRefusal> {
         match self {
             Some(l) => l.acquire(rec, now),
-            None => Ok(CcAdmission::Admitted),
+            None => Ok(()),
         }
     }
     #[inline(always)]
@@ -312,22 +312,20 @@ impl CcLayer for Controller {
     fn usable(&self, device: u16, route: u32) -> bool {
         self.mode() != Mode::Enforce || !self.is_quarantined(device, route)
     }
-    #[inline]
-    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<CcAdmission, AcquireError> {
-        match self.try_acquire(rec.device, rec.route, rec.bytes, now)? {
-            Admission::Admit(p) => match p.record_into(rec) {
-                Ok(()) => Ok(CcAdmission::Admitted),
-                Err(p) => {
-                    // The record already held a permit: never hold two.
-                    let _ = self.release(p, Effect::None);
-                    Err(AcquireError::AlreadyHeld)
-                }
-            },
-            Admission::Defer(d) => Ok(CcAdmission::Deferred(d)),
-            Admission::Avoid(a) => Ok(CcAdmission::Avoided(a)),
+    #[inline(always)]
+    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), CcRefusal> {
+        match self.try_acquire(rec.device, rec.route, rec.bytes, now) {
+            Ok(Admission::Admit(p)) => p.record_into(rec).map_err(|p| {
+                // The record already held a permit: never hold two.
+                let _ = self.release(p, Effect::None);
+                CcRefusal::Invalid(AcquireError::AlreadyHeld)
+            }),
+            Ok(Admission::Defer(d)) => Err(CcRefusal::Deferred(d)),
+            Ok(Admission::Avoid(a)) => Err(CcRefusal::Avoided(a)),
+            Err(e) => Err(CcRefusal::Invalid(e)),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn release(&self, rec: &mut TokenRecord, effect: Effect) -> Result<Settlement, ReleaseError> {
         self.release_record(rec, effect)
     }
@@ -340,7 +338,7 @@ impl CcLayer for Controller {
 }
 
 impl CreditLayer for SenderLedger {
-    #[inline]
+    #[inline(always)]
     fn reserve(&self, demand: &CreditDemand, rec: &mut TokenRecord) -> Result<(), CreditRefusal> {
         let r = match self.try_reserve(demand.entry, &demand.charge) {
             Ok(r) => r,
@@ -356,21 +354,24 @@ impl CreditLayer for SenderLedger {
                 ))
             }
         };
-        // Check recordability before committing, so a refusal here rolls
-        // the reservation back (dropping `r`) instead of committing.
-        let probe = crate::credit::CommittedCharge::new_unchecked(
-            demand.entry.index(),
-            0,
-            demand.charge,
-        );
-        if let Err(e) = probe.credit_key() {
-            return Err(CreditRefusal::Unrecordable(e));
-        }
+        // A demand the record cannot name (a caller bug) is refused before
+        // the commit, so dropping `r` rolls the reservation back.
         if u64::from(rec.bytes) != demand.charge.0[0] {
             return Err(CreditRefusal::Unrecordable(RecordError::BytesMismatch));
         }
+        if demand.charge.0[1..].iter().any(|&s| s > 1) {
+            return Err(CreditRefusal::Unrecordable(RecordError::NotRecordable));
+        }
         match r.commit() {
-            Ok(c) => c.record_into(rec).map_err(CreditRefusal::Unrecordable),
+            Ok(c) => match c.record_into(rec) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    // Cannot happen after the checks above; if it did, the
+                    // charge is reported released (nothing held or minted).
+                    let _ = self.release(&c);
+                    Err(CreditRefusal::Unrecordable(e))
+                }
+            },
             // The epoch changed between reserve and commit: the link is
             // being fenced; nothing is held.
             Err(_) => Err(CreditRefusal::Backpressure(

@@ -124,15 +124,15 @@
 //! assert_eq!(done.slice, SliceEffect::Settled(SliceState::Succeeded));
 //! assert_eq!(done.faults().count(), 0);
 //! assert_eq!(tokens.in_use(), 0);
-//! assert_eq!(rails.nic_inflight(usize::from(posted.record.device)), 0);
-//! assert_eq!(cc.route_snapshot(posted.record.route).unwrap().in_flight, 0);
+//! assert_eq!(rails.nic_inflight(usize::from(posted.path.device)), 0);
+//! assert_eq!(cc.route_snapshot(posted.path.route).unwrap().in_flight, 0);
 //! ```
 
 use core::fmt;
 
 mod layer;
 
-pub use layer::{CcAdmission, CcLayer, CreditDemand, CreditLayer, CreditRefusal, RailLayer};
+pub use layer::{CcLayer, CcRefusal, CreditDemand, CreditLayer, CreditRefusal, RailLayer};
 
 use crate::cc::{AcquireError, Avoidance, Deferral, DomainKind, Settlement};
 use crate::classify::{classify_wc, wc_outcome, Effect, WcClassification};
@@ -258,32 +258,22 @@ impl<'p> PostRequest<'p> {
     }
 }
 
-/// A posted attempt: the `wr_id` to hand to `ibv_post_send` and the record
-/// of everything it holds.
+/// A posted attempt: the `wr_id` to hand to `ibv_post_send`, the path it
+/// was admitted on, and what its record holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Posted {
     /// The work-request id (names this attempt, never a pointer).
     pub wr_id: WrId,
-    /// The record the token holds (path, bytes, holds).
-    pub record: TokenRecord,
-    /// What the rail layer chose, for a [`PathChoice::Pick`] request.
-    pub rail: Option<RailChoice>,
+    /// The path the attempt was admitted on (for a [`PathChoice::Pick`]
+    /// request, the one the rail layer chose).
+    pub path: Path,
+    /// The `HOLDS_*` bits of the record the token holds.
+    pub holds: u8,
     /// Candidates dropped before this one was admitted (quarantined path,
     /// refused endpoint).
     pub skipped: u8,
-}
-
-impl Posted {
-    /// The path the attempt was posted on.
-    #[inline]
-    pub const fn path(&self) -> Path {
-        Path {
-            device: self.record.device,
-            qp: self.record.qp,
-            route: self.record.route,
-            endpoint: self.record.endpoint,
-        }
-    }
+    /// What the rail layer chose, for a [`PathChoice::Pick`] request.
+    pub rail: Option<RailChoice>,
 }
 
 /// Invalid post input (a bug in the caller, or a forged request): typed,
@@ -459,34 +449,72 @@ impl Faults {
         self.0.count_ones()
     }
 
-    #[inline]
-    fn add(&mut self, bit: u8) {
-        self.0 |= bit;
-    }
 }
 
-/// What giving back one record's holds did.
+/// What giving back one record's holds did: one flag byte and the
+/// endpoint release (kept small: the completion path returns it by value).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Released {
-    /// The CC permit's settlement (`None`: no permit was held).
-    pub cc: Option<Settlement>,
-    /// The credit release (`None`: no credit was held).
-    pub credit: Option<ReleaseOutcome>,
     /// The endpoint release: `Ok(true)` when it drained a retired endpoint
     /// (run reclaim), `Ok(false)` otherwise or when no admission was held,
     /// `Err(StaleGeneration)` when the endpoint had been abandoned and
     /// reclaimed.
     pub endpoint: Result<bool, EndpointError>,
-    /// Layers that refused their release.
-    pub faults: Faults,
+    flags: u8,
+}
+
+impl Released {
+    const CC_HELD: u8 = 1 << 3;
+    const CC_STALE: u8 = 1 << 4;
+    const CREDIT_HELD: u8 = 1 << 5;
+    const CREDIT_FENCED: u8 = 1 << 6;
+    const FAULTS: u8 = Faults::CREDIT | Faults::CC | Faults::RAIL;
+
+    /// The CC permit's settlement (`None`: no permit was held, or its
+    /// release was refused — see [`faults`](Self::faults)).
+    #[inline]
+    pub const fn cc(&self) -> Option<Settlement> {
+        if self.flags & Self::CC_HELD == 0 || self.flags & Faults::CC != 0 {
+            None
+        } else if self.flags & Self::CC_STALE != 0 {
+            Some(Settlement::Stale)
+        } else {
+            Some(Settlement::Current)
+        }
+    }
+
+    /// The credit release (`None`: no credit was held, or the ledger refused
+    /// the record — see [`faults`](Self::faults)).
+    #[inline]
+    pub const fn credit(&self) -> Option<ReleaseOutcome> {
+        if self.flags & Self::CREDIT_HELD == 0 {
+            None
+        } else if self.flags & Faults::CREDIT != 0 {
+            Some(ReleaseOutcome::Refused)
+        } else if self.flags & Self::CREDIT_FENCED != 0 {
+            Some(ReleaseOutcome::Fenced)
+        } else {
+            Some(ReleaseOutcome::Released)
+        }
+    }
+
+    /// Layers that refused their release (always empty in a correct
+    /// integration).
+    #[inline]
+    pub const fn faults(&self) -> Faults {
+        Faults(self.flags & Self::FAULTS)
+    }
 }
 
 /// The result of processing one completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completed {
-    /// The record the token owned, as it was posted (its holds are now all
-    /// released).
+    /// The record the token owned. Its `holds` bits are cleared as each hold
+    /// is released (all of them, by now); [`held`](Self::held) keeps what it
+    /// held.
     pub record: TokenRecord,
+    /// The `HOLDS_*` bits the record had when the completion arrived.
+    pub held: u8,
     /// The WC's classification (computed once, here).
     pub wc: WcClassification,
     /// What happened to the slice.
@@ -510,7 +538,7 @@ impl Completed {
     /// Layers that refused their release (always empty in a correct integration).
     #[inline]
     pub const fn faults(&self) -> Faults {
-        self.released.faults
+        self.released.faults()
     }
 }
 
@@ -609,7 +637,10 @@ where
     /// token. On any refusal everything taken is given back and the typed
     /// [`Refusal`] names the source. Returns the `wr_id` to post with and
     /// the record of what it holds.
-    #[inline]
+    ///
+    /// Always inlined: an integrator calls it from one place (its post
+    /// loop), and the layer types are known there.
+    #[inline(always)]
     pub fn post(&self, req: PostRequest<'_>) -> Result<Posted, Refusal> {
         if req.bytes == 0 {
             return Err(Refusal::Invalid(InvalidPost::ZeroBytes));
@@ -684,7 +715,7 @@ where
     }
 
     /// Steps 3–7 on one resolved path.
-    #[inline]
+    #[inline(always)]
     fn post_on(
         &self,
         req: &PostRequest<'_>,
@@ -715,20 +746,13 @@ where
             return Err(Refusal::Invalid(InvalidPost::Rail(e)));
         }
         // (5) CC permit.
-        match self.layers.cc.acquire(&mut rec, now) {
-            Ok(CcAdmission::Admitted) => {}
-            Ok(CcAdmission::Deferred(deferral)) => {
-                self.give_back(&mut rec, now);
-                return Err(Refusal::Deferred { path, deferral });
-            }
-            Ok(CcAdmission::Avoided(avoidance)) => {
-                self.give_back(&mut rec, now);
-                return Err(Refusal::Avoided { path, avoidance });
-            }
-            Err(e) => {
-                self.give_back(&mut rec, now);
-                return Err(Refusal::Invalid(InvalidPost::Cc(e)));
-            }
+        if let Err(c) = self.layers.cc.acquire(&mut rec, now) {
+            self.give_back(&mut rec, now);
+            return Err(match c {
+                CcRefusal::Deferred(deferral) => Refusal::Deferred { path, deferral },
+                CcRefusal::Avoided(avoidance) => Refusal::Avoided { path, avoidance },
+                CcRefusal::Invalid(e) => Refusal::Invalid(InvalidPost::Cc(e)),
+            });
         }
         // (6) receiver credit, the last gate before handoff.
         if let Some(demand) = &req.credit {
@@ -747,9 +771,10 @@ where
         match self.tokens.claim(rec) {
             Ok(wr_id) => Ok(Posted {
                 wr_id,
-                record: rec,
-                rail,
+                path,
+                holds: rec.holds,
                 skipped,
+                rail,
             }),
             Err(e) => {
                 self.give_back(&mut rec, now);
@@ -776,7 +801,9 @@ where
     ///
     /// A duplicate, stale, forged or out-of-range `wr_id` gets the token
     /// pool's typed error and changes nothing.
-    #[inline]
+    ///
+    /// Always inlined, like [`post`](Self::post).
+    #[inline(always)]
     pub fn complete(
         &self,
         wr_id: WrId,
@@ -784,10 +811,10 @@ where
         vendor_err: u32,
         now: Nanos,
     ) -> Result<Completed, TokenError> {
-        let record = self.tokens.complete(wr_id)?;
+        let mut record = self.tokens.complete(wr_id)?;
+        let held = record.holds;
         let wc = classify_wc(status, vendor_err);
-        let mut rec = record;
-        let released = self.release(&mut rec, Some(&wc), now);
+        let released = self.release(&mut record, Some(&wc), now);
         let r = record.slice;
         let settled = match wc_outcome(&wc) {
             WcOutcome::Success => self
@@ -805,6 +832,7 @@ where
         };
         Ok(Completed {
             record,
+            held,
             wc,
             slice: settled.unwrap_or(SliceEffect::StaleReleaseOnly),
             released,
@@ -848,7 +876,7 @@ where
     /// Releases every hold `rec` names, in reverse admission order: credit,
     /// CC, rail, then the endpoint. `wc` is the completion's classification
     /// (`None`: the work never reached the NIC; no feedback).
-    #[inline]
+    #[inline(always)]
     fn release(
         &self,
         rec: &mut TokenRecord,
@@ -859,43 +887,33 @@ where
         // released, so a reclaimer can see it reclaimed with holds left.
         #[cfg(railyard_broken = "hotpath_endpoint_first")]
         let early = self.release_endpoint(rec);
-        let mut faults = Faults::default();
-        let credit = if rec.holds & TokenRecord::HOLDS_CREDIT != 0 {
-            let out = self.layers.credit.release(rec);
+        let mut flags = 0u8;
+        if rec.holds & TokenRecord::HOLDS_CREDIT != 0 {
+            flags |= Released::CREDIT_HELD;
+            match self.layers.credit.release(rec) {
+                Ok(ReleaseOutcome::Released) => {}
+                Ok(ReleaseOutcome::Fenced) => flags |= Released::CREDIT_FENCED,
+                Ok(ReleaseOutcome::Refused) | Err(_) => flags |= Faults::CREDIT,
+            }
             rec.holds &= !TokenRecord::HOLDS_CREDIT;
-            match out {
-                Ok(o) => {
-                    if o == ReleaseOutcome::Refused {
-                        faults.add(Faults::CREDIT);
-                    }
-                    Some(o)
-                }
-                Err(_) => {
-                    faults.add(Faults::CREDIT);
-                    None
-                }
+        }
+        if rec.holds & TokenRecord::HOLDS_PERMIT != 0 {
+            flags |= Released::CC_HELD;
+            let effect = match wc {
+                Some(c) => c.effect,
+                None => Effect::None,
+            };
+            match self.layers.cc.release(rec, effect) {
+                Ok(Settlement::Current) => {}
+                Ok(Settlement::Stale) => flags |= Released::CC_STALE,
+                Err(_) => flags |= Faults::CC,
             }
-        } else {
-            None
-        };
-        let cc = if rec.holds & TokenRecord::HOLDS_PERMIT != 0 {
-            let effect = wc.map_or(Effect::None, |c| c.effect);
-            let out = self.layers.cc.release(rec, effect);
             rec.holds &= !TokenRecord::HOLDS_PERMIT;
-            match out {
-                Ok(s) => Some(s),
-                Err(_) => {
-                    faults.add(Faults::CC);
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        }
         if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0 {
-            let success = wc.is_some_and(|c| c.status == crate::classify::wc::SUCCESS);
+            let success = matches!(wc, Some(c) if c.status == crate::classify::wc::SUCCESS);
             if self.layers.rail.release(rec, success, now).is_err() {
-                faults.add(Faults::RAIL);
+                flags |= Faults::RAIL;
             }
             rec.holds &= !(TokenRecord::HOLDS_RAIL_CHARGE | TokenRecord::HOLDS_RAIL_PEER_CHARGE);
         }
@@ -903,12 +921,7 @@ where
         let endpoint = self.release_endpoint(rec);
         #[cfg(railyard_broken = "hotpath_endpoint_first")]
         let endpoint = early;
-        Released {
-            cc,
-            credit,
-            endpoint,
-            faults,
-        }
+        Released { endpoint, flags }
     }
 
     #[inline]

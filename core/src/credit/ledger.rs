@@ -421,6 +421,7 @@ impl CommittedCharge {
     }
 
     /// The compact `credit_key` for a [`TokenRecord`].
+    #[inline(always)]
     pub fn credit_key(&self) -> Result<u32, RecordError> {
         let c = &self.charge.0;
         if self.entry >= MAX_ENTRIES || c[0] > u32::MAX as u64 || c[1..].iter().any(|&s| s > 1) {
@@ -432,6 +433,7 @@ impl CommittedCharge {
 
     /// Records the charge into `rec`: sets `credit_key` and `HOLDS_CREDIT`.
     /// `rec.bytes` must equal the charged DATA_BYTES.
+    #[inline(always)]
     pub fn record_into(&self, rec: &mut TokenRecord) -> Result<(), RecordError> {
         let key = self.credit_key()?;
         if rec.bytes as u64 != self.charge.0[0] {
@@ -443,6 +445,7 @@ impl CommittedCharge {
     }
 
     /// Reconstructs the charge from a record written by [`record_into`](Self::record_into).
+    #[inline]
     pub fn from_record(rec: &TokenRecord) -> Result<CommittedCharge, RecordError> {
         let key = match rec.credit_key {
             Some(k) if rec.holds & TokenRecord::HOLDS_CREDIT != 0 => k,
@@ -709,6 +712,7 @@ impl SenderLedger {
     }
 
     /// [`release`](Self::release) from a token record alone.
+    #[inline]
     pub fn release_record(&self, rec: &TokenRecord) -> Result<ReleaseOutcome, RecordError> {
         let c = CommittedCharge::from_record(rec)?;
         self.release(&c).map_err(RecordError::Key)
@@ -773,7 +777,7 @@ impl Reservation<'_> {
 
     /// Commits on handoff to the transport. After this there is no rollback:
     /// only a completion's [`SenderLedger::release`].
-    #[inline]
+    #[inline(always)]
     pub fn commit(mut self) -> Result<CommittedCharge, CommitError> {
         let l = self.ledger;
         let e = &l.entries[self.entry as usize];
