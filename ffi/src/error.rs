@@ -12,6 +12,8 @@ use railyard_core::credit::{
     UpdateError,
 };
 use railyard_core::rail::{ConfigError as RailConfigError, RailError};
+use railyard_core::endpoint::EndpointError;
+use railyard_core::slice::SliceError;
 use railyard_core::token::TokenError;
 use railyard_core::wire::{DecodeError, EncodeError};
 
@@ -215,6 +217,47 @@ pub enum RyStatus {
     EngineUnsupported = -120,
     /// Engine: an internal table could not be built.
     EngineCore = -121,
+
+    /// Hot path: the post was refused (backpressure, a full window, a
+    /// quarantined path, a refused endpoint, a stale slice attempt);
+    /// `ry_post_result.refusal` names the source. Nothing is held.
+    PostRefused = -130,
+    /// Hot path: the configuration cannot be built (the message says why).
+    HotpathConfig = -131,
+
+    /// Endpoint: the handle names a reclaimed generation.
+    EndpointStaleGeneration = -140,
+    /// Endpoint: retired; no new posts.
+    EndpointRetired = -141,
+    /// Endpoint: already retired (a second retire is harmless).
+    EndpointAlreadyRetired = -142,
+    /// Endpoint: slot beyond the table.
+    EndpointOutOfRange = -143,
+    /// Endpoint: QP index beyond the endpoint's QPs.
+    EndpointBadQp = -144,
+    /// Endpoint: the QP's send queue is full (backpressure).
+    EndpointQpFull = -145,
+    /// Endpoint: the outstanding-post counter is at its limit.
+    EndpointSaturated = -146,
+    /// Endpoint: a release with nothing outstanding (refused).
+    EndpointUnderflow = -147,
+    /// Endpoint: every slot holds a live or draining endpoint.
+    EndpointTableFull = -148,
+    /// Endpoint: invalid table configuration.
+    EndpointInvalidConfig = -149,
+
+    /// Slice: the attempt is not the current one.
+    SliceStaleAttempt = -155,
+    /// Slice: the current attempt already reached a terminal state.
+    SliceAlreadyTerminal = -156,
+    /// Slice: the slot is open (pending) and cannot be reopened.
+    SliceBusy = -157,
+    /// Slice: the slot was never opened.
+    SliceNotOpen = -158,
+    /// Slice: index beyond the table.
+    SliceOutOfRange = -159,
+    /// Slice: invalid table capacity.
+    SliceInvalidCapacity = -160,
 }
 
 /// The Rust-side error of an entry point: a status and its message.
@@ -251,6 +294,40 @@ impl From<TokenError> for Error {
             TokenError::Stale => RyStatus::TokenStale,
             TokenError::Forged => RyStatus::TokenForged,
             TokenError::InvalidCapacity => RyStatus::TokenInvalidCapacity,
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<EndpointError> for Error {
+    fn from(e: EndpointError) -> Self {
+        let s = match e {
+            EndpointError::StaleGeneration => RyStatus::EndpointStaleGeneration,
+            EndpointError::Retired => RyStatus::EndpointRetired,
+            EndpointError::AlreadyRetired => RyStatus::EndpointAlreadyRetired,
+            EndpointError::OutOfRange => RyStatus::EndpointOutOfRange,
+            EndpointError::BadQp => RyStatus::EndpointBadQp,
+            EndpointError::QpFull => RyStatus::EndpointQpFull,
+            EndpointError::Saturated => RyStatus::EndpointSaturated,
+            EndpointError::Underflow => RyStatus::EndpointUnderflow,
+            EndpointError::TableFull => RyStatus::EndpointTableFull,
+            EndpointError::InvalidConfig | EndpointError::ForeignGuard => {
+                RyStatus::EndpointInvalidConfig
+            }
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<SliceError> for Error {
+    fn from(e: SliceError) -> Self {
+        let s = match e {
+            SliceError::StaleAttempt => RyStatus::SliceStaleAttempt,
+            SliceError::AlreadyTerminal => RyStatus::SliceAlreadyTerminal,
+            SliceError::Busy => RyStatus::SliceBusy,
+            SliceError::NotOpen => RyStatus::SliceNotOpen,
+            SliceError::OutOfRange => RyStatus::SliceOutOfRange,
+            SliceError::InvalidCapacity => RyStatus::SliceInvalidCapacity,
         };
         Error::new(s, e)
     }
@@ -589,6 +666,24 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         EngineTooManyRegions => c"RY_STATUS_ENGINE_TOO_MANY_REGIONS",
         EngineUnsupported => c"RY_STATUS_ENGINE_UNSUPPORTED",
         EngineCore => c"RY_STATUS_ENGINE_CORE",
+        PostRefused => c"RY_STATUS_POST_REFUSED",
+        HotpathConfig => c"RY_STATUS_HOTPATH_CONFIG",
+        EndpointStaleGeneration => c"RY_STATUS_ENDPOINT_STALE_GENERATION",
+        EndpointRetired => c"RY_STATUS_ENDPOINT_RETIRED",
+        EndpointAlreadyRetired => c"RY_STATUS_ENDPOINT_ALREADY_RETIRED",
+        EndpointOutOfRange => c"RY_STATUS_ENDPOINT_OUT_OF_RANGE",
+        EndpointBadQp => c"RY_STATUS_ENDPOINT_BAD_QP",
+        EndpointQpFull => c"RY_STATUS_ENDPOINT_QP_FULL",
+        EndpointSaturated => c"RY_STATUS_ENDPOINT_SATURATED",
+        EndpointUnderflow => c"RY_STATUS_ENDPOINT_UNDERFLOW",
+        EndpointTableFull => c"RY_STATUS_ENDPOINT_TABLE_FULL",
+        EndpointInvalidConfig => c"RY_STATUS_ENDPOINT_INVALID_CONFIG",
+        SliceStaleAttempt => c"RY_STATUS_SLICE_STALE_ATTEMPT",
+        SliceAlreadyTerminal => c"RY_STATUS_SLICE_ALREADY_TERMINAL",
+        SliceBusy => c"RY_STATUS_SLICE_BUSY",
+        SliceNotOpen => c"RY_STATUS_SLICE_NOT_OPEN",
+        SliceOutOfRange => c"RY_STATUS_SLICE_OUT_OF_RANGE",
+        SliceInvalidCapacity => c"RY_STATUS_SLICE_INVALID_CAPACITY",
     );
     c"RY_STATUS_UNKNOWN".as_ptr()
 }

@@ -131,7 +131,9 @@
 use core::fmt;
 
 mod layer;
+mod stack;
 
+pub use stack::{Stack, StackConfig, StackControl, StackError, StackLayers};
 pub use layer::{CcLayer, CcRefusal, CreditDemand, CreditLayer, CreditRefusal, RailLayer};
 
 use crate::cc::{AcquireError, Avoidance, Deferral, DomainKind, Settlement};
