@@ -13,7 +13,12 @@ use railyard_benches::hotpath::Fixture;
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("hotpath_post_complete");
-    for arm in ["hand_enforce", "composed_enforce", "hand_all", "composed_all"] {
+    for arm in [
+        "hand_enforce",
+        "composed_enforce",
+        "hand_all",
+        "composed_all",
+    ] {
         let mut f = Fixture::new();
         g.bench_function(arm, |b| {
             let mut now = 0u64;

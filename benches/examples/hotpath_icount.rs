@@ -14,7 +14,10 @@ use railyard_benches::hotpath::Fixture;
 fn main() {
     let mut args = std::env::args().skip(1);
     let which = args.next().unwrap_or_else(|| "composed_enforce".into());
-    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     let mut f = Fixture::new();
     f.run(&which, n);
 }

@@ -92,9 +92,7 @@ impl Fixture {
         self.ctl.apply_update(&self.ledger, 0, &u, 0).unwrap();
     }
 
-    fn owner(
-        &self,
-    ) -> Owner<'_, (), Layers<&SenderLedger, &Selector, &Controller>> {
+    fn owner(&self) -> Owner<'_, (), Layers<&SenderLedger, &Selector, &Controller>> {
         Owner::new(&self.tokens, &self.slices, &self.eps)
             .with_max_retries(2)
             .with_layers(Layers {
@@ -112,7 +110,10 @@ impl Fixture {
     }
 
     fn credit_available(&self) -> Charge {
-        self.ledger.available(self.ledger.entry(0, 0).unwrap()).unwrap().0
+        self.ledger
+            .available(self.ledger.entry(0, 0).unwrap())
+            .unwrap()
+            .0
     }
 
     /// Everything the policy layers and the endpoint table hold.
@@ -131,9 +132,12 @@ impl Fixture {
     }
 }
 
-
 fn zero_held(f: &Fixture, what: &str) {
-    assert_eq!(f.held(), (0, 0, 0, 0), "{what}: (cc, rail, endpoint, tokens) held");
+    assert_eq!(
+        f.held(),
+        (0, 0, 0, 0),
+        "{what}: (cc, rail, endpoint, tokens) held"
+    );
 }
 
 #[test]
@@ -143,7 +147,11 @@ fn post_and_success_release_every_hold_once() {
     let o = f.owner();
     let s = f.slices.open(0).unwrap();
     let p = o
-        .post(PostRequest::on(s, f.paths[1], SLICE, 100).to_peer(0).with_credit(f.demand(SLICE)))
+        .post(
+            PostRequest::on(s, f.paths[1], SLICE, 100)
+                .to_peer(0)
+                .with_credit(f.demand(SLICE)),
+        )
         .unwrap();
     let r = p;
     for bit in [
@@ -156,7 +164,10 @@ fn post_and_success_release_every_hold_once() {
     }
     assert_eq!((r.path.device, r.path.route), (1, 1));
     assert_eq!(f.held().0, 2 * u64::from(SLICE)); // device + route domain
-    assert_eq!(f.credit_available().get(Resource::DataBytes), before.get(Resource::DataBytes) - u64::from(SLICE));
+    assert_eq!(
+        f.credit_available().get(Resource::DataBytes),
+        before.get(Resource::DataBytes) - u64::from(SLICE)
+    );
 
     let done = o.complete(p.wr_id, wc::SUCCESS, 0, 5_000).unwrap();
     assert_eq!(done.slice, SliceEffect::Settled(SliceState::Succeeded));
@@ -165,7 +176,10 @@ fn post_and_success_release_every_hold_once() {
     assert_eq!(done.faults().count(), 0);
     zero_held(&f, "after success");
     // Exactly once: the same wr_id again is a typed error, nothing moves.
-    assert_eq!(o.complete(p.wr_id, wc::SUCCESS, 0, 6_000).unwrap_err(), TokenError::Duplicate);
+    assert_eq!(
+        o.complete(p.wr_id, wc::SUCCESS, 0, 6_000).unwrap_err(),
+        TokenError::Duplicate
+    );
     zero_held(&f, "after a duplicate");
     // The success fed the rail's bandwidth estimate.
     assert_eq!(f.rails.nic_sample_ns(1), 5_000);
@@ -179,7 +193,9 @@ fn every_refusal_source_gives_back_everything() {
     let a = f.slices.open(0).unwrap();
     let b = f.slices.open(1).unwrap();
     let credit0 = f.credit_available();
-    let pa = o.post(PostRequest::on(a, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE))).unwrap();
+    let pa = o
+        .post(PostRequest::on(a, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE)))
+        .unwrap();
     let held_one = f.held();
     let credit1 = f.credit_available();
     match o.post(PostRequest::on(b, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE))) {
@@ -190,7 +206,11 @@ fn every_refusal_source_gives_back_everything() {
         other => panic!("expected a deferral, got {other:?}"),
     }
     assert_eq!(f.held(), held_one, "a deferral holds nothing");
-    assert_eq!(f.credit_available(), credit1, "credit is never taken for deferred work");
+    assert_eq!(
+        f.credit_available(),
+        credit1,
+        "credit is never taken for deferred work"
+    );
     o.complete(pa.wr_id, wc::SUCCESS, 0, 1).unwrap();
     zero_held(&f, "defer");
     let _ = credit0;
@@ -198,12 +218,17 @@ fn every_refusal_source_gives_back_everything() {
     // The endpoint refuses (retired): nothing is held, credit untouched.
     let f = Fixture::new(16, 1 << 20);
     let o = f.owner();
-    f.eps.retire(f.paths[0].endpoint, RetireReason::CqError, 0).unwrap();
+    f.eps
+        .retire(f.paths[0].endpoint, RetireReason::CqError, 0)
+        .unwrap();
     let c = f.credit_available();
     let s = f.slices.open(0).unwrap();
     assert!(matches!(
         o.post(PostRequest::on(s, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE))),
-        Err(Refusal::Endpoint { error: EndpointError::Retired, .. })
+        Err(Refusal::Endpoint {
+            error: EndpointError::Retired,
+            ..
+        })
     ));
     zero_held(&f, "retired endpoint");
     assert_eq!(f.credit_available(), c);
@@ -218,7 +243,10 @@ fn every_refusal_source_gives_back_everything() {
         Err(Refusal::Backpressure(b)) => {
             assert!(b.exhausted.contains(Resource::DataBytes), "{b:?}");
             assert_eq!((b.peer, b.qos_class), (0, 0));
-            assert_eq!(Refusal::Backpressure(b).reason(), Some(railyard_core::evidence::Reason::ReceiverPressure));
+            assert_eq!(
+                Refusal::Backpressure(b).reason(),
+                Some(railyard_core::evidence::Reason::ReceiverPressure)
+            );
         }
         other => panic!("expected backpressure, got {other:?}"),
     }
@@ -230,10 +258,13 @@ fn every_refusal_source_gives_back_everything() {
     let o = f.owner();
     let s0 = f.slices.open(0).unwrap();
     let s1 = f.slices.open(1).unwrap();
-    let p0 = o.post(PostRequest::on(s0, f.paths[0], 4096, 0).with_credit(f.demand(4096))).unwrap();
+    let p0 = o
+        .post(PostRequest::on(s0, f.paths[0], 4096, 0).with_credit(f.demand(4096)))
+        .unwrap();
     let held_one = f.held();
     assert_eq!(
-        o.post(PostRequest::on(s1, f.paths[1], 4096, 0).with_credit(f.demand(4096))).unwrap_err(),
+        o.post(PostRequest::on(s1, f.paths[1], 4096, 0).with_credit(f.demand(4096)))
+            .unwrap_err(),
         Refusal::Token(TokenError::Exhausted)
     );
     assert_eq!(f.held(), held_one);
@@ -244,15 +275,39 @@ fn every_refusal_source_gives_back_everything() {
     let f = Fixture::new(4, 1 << 20);
     let o = f.owner();
     let s = f.slices.open(0).unwrap();
-    assert_eq!(o.post(PostRequest::on(s, f.paths[0], 0, 0)).unwrap_err(), Refusal::Invalid(InvalidPost::ZeroBytes));
+    assert_eq!(
+        o.post(PostRequest::on(s, f.paths[0], 0, 0)).unwrap_err(),
+        Refusal::Invalid(InvalidPost::ZeroBytes)
+    );
     let dup = [f.paths[0], f.paths[0]];
-    assert_eq!(o.post(PostRequest::pick(s, &dup, 64, 0)).unwrap_err(), Refusal::Invalid(InvalidPost::BadCandidate(0)));
-    assert_eq!(o.post(PostRequest::pick(s, &[], 64, 0)).unwrap_err(), Refusal::Invalid(InvalidPost::NoCandidates));
-    let bad_route = Path { route: 99, ..f.paths[0] };
-    assert!(matches!(o.post(PostRequest::on(s, bad_route, 64, 0)), Err(Refusal::Invalid(InvalidPost::Cc(_)))));
-    let bad_dev = Path { device: 7, ..f.paths[0] };
-    assert!(matches!(o.post(PostRequest::on(s, bad_dev, 64, 0)), Err(Refusal::Invalid(InvalidPost::Rail(_)))));
-    let wrong = CreditDemand { entry: f.ledger.entry(0, 0).unwrap(), charge: Charge::direct_write(100) };
+    assert_eq!(
+        o.post(PostRequest::pick(s, &dup, 64, 0)).unwrap_err(),
+        Refusal::Invalid(InvalidPost::BadCandidate(0))
+    );
+    assert_eq!(
+        o.post(PostRequest::pick(s, &[], 64, 0)).unwrap_err(),
+        Refusal::Invalid(InvalidPost::NoCandidates)
+    );
+    let bad_route = Path {
+        route: 99,
+        ..f.paths[0]
+    };
+    assert!(matches!(
+        o.post(PostRequest::on(s, bad_route, 64, 0)),
+        Err(Refusal::Invalid(InvalidPost::Cc(_)))
+    ));
+    let bad_dev = Path {
+        device: 7,
+        ..f.paths[0]
+    };
+    assert!(matches!(
+        o.post(PostRequest::on(s, bad_dev, 64, 0)),
+        Err(Refusal::Invalid(InvalidPost::Rail(_)))
+    ));
+    let wrong = CreditDemand {
+        entry: f.ledger.entry(0, 0).unwrap(),
+        charge: Charge::direct_write(100),
+    };
     assert!(matches!(
         o.post(PostRequest::on(s, f.paths[0], 64, 0).with_credit(wrong)),
         Err(Refusal::Invalid(InvalidPost::CreditRecord(_)))
@@ -260,8 +315,13 @@ fn every_refusal_source_gives_back_everything() {
     zero_held(&f, "invalid input");
     assert_eq!(f.credit_available().get(Resource::DataBytes), 8 << 20);
     // A slice whose attempt is not current.
-    f.slices.settle(s, railyard_core::slice::Outcome::Canceled).unwrap();
-    assert!(matches!(o.post(PostRequest::on(s, f.paths[0], 64, 0)), Err(Refusal::Slice(_))));
+    f.slices
+        .settle(s, railyard_core::slice::Outcome::Canceled)
+        .unwrap();
+    assert!(matches!(
+        o.post(PostRequest::on(s, f.paths[0], 64, 0)),
+        Err(Refusal::Slice(_))
+    ));
     zero_held(&f, "stale slice");
 }
 
@@ -276,7 +336,9 @@ fn a_quarantined_rail_is_never_chosen_while_another_is_usable() {
     let mut wrs = vec![];
     for i in 0..32 {
         let s = f.slices.open(i).unwrap();
-        let p = o.post(PostRequest::pick(s, &f.paths, SLICE, 0).to_peer(3)).unwrap();
+        let p = o
+            .post(PostRequest::pick(s, &f.paths, SLICE, 0).to_peer(3))
+            .unwrap();
         assert_eq!(p.path.device, 1, "post {i} went to the quarantined rail");
         wrs.push(p.wr_id);
     }
@@ -293,7 +355,10 @@ fn a_quarantined_rail_is_never_chosen_while_another_is_usable() {
     // Both quarantined: PATH_QUARANTINED, nothing held.
     let g = f.cc.route_generation(1).unwrap();
     f.cc.route_feedback(1, g, Effect::Quarantine).unwrap();
-    assert!(matches!(o.post(PostRequest::pick(s, &f.paths, SLICE, 0)), Err(Refusal::Avoided { .. })));
+    assert!(matches!(
+        o.post(PostRequest::pick(s, &f.paths, SLICE, 0)),
+        Err(Refusal::Avoided { .. })
+    ));
     zero_held(&f, "both quarantined");
 }
 
@@ -307,7 +372,9 @@ fn a_refused_endpoint_moves_the_slice_to_the_next_candidate() {
     assert_eq!((p.path.device, p.skipped), (0, 0));
     o.complete(p.wr_id, wc::SUCCESS, 0, 10).unwrap();
     // ... until device 0's endpoint is retired.
-    f.eps.retire(f.paths[0].endpoint, RetireReason::CqError, 0).unwrap();
+    f.eps
+        .retire(f.paths[0].endpoint, RetireReason::CqError, 0)
+        .unwrap();
     let s = f.slices.open(1).unwrap();
     let p = o.post(PostRequest::pick(s, &f.paths, SLICE, 0)).unwrap();
     assert_eq!((p.path.device, p.skipped), (1, 1));
@@ -340,7 +407,11 @@ fn every_wc_status_settles_the_slice_by_the_one_mapping() {
         // The class's effect reached the route's current generation once.
         let route = f.cc.route_snapshot(0).unwrap();
         if c.effect == Effect::HardError {
-            assert_eq!((route.errors, route.health), (1, Health::Suspect), "status {status}");
+            assert_eq!(
+                (route.errors, route.health),
+                (1, Health::Suspect),
+                "status {status}"
+            );
         } else {
             assert_eq!(route.errors, 0, "status {status}");
         }
@@ -352,13 +423,21 @@ fn a_stale_completion_only_releases_what_it_owned() {
     let f = Fixture::new(8, 64 << 20);
     let o = f.owner();
     let s = f.slices.open(0).unwrap();
-    let old = o.post(PostRequest::on(s, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE))).unwrap();
+    let old = o
+        .post(PostRequest::on(s, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE)))
+        .unwrap();
     // The slice moves on (a timeout handoff) and is posted again.
     let s2 = f.slices.handoff(s).unwrap();
-    let new = o.post(PostRequest::on(s2, f.paths[1], SLICE, 0).with_credit(f.demand(SLICE))).unwrap();
+    let new = o
+        .post(PostRequest::on(s2, f.paths[1], SLICE, 0).with_credit(f.demand(SLICE)))
+        .unwrap();
     let late = o.complete(old.wr_id, wc::RETRY_EXC_ERR, 0, 10).unwrap();
     assert_eq!(late.slice, SliceEffect::StaleReleaseOnly);
-    assert_eq!(f.slices.status(0).unwrap().attempt, s2.attempt, "the new attempt is untouched");
+    assert_eq!(
+        f.slices.status(0).unwrap().attempt,
+        s2.attempt,
+        "the new attempt is untouched"
+    );
     // Only the old attempt's holds went: the new one still holds its own.
     assert_eq!(f.held().0, 2 * u64::from(SLICE));
     assert_eq!(f.held().1, u64::from(SLICE));
@@ -372,14 +451,26 @@ fn an_unposted_tail_releases_without_feedback_and_keeps_the_attempt() {
     let f = Fixture::new(8, 64 << 20);
     let o = f.owner();
     let s = f.slices.open(0).unwrap();
-    let p = o.post(PostRequest::on(s, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE))).unwrap();
+    let p = o
+        .post(PostRequest::on(s, f.paths[0], SLICE, 0).with_credit(f.demand(SLICE)))
+        .unwrap();
     let (rec, rel) = o.unposted(p.wr_id, 1).unwrap();
-    assert_eq!((rec.device, rec.route, rec.endpoint, rec.holds), (0, 0, p.path.endpoint, p.holds));
+    assert_eq!(
+        (rec.device, rec.route, rec.endpoint, rec.holds),
+        (0, 0, p.path.endpoint, p.holds)
+    );
     assert_eq!(rel.credit(), Some(ReleaseOutcome::Released));
     assert_eq!(rel.faults().count(), 0);
     zero_held(&f, "unposted");
-    assert!(f.slices.is_current(s), "the attempt stays current, to be re-queued");
-    assert_eq!(f.rails.nic_sample_ns(0), 0, "no bandwidth sample from unposted work");
+    assert!(
+        f.slices.is_current(s),
+        "the attempt stays current, to be re-queued"
+    );
+    assert_eq!(
+        f.rails.nic_sample_ns(0),
+        0,
+        "no bandwidth sample from unposted work"
+    );
     assert_eq!(o.unposted(p.wr_id, 2).unwrap_err(), TokenError::Duplicate);
     // And it can be posted again as is.
     let p = o.post(PostRequest::on(s, f.paths[0], SLICE, 3)).unwrap();
@@ -395,8 +486,14 @@ fn the_endpoint_drains_only_after_every_hold_is_released() {
     let o = f.owner();
     let s = f.slices.open(0).unwrap();
     let p = o.post(PostRequest::on(s, f.paths[0], SLICE, 0)).unwrap();
-    f.eps.retire(f.paths[0].endpoint, RetireReason::CqError, 0).unwrap();
+    f.eps
+        .retire(f.paths[0].endpoint, RetireReason::CqError, 0)
+        .unwrap();
     let done = o.complete(p.wr_id, wc::WR_FLUSH_ERR, 0, 10).unwrap();
-    assert_eq!(done.released.endpoint, Ok(true), "this completion drained the endpoint");
+    assert_eq!(
+        done.released.endpoint,
+        Ok(true),
+        "this completion drained the endpoint"
+    );
     assert_eq!(f.held().0 + f.held().1, 0);
 }

@@ -89,13 +89,19 @@ fn post_and_complete_protocol_never_allocates() {
     let before = allocs();
     for i in 0..10_000u32 {
         let s = slices.open(i % 64).unwrap();
-        let wr = owner.post(PostRequest::new(s, ep, 0, 4096, 0)).unwrap().wr_id;
+        let wr = owner
+            .post(PostRequest::new(s, ep, 0, 4096, 0))
+            .unwrap()
+            .wr_id;
         let d = owner.complete(wr, wc::WR_FLUSH_ERR, 0, 0).unwrap();
         let s2 = match d.slice {
             railyard_core::completion::SliceEffect::Retry(s2) => s2,
             other => panic!("{other:?}"),
         };
-        let wr = owner.post(PostRequest::new(s2, ep, 1, 4096, 0)).unwrap().wr_id;
+        let wr = owner
+            .post(PostRequest::new(s2, ep, 1, 4096, 0))
+            .unwrap()
+            .wr_id;
         owner.unposted(wr, 0).map(|(r, _)| r).unwrap();
         slices.settle(s2, Outcome::Canceled).unwrap();
     }
@@ -119,7 +125,11 @@ fn composed_hot_path_with_every_layer_never_allocates() {
         ..CcConfig::default()
     };
     let (cc, _m) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
-    let rails = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
+    let rails = Selector::new(
+        &[DeviceSpec::new(100_000_000_000); 2],
+        RailConfig::default(),
+    )
+    .unwrap();
     let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
     ctl.bind(&ledger, 0, SessionId(1), 1).unwrap();
     let u = CreditUpdate {
@@ -152,9 +162,15 @@ fn composed_hot_path_with_every_layer_never_allocates() {
     for i in 0..30u32 {
         let s = slices.open(i % 64).unwrap();
         let p = owner
-            .post(PostRequest::pick(s, &paths, 4096, u64::from(i)).to_peer(0).with_credit(demand))
+            .post(
+                PostRequest::pick(s, &paths, 4096, u64::from(i))
+                    .to_peer(0)
+                    .with_credit(demand),
+            )
             .unwrap();
-        let d = owner.complete(p.wr_id, wc::WR_FLUSH_ERR, 0, u64::from(i) + 1).unwrap();
+        let d = owner
+            .complete(p.wr_id, wc::WR_FLUSH_ERR, 0, u64::from(i) + 1)
+            .unwrap();
         let s2 = match d.slice {
             railyard_core::completion::SliceEffect::Retry(s2) => s2,
             other => panic!("{other:?}"),

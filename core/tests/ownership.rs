@@ -105,7 +105,10 @@ impl World {
     }
 
     fn post(&mut self, s: SliceRef, ep: EndpointHandle, qp: u16) -> Result<WrId, Refusal> {
-        let wr = self.owner().post(PostRequest::new(s, ep, qp, 4096, 0))?.wr_id;
+        let wr = self
+            .owner()
+            .post(PostRequest::new(s, ep, qp, 4096, 0))?
+            .wr_id;
         self.cq.accept(wr);
         Ok(wr)
     }
@@ -211,7 +214,12 @@ fn partial_post_with_bad_wr_chain_releases_only_unposted() {
     // Build a chain of 4 WRs: tokens claimed and admitted for all.
     let chain: Vec<WrId> = refs
         .iter()
-        .map(|&s| w.owner().post(PostRequest::new(s, ep, 1, 4096, 0)).unwrap().wr_id)
+        .map(|&s| {
+            w.owner()
+                .post(PostRequest::new(s, ep, 1, 4096, 0))
+                .unwrap()
+                .wr_id
+        })
         .collect();
     assert_eq!(w.eps.qp_depth(ep, 1), Ok(4));
     // ibv_post_send returned bad_wr = chain[2]: 0 and 1 reached the NIC.
@@ -399,7 +407,10 @@ fn async_qp_fatal_races_completion_threaded() {
         let ep = eps.open(()).unwrap();
         let owner = Owner::new(&tokens, &slices, &eps);
         let s1 = slices.open(0).unwrap();
-        let wr = owner.post(PostRequest::new(s1, ep, 0, 64, 0)).unwrap().wr_id;
+        let wr = owner
+            .post(PostRequest::new(s1, ep, 0, 64, 0))
+            .unwrap()
+            .wr_id;
         let (done, retried) = std::thread::scope(|s| {
             let poller = s.spawn(|| owner.complete(wr, wc::SUCCESS, 0, 0).unwrap().slice);
             let async_thread = s.spawn(|| {

@@ -11,8 +11,8 @@ use railyard_core::credit::{
     AllocError, CommitError, ConfigError as CreditConfigError, KeyError, RecordError, ReserveError,
     UpdateError,
 };
-use railyard_core::rail::{ConfigError as RailConfigError, RailError};
 use railyard_core::endpoint::EndpointError;
+use railyard_core::rail::{ConfigError as RailConfigError, RailError};
 use railyard_core::slice::SliceError;
 use railyard_core::token::TokenError;
 use railyard_core::wire::{DecodeError, EncodeError};

@@ -42,7 +42,10 @@ use railyard_core::slice::{Outcome, SliceRef, SliceState};
 
 use crate::cc::{ry_cc_config, ry_epoch_report};
 use crate::classify::{ry_event_classification, ry_wc_classification};
-use crate::credit::{ry_charge, ry_credit_ledger_config, ry_credit_update, ry_credit_usage, ry_session_id, ry_update_outcome};
+use crate::credit::{
+    ry_charge, ry_credit_ledger_config, ry_credit_update, ry_credit_usage, ry_session_id,
+    ry_update_outcome,
+};
 use crate::enums::{ry_domain_kind, ry_poller_status, ry_reason};
 use crate::error::{guard, Error, Result, RyStatus};
 use crate::evidence::{ry_task, with_task};
@@ -412,7 +415,8 @@ pub struct ry_reclaim_event {
 }
 
 /// A reclaim callback: called once per event, on the calling thread.
-pub type ry_reclaim_fn = Option<unsafe extern "C" fn(user: *mut core::ffi::c_void, ev: *const ry_reclaim_event)>;
+pub type ry_reclaim_fn =
+    Option<unsafe extern "C" fn(user: *mut core::ffi::c_void, ev: *const ry_reclaim_event)>;
 
 /// The hot path's counters and leak gauges.
 #[repr(C)]
@@ -785,9 +789,9 @@ fn invalid_error(e: InvalidPost) -> Error {
     match e {
         InvalidPost::ZeroBytes => Error::from(railyard_core::cc::AcquireError::ZeroBytes),
         InvalidPost::NoCandidates => Error::invalid("n_paths: a post needs at least one path"),
-        InvalidPost::BadCandidate(d) => Error::invalid(format_args!(
-            "paths: device {d} named twice, or beyond 63"
-        )),
+        InvalidPost::BadCandidate(d) => {
+            Error::invalid(format_args!("paths: device {d} named twice, or beyond 63"))
+        }
         InvalidPost::Cc(a) => a.into(),
         InvalidPost::Rail(r) => r.into(),
         InvalidPost::Credit(k) => k.into(),
@@ -913,7 +917,9 @@ pub unsafe extern "C" fn ry_hotpath_post(
                 o.refusal = code as u32;
                 o.reason = refusal
                     .reason()
-                    .map_or(crate::classify::RY_REASON_NONE, |x| ry_reason::from(x) as u32);
+                    .map_or(crate::classify::RY_REASON_NONE, |x| {
+                        ry_reason::from(x) as u32
+                    });
                 if let Some(p) = refusal.path() {
                     o.path_index = index_of(&p);
                 }
@@ -945,7 +951,10 @@ pub unsafe extern "C" fn ry_hotpath_post(
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, o, "out") }?;
         if status == RyStatus::PostRefused {
-            return Err(Error::new(RyStatus::PostRefused, "post refused; see ry_post_result.refusal"));
+            return Err(Error::new(
+                RyStatus::PostRefused,
+                "post refused; see ry_post_result.refusal",
+            ));
         }
         Ok(())
     })
@@ -1019,7 +1028,11 @@ pub unsafe extern "C" fn ry_hotpath_complete(
             }
             SliceEffect::StaleReleaseOnly => {
                 h.stale.fetch_add(1, Ordering::Relaxed);
-                (ry_slice_effect::StaleReleaseOnly, SliceState::Idle, SliceRef::default())
+                (
+                    ry_slice_effect::StaleReleaseOnly,
+                    SliceState::Idle,
+                    SliceRef::default(),
+                )
             }
         };
         // Evidence of the current attempt only.
@@ -1192,7 +1205,10 @@ pub unsafe extern "C" fn ry_hotpath_new_generation(
 
 fn credit_control<T>(
     h: &HotPath,
-    f: impl FnOnce(&railyard_core::credit::SenderLedger, &mut railyard_core::credit::SenderControl) -> Result<T>,
+    f: impl FnOnce(
+        &railyard_core::credit::SenderLedger,
+        &mut railyard_core::credit::SenderControl,
+    ) -> Result<T>,
 ) -> Result<T> {
     let ledger = h
         .stack
@@ -1299,7 +1315,10 @@ pub unsafe extern "C" fn ry_hotpath_credit_usage_report(
 /// # Safety
 /// `out` is valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn ry_hotpath_stats_get(hp: ry_hotpath, out: *mut ry_hotpath_stats) -> RyStatus {
+pub unsafe extern "C" fn ry_hotpath_stats_get(
+    hp: ry_hotpath,
+    out: *mut ry_hotpath_stats,
+) -> RyStatus {
     guard(|| {
         let h = hotpath(hp)?;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -1310,7 +1329,9 @@ pub unsafe extern "C" fn ry_hotpath_stats_get(hp: ry_hotpath, out: *mut ry_hotpa
             .map(|s| s.in_flight)
             .fold(0u64, u64::saturating_add);
         let rail_in_flight = h.stack.rail.as_ref().map_or(0, |r| {
-            (0..r.len()).map(|d| r.nic_inflight(d)).fold(0u64, u64::saturating_add)
+            (0..r.len())
+                .map(|d| r.nic_inflight(d))
+                .fold(0u64, u64::saturating_add)
         });
         let mut refusals = [0u64; 8];
         for (o, a) in refusals.iter_mut().zip(&h.refusals) {
@@ -1343,7 +1364,10 @@ mod tests {
     fn build(credit: bool, rail: bool, mode: u32) -> ry_hotpath {
         let mut c = std::mem::MaybeUninit::<ry_hotpath_config>::uninit();
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { ry_hotpath_config_default(c.as_mut_ptr()) }, RyStatus::Ok);
+        assert_eq!(
+            unsafe { ry_hotpath_config_default(c.as_mut_ptr()) },
+            RyStatus::Ok
+        );
         // SAFETY: initialised by the call above.
         let mut c = unsafe { c.assume_init() };
         c.cc.mode = mode;
@@ -1361,7 +1385,10 @@ mod tests {
     fn open_ep(hp: ry_hotpath, cookie: u64) -> ry_endpoint {
         let mut e = ry_endpoint::default();
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { ry_hotpath_endpoint_open(hp, cookie, &mut e) }, RyStatus::Ok);
+        assert_eq!(
+            unsafe { ry_hotpath_endpoint_open(hp, cookie, &mut e) },
+            RyStatus::Ok
+        );
         e
     }
 
@@ -1375,7 +1402,12 @@ mod tests {
         s
     }
 
-    fn post(hp: ry_hotpath, s: ry_slice_ref, paths: &[ry_path], bytes: u32) -> (RyStatus, ry_post_result) {
+    fn post(
+        hp: ry_hotpath,
+        s: ry_slice_ref,
+        paths: &[ry_path],
+        bytes: u32,
+    ) -> (RyStatus, ry_post_result) {
         let req = ry_post_request {
             now_ns: 1,
             paths: paths.as_ptr(),
@@ -1417,7 +1449,8 @@ mod tests {
         // A flush completion retries on a new attempt.
         let mut c = std::mem::MaybeUninit::<ry_completion>::uninit();
         // SAFETY: valid out-pointer.
-        let st = unsafe { ry_hotpath_complete(hp, p.wr_id, wc::WR_FLUSH_ERR, 0, 2, c.as_mut_ptr()) };
+        let st =
+            unsafe { ry_hotpath_complete(hp, p.wr_id, wc::WR_FLUSH_ERR, 0, 2, c.as_mut_ptr()) };
         assert_eq!(st, RyStatus::Ok);
         // SAFETY: written by the call.
         let c = unsafe { c.assume_init() };
@@ -1431,15 +1464,32 @@ mod tests {
         assert_eq!(st, RyStatus::TokenDuplicate);
         // The retry, refused by a stale attempt first.
         let (st, r) = post(hp, s, &paths, 65536);
-        assert_eq!((st, r.refusal), (RyStatus::PostRefused, ry_refusal::Slice as u32));
+        assert_eq!(
+            (st, r.refusal),
+            (RyStatus::PostRefused, ry_refusal::Slice as u32)
+        );
         assert_eq!(r.detail_status, RyStatus::SliceStaleAttempt as i32);
         let (st, p2) = post(hp, c.next_slice, &paths, 65536);
         assert_eq!(st, RyStatus::Ok);
         // SAFETY: valid.
-        assert_eq!(unsafe { ry_hotpath_complete(hp, p2.wr_id, 0, 0, 4, c2.as_mut_ptr()) }, RyStatus::Ok);
+        assert_eq!(
+            unsafe { ry_hotpath_complete(hp, p2.wr_id, 0, 0, 4, c2.as_mut_ptr()) },
+            RyStatus::Ok
+        );
         let s = stats(hp);
-        assert_eq!((s.tokens_in_use, s.endpoint_outstanding, s.cc_in_flight, s.rail_in_flight), (0, 0, 0, 0));
-        assert_eq!((s.posts, s.completions, s.retries, s.bad_wr_ids, s.faults), (2, 2, 1, 1, 0));
+        assert_eq!(
+            (
+                s.tokens_in_use,
+                s.endpoint_outstanding,
+                s.cc_in_flight,
+                s.rail_in_flight
+            ),
+            (0, 0, 0, 0)
+        );
+        assert_eq!(
+            (s.posts, s.completions, s.retries, s.bad_wr_ids, s.faults),
+            (2, 2, 1, 1, 0)
+        );
         assert_eq!(s.refusals[ry_refusal::Slice as usize], 1);
         assert_eq!(ry_hotpath_destroy(hp), RyStatus::Ok);
         assert_eq!(ry_hotpath_destroy(hp), RyStatus::InvalidHandle);
@@ -1450,25 +1500,45 @@ mod tests {
         let hp = build(false, false, 2);
         let ep = open_ep(hp, 1);
         let s = slice(hp, 0);
-        let good = [ry_path { endpoint: ep, route: 0, device: 0, qp: 0 }];
+        let good = [ry_path {
+            endpoint: ep,
+            route: 0,
+            device: 0,
+            qp: 0,
+        }];
         assert_eq!(post(hp, s, &good, 0).0, RyStatus::CcZeroBytes);
         assert_eq!(post(hp, s, &[], 10).0, RyStatus::InvalidArgument);
-        let bad_route = [ry_path { route: 77, ..good[0] }];
+        let bad_route = [ry_path {
+            route: 77,
+            ..good[0]
+        }];
         assert_eq!(post(hp, s, &bad_route, 10).0, RyStatus::CcNoSuchRoute);
         let bad_qp = [ry_path { qp: 9, ..good[0] }];
         let (st, r) = post(hp, s, &bad_qp, 10);
-        assert_eq!((st, r.refusal), (RyStatus::PostRefused, ry_refusal::Endpoint as u32));
+        assert_eq!(
+            (st, r.refusal),
+            (RyStatus::PostRefused, ry_refusal::Endpoint as u32)
+        );
         assert_eq!(r.detail_status, RyStatus::EndpointBadQp as i32);
         // NULL pointers.
         let mut o = ry_post_result::default();
         // SAFETY: NULL is refused before any read.
-        assert_eq!(unsafe { ry_hotpath_post(hp, std::ptr::null(), &mut o) }, RyStatus::NullArgument);
+        assert_eq!(
+            unsafe { ry_hotpath_post(hp, std::ptr::null(), &mut o) },
+            RyStatus::NullArgument
+        );
         assert_eq!(ry_hotpath_unposted(hp, 12345, 0), RyStatus::TokenOutOfRange);
-        assert_eq!(ry_hotpath_endpoint_retire(hp, ep, 99, 0), RyStatus::InvalidArgument);
+        assert_eq!(
+            ry_hotpath_endpoint_retire(hp, ep, 99, 0),
+            RyStatus::InvalidArgument
+        );
         // A retired endpoint refuses posts and drains.
         assert_eq!(ry_hotpath_endpoint_retire(hp, ep, 1, 0), RyStatus::Ok);
         let (st, r) = post(hp, s, &good, 10);
-        assert_eq!((st, r.refusal), (RyStatus::PostRefused, ry_refusal::Endpoint as u32));
+        assert_eq!(
+            (st, r.refusal),
+            (RyStatus::PostRefused, ry_refusal::Endpoint as u32)
+        );
         unsafe extern "C" fn count(user: *mut core::ffi::c_void, ev: *const ry_reclaim_event) {
             // SAFETY: the test passes a valid *mut u32 and a valid event.
             unsafe {
@@ -1484,13 +1554,21 @@ mod tests {
         };
         assert_eq!((st, seen, n), (RyStatus::Ok, 1, 1));
         let s = stats(hp);
-        assert_eq!((s.tokens_in_use, s.endpoint_outstanding, s.cc_in_flight), (0, 0, 0));
+        assert_eq!(
+            (s.tokens_in_use, s.endpoint_outstanding, s.cc_in_flight),
+            (0, 0, 0)
+        );
         // Credit use on a stack without credit is a typed error.
         let s2 = slice(hp, 1);
         let ep2 = open_ep(hp, 2);
         let req = ry_post_request {
             now_ns: 1,
-            paths: &ry_path { endpoint: ep2, route: 0, device: 0, qp: 0 },
+            paths: &ry_path {
+                endpoint: ep2,
+                route: 0,
+                device: 0,
+                qp: 0,
+            },
             n_paths: 1,
             slice: s2,
             bytes: 10,
@@ -1501,7 +1579,10 @@ mod tests {
             reserved: [0; 7],
         };
         // SAFETY: valid pointers.
-        assert_eq!(unsafe { ry_hotpath_post(hp, &req, &mut o) }, RyStatus::InvalidArgument);
+        assert_eq!(
+            unsafe { ry_hotpath_post(hp, &req, &mut o) },
+            RyStatus::InvalidArgument
+        );
         assert_eq!(ry_hotpath_destroy(hp), RyStatus::Ok);
     }
 
@@ -1511,23 +1592,46 @@ mod tests {
         let ep = open_ep(hp, 1);
         let mut task = ry_task::default();
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { crate::evidence::ry_task_create(&mut task) }, RyStatus::Ok);
-        let path = [ry_path { endpoint: ep, route: 0, device: 0, qp: 0 }];
+        assert_eq!(
+            unsafe { crate::evidence::ry_task_create(&mut task) },
+            RyStatus::Ok
+        );
+        let path = [ry_path {
+            endpoint: ep,
+            route: 0,
+            device: 0,
+            qp: 0,
+        }];
         // Quarantine the route: the post is avoided (PATH_QUARANTINED).
         // SAFETY: valid out-pointer (NULL is allowed).
         let st = unsafe {
-            ry_hotpath_async_event(hp, railyard_core::classify::event::DEVICE_FATAL, 0, RY_HOTPATH_NO_ROUTE, std::ptr::null_mut())
+            ry_hotpath_async_event(
+                hp,
+                railyard_core::classify::event::DEVICE_FATAL,
+                0,
+                RY_HOTPATH_NO_ROUTE,
+                std::ptr::null_mut(),
+            )
         };
         assert_eq!(st, RyStatus::Ok);
         let mut s = ry_slice_ref::default();
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { ry_hotpath_slice_open(hp, 0, task, &mut s) }, RyStatus::Ok);
+        assert_eq!(
+            unsafe { ry_hotpath_slice_open(hp, 0, task, &mut s) },
+            RyStatus::Ok
+        );
         let (st, r) = post(hp, s, &path, 4096);
-        assert_eq!((st, r.refusal), (RyStatus::PostRefused, ry_refusal::Avoided as u32));
+        assert_eq!(
+            (st, r.refusal),
+            (RyStatus::PostRefused, ry_refusal::Avoided as u32)
+        );
         assert_eq!(r.domain, ry_domain_kind::Device as u32);
         let mut state = crate::enums::ry_task_state::Normal;
         // SAFETY: valid out-pointer.
-        assert_eq!(unsafe { crate::evidence::ry_task_state_get(task, &mut state) }, RyStatus::Ok);
+        assert_eq!(
+            unsafe { crate::evidence::ry_task_state_get(task, &mut state) },
+            RyStatus::Ok
+        );
         assert_eq!(state, crate::enums::ry_task_state::LongUnavailable);
         assert_eq!(crate::evidence::ry_task_destroy(task), RyStatus::Ok);
         assert_eq!(ry_hotpath_destroy(hp), RyStatus::Ok);

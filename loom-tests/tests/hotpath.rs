@@ -49,8 +49,7 @@ impl World {
             .unwrap(),
             cc,
             _monitor: monitor,
-            rails: Selector::new(&[DeviceSpec::new(1_000_000_000)], RailConfig::default())
-                .unwrap(),
+            rails: Selector::new(&[DeviceSpec::new(1_000_000_000)], RailConfig::default()).unwrap(),
         }
     }
 
@@ -171,7 +170,9 @@ fn post_complete_retire_on_three_threads() {
         let g = local.pin();
         let mut reclaimed = false;
         w.eps
-            .poll_reclaim(1, &g, |e| reclaimed |= matches!(e, ReclaimEvent::Reclaimed { .. }))
+            .poll_reclaim(1, &g, |e| {
+                reclaimed |= matches!(e, ReclaimEvent::Reclaimed { .. })
+            })
             .unwrap();
         if reclaimed {
             assert_eq!(w.held(), 0, "endpoint reclaimed while holds remain");

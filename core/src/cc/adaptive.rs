@@ -423,8 +423,7 @@ impl Controller {
         }
         match self.domains(device, route) {
             Ok((d, r)) => {
-                r.word().health() == Health::Quarantined
-                    || d.word().health() == Health::Quarantined
+                r.word().health() == Health::Quarantined || d.word().health() == Health::Quarantined
             }
             Err(_) => false,
         }

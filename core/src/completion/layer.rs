@@ -16,11 +16,11 @@ use crate::cc::{
     AcquireError, Admission, Avoidance, Controller, Deferral, Mode, ReleaseError, Settlement,
 };
 use crate::classify::Effect;
-use crate::evidence::{Observation, Observed, PathId, Reason};
 use crate::credit::{
     BackpressureInfo, Charge, EntryId, KeyError, RecordError, ReleaseOutcome, ReserveError,
     ResourceSet, SenderLedger,
 };
+use crate::evidence::{Observation, Observed, PathId, Reason};
 use crate::rail::{Choice as RailChoice, RailError, Selector};
 use crate::time::Nanos;
 use crate::token::TokenRecord;

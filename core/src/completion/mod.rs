@@ -133,12 +133,12 @@ use core::fmt;
 mod layer;
 mod stack;
 
-pub use stack::{Stack, StackConfig, StackControl, StackError, StackLayers};
 pub use layer::{CcLayer, CcRefusal, CreditDemand, CreditLayer, CreditRefusal, RailLayer};
+pub use stack::{Stack, StackConfig, StackControl, StackError, StackLayers};
 
 use crate::cc::{AcquireError, Avoidance, Deferral, DomainKind, Settlement};
-use crate::classify::{classify_wc, wc_outcome, Effect, WcClassification};
 pub use crate::classify::WcOutcome;
+use crate::classify::{classify_wc, wc_outcome, Effect, WcClassification};
 use crate::credit::{BackpressureInfo, KeyError, RecordError, ReleaseOutcome};
 use crate::endpoint::{EndpointError, EndpointHandle, EndpointTable};
 use crate::evidence::{Observation, Observed, PathId, Reason};
@@ -450,7 +450,6 @@ impl Faults {
     pub const fn count(self) -> u32 {
         self.0.count_ones()
     }
-
 }
 
 /// What giving back one record's holds did: one flag byte and the

@@ -59,8 +59,8 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::{
-    BackpressureInfo, Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId,
-    Totals, RESOURCES,
+    BackpressureInfo, Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource,
+    ResourceSet, SessionId, Totals, RESOURCES,
 };
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::token::TokenRecord;
