@@ -146,7 +146,7 @@ impl Fixture {
     #[inline]
     fn tick(&mut self) {
         self.ops += 1;
-        if self.ops % REFILL_EVERY == 0 {
+        if self.ops.is_multiple_of(REFILL_EVERY) {
             self.refill();
         }
     }

@@ -252,8 +252,8 @@ fn every_refusal_source_gives_back_everything() {
     }
     zero_held(&f, "credit backpressure");
 
-    // No token: everything rolls back; the committed credit is reported
-    // released (never minted back locally).
+    // No token: everything rolls back, credit included — it is only
+    // committed once the token is claimed, so the receiver never sees it.
     let f = Fixture::new(1, 1 << 20);
     let o = f.owner();
     let s0 = f.slices.open(0).unwrap();
@@ -262,10 +262,16 @@ fn every_refusal_source_gives_back_everything() {
         .post(PostRequest::on(s0, f.paths[0], 4096, 0).with_credit(f.demand(4096)))
         .unwrap();
     let held_one = f.held();
+    let credit_one = f.credit_available();
     assert_eq!(
         o.post(PostRequest::on(s1, f.paths[1], 4096, 0).with_credit(f.demand(4096)))
             .unwrap_err(),
         Refusal::Token(TokenError::Exhausted)
+    );
+    assert_eq!(
+        f.credit_available(),
+        credit_one,
+        "a refused claim rolls the credit back"
     );
     assert_eq!(f.held(), held_one);
     o.complete(p0.wr_id, wc::SUCCESS, 0, 1).unwrap();

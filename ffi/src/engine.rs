@@ -32,8 +32,7 @@
 //!
 //! Not covered: deregistering memory (the engine keeps every registration
 //! until it is destroyed, so no posted work can outlive its memory; an
-//! engine-side deregistration API does not exist yet), custom post gates
-//! and classifiers (`Engine::with_seams`).
+//! engine-side deregistration API does not exist yet).
 
 use std::ffi::c_char;
 

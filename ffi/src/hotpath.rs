@@ -1059,7 +1059,7 @@ pub unsafe extern "C" fn ry_hotpath_complete(
             next_slice: next.into(),
             effect: effect as u32,
             slice_state: ry_slice_state::from(state) as u32,
-            held: d.held,
+            held: d.record.holds,
             drained: u8::from(d.released.endpoint == Ok(true)),
             endpoint_stale: u8::from(d.released.endpoint.is_err()),
             cc_stale: u8::from(d.released.cc() == Some(railyard_core::cc::Settlement::Stale)),
@@ -1363,11 +1363,11 @@ mod tests {
 
     fn build(credit: bool, rail: bool, mode: u32) -> ry_hotpath {
         let mut c = std::mem::MaybeUninit::<ry_hotpath_config>::uninit();
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { ry_hotpath_config_default(c.as_mut_ptr()) },
-            RyStatus::Ok
-        );
+        let st = {
+            // SAFETY: valid out-pointer.
+            unsafe { ry_hotpath_config_default(c.as_mut_ptr()) }
+        };
+        assert_eq!(st, RyStatus::Ok);
         // SAFETY: initialised by the call above.
         let mut c = unsafe { c.assume_init() };
         c.cc.mode = mode;
@@ -1384,21 +1384,21 @@ mod tests {
 
     fn open_ep(hp: ry_hotpath, cookie: u64) -> ry_endpoint {
         let mut e = ry_endpoint::default();
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { ry_hotpath_endpoint_open(hp, cookie, &mut e) },
-            RyStatus::Ok
-        );
+        let st = {
+            // SAFETY: valid out-pointer.
+            unsafe { ry_hotpath_endpoint_open(hp, cookie, &mut e) }
+        };
+        assert_eq!(st, RyStatus::Ok);
         e
     }
 
     fn slice(hp: ry_hotpath, i: u32) -> ry_slice_ref {
         let mut s = ry_slice_ref::default();
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { ry_hotpath_slice_open(hp, i, ry_task::default(), &mut s) },
-            RyStatus::Ok
-        );
+        let st = {
+            // SAFETY: valid out-pointer.
+            unsafe { ry_hotpath_slice_open(hp, i, ry_task::default(), &mut s) }
+        };
+        assert_eq!(st, RyStatus::Ok);
         s
     }
 
@@ -1471,11 +1471,11 @@ mod tests {
         assert_eq!(r.detail_status, RyStatus::SliceStaleAttempt as i32);
         let (st, p2) = post(hp, c.next_slice, &paths, 65536);
         assert_eq!(st, RyStatus::Ok);
-        // SAFETY: valid.
-        assert_eq!(
-            unsafe { ry_hotpath_complete(hp, p2.wr_id, 0, 0, 4, c2.as_mut_ptr()) },
-            RyStatus::Ok
-        );
+        let st = {
+            // SAFETY: valid.
+            unsafe { ry_hotpath_complete(hp, p2.wr_id, 0, 0, 4, c2.as_mut_ptr()) }
+        };
+        assert_eq!(st, RyStatus::Ok);
         let s = stats(hp);
         assert_eq!(
             (
@@ -1522,11 +1522,11 @@ mod tests {
         assert_eq!(r.detail_status, RyStatus::EndpointBadQp as i32);
         // NULL pointers.
         let mut o = ry_post_result::default();
-        // SAFETY: NULL is refused before any read.
-        assert_eq!(
-            unsafe { ry_hotpath_post(hp, std::ptr::null(), &mut o) },
-            RyStatus::NullArgument
-        );
+        let st = {
+            // SAFETY: NULL is refused before any read.
+            unsafe { ry_hotpath_post(hp, std::ptr::null(), &mut o) }
+        };
+        assert_eq!(st, RyStatus::NullArgument);
         assert_eq!(ry_hotpath_unposted(hp, 12345, 0), RyStatus::TokenOutOfRange);
         assert_eq!(
             ry_hotpath_endpoint_retire(hp, ep, 99, 0),
@@ -1578,11 +1578,11 @@ mod tests {
             has_peer: 1,
             reserved: [0; 7],
         };
-        // SAFETY: valid pointers.
-        assert_eq!(
-            unsafe { ry_hotpath_post(hp, &req, &mut o) },
-            RyStatus::InvalidArgument
-        );
+        let st = {
+            // SAFETY: valid pointers.
+            unsafe { ry_hotpath_post(hp, &req, &mut o) }
+        };
+        assert_eq!(st, RyStatus::InvalidArgument);
         assert_eq!(ry_hotpath_destroy(hp), RyStatus::Ok);
     }
 
@@ -1591,11 +1591,11 @@ mod tests {
         let hp = build(false, false, 2);
         let ep = open_ep(hp, 1);
         let mut task = ry_task::default();
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { crate::evidence::ry_task_create(&mut task) },
-            RyStatus::Ok
-        );
+        let st = {
+            // SAFETY: valid out-pointer.
+            unsafe { crate::evidence::ry_task_create(&mut task) }
+        };
+        assert_eq!(st, RyStatus::Ok);
         let path = [ry_path {
             endpoint: ep,
             route: 0,
@@ -1615,11 +1615,11 @@ mod tests {
         };
         assert_eq!(st, RyStatus::Ok);
         let mut s = ry_slice_ref::default();
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { ry_hotpath_slice_open(hp, 0, task, &mut s) },
-            RyStatus::Ok
-        );
+        let st = {
+            // SAFETY: valid out-pointer.
+            unsafe { ry_hotpath_slice_open(hp, 0, task, &mut s) }
+        };
+        assert_eq!(st, RyStatus::Ok);
         let (st, r) = post(hp, s, &path, 4096);
         assert_eq!(
             (st, r.refusal),
@@ -1627,11 +1627,11 @@ mod tests {
         );
         assert_eq!(r.domain, ry_domain_kind::Device as u32);
         let mut state = crate::enums::ry_task_state::Normal;
-        // SAFETY: valid out-pointer.
-        assert_eq!(
-            unsafe { crate::evidence::ry_task_state_get(task, &mut state) },
-            RyStatus::Ok
-        );
+        let st = {
+            // SAFETY: valid out-pointer.
+            unsafe { crate::evidence::ry_task_state_get(task, &mut state) }
+        };
+        assert_eq!(st, RyStatus::Ok);
         assert_eq!(state, crate::enums::ry_task_state::LongUnavailable);
         assert_eq!(crate::evidence::ry_task_destroy(task), RyStatus::Ok);
         assert_eq!(ry_hotpath_destroy(hp), RyStatus::Ok);

@@ -38,6 +38,10 @@ pub trait RailLayer {
         mask: u64,
     ) -> Result<RailChoice, RailError>;
 
+    /// Counts a choice whose post was carried out (a refused post's
+    /// choice is dropped uncounted).
+    fn chosen(&self, _choice: &RailChoice) {}
+
     /// Charges `rec.bytes` to `rec.device` (and `rec.peer` with the ledger
     /// on) and records the charge in `rec`.
     fn charge(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), RailError>;
@@ -107,10 +111,27 @@ pub enum CreditRefusal {
 }
 
 /// The receiver-credit layer (RFC 2849): an all-or-nothing reserve of the
-/// full charge vector, committed on handoff to the transport.
+/// full charge vector, named in the record, and committed on handoff (once
+/// the token is claimed, so a refusal before it only rolls back locally
+/// and never reaches the receiver).
 pub trait CreditLayer {
-    /// Reserves and commits `demand` and records it in `rec`.
-    fn reserve(&self, demand: &CreditDemand, rec: &mut TokenRecord) -> Result<(), CreditRefusal>;
+    /// What a reservation holds until it is committed (dropping it rolls
+    /// the reservation back).
+    type Reserved<'a>
+    where
+        Self: 'a;
+
+    /// Reserves `demand` and names it in `rec` (`credit_key`,
+    /// `HOLDS_CREDIT`); nothing is committed yet.
+    fn reserve<'a>(
+        &'a self,
+        demand: &CreditDemand,
+        rec: &mut TokenRecord,
+    ) -> Result<Self::Reserved<'a>, CreditRefusal>;
+
+    /// Commits a reservation on handoff to the transport. A refusal (the
+    /// receiver's epoch changed meanwhile) holds nothing.
+    fn commit<'a>(&'a self, reserved: Self::Reserved<'a>) -> Result<(), CreditRefusal>;
 
     /// Reports the committed charge `rec` holds as released (completion, or
     /// work that never reached the NIC). Never mints credit locally.
@@ -125,12 +146,7 @@ impl RailLayer for () {
         if mask == 0 {
             return Err(RailError::NoCandidate);
         }
-        Ok(RailChoice {
-            device: mask.trailing_zeros() as u16,
-            probe: false,
-            fallback: false,
-            trace: None,
-        })
+        Ok(RailChoice::plain(mask.trailing_zeros() as u16))
     }
     #[inline(always)]
     fn charge(&self, _: &mut TokenRecord, _: Nanos) -> Result<(), RailError> {
@@ -158,8 +174,13 @@ impl CcLayer for () {
 }
 
 impl CreditLayer for () {
+    type Reserved<'a> = ();
     #[inline(always)]
     fn reserve(&self, _: &CreditDemand, _: &mut TokenRecord) -> Result<(), CreditRefusal> {
+        Ok(())
+    }
+    #[inline(always)]
+    fn commit(&self, _: ()) -> Result<(), CreditRefusal> {
         Ok(())
     }
     #[inline(always)]
@@ -174,6 +195,10 @@ impl<T: RailLayer + ?Sized> RailLayer for &T {
     #[inline(always)]
     fn choose(&self, p: Option<u32>, b: u32, n: Nanos, m: u64) -> Result<RailChoice, RailError> {
         (**self).choose(p, b, n, m)
+    }
+    #[inline(always)]
+    fn chosen(&self, c: &RailChoice) {
+        (**self).chosen(c)
     }
     #[inline(always)]
     fn charge(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), RailError> {
@@ -204,9 +229,21 @@ impl<T: CcLayer + ?Sized> CcLayer for &T {
 }
 
 impl<T: CreditLayer + ?Sized> CreditLayer for &T {
+    type Reserved<'a>
+        = T::Reserved<'a>
+    where
+        Self: 'a;
     #[inline(always)]
-    fn reserve(&self, d: &CreditDemand, rec: &mut TokenRecord) -> Result<(), CreditRefusal> {
+    fn reserve<'a>(
+        &'a self,
+        d: &CreditDemand,
+        rec: &mut TokenRecord,
+    ) -> Result<Self::Reserved<'a>, CreditRefusal> {
         (**self).reserve(d, rec)
+    }
+    #[inline(always)]
+    fn commit<'a>(&'a self, r: Self::Reserved<'a>) -> Result<(), CreditRefusal> {
+        (**self).commit(r)
     }
     #[inline(always)]
     fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, RecordError> {
@@ -220,6 +257,12 @@ impl<T: RailLayer> RailLayer for Option<T> {
         match self {
             Some(l) => l.choose(p, b, n, m),
             None => ().choose(p, b, n, m),
+        }
+    }
+    #[inline(always)]
+    fn chosen(&self, c: &RailChoice) {
+        if let Some(l) = self {
+            l.chosen(c)
         }
     }
     #[inline(always)]
@@ -266,11 +309,26 @@ impl<T: CcLayer> CcLayer for Option<T> {
 }
 
 impl<T: CreditLayer> CreditLayer for Option<T> {
+    type Reserved<'a>
+        = Option<T::Reserved<'a>>
+    where
+        Self: 'a;
     #[inline(always)]
-    fn reserve(&self, d: &CreditDemand, rec: &mut TokenRecord) -> Result<(), CreditRefusal> {
+    fn reserve<'a>(
+        &'a self,
+        d: &CreditDemand,
+        rec: &mut TokenRecord,
+    ) -> Result<Self::Reserved<'a>, CreditRefusal> {
         match self {
-            Some(l) => l.reserve(d, rec),
-            None => Ok(()),
+            Some(l) => l.reserve(d, rec).map(Some),
+            None => Ok(None),
+        }
+    }
+    #[inline(always)]
+    fn commit<'a>(&'a self, r: Self::Reserved<'a>) -> Result<(), CreditRefusal> {
+        match (self, r) {
+            (Some(l), Some(r)) => l.commit(r),
+            _ => Ok(()),
         }
     }
     #[inline(always)]
@@ -294,6 +352,10 @@ impl RailLayer for Selector {
         mask: u64,
     ) -> Result<RailChoice, RailError> {
         self.choose(peer, bytes, now, mask)
+    }
+    #[inline]
+    fn chosen(&self, c: &RailChoice) {
+        Selector::chosen(self, c)
     }
     #[inline]
     fn charge(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), RailError> {
@@ -338,8 +400,14 @@ impl CcLayer for Controller {
 }
 
 impl CreditLayer for SenderLedger {
+    type Reserved<'a> = crate::credit::Reservation<'a>;
+
     #[inline(always)]
-    fn reserve(&self, demand: &CreditDemand, rec: &mut TokenRecord) -> Result<(), CreditRefusal> {
+    fn reserve<'a>(
+        &'a self,
+        demand: &CreditDemand,
+        rec: &mut TokenRecord,
+    ) -> Result<Self::Reserved<'a>, CreditRefusal> {
         let r = match self.try_reserve(demand.entry, &demand.charge) {
             Ok(r) => r,
             Err(ReserveError::Key(k)) => return Err(CreditRefusal::Invalid(k)),
@@ -354,31 +422,27 @@ impl CreditLayer for SenderLedger {
                 ))
             }
         };
-        // A demand the record cannot name (a caller bug) is refused before
-        // the commit, so dropping `r` rolls the reservation back.
-        if u64::from(rec.bytes) != demand.charge.0[0] {
-            return Err(CreditRefusal::Unrecordable(RecordError::BytesMismatch));
-        }
-        if demand.charge.0[1..].iter().any(|&s| s > 1) {
-            return Err(CreditRefusal::Unrecordable(RecordError::NotRecordable));
-        }
+        // A demand the record cannot name (a caller bug) is refused here;
+        // dropping `r` rolls the reservation back.
+        r.pending_charge()
+            .record_into(rec)
+            .map_err(CreditRefusal::Unrecordable)?;
+        Ok(r)
+    }
+
+    #[inline(always)]
+    fn commit<'a>(&'a self, r: Self::Reserved<'a>) -> Result<(), CreditRefusal> {
+        let entry = r.entry();
         match r.commit() {
-            Ok(c) => match c.record_into(rec) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    // Cannot happen after the checks above; if it did, the
-                    // charge is reported released (nothing held or minted).
-                    let _ = self.release(&c);
-                    Err(CreditRefusal::Unrecordable(e))
-                }
-            },
-            // The epoch changed between reserve and commit: the link is
-            // being fenced; nothing is held.
+            Ok(_) => Ok(()),
+            // The epoch changed between reserve and commit (the link is
+            // being fenced): nothing is held.
             Err(_) => Err(CreditRefusal::Backpressure(
-                self.backpressure(demand.entry, ResourceSet::EMPTY),
+                self.backpressure(entry, ResourceSet::EMPTY),
             )),
         }
     }
+
     #[inline]
     fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, RecordError> {
         let out = self.release_record(rec);

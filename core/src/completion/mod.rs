@@ -24,8 +24,8 @@
 //! | 3 | endpoint: generation, phase, QP depth (counts the post) | [`Refusal::Endpoint`] |
 //! | 4 | rail: charge the slice's bytes to the chosen NIC (and peer) | — |
 //! | 5 | CC: device + route byte permit | [`Refusal::Deferred`] / [`Refusal::Avoided`] |
-//! | 6 | credit: all-or-nothing reserve of the charge vector, committed | [`Refusal::Backpressure`] |
-//! | 7 | token: claim the `wr_id`, publishing the record of everything held | [`Refusal::Token`] |
+//! | 6 | credit: all-or-nothing reserve of the charge vector | [`Refusal::Backpressure`] |
+//! | 7 | token: claim the `wr_id`, publishing the record of everything held; then commit the credit | [`Refusal::Token`] (and [`Refusal::Backpressure`] if the receiver's epoch changed in between) |
 //!
 //! Why this order:
 //!
@@ -51,11 +51,12 @@
 //! * **The token is last**: the claim publishes the record, which must
 //!   already name every hold so the completion can release exactly those.
 //!
-//! A credit charge is committed when it is taken (handoff to the
-//! transport), so the rare refusal after it (no token) and the unposted
-//! tail of a `bad_wr` chain report it released rather than roll it back:
-//! the receiver gets it back through the next usage report, and the sender
-//! never mints credit locally.
+//! The credit charge is *reserved* at step 6 (named in the record) and
+//! *committed* — handed to the transport, visible to the receiver's
+//! accounting — only after the token claim succeeded, so every refusal of
+//! a post only rolls a local reservation back. An unposted `bad_wr` tail
+//! was committed: it is reported released (the receiver gets it back
+//! through the next usage report); the sender never mints credit locally.
 //!
 //! With several candidate paths ([`PathChoice::Pick`]), a path that avoids
 //! (quarantined) or whose endpoint refuses is dropped and the rail chooses
@@ -510,12 +511,9 @@ impl Released {
 /// The result of processing one completion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completed {
-    /// The record the token owned. Its `holds` bits are cleared as each hold
-    /// is released (all of them, by now); [`held`](Self::held) keeps what it
-    /// held.
+    /// The record the token owned, as it was posted: `holds` names what
+    /// it held (all released by now).
     pub record: TokenRecord,
-    /// The `HOLDS_*` bits the record had when the completion arrived.
-    pub held: u8,
     /// The WC's classification (computed once, here).
     pub wc: WcClassification,
     /// What happened to the slice.
@@ -540,6 +538,15 @@ impl Completed {
     #[inline]
     pub const fn faults(&self) -> Faults {
         self.released.faults()
+    }
+}
+
+#[inline]
+fn credit_refusal(c: CreditRefusal) -> Refusal {
+    match c {
+        CreditRefusal::Backpressure(b) => Refusal::Backpressure(b),
+        CreditRefusal::Invalid(k) => Refusal::Invalid(InvalidPost::Credit(k)),
+        CreditRefusal::Unrecordable(e) => Refusal::Invalid(InvalidPost::CreditRecord(e)),
     }
 }
 
@@ -703,7 +710,10 @@ where
                 return Err(Refusal::Invalid(InvalidPost::BadCandidate(choice.device)));
             };
             match self.post_on(req, *path, Some(choice), skipped) {
-                Ok(p) => return Ok(p),
+                Ok(p) => {
+                    self.layers.rail.chosen(&choice);
+                    return Ok(p);
+                }
                 Err(r @ (Refusal::Avoided { .. } | Refusal::Endpoint { .. })) => {
                     usable &= !bit;
                     skipped = skipped.saturating_add(1);
@@ -755,33 +765,48 @@ where
                 CcRefusal::Invalid(e) => Refusal::Invalid(InvalidPost::Cc(e)),
             });
         }
-        // (6) receiver credit, the last gate before handoff.
-        if let Some(demand) = &req.credit {
-            if let Err(c) = self.layers.credit.reserve(demand, &mut rec) {
-                self.give_back(&mut rec, now);
-                return Err(match c {
-                    CreditRefusal::Backpressure(b) => Refusal::Backpressure(b),
-                    CreditRefusal::Invalid(k) => Refusal::Invalid(InvalidPost::Credit(k)),
-                    CreditRefusal::Unrecordable(e) => {
-                        Refusal::Invalid(InvalidPost::CreditRecord(e))
-                    }
-                });
-            }
-        }
+        // (6) receiver credit, the last gate before handoff: reserved and
+        // named in the record now, committed once the token is claimed.
+        let reserved = match &req.credit {
+            None => None,
+            Some(demand) => match self.layers.credit.reserve(demand, &mut rec) {
+                Ok(r) => Some(r),
+                Err(c) => {
+                    self.give_back(&mut rec, now);
+                    return Err(credit_refusal(c));
+                }
+            },
+        };
         // (7) the token publishes the record of everything held.
-        match self.tokens.claim(rec) {
-            Ok(wr_id) => Ok(Posted {
-                wr_id,
-                path,
-                holds: rec.holds,
-                skipped,
-                rail,
-            }),
+        let wr_id = match self.tokens.claim(rec) {
+            Ok(w) => w,
             Err(e) => {
+                // Dropping the reservation rolls it back: the receiver
+                // never sees it.
+                drop(reserved);
+                rec.holds &= !TokenRecord::HOLDS_CREDIT;
                 self.give_back(&mut rec, now);
-                Err(Refusal::Token(e))
+                return Err(Refusal::Token(e));
+            }
+        };
+        if let Some(r) = reserved {
+            if let Err(c) = self.layers.credit.commit(r) {
+                // The receiver's epoch changed under us: take the token
+                // back (its wr_id was never handed out) and give back the
+                // rest; the reservation is gone with the old epoch.
+                let _ = self.tokens.complete(wr_id);
+                rec.holds &= !TokenRecord::HOLDS_CREDIT;
+                self.give_back(&mut rec, now);
+                return Err(credit_refusal(c));
             }
         }
+        Ok(Posted {
+            wr_id,
+            path,
+            holds: rec.holds,
+            skipped,
+            rail,
+        })
     }
 
     /// Releases work that was tokenized but never reached the NIC (the
@@ -812,10 +837,10 @@ where
         vendor_err: u32,
         now: Nanos,
     ) -> Result<Completed, TokenError> {
-        let mut record = self.tokens.complete(wr_id)?;
-        let held = record.holds;
+        let record = self.tokens.complete(wr_id)?;
         let wc = classify_wc(status, vendor_err);
-        let released = self.release(&mut record, Some(&wc), now);
+        let mut rec = record;
+        let released = self.release(&mut rec, Some(&wc), now);
         let r = record.slice;
         let settled = match wc_outcome(&wc) {
             WcOutcome::Success => self
@@ -833,7 +858,6 @@ where
         };
         Ok(Completed {
             record,
-            held,
             wc,
             slice: settled.unwrap_or(SliceEffect::StaleReleaseOnly),
             released,

@@ -775,6 +775,19 @@ impl Reservation<'_> {
         self.charge
     }
 
+    /// The charge this reservation will commit, as a [`CommittedCharge`]
+    /// value (entry, generation, charge) — for naming it in a token record
+    /// *before* the commit (the composed hot path claims the token, then
+    /// commits, so a refused claim only rolls the reservation back).
+    #[inline]
+    pub fn pending_charge(&self) -> CommittedCharge {
+        CommittedCharge {
+            entry: self.entry,
+            generation: self.generation,
+            charge: self.charge,
+        }
+    }
+
     /// Commits on handoff to the transport. After this there is no rollback:
     /// only a completion's [`SenderLedger::release`].
     #[inline(always)]

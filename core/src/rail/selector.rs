@@ -64,7 +64,16 @@ fn in_mask(mask: u64, d: usize) -> bool {
     d < 64 && mask & (1u64 << d) != 0
 }
 
-/// What [`Selector::choose`] chose for one slice (nothing charged yet).
+/// Peer-sample counts one decision saw, counted once it is carried out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    missing: u8,
+    expired: u8,
+    fallback: bool,
+}
+
+/// What [`Selector::choose`] chose for one slice (nothing charged or
+/// counted yet: [`Selector::chosen`] counts it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Choice {
     /// The chosen local device (rail).
@@ -77,6 +86,24 @@ pub struct Choice {
     /// largest candidate sample age, `Some(None)` for a cold decision
     /// (feed it to [`TtlCalibrator::observe`](super::TtlCalibrator::observe)).
     pub trace: Option<Option<Nanos>>,
+    pub(crate) tally: Tally,
+}
+
+impl Choice {
+    /// A choice of `device` made without a selector (rail layer off).
+    pub const fn plain(device: u16) -> Self {
+        Choice {
+            device,
+            probe: false,
+            fallback: false,
+            trace: None,
+            tally: Tally {
+                missing: 0,
+                expired: 0,
+                fallback: false,
+            },
+        }
+    }
 }
 
 /// The result of a single-slice decision.
@@ -213,8 +240,39 @@ impl Selector {
     #[inline]
     fn tick(&self) -> (u64, bool) {
         let n = self.clock.0.fetch_add(1, Ordering::Relaxed);
+        (n, self.probe_due(n))
+    }
+
+    /// The next decision's number and whether it is due to probe, without
+    /// counting it (a choice counts once it is carried out: [`Selector::chosen`]).
+    #[inline]
+    fn peek(&self) -> (u64, bool) {
+        let n = self.clock.0.load(Ordering::Relaxed);
+        (n, self.probe_due(n))
+    }
+
+    #[inline]
+    fn probe_due(&self, n: u64) -> bool {
         let iv = u64::from(self.cfg.probe_interval);
-        (n, iv != 0 && n & (iv - 1) == iv - 1)
+        iv != 0 && n & (iv - 1) == iv - 1
+    }
+
+    /// Adds a decision's sample tally to the counters.
+    #[inline]
+    fn count(&self, t: Tally) {
+        if t.missing > 0 {
+            self.counters
+                .missing
+                .fetch_add(u64::from(t.missing), Ordering::Relaxed);
+        }
+        if t.expired > 0 {
+            self.counters
+                .expired
+                .fetch_add(u64::from(t.expired), Ordering::Relaxed);
+        }
+        if t.fallback {
+            self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The scoring mode of a decision for `peer`: `Some(view source)` if
@@ -268,12 +326,12 @@ impl Selector {
         _peer: Option<u32>,
         _now_ns: Nanos,
         _mask: u64,
-    ) -> (bool, Option<Option<Nanos>>) {
+    ) -> (bool, Option<Option<Nanos>>, Tally) {
         #[cfg(feature = "peer-feedback")]
         if let Some((l, p, v)) = self.peer_mode(_peer) {
             let trace = self.cfg.trace;
             if !v.uses_peer_feedback() && !trace {
-                return (false, None);
+                return (false, None, Tally::default());
             }
             let (mut missing, mut expired, mut max_age) = (0u64, 0u64, Some(0u64));
             for d in (0..self.devices.len()).filter(|&d| in_mask(_mask, d)) {
@@ -291,20 +349,18 @@ impl Selector {
                 };
             }
             let fallback = v.uses_peer_feedback() && missing + expired > 0;
-            if v.uses_peer_feedback() {
-                if missing > 0 {
-                    self.counters.missing.fetch_add(missing, Ordering::Relaxed);
+            let tally = if v.uses_peer_feedback() {
+                Tally {
+                    missing: missing as u8,
+                    expired: expired as u8,
+                    fallback,
                 }
-                if expired > 0 {
-                    self.counters.expired.fetch_add(expired, Ordering::Relaxed);
-                }
-                if fallback {
-                    self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            return (fallback, trace.then_some(max_age));
+            } else {
+                Tally::default()
+            };
+            return (fallback, trace.then_some(max_age), tally);
         }
-        (false, None)
+        (false, None, Tally::default())
     }
 
     /// Lowest score over all candidates (lowest index on ties).
@@ -331,7 +387,7 @@ impl Selector {
         b: u64,
         _now_ns: Nanos,
         mask: u64,
-    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+    ) -> (usize, Score, bool, Option<Option<Nanos>>, Tally) {
         #[cfg(feature = "peer-feedback")]
         if let Some(l) = &self.ledger {
             return self.decide_with_ledger(l, _peer, b, _now_ns, mask);
@@ -341,7 +397,7 @@ impl Selector {
             inflight: dev.inflight.load(Ordering::Relaxed),
             bw: dev.bw.load(Ordering::Relaxed),
         });
-        (d, s, false, None)
+        (d, s, false, None, Tally::default())
     }
 
     /// The decision with the peer ledger switched on. Kept out of line so
@@ -356,12 +412,12 @@ impl Selector {
         b: u64,
         _now_ns: Nanos,
         mask: u64,
-    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+    ) -> (usize, Score, bool, Option<Option<Nanos>>, Tally) {
         let v = self.cfg.variant;
         if let (Some(p), true, false) = (_peer, v.uses_peer_feedback(), self.cfg.trace) {
             return self.decide_peer_feedback(l, p, v, b, _now_ns, mask);
         }
-        let (fallback, trace) = self.feedback_state(_peer, _now_ns, mask);
+        let (fallback, trace, tally) = self.feedback_state(_peer, _now_ns, mask);
         let (d, s) = match v {
             Variant::V0 => self.best_by(b, mask, |dev| ScoreInput {
                 inflight: 0,
@@ -373,7 +429,7 @@ impl Selector {
                 bw: dev.bw.load(Ordering::Relaxed),
             }),
         };
-        (d, s, fallback, trace)
+        (d, s, fallback, trace, tally)
     }
 
     /// Lowest score over all candidates with inputs from `input` (no
@@ -412,7 +468,7 @@ impl Selector {
         b: u64,
         now_ns: Nanos,
         mask: u64,
-    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+    ) -> (usize, Score, bool, Option<Option<Nanos>>, Tally) {
         let (mut missing, mut expired) = (0u64, 0u64);
         let (mut best_p, mut best_f) = ((0, WORST), (0, WORST));
         let mut first = true;
@@ -438,21 +494,20 @@ impl Selector {
             first = false;
         }
         if missing + expired == 0 {
-            return (best_p.0, best_p.1, false, None);
+            return (best_p.0, best_p.1, false, None, Tally::default());
         }
-        self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-        if missing > 0 {
-            self.counters.missing.fetch_add(missing, Ordering::Relaxed);
-        }
-        if expired > 0 {
-            self.counters.expired.fetch_add(expired, Ordering::Relaxed);
-        }
-        (best_f.0, best_f.1, true, None)
+        let tally = Tally {
+            missing: missing as u8,
+            expired: expired as u8,
+            fallback: true,
+        };
+        (best_f.0, best_f.1, true, None, tally)
     }
 
     /// The probe target for decision `n`: the next device in round-robin
     /// order, other than `best`, whose score is within the probe bound.
     #[cold]
+    #[allow(clippy::too_many_arguments)]
     fn probe_target(
         &self,
         n: u64,
@@ -481,6 +536,7 @@ impl Selector {
     #[inline]
     pub fn pick(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos) -> Pick {
         let c = self.choose_in(peer, bytes, now_ns, self.all());
+        self.chosen(&c);
         Pick {
             charge: self.charge_unchecked(usize::from(c.device), peer, bytes, now_ns),
             probe: c.probe,
@@ -491,9 +547,12 @@ impl Selector {
 
     /// Chooses a device for one slice of `bytes` to `peer` among the
     /// candidates in `mask` (bit `d` set: device `d` may be chosen; bits
-    /// beyond [`len`](Self::len) are ignored) and charges **nothing**:
-    /// charge the choice with [`Selector::charge`] once the rest of the
-    /// path admitted it. Counts one decision (and a probe, if it probes).
+    /// beyond [`len`](Self::len) are ignored) and charges **nothing** and
+    /// counts nothing: once the rest of the path admitted the choice, charge
+    /// it with [`Selector::charge`] and count it with [`Selector::chosen`]
+    /// (a choice whose post was refused — a full window, no credit — is
+    /// simply dropped, so it neither counts as a decision nor uses up the
+    /// probe schedule).
     ///
     /// The composed hot path passes the devices whose route is not
     /// quarantined, so a quarantined rail is never chosen while another
@@ -525,15 +584,14 @@ impl Selector {
     /// [`choose`](Self::choose) over a non-empty `mask`.
     #[inline]
     fn choose_in(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos, mask: u64) -> Choice {
-        let (n, probe_due) = self.tick();
+        let (n, probe_due) = self.peek();
         let b = u64::from(bytes);
-        let (mut device, score, fallback, trace) = self.decide(peer, b, now_ns, mask);
+        let (mut device, score, fallback, trace, tally) = self.decide(peer, b, now_ns, mask);
         let mut probe = false;
         if probe_due {
             if let Some(d) = self.probe_target(n, device, score, peer, b, fallback, mask) {
                 device = d;
                 probe = true;
-                self.counters.probes.fetch_add(1, Ordering::Relaxed);
             }
         }
         Choice {
@@ -541,7 +599,20 @@ impl Selector {
             probe,
             fallback,
             trace,
+            tally,
         }
+    }
+
+    /// Counts a [`choose`](Self::choose) decision that was carried out:
+    /// one decision (the probe schedule advances), a probe if it probed,
+    /// and the missing / expired peer samples and the fallback it saw.
+    #[inline]
+    pub fn chosen(&self, c: &Choice) {
+        self.clock.0.fetch_add(1, Ordering::Relaxed);
+        if c.probe {
+            self.counters.probes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.count(c.tally);
     }
 
     /// Every candidate device, as a mask.
@@ -626,7 +697,8 @@ impl Selector {
         }
         counts.fill(0);
         let (n, probe_due) = self.tick();
-        let (fallback, _) = self.feedback_state(peer, now_ns, mask);
+        let (fallback, _, tally) = self.feedback_state(peer, now_ns, mask);
+        self.count(tally);
         let b = u64::from(slice_bytes);
         let mut inv = [0u64; MAX_DEVICES];
         let mut sum: u128 = 0;
