@@ -113,7 +113,7 @@ impl Ledger for LockFree {
         match self.ledger.try_reserve(self.entries[i], black_box(&CHARGE)) {
             Ok(r) => {
                 let c = r.commit().unwrap();
-                black_box(self.ledger.release(&c).unwrap());
+                black_box(self.ledger.release(c).unwrap());
                 true
             }
             Err(_) => false,
@@ -172,8 +172,12 @@ impl Locked {
         if s.generation != generation {
             return false;
         }
+        // Exactly once: never release more than is committed.
+        if (0..4).any(|k| s.released[k] + c.0[k] > s.committed[k]) {
+            return false;
+        }
         for k in 0..4 {
-            s.released[k] = s.released[k].saturating_add(c.0[k]);
+            s.released[k] += c.0[k];
         }
         true
     }
