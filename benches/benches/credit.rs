@@ -9,7 +9,10 @@
 //! (worst-case contention); one of them also runs the refills. Times are per
 //! op per thread (`elapsed / iters`, each thread doing `iters` ops).
 //!
-//! Results (`cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`,
+//! Results measured before the exactly-once change (which added a second
+//! commit CAS; see `railyard_core::credit` for the instruction counts of
+//! both, `benches/examples/credit_icount.rs`)
+//! (`cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`,
 //! 2 vCPUs (AMD EPYC) shared with ~4 other jobs at load average 3–5; two
 //! consecutive runs shown):
 //!

@@ -57,6 +57,17 @@ impl Pair {
             .commit()
             .unwrap()
     }
+    /// Commits a direct WRITE of `bytes` and moves it into a token record.
+    fn recorded(&self, bytes: u32) -> TokenRecord {
+        let mut rec = TokenRecord {
+            bytes,
+            ..Default::default()
+        };
+        self.commit(Charge::direct_write(bytes))
+            .record_into(&mut rec)
+            .unwrap();
+        rec
+    }
     fn metrics(&self) -> EntryMetrics {
         self.c.entry_metrics(&self.l, 0, 0).unwrap()
     }
@@ -79,12 +90,7 @@ impl Pair {
 #[test]
 fn a_second_release_of_a_record_is_refused_and_changes_nothing() {
     let mut p = pair([8192, 4, 0, 4]);
-    let k = p.commit(Charge::direct_write(4096));
-    let mut rec = TokenRecord {
-        bytes: 4096,
-        ..Default::default()
-    };
-    k.record_into(&mut rec).unwrap();
+    let mut rec = p.recorded(4096);
     let copy = rec; // a duplicated completion (TokenRecord is Copy)
     assert_eq!(p.l.release_record(&mut rec), Ok(ReleaseOutcome::Released));
     assert_eq!(rec.holds & TokenRecord::HOLDS_CREDIT, 0, "hold bit kept");
@@ -157,12 +163,7 @@ fn a_record_that_already_holds_credit_is_not_overwritten() {
 #[test]
 fn an_old_epoch_record_releases_as_fenced_once() {
     let mut p = pair([8192, 4, 0, 4]);
-    let k = p.commit(Charge::direct_write(4096));
-    let mut rec = TokenRecord {
-        bytes: 4096,
-        ..Default::default()
-    };
-    k.record_into(&mut rec).unwrap();
+    let mut rec = p.recorded(4096);
     let e2 = p.a.open(0).unwrap();
     p.c.bind(&p.l, 0, RX, e2).unwrap();
     assert_eq!(p.l.release_record(&mut rec), Ok(ReleaseOutcome::Fenced));

@@ -215,27 +215,43 @@ impl Layout {
 
     /// Packs a charge; rejects unmodeled resources, oversized amounts and
     /// the empty charge (which would pass the gate reserving nothing).
+    /// Branch-free on the valid path: an unmodeled resource has window 0,
+    /// so one `v > window` test per field covers both refusals, and the
+    /// packed bits are used only when every field fits.
     #[inline]
     fn pack(&self, c: &Charge) -> Result<u64, KeyError> {
         let mut d = 0u64;
-        for r in Resource::ALL {
-            let i = r.index();
+        let mut bad = false;
+        for i in 0..RESOURCES {
             let v = c.0[i];
-            if v == 0 {
-                continue;
-            }
-            if self.mask[i] == 0 {
-                return Err(KeyError::UnknownResource(r));
-            }
-            if v > self.window[i] {
-                return Err(KeyError::ChargeTooLarge(r));
-            }
-            d |= v << self.shift[i];
+            bad |= v > self.window[i];
+            d |= v.wrapping_shl(self.shift[i]);
+        }
+        if bad {
+            return Err(self.pack_error(c));
         }
         if d == 0 {
             return Err(KeyError::EmptyCharge);
         }
         Ok(d)
+    }
+
+    /// Which refusal `pack` hit (the first offending resource in order).
+    #[cold]
+    fn pack_error(&self, c: &Charge) -> KeyError {
+        for r in Resource::ALL {
+            let v = c.0[r.index()];
+            if v == 0 {
+                continue;
+            }
+            if self.mask[r.index()] == 0 {
+                return KeyError::UnknownResource(r);
+            }
+            if v > self.window[r.index()] {
+                return KeyError::ChargeTooLarge(r);
+            }
+        }
+        KeyError::EmptyCharge // unreachable: `pack` saw some v > window
     }
 
     /// Resources whose field in `word` is smaller than in `delta`.
@@ -972,37 +988,22 @@ impl Reservation<'_> {
         } else {
             (&e.outstanding, &e.committed)
         };
-        match l.add_tagged(first, self.generation, self.delta) {
-            Ok(()) => {}
-            Err(Cas::Fenced) => {
-                self.armed = false;
-                e.fenced.fetch_add(1, Ordering::Relaxed);
-                return Err(CommitError::EpochChanged);
-            }
-            Err(_) => {
-                e.refused.fetch_add(1, Ordering::Relaxed);
-                return Err(CommitError::Overflow); // drop rolls back
-            }
+        if let Err(why) = l.add_tagged(first, self.generation, self.delta) {
+            return Err(self.refuse(e, why));
         }
-        match l.add_tagged(second, self.generation, self.delta) {
-            Ok(()) => {}
-            Err(Cas::Fenced) => {
-                // Fenced between the two steps: the old epoch's level was
-                // swapped away with this charge in it; the credit is void.
-                self.armed = false;
-                e.fenced.fetch_add(1, Ordering::Relaxed);
-                return Err(CommitError::EpochChanged);
-            }
-            Err(_) => {
-                // Cannot happen while the window bound holds; undo the
-                // first step so a refused commit changes nothing.
-                e.refused.fetch_add(1, Ordering::Relaxed);
-                if l.sub_tagged(first, self.generation, self.delta).is_err() {
-                    self.armed = false;
-                    return Err(CommitError::EpochChanged);
-                }
-                return Err(CommitError::Overflow); // drop rolls back
-            }
+        if let Err(why) = l.add_tagged(second, self.generation, self.delta) {
+            // Fenced between the two steps: the old epoch's level was
+            // swapped away with this charge in it; the credit is void. An
+            // overflow cannot happen while the window bound holds; undo the
+            // first step so a refused commit changes nothing.
+            let why = match why {
+                Cas::Fenced => Cas::Fenced,
+                _ => match l.sub_tagged(first, self.generation, self.delta) {
+                    Ok(()) => why,
+                    Err(_) => Cas::Fenced,
+                },
+            };
+            return Err(self.refuse(e, why));
         }
         self.armed = false;
         Ok(CommittedCharge {
@@ -1010,6 +1011,24 @@ impl Reservation<'_> {
             generation: self.generation,
             charge: self.charge,
         })
+    }
+
+    /// A refused commit step: an epoch change voids the reservation (its
+    /// credit belonged to the old epoch); anything else leaves it armed, so
+    /// dropping it rolls it back.
+    #[cold]
+    fn refuse(&mut self, e: &Entry, why: Cas) -> CommitError {
+        match why {
+            Cas::Fenced => {
+                self.armed = false;
+                e.fenced.fetch_add(1, Ordering::Relaxed);
+                CommitError::EpochChanged
+            }
+            Cas::Short(_) | Cas::Overflow => {
+                e.refused.fetch_add(1, Ordering::Relaxed);
+                CommitError::Overflow
+            }
+        }
     }
 
     /// Gives the reservation back (before handoff). Same as dropping it.
@@ -1757,6 +1776,42 @@ mod tests {
             prop_assert_eq!(l.overflows(wa | tag(9), wb), over);
             if !short {
                 prop_assert_eq!(l.unpack(wa - wb), core::array::from_fn::<u64, 4, _>(|i| fa[i] - fb[i]));
+            }
+        }
+
+        /// The branch-free `pack` agrees with the per-field rules: the first
+        /// zero-window resource charged is unknown, the first amount above
+        /// its window is too large, nothing charged is empty, and a valid
+        /// charge packs to fields that unpack to itself.
+        #[test]
+        fn pack_matches_per_field_rules(w in windows(), v in any::<[u64; 4]>(), small in any::<[u8; 4]>(), pick in any::<u8>()) {
+            let l = Layout::new(w).unwrap();
+            // Mix huge, small and zero amounts.
+            let c = Charge(core::array::from_fn(|i| match (pick >> (2 * i)) & 3 {
+                0 => 0,
+                1 => u64::from(small[i]),
+                2 => w[i],
+                _ => v[i],
+            }));
+            let mut want = Err(KeyError::EmptyCharge);
+            for r in Resource::ALL {
+                let x = c.0[r.index()];
+                if x == 0 {
+                    continue;
+                }
+                if w[r.index()] == 0 {
+                    want = Err(KeyError::UnknownResource(r));
+                    break;
+                }
+                if x > w[r.index()] {
+                    want = Err(KeyError::ChargeTooLarge(r));
+                    break;
+                }
+                want = Ok(());
+            }
+            match (l.pack(&c), want) {
+                (Ok(d), Ok(())) => prop_assert_eq!(l.unpack(d), c.0),
+                (got, want) => prop_assert_eq!(got.map(|_| ()), want),
             }
         }
     }
