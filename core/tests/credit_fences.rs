@@ -1,5 +1,10 @@
 //! Regression tests for the exactly-once and fencing defects of issue #13
-//! item 4 (RFC 2849). Each test failed on the code before its fix.
+//! item 4 (RFC 2849). Each of the five defects was shown failing on the
+//! code before its fix by a first version of these tests written against
+//! the old API (`release(&c)`, `release_record(&rec)`, `close(peer)`): a
+//! second record release and an over-release were accepted, a session two
+//! restarts old was bound again, an empty charge reserved, a stale close
+//! closed the newer epoch, and epoch 0 decoded and bound.
 #![cfg(feature = "alloc")]
 use proptest::prelude::*;
 use railyard_core::credit::*;
