@@ -277,12 +277,13 @@ impl Fixture {
             .ledger
             .try_reserve(self.entry, black_box(&Self::charge()))
             .unwrap();
-        r.commit().unwrap().record_into(&mut rec).unwrap();
+        r.record_into(&mut rec).unwrap();
         let wr = self.tokens.claim(rec).unwrap();
+        let _committed = r.commit().unwrap();
         // complete
         let mut rec = self.tokens.complete(black_box(wr)).unwrap();
         let c = classify_wc(black_box(wc::SUCCESS), 0);
-        self.ledger.release_record(&rec).unwrap();
+        self.ledger.release_record(&mut rec).unwrap();
         self.cc.release_record(&mut rec, c.effect).unwrap();
         self.rails
             .release_record(&mut rec, c.status == wc::SUCCESS, now + 1)

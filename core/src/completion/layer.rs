@@ -17,8 +17,8 @@ use crate::cc::{
 };
 use crate::classify::Effect;
 use crate::credit::{
-    BackpressureInfo, Charge, EntryId, KeyError, RecordError, ReleaseOutcome, ReserveError,
-    ResourceSet, SenderLedger,
+    BackpressureInfo, Charge, EntryId, KeyError, RecordError, ReleaseError as CreditReleaseError,
+    ReleaseOutcome, ReserveError, ResourceSet, SenderLedger,
 };
 use crate::evidence::{Observation, Observed, PathId, Reason};
 use crate::rail::{Choice as RailChoice, RailError, Selector};
@@ -135,7 +135,7 @@ pub trait CreditLayer {
 
     /// Reports the committed charge `rec` holds as released (completion, or
     /// work that never reached the NIC). Never mints credit locally.
-    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, RecordError>;
+    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, CreditReleaseError>;
 }
 
 // ---- layer off: `()` ----------------------------------------------------
@@ -184,8 +184,8 @@ impl CreditLayer for () {
         Ok(())
     }
     #[inline(always)]
-    fn release(&self, _: &mut TokenRecord) -> Result<ReleaseOutcome, RecordError> {
-        Err(RecordError::NoCredit)
+    fn release(&self, _: &mut TokenRecord) -> Result<ReleaseOutcome, CreditReleaseError> {
+        Err(CreditReleaseError::NotHeld)
     }
 }
 
@@ -246,7 +246,7 @@ impl<T: CreditLayer + ?Sized> CreditLayer for &T {
         (**self).commit(r)
     }
     #[inline(always)]
-    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, RecordError> {
+    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, CreditReleaseError> {
         (**self).release(rec)
     }
 }
@@ -332,10 +332,10 @@ impl<T: CreditLayer> CreditLayer for Option<T> {
         }
     }
     #[inline(always)]
-    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, RecordError> {
+    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, CreditReleaseError> {
         match self {
             Some(l) => l.release(rec),
-            None => Err(RecordError::NoCredit),
+            None => Err(CreditReleaseError::NotHeld),
         }
     }
 }
@@ -424,9 +424,7 @@ impl CreditLayer for SenderLedger {
         };
         // A demand the record cannot name (a caller bug) is refused here;
         // dropping `r` rolls the reservation back.
-        r.pending_charge()
-            .record_into(rec)
-            .map_err(CreditRefusal::Unrecordable)?;
+        r.record_into(rec).map_err(CreditRefusal::Unrecordable)?;
         Ok(r)
     }
 
@@ -444,7 +442,7 @@ impl CreditLayer for SenderLedger {
     }
 
     #[inline]
-    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, RecordError> {
+    fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, CreditReleaseError> {
         let out = self.release_record(rec);
         // Clear the hold whatever the ledger said: the record names it once.
         rec.holds &= !TokenRecord::HOLDS_CREDIT;

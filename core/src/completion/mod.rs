@@ -486,13 +486,11 @@ impl Released {
     }
 
     /// The credit release (`None`: no credit was held, or the ledger refused
-    /// the record — see [`faults`](Self::faults)).
+    /// the release — see [`faults`](Self::faults)).
     #[inline]
     pub const fn credit(&self) -> Option<ReleaseOutcome> {
-        if self.flags & Self::CREDIT_HELD == 0 {
+        if self.flags & Self::CREDIT_HELD == 0 || self.flags & Faults::CREDIT != 0 {
             None
-        } else if self.flags & Faults::CREDIT != 0 {
-            Some(ReleaseOutcome::Refused)
         } else if self.flags & Self::CREDIT_FENCED != 0 {
             Some(ReleaseOutcome::Fenced)
         } else {
@@ -918,7 +916,7 @@ where
             match self.layers.credit.release(rec) {
                 Ok(ReleaseOutcome::Released) => {}
                 Ok(ReleaseOutcome::Fenced) => flags |= Released::CREDIT_FENCED,
-                Ok(ReleaseOutcome::Refused) | Err(_) => flags |= Faults::CREDIT,
+                Err(_) => flags |= Faults::CREDIT,
             }
             rec.holds &= !TokenRecord::HOLDS_CREDIT;
         }
