@@ -343,3 +343,37 @@ fn verbs_examples_build_and_run() {
         );
     }
 }
+
+/// The README's C snippet is the code between the markers of
+/// `examples/c/readme_example.c` (which the C example test compiles and
+/// runs), line for line up to indentation: the README shows what runs.
+#[test]
+fn readme_c_snippet_is_the_example_that_runs() {
+    let root = repo_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let from_c = readme.split("## From C").nth(1).expect("a `## From C` section");
+    let block = from_c
+        .split("```c\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a ```c block in `## From C`");
+    let example =
+        std::fs::read_to_string(root.join("examples/c/readme_example.c")).expect("example");
+    let between = example
+        .split("/* --- README example begins --- */")
+        .nth(1)
+        .and_then(|b| b.split("/* --- README example ends --- */").next())
+        .expect("README markers in readme_example.c");
+    let norm = |s: &str| -> Vec<String> {
+        s.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        norm(block),
+        norm(between),
+        "README's `From C` snippet and examples/c/readme_example.c differ"
+    );
+}
