@@ -495,6 +495,31 @@ pub fn header(r: &Report, role: &str) -> String {
     )
 }
 
+/// The best rate (bytes/s) over any window of `samples` (`(seconds since
+/// the start, bytes done)`, ascending) at least a tenth of the run and at
+/// least 100 ms long: bytes are counted per completed batch, so shorter
+/// windows would measure how batches happen to bunch up, not bandwidth.
+/// A run with fewer than two such windows has no peak (0).
+pub fn peak_rate(samples: &[(f64, u64)]) -> f64 {
+    let Some(&(end, _)) = samples.last() else {
+        return 0.0;
+    };
+    let w = (end / 10.0).max(0.1);
+    let mut best = 0.0f64;
+    let mut j = 0;
+    for (i, &(t, b)) in samples.iter().enumerate() {
+        // The latest start j with a window of at least w ending at i.
+        while j + 1 < i && t - samples[j + 1].0 >= w {
+            j += 1;
+        }
+        let (t0, b0) = samples[j];
+        if j < i && t - t0 >= w && t - t0 < end {
+            best = best.max((b - b0) as f64 / (t - t0));
+        }
+    }
+    best
+}
+
 /// Messages of the control connection, one JSON object per line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -505,6 +530,9 @@ pub enum Msg {
         version: u32,
         /// Bytes to register.
         buffer_bytes: u64,
+        /// The client's QPs per endpoint: both ends of an endpoint must
+        /// agree, so the server takes the client's.
+        qps_per_endpoint: u16,
     },
     /// Server → client: memory registered; the engine's handshake port.
     Ready {
@@ -608,7 +636,7 @@ mod verbs {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::time::{Duration, Instant};
 
-    fn engine(a: &BenchArgs, listen: SocketAddr) -> Result<Engine, String> {
+    fn engine(a: &BenchArgs, listen: SocketAddr, qps: Option<u16>) -> Result<Engine, String> {
         let mut c = EngineConfig::from_env().map_err(|e| e.to_string())?;
         if let Some(d) = &a.ib_dev {
             // `-d` wins over MC_RDMA_DEVICE(S), a device list included.
@@ -618,8 +646,8 @@ mod verbs {
         if let Some(g) = a.gid_index {
             c.gid_index = g as u8;
         }
-        if let Some(q) = a.qp {
-            c.qps_per_endpoint = q as u16;
+        if let Some(q) = qps.or(a.qp.map(|q| q as u16)) {
+            c.qps_per_endpoint = q;
         }
         c.listen = listen;
         Engine::new(c).map_err(|e| e.to_string())
@@ -681,55 +709,56 @@ mod verbs {
         }
     }
 
-    /// The server: one client, then exit.
+    /// The server: one client, then exit. Its engine starts when the
+    /// client has said what it needs (memory, QPs per endpoint).
     pub(super) fn server(a: &BenchArgs) -> Result<(), String> {
         let ctl = SocketAddr::new(a.listen, a.port as u16);
         let listener =
             TcpListener::bind(ctl).map_err(|e| format!("cannot listen on {ctl}: {e}"))?;
-        let e = engine(a, SocketAddr::new(a.listen, 0))?;
         if !a.quiet && !a.json {
-            println!(
-                "railyard bench server: waiting for a client on {ctl} (device {}, engine handshake port {})",
-                e.device(),
-                e.listen_addr().port()
-            );
+            println!("railyard bench server: waiting for a client on {ctl}");
         }
         let (stream, from) = listener
             .accept()
             .map_err(|e| format!("accept on {ctl}: {e}"))?;
         let mut w = stream.try_clone().map_err(|e| e.to_string())?;
         let mut r = BufReader::new(stream);
-        let mem = match recv(&mut r)? {
+        let mut refuse = |message: String| {
+            let _ = send(
+                &mut w,
+                &Msg::Error {
+                    message: message.clone(),
+                },
+            );
+            Err(message)
+        };
+        let (buffer_bytes, qps) = match recv(&mut r)? {
             Some(Msg::Hello {
                 version: 1,
                 buffer_bytes,
+                qps_per_endpoint,
             }) if (1..=super::MAX_BUFFER).contains(&buffer_bytes) => {
-                match e.alloc_memory(buffer_bytes as usize) {
-                    Ok(m) => m,
-                    Err(err) => {
-                        let message =
-                            format!("the server cannot register {buffer_bytes} bytes: {err}");
-                        let _ = send(
-                            &mut w,
-                            &Msg::Error {
-                                message: message.clone(),
-                            },
-                        );
-                        return Err(message);
-                    }
-                }
+                (buffer_bytes, qps_per_endpoint)
             }
-            Some(m) => {
-                let message = format!("unexpected first message from {from}: {m:?}");
-                let _ = send(
-                    &mut w,
-                    &Msg::Error {
-                        message: message.clone(),
-                    },
-                );
-                return Err(message);
-            }
+            Some(m) => return refuse(format!("unexpected first message from {from}: {m:?}")),
             None => return Err(format!("{from} closed the control connection at once")),
+        };
+        if let Some(q) = a.qp.filter(|&q| q != u64::from(qps)) {
+            return refuse(format!(
+                "QPs per endpoint: the server was started with -q {q}, the client uses {qps}; both ends must agree"
+            ));
+        }
+        let e = match engine(a, SocketAddr::new(a.listen, 0), Some(qps)) {
+            Ok(e) => e,
+            Err(err) => return refuse(format!("the server's engine: {err}")),
+        };
+        let mem = match e.alloc_memory(buffer_bytes as usize) {
+            Ok(m) => m,
+            Err(err) => {
+                return refuse(format!(
+                    "the server cannot register {buffer_bytes} bytes: {err}"
+                ))
+            }
         };
         send(
             &mut w,
@@ -739,9 +768,12 @@ mod verbs {
         )?;
         if !a.quiet && !a.json {
             println!(
-                "railyard bench server: client {from}, serving {} at {:#x}",
+                "railyard bench server: client {from}; device {}, QPs/endpoint {}, serving {} at {:#x}, engine handshake port {}",
+                e.device(),
+                e.config().qps_per_endpoint,
                 super::fmt_size(mem.len() as u64),
-                mem.addr()
+                mem.addr(),
+                e.listen_addr().port()
             );
         }
         match recv(&mut r)? {
@@ -789,7 +821,7 @@ mod verbs {
             .set_read_timeout(Some(Duration::from_secs(120)))
             .map_err(|e| e.to_string())?;
         let mut r = BufReader::new(stream);
-        let e = engine(a, "0.0.0.0:0".parse().expect("an address"))?;
+        let e = engine(a, "0.0.0.0:0".parse().expect("an address"), None)?;
         let max = *p.sizes.iter().max().expect("a size");
         let local = e
             .alloc_memory(p.buffer as usize)
@@ -807,6 +839,7 @@ mod verbs {
             &Msg::Hello {
                 version: 1,
                 buffer_bytes: p.buffer,
+                qps_per_endpoint: e.config().qps_per_endpoint,
             },
         )?;
         let port = match recv(&mut r)? {
@@ -1085,8 +1118,8 @@ mod verbs {
             Stop::Transfers(_) => None,
         };
         let progress = progress_enabled(a);
-        let window = Duration::from_millis(100);
-        let (outs, peak) = std::thread::scope(|sc| {
+        let tick = Duration::from_millis(100);
+        let (outs, samples) = std::thread::scope(|sc| {
             let handles: Vec<_> = (0..p.threads)
                 .map(|t| {
                     let shared = &shared;
@@ -1099,18 +1132,20 @@ mod verbs {
                     })
                 })
                 .collect();
-            // This thread samples the byte counter: the peak window, and
-            // progress on a terminal.
-            let mut peak = 0.0f64;
-            let (mut last_t, mut last_b) = (start, 0u64);
+            // This thread samples the byte counter (for the peak) and
+            // shows progress on a terminal.
+            let mut samples: Vec<(f64, u64)> = vec![(0.0, 0)];
+            let mut last = start;
             let mut next_print = start + Duration::from_secs(1);
             while !handles.iter().all(|h| h.is_finished()) {
                 std::thread::sleep(Duration::from_millis(10));
                 let now = Instant::now();
-                if now - last_t >= window {
-                    let b = shared.bytes.load(Ordering::Relaxed);
-                    peak = peak.max((b - last_b) as f64 / (now - last_t).as_secs_f64());
-                    (last_t, last_b) = (now, b);
+                if now - last >= tick {
+                    samples.push((
+                        (now - start).as_secs_f64(),
+                        shared.bytes.load(Ordering::Relaxed),
+                    ));
+                    last = now;
                 }
                 if progress && now >= next_print {
                     let b = shared.bytes.load(Ordering::Relaxed);
@@ -1130,7 +1165,11 @@ mod verbs {
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
                 .collect();
-            (outs, peak)
+            samples.push((
+                start.elapsed().as_secs_f64(),
+                shared.bytes.load(Ordering::Relaxed),
+            ));
+            (outs, samples)
         });
         let secs = start.elapsed().as_secs_f64();
         let cpu1 = cpu_times();
@@ -1152,8 +1191,7 @@ mod verbs {
             iterations: transfers,
             batches,
             seconds: secs,
-            // A run shorter than one window: its average is its peak.
-            bw_peak_mib_per_s: peak.max(if secs < 0.1 { avg } else { 0.0 }) / mib,
+            bw_peak_mib_per_s: super::peak_rate(&samples).max(avg) / mib,
             bw_average_mib_per_s: avg / mib,
             bw_average_gbit_per_s: avg * 8.0 / 1e9,
             msg_rate_mops: transfers as f64 / secs / 1e6,
@@ -1380,6 +1418,30 @@ mod tests {
         let j: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert_eq!(j["results"][0]["batch_latency_us"]["p99_9"], 30.0);
         assert_eq!(j["results"][0]["cpu_user_s"], 1.0);
+    }
+
+    #[test]
+    fn peak_is_the_best_window_of_a_tenth_of_the_run() {
+        // 10 s at 100 B/s with one 1 s burst at 1000 B/s from t = 5 s.
+        let mut v = vec![(0.0, 0u64)];
+        let mut b = 0;
+        for k in 1..=100 {
+            let t = k as f64 / 10.0;
+            b += if (5.0..6.0).contains(&(t - 0.1)) {
+                100
+            } else {
+                10
+            };
+            v.push((t, b));
+        }
+        let p = peak_rate(&v);
+        assert!((p - 1000.0).abs() < 1e-6, "{p}");
+        // Too short a run for two windows: no peak.
+        assert_eq!(peak_rate(&[(0.0, 0), (0.05, 10)]), 0.0);
+        assert_eq!(peak_rate(&[]), 0.0);
+        // Steady: the peak is the average.
+        let steady: Vec<(f64, u64)> = (0..=50).map(|k| (k as f64 * 0.1, k * 7)).collect();
+        assert!((peak_rate(&steady) - 70.0).abs() < 1e-6);
     }
 
     #[test]
