@@ -169,7 +169,7 @@ pub fn run(a: &SimArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
             match written {
                 Ok(path) => {
                     if progress && all {
-                        let _ = write!(err, "\r");
+                        let _ = write!(err, "\r{:40}\r", "");
                     }
                     let _ = writeln!(err, "wrote {}", path.display());
                 }

@@ -23,9 +23,11 @@
 //! assert!(svg.contains("capacity (8 slots)"));
 //! ```
 
+use plotters::chart::MeshStyle;
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Width of every figure, px.
 const WIDTH: u32 = 960;
@@ -369,6 +371,45 @@ pub fn render_svg(f: &Figure) -> Result<String, PlotError> {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 
+/// Grid line colours.
+const GRID_LIGHT: RGBColor = RGBColor(0xf4, 0xf4, 0xf4);
+const GRID_BOLD: RGBColor = RGBColor(0xe0, 0xe0, 0xe0);
+
+/// Every panel's frame: its title above, room for the axis labels.
+fn builder<'a, 'b>(area: &'a Area<'b>, p: &Panel) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(area);
+    b.caption(&p.title, (FONT, 16))
+        .margin(8)
+        .margin_right(24)
+        .x_label_area_size(38)
+        .y_label_area_size(70);
+    b
+}
+
+/// The look every panel's axes and grid share.
+fn style_mesh<'m, 'a, 'b, 'c, X, Y>(
+    m: &'m mut MeshStyle<'a, 'b, X, Y, SVGBackend<'c>>,
+    tick_size: u32,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, SVGBackend<'c>>
+where
+    X: Ranged,
+    Y: Ranged,
+{
+    m.axis_desc_style((FONT, 14))
+        .label_style((FONT, tick_size))
+        .max_light_lines(1)
+        .light_line_style(GRID_LIGHT)
+        .bold_line_style(GRID_BOLD)
+}
+
+/// A label font anchored at its vertical centre.
+fn label_style(size: u32, colour: &RGBColor, h: HPos) -> TextStyle<'static> {
+    (FONT, size)
+        .into_font()
+        .color(colour)
+        .pos(Pos::new(h, VPos::Center))
+}
+
 fn legend_box<'a, Y: Ranged<ValueType = f64>>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
     pos: SeriesLabelPosition,
@@ -412,15 +453,7 @@ fn draw_lines(
     };
     let y_data = values().fold(0.0, f64::max);
     let entries = lines.len() + refs.len() + windows.len();
-    let builder = |area| {
-        let mut b = ChartBuilder::on(area);
-        b.caption(&p.title, (FONT, 16))
-            .margin(8)
-            .margin_right(24)
-            .x_label_area_size(38)
-            .y_label_area_size(70);
-        b
-    };
+    let builder = |area| builder(area, p);
     if p.log_y {
         let lo = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
         // Down to the decade below the smallest value, so it has a tick.
@@ -472,15 +505,9 @@ fn fill_lines<'a, Y>(
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
-    chart
-        .configure_mesh()
+    style_mesh(&mut chart.configure_mesh(), 12)
         .x_desc(&p.x_label)
         .y_desc(&p.y_label)
-        .axis_desc_style((FONT, 14))
-        .label_style((FONT, 12))
-        .max_light_lines(1)
-        .light_line_style(RGBColor(0xf4, 0xf4, 0xf4))
-        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
         .x_label_formatter(&|v| tick(*v))
         .y_label_formatter(&|v| tick(*v))
         .draw()
@@ -528,24 +555,13 @@ fn draw_states(
     palette: &[(String, (u8, u8, u8))],
 ) -> Result<(), PlotError> {
     let (x0, x1) = p.x_extent();
-    let mut chart = ChartBuilder::on(area)
-        .caption(&p.title, (FONT, 16))
-        .margin(8)
-        .margin_right(24)
-        .x_label_area_size(38)
-        .y_label_area_size(70)
+    let mut chart = builder(area, p)
         .build_cartesian_2d(x0..x1, 0.0..0.95)
         .map_err(err)?;
-    chart
-        .configure_mesh()
+    style_mesh(&mut chart.configure_mesh(), 12)
         .disable_y_mesh()
         .disable_y_axis()
         .x_desc(&p.x_label)
-        .axis_desc_style((FONT, 14))
-        .label_style((FONT, 12))
-        .max_light_lines(1)
-        .light_line_style(RGBColor(0xf4, 0xf4, 0xf4))
-        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
         .x_label_formatter(&|v| tick(*v))
         .draw()
         .map_err(err)?;
@@ -576,12 +592,7 @@ fn draw_states(
                     Text::new(
                         s.state.clone(),
                         ((s.from + s.to) / 2.0, 0.3),
-                        (FONT, 11).into_font().color(&WHITE).pos(
-                            plotters::style::text_anchor::Pos::new(
-                                plotters::style::text_anchor::HPos::Center,
-                                plotters::style::text_anchor::VPos::Center,
-                            ),
-                        ),
+                        label_style(11, &WHITE, HPos::Center),
                     )
                 }),
         )
@@ -602,12 +613,7 @@ fn draw_states(
                 Text::new(
                     name.clone(),
                     (x + w * 0.025, 0.82),
-                    (FONT, 12).into_font().color(&BLACK).pos(
-                        plotters::style::text_anchor::Pos::new(
-                            plotters::style::text_anchor::HPos::Left,
-                            plotters::style::text_anchor::VPos::Center,
-                        ),
-                    ),
+                    label_style(12, &BLACK, HPos::Left),
                 )
                 .into_dyn(),
             ])
@@ -625,24 +631,13 @@ fn draw_bars(
     colour: &dyn Fn(&str) -> RGBColor,
 ) -> Result<(), PlotError> {
     let n = categories.len() as f64;
-    let mut chart = ChartBuilder::on(area)
-        .caption(&p.title, (FONT, 16))
-        .margin(8)
-        .margin_right(24)
-        .x_label_area_size(38)
-        .y_label_area_size(70)
+    let mut chart = builder(area, p)
         .build_cartesian_2d(-0.5..n - 0.5, 0.0..headroom(100.0, stacks.len()))
         .map_err(err)?;
     let cats = categories.to_vec();
-    chart
-        .configure_mesh()
+    style_mesh(&mut chart.configure_mesh(), 13)
         .disable_x_mesh()
         .y_desc(&p.y_label)
-        .axis_desc_style((FONT, 14))
-        .label_style((FONT, 13))
-        .max_light_lines(1)
-        .light_line_style(RGBColor(0xf4, 0xf4, 0xf4))
-        .bold_line_style(RGBColor(0xe0, 0xe0, 0xe0))
         .x_labels(categories.len())
         .x_label_formatter(&move |v| {
             let i = v.round();
@@ -690,12 +685,7 @@ fn draw_bars(
                         Text::new(
                             format!("{:.1}%", t - b),
                             (x, (b + t) / 2.0),
-                            (FONT, 12).into_font().color(&WHITE).pos(
-                                plotters::style::text_anchor::Pos::new(
-                                    plotters::style::text_anchor::HPos::Center,
-                                    plotters::style::text_anchor::VPos::Center,
-                                ),
-                            ),
+                            label_style(12, &WHITE, HPos::Center),
                         )
                     }),
             )

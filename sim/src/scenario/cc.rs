@@ -701,6 +701,13 @@ fn spans(r: &RunResult, route: u32, end_ns: u64) -> Vec<Span> {
     out
 }
 
+/// The latest end of `runs` in ms, at least `min`.
+fn end_ms(runs: &[(&str, RunResult)], min: f64) -> f64 {
+    runs.iter()
+        .map(|(_, r)| r.end_ns as f64 / 1e6)
+        .fold(min, f64::max)
+}
+
 /// A panel with `series` of every run but arm `except`, overlaid.
 fn overlay(
     title: &str,
@@ -763,10 +770,7 @@ fn figure(
         )
         .log_y(),
     );
-    let end = route
-        .iter()
-        .map(|(_, r)| r.end_ns as f64 / 1e6)
-        .fold(80.0, f64::max);
+    let end = end_ms(route, 80.0);
     f.push(
         overlay(
             "route failure (2 NICs): receiver throughput",
@@ -786,10 +790,7 @@ fn figure(
         )
         .x_range(0.0, end),
     );
-    let end = multi
-        .iter()
-        .map(|(_, r)| r.end_ns as f64 / 1e6)
-        .fold(60.0, f64::max);
+    let end = end_ms(multi, 60.0);
     f.push(
         overlay(
             "multi-NIC failure (4 NICs): receiver throughput",

@@ -208,11 +208,11 @@ pub fn run(o: &Opts) -> Outcome {
     );
     out.tables.push(t);
     let mut f = Figure::new(format!(
-        "peer-feedback (RFC 4534): where peer A's bytes go, per arm (B is slow and NIC1-only; seed {})",
+        "peer-feedback (RFC 4534): where the rail selector sends peer A's bytes (seed {})",
         o.seed
     ));
     f.push(Panel::stacked_bars(
-        "peer A's bytes per NIC",
+        "peer A's bytes per NIC, per arm (peer B is slow and reachable only through NIC1)",
         "share of A's bytes",
         shares.iter().map(|(a, _)| a.clone()).collect(),
         vec![
