@@ -91,7 +91,7 @@ pub struct SimArgs {
     /// Print JSON instead of tables: one document per scenario, one per line
     #[arg(long)]
     pub json: bool,
-    /// Write the plot as SVG to PATH; with `all` (or an existing directory), one PATH/<scenario>.svg each
+    /// Write the plot as SVG to PATH; with `all` (or an existing directory), one PATH/SCENARIO.svg each
     #[arg(long, value_name = "PATH")]
     pub plot: Option<PathBuf>,
     /// No progress on stderr (it is only shown on a terminal anyway)
