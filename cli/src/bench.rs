@@ -653,8 +653,13 @@ mod verbs {
         Engine::new(c).map_err(|e| e.to_string())
     }
 
+    /// A message as it travels (for errors).
+    fn wire(m: &Msg) -> String {
+        serde_json::to_string(m).expect("a message serializes")
+    }
+
     fn send(s: &mut TcpStream, m: &Msg) -> Result<(), String> {
-        let mut line = serde_json::to_string(m).expect("a message serializes");
+        let mut line = wire(m);
         line.push('\n');
         s.write_all(line.as_bytes())
             .map_err(|e| format!("control connection: {e}"))
@@ -740,7 +745,12 @@ mod verbs {
             }) if (1..=super::MAX_BUFFER).contains(&buffer_bytes) => {
                 (buffer_bytes, qps_per_endpoint)
             }
-            Some(m) => return refuse(format!("unexpected first message from {from}: {m:?}")),
+            Some(m) => {
+                return refuse(format!(
+                    "unexpected first message from {from}: {}",
+                    wire(&m)
+                ))
+            }
             None => return Err(format!("{from} closed the control connection at once")),
         };
         if let Some(q) = a.qp.filter(|&q| q != u64::from(qps)) {
@@ -782,7 +792,7 @@ mod verbs {
                 Ok(())
             }
             Some(Msg::Error { message }) => Err(format!("the client failed: {message}")),
-            Some(m) => Err(format!("unexpected message from {from}: {m:?}")),
+            Some(m) => Err(format!("unexpected message from {from}: {}", wire(&m))),
             None => Err(format!("the client {from} went away before it finished")),
         }
     }
@@ -845,7 +855,7 @@ mod verbs {
         let port = match recv(&mut r)? {
             Some(Msg::Ready { engine_port }) => engine_port,
             Some(Msg::Error { message }) => return Err(format!("the server: {message}")),
-            Some(m) => return Err(format!("unexpected answer from the server: {m:?}")),
+            Some(m) => return Err(format!("unexpected answer from the server: {}", wire(&m))),
             None => return Err("the server closed the control connection".into()),
         };
         let result = (|| {
@@ -882,7 +892,11 @@ mod verbs {
                 rep.results.push(run_size(a, p, &side, size)?);
             }
             if !e.wait_idle(Duration::from_secs(10)) {
-                return Err(format!("the engine did not go idle: {:?}", e.stats()));
+                let s = e.stats();
+                return Err(format!(
+                    "the engine did not go idle within 10 s: {} tokens in use, {} endpoint posts, QP depth {}, {} CQ entries outstanding",
+                    s.tokens_in_use, s.endpoint_outstanding, s.qp_depth, s.cq_outstanding
+                ));
             }
             Ok(rep)
         })();
@@ -942,7 +956,16 @@ mod verbs {
                 let st = self.e.batch_status(b).map_err(|e| e.to_string())?;
                 if st.iter().all(|s| s.state.is_terminal()) {
                     if let Some(bad) = st.iter().find(|s| s.state != TaskState::Completed) {
-                        return Err(format!("a transfer ended {:?}", bad.state));
+                        let how = match bad.state {
+                            TaskState::Failed => "failed",
+                            TaskState::Timeout => "timed out",
+                            TaskState::Canceled => "was canceled",
+                            _ => "did not complete",
+                        };
+                        return Err(format!(
+                            "a transfer {how} ({} of {} bytes moved)",
+                            bad.transferred_bytes, bad.total_bytes
+                        ));
                     }
                     return self.e.free_batch(b).map_err(|e| e.to_string());
                 }
