@@ -18,6 +18,7 @@
 //! | `MC_RAIL_VARIANT` | [`RailConfig::variant`] | `V1` | `V0`, `V1`, `V2`, `V3` (RFC 4534) |
 //! | `MC_RAIL_PEER_TTL_US` | [`RailConfig::peer_ttl_ns`] | 10000 | 1 ..= 60000000 (µs) |
 //! | `MC_RAIL_TRACE` | [`RailConfig::trace`] | `0` | `0`/`1`/`false`/`true` (per-decision sample ages for TTL calibration; diagnostics only) |
+//! | `MC_RAIL_EWMA_FLOOR_Q8` | [`RailConfig::ewma_floor_q8`] | 4 (1/64 of nominal) | 1 ..= 256 (Q8 multiple of the nominal rate) |
 //! | `MC_RAIL_NOMINAL_MBPS` | [`EngineConfig::rail_nominal_bps`] | 12500 (100 Gb/s) | 1 ..= 1000000 (MB/s, 10^6 bytes/s) |
 //!
 //! | `MC_ADAPTIVE_CC_*` | [`EngineConfig::cc`] | CC off | see `railyard_core::cc::config` (RFC 4162) |
@@ -455,6 +456,15 @@ impl EngineConfig {
         if let Some(v) = var("MC_RAIL_TRACE") {
             self.rail.trace = flag("MC_RAIL_TRACE", &v)?;
         }
+        if let Some(v) = var("MC_RAIL_EWMA_FLOOR_Q8") {
+            self.rail.ewma_floor_q8 = num(
+                "MC_RAIL_EWMA_FLOOR_Q8",
+                &v,
+                1,
+                self.rail.ewma_ceil_q8,
+                "an integer in 1..=256 (Q8 of the nominal rate, at most the ceiling)",
+            )?;
+        }
         if let Some(v) = var("MC_RAIL_NOMINAL_MBPS") {
             let mbps: u64 = num(
                 "MC_RAIL_NOMINAL_MBPS",
@@ -663,8 +673,10 @@ mod tests {
             ("MC_RAIL_PEER_TTL_US", "2500"),
             ("MC_RAIL_TRACE", "1"),
             ("MC_RAIL_NOMINAL_MBPS", "400"),
+            ("MC_RAIL_EWMA_FLOOR_Q8", "1"),
         ])
         .unwrap();
+        assert_eq!(c.rail.ewma_floor_q8, 1);
         assert_eq!(c.rail.variant, Variant::V3);
         assert_eq!(c.rail.peer_ttl_ns, 2_500_000);
         assert!(c.rail.trace);
@@ -698,6 +710,8 @@ mod tests {
             ("MC_RAIL_TRACE", "yes"),
             ("MC_RAIL_NOMINAL_MBPS", "0"),
             ("MC_RAIL_NOMINAL_MBPS", "1000001"),
+            ("MC_RAIL_EWMA_FLOOR_Q8", "0"),
+            ("MC_RAIL_EWMA_FLOOR_Q8", "257"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert_eq!(e.var, k, "{k}={v}");
