@@ -249,16 +249,10 @@ impl EngineConfig {
             c.workers = num("MC_WORKERS_PER_CTX", &v, 1, 64, "an integer in 1..=64")?;
         }
         if let Some(v) = var("MC_RDMA_DEDICATED_POLLER") {
-            c.worker_model = match v.trim() {
-                "0" | "false" => WorkerModel::Shared,
-                "1" | "true" => WorkerModel::DedicatedPoller,
-                _ => {
-                    return Err(ConfigError {
-                        var: "MC_RDMA_DEDICATED_POLLER",
-                        value: v,
-                        expected: "0, 1, false or true",
-                    })
-                }
+            c.worker_model = if flag("MC_RDMA_DEDICATED_POLLER", &v)? {
+                WorkerModel::DedicatedPoller
+            } else {
+                WorkerModel::Shared
             };
         }
         if let Some(v) = var("MC_GID_INDEX") {
