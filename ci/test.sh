@@ -55,7 +55,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,p
 # The verbs shim with the RFC 4534 peer ledger (no workspace member turns its
 # `peer-feedback` on): its unit tests (no device needed) and clippy over every
 # target, including examples/rfc4534_eval.rs, which requires the feature.
-cargo test -p railyard-verbs --features peer-feedback --lib
+cargo test -p railyard-verbs --features peer-feedback --lib --example rfc4534_eval
 cargo clippy -p railyard-verbs --all-targets --features peer-feedback -- -D warnings
 
 step "benches compile"

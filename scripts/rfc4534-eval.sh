@@ -33,6 +33,8 @@
 #   EVAL_LOCK=/work/locks/guest.lock RXE_VM_CACHE=/work/cache/rxe-vm scripts/rfc4534-eval.sh
 #   RXE_VM_CACHE=... flock /work/locks/guest.lock scripts/rfc4534-eval.sh --ci
 #                     # CI: one small block of the default scenario, invariants only
+#   scripts/rfc4534-eval.sh --report-only
+#                     # no guests: the report again from target/rfc4534-eval/
 #
 # Output: docs/rfc4534-eval.md (the tables, beside `railyard sim peer-feedback`),
 # and the raw data in target/rfc4534-eval/<scenario>/ (runs.jsonl, requests.csv,
@@ -52,8 +54,9 @@
 #      docs/rfc4534-eval.md), MC_* (engine settings, passed into the guest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CI_MODE=0
+CI_MODE=0; REPORT_ONLY=0
 [[ "${1:-}" == "--ci" ]] && CI_MODE=1
+[[ "${1:-}" == "--report-only" ]] && REPORT_ONLY=1
 SHAPE="${EVAL_SHAPE:-64mbit}"
 BW_SECS="${EVAL_BW_SECS:-3}"
 if [[ $CI_MODE == 1 ]]; then
@@ -79,13 +82,17 @@ bin="$tdir/$PROFILE/examples/rfc4534_eval"
 share=()
 case "$tdir/" in "$PWD"/*) ;; *) share=(--rw "$tdir") ;; esac
 top="$tdir/rfc4534-eval"; [[ $CI_MODE == 1 ]] && top="$tdir/rfc4534-eval-ci"
-rm -rf "$top"; mkdir -p "$top"
+[[ $REPORT_ONLY == 1 ]] || { rm -rf "$top"; mkdir -p "$top"; }
 echo "rfc4534-eval: built in $(( $(date +%s) - t_start ))s"
 lock=(); [[ -n "${EVAL_LOCK:-}" ]] && lock=(flock "$EVAL_LOCK")
 rc_all=0
 runs_args=()
 first=1
 for scenario in $SCENARIOS; do
+if [[ $REPORT_ONLY == 1 ]]; then # regenerate the report from the last run's data
+  [[ -s "$top/$scenario/runs.jsonl" ]] && runs_args+=(--runs "$top/$scenario/runs.jsonl")
+  continue
+fi
 if [[ $first == 0 && ${#lock[@]} -gt 0 ]]; then
   # Let whoever waits for the guest lock in before the next boot (a blocked
   # flock gets it as soon as nobody else asks).

@@ -1955,3 +1955,82 @@ fn real_vs_sim(w: &mut String, all: &[Section], sim: &[Value]) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ttl_rule_matches_the_core_calibrator() {
+        let mut rng = Rng(7);
+        for n in [1usize, 2, 99, 100, 101, 1000] {
+            let ages: Vec<u64> = (0..n).map(|_| rng.next() % (900 * NS_PER_MS)).collect();
+            let mut cal = TtlCalibrator::<2048>::new();
+            for &a in &ages {
+                cal.observe(Some(Some(a)));
+            }
+            cal.observe(Some(None)); // cold: never counted
+            assert_eq!(cal.ttl_ns().ok(), ttl_by_rule(&ages), "n = {n}");
+        }
+        assert_eq!(ttl_by_rule(&[]), None);
+        assert_eq!(ttl_by_rule(&[1]), Some(NS_PER_MS), "at least 1 ms");
+        assert_eq!(
+            ttl_by_rule(&[NS_PER_MS + 1]),
+            Some(2 * NS_PER_MS),
+            "rounded up"
+        );
+        // 100 ages 1..=100 ms: rank 99 → 99 ms.
+        let ages: Vec<u64> = (1..=100).map(|i| i * NS_PER_MS).collect();
+        assert_eq!(ttl_by_rule(&ages), Some(99 * NS_PER_MS));
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(pct(&v, 50.0), Some(5.0));
+        assert_eq!(pct(&v, 99.0), Some(10.0));
+        assert_eq!(pct(&v, 0.0), Some(1.0));
+        assert_eq!(pct(&[], 50.0), None);
+    }
+
+    #[test]
+    fn arrivals_are_seeded_and_open_loop() {
+        let a = poisson(1, 100_000, 1_000_000_000);
+        assert_eq!(
+            a,
+            poisson(1, 100_000, 1_000_000_000),
+            "same seed, same schedule"
+        );
+        assert_ne!(a, poisson(2, 100_000, 1_000_000_000));
+        assert!(a.windows(2).all(|w| w[0] <= w[1]));
+        // ~10 000 arrivals at a 100 µs mean over 1 s.
+        assert!((9_500..10_500).contains(&a.len()), "{}", a.len());
+    }
+
+    #[test]
+    fn patterns_differ_per_run_peer_and_slot() {
+        let p = pattern(1, 0, 0);
+        assert_eq!(p.len(), XFER);
+        assert_eq!(p, pattern(1, 0, 0));
+        for other in [pattern(2, 0, 0), pattern(1, 1, 0), pattern(1, 0, 1)] {
+            assert_ne!(p, other);
+        }
+    }
+
+    #[test]
+    fn arms_keep_the_environment_base_and_set_only_their_row() {
+        let base = RailConfig {
+            ewma_floor_q8: 1,
+            ..RailConfig::default()
+        };
+        let b = Arm::Baseline.rail(base, 5, true);
+        assert!(!b.peer_accounting && !b.trace);
+        assert_eq!(b.ewma_floor_q8, 1);
+        let v2 = Arm::V(Variant::V2).rail(base, 5 * NS_PER_MS, false);
+        assert!(v2.peer_accounting);
+        assert_eq!(
+            (v2.variant, v2.peer_ttl_ns, v2.ewma_floor_q8),
+            (Variant::V2, 5 * NS_PER_MS, 1)
+        );
+    }
+}
