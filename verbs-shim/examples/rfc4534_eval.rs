@@ -1774,8 +1774,8 @@ same schedules in an order rotated per block.";
 /// How to read the table's columns.
 const LEGEND: &str = "## Reading the tables
 
-- *F slices on NIC0*: share of the fast peer's slices posted on the NIC the slow peer \
-penalised (an even split is 50%).
+- *F slices on NIC0* (issue #17's measure of attribution): the share of the fast peer's \
+slices posted on the NIC the slow peer penalised (an even split is 50%).
 - *Attribution error*: the simulator's definition, |estimate the arm scores F on NIC0 with − \
 oracle| / oracle, mean over 1 ms samples while F's stream runs. The oracle is F's own NIC0 \
 completion EWMA (the ledger's F entry: same alpha and clamps); the estimate is the NIC0 EWMA \
@@ -1832,21 +1832,31 @@ fn real_vs_sim(w: &mut String, all: &[Section], sim: &[Value]) {
         let s_share = (v1.s_slices + v1.nic0 > 0)
             .then(|| v1.s_slices as f64 / (v1.s_slices + v1.nic0) as f64);
         let _ = writeln!(w, "Scenario `{}`:\n", sc.name);
+        let get = |c: &str, m: &str| {
+            sc.deltas
+                .get(&(c.to_owned(), m.to_owned()))
+                .cloned()
+                .unwrap_or_default()
+        };
         let _ = writeln!(
             w,
             "1. **Attribution** (V2 vs V1). V1's error is {} here against the simulator's {}; \
-             V2's {} against {}; V3's {} against {}. {}",
+             V2's {} against {}; V3's {} against {}; paired V2 − V1: {}. {} F's latency, V2 − \
+             V1: p50 {}, p99 {}.",
             pc(attr("V1")),
             pc(sv("V1", "attribution_error")),
             pc(attr("V2")),
             pc(sv("V2", "attribution_error")),
             pc(attr("V3")),
             pc(sv("V3", "attribution_error")),
+            dirs(&get("V2 − V1", "attribution error"), " pp"),
             match (attr("V1"), attr("V2")) {
                 (Some(a1), Some(a2)) if a2 < a1 => "Peer feedback removes most of NIC-scope misattribution, as in the simulator.",
                 (Some(_), Some(_)) => "Peer feedback does **not** reduce the misattribution here, unlike the simulator.",
                 _ => "",
-            }
+            },
+            dirs(&get("V2 − V1", "F p50 ms"), " ms"),
+            dirs(&get("V2 − V1", "F p99 ms"), " ms"),
         );
         let _ = writeln!(
             w,
@@ -1864,12 +1874,6 @@ fn real_vs_sim(w: &mut String, all: &[Section], sim: &[Value]) {
             },
             pc(s_share)
         );
-        let get = |c: &str, m: &str| {
-            sc.deltas
-                .get(&(c.to_owned(), m.to_owned()))
-                .cloned()
-                .unwrap_or_default()
-        };
         let gap = ARMS
             .iter()
             .filter_map(|a| Some((share(a.name())? - sv(a.name(), "a_nic1_share")?).abs() * 100.0))
@@ -1880,8 +1884,9 @@ fn real_vs_sim(w: &mut String, all: &[Section], sim: &[Value]) {
              {}, V3 {} (simulator: {}, {}, {}, {}; largest gap {} pp). Paired V2 − V1: {}; \
              V3 − V2: {}. V2 and V3 score with the same (peer) feedback and differ only in the \
              in-flight bytes they count, so the V2 → V3 step is the slow peer's queued bytes on \
-             NIC0, which V1 and V2 count (NIC total) and V3 does not; correcting the feedback \
-             alone (V1 → V2) moves F less. A mechanical difference: the engine plans a 2 MiB \
+             NIC0, which V1 and V2 count (NIC total) and V3 does not. Correcting the feedback \
+             (V1 → V2) moved F {} pp on average, dropping NIC-total in-flight (V2 → V3) {} pp \
+             more. A mechanical difference: the engine plans a 2 MiB \
              transfer as 4 runs of 8 slices (`SLICES_PER_QP_RUN`, one doorbell chain per QP) \
              split by inverse score with the remainder to the best NIC, where the simulator \
              picks per slice, so a real transfer's split moves in quarters.",
@@ -1896,6 +1901,8 @@ fn real_vs_sim(w: &mut String, all: &[Section], sim: &[Value]) {
             fmt_opt(gap, 1.0, 1, ""),
             dirs(&get("V2 − V1", "F slices on NIC0"), " pp"),
             dirs(&get("V3 − V2", "F slices on NIC0"), " pp"),
+            fmt_opt(mean(&get("V2 − V1", "F slices on NIC0")), 1.0, 1, ""),
+            fmt_opt(mean(&get("V3 − V2", "F slices on NIC0")), 1.0, 1, ""),
         );
         let p99 = get("V3 − V2", "F p99 ms");
         let costly = p99.len() >= 2 && p99.iter().all(|x| *x > 0.0);
