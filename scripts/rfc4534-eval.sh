@@ -192,6 +192,8 @@ set -e
 echo "rfc4534-eval: scenario $scenario: guest run took $(( $(date +%s) - t ))s (exit $rc), host load $(cut -d' ' -f1-3 /proc/loadavg)"
 [[ $rc == 0 ]] || rc_all=$rc
 if [[ -s "$work/runs.jsonl" ]]; then
+  # The host's load (1/5/15-min averages) as the boot ended, for the report.
+  printf '{"kind":"host","loadavg":"%s","cores":%s}\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)" >> "$work/runs.jsonl"
   runs_args+=(--runs "$work/runs.jsonl")
 else
   echo "rfc4534-eval: FAIL: scenario $scenario produced no results (guest exit $rc)" >&2; rc_all=1

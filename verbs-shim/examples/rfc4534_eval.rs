@@ -1439,6 +1439,7 @@ fn scenario_section(w: &mut String, runs: &[Value]) -> Section {
     let scen = kind("scenario").next().cloned().unwrap_or(Value::Null);
     let cal = kind("calibration").next().cloned().unwrap_or(Value::Null);
     let end = kind("end").next().cloned().unwrap_or(Value::Null);
+    let host = kind("host").next().cloned().unwrap_or(Value::Null);
     let names: Vec<&'static str> = ARMS.iter().map(|a| a.name()).collect();
     let mut pooled: BTreeMap<&'static str, Pooled> =
         names.iter().map(|n| (*n, Pooled::default())).collect();
@@ -1518,6 +1519,14 @@ fn scenario_section(w: &mut String, runs: &[Value]) -> Section {
         rail["probe_interval"],
         scen["blocks"],
     );
+    if let Some(l) = host["loadavg"].as_str() {
+        let _ = writeln!(
+            w,
+            "Host: {} cores shared with other jobs; load average (1 / 5 / 15 min) {l} when the \
+             boot ended, so expect run-to-run swings: read the paired columns.\n",
+            host["cores"]
+        );
+    }
     let _ = writeln!(
         w,
         "TTL, calibrated once from a traced V1 run: {} aggregate decisions, {} cold (kept \
