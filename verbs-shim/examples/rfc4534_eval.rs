@@ -458,10 +458,12 @@ fn poisson(seed: u64, mean_ns: u64, until_ns: u64) -> Vec<u64> {
 /// slot and word, so a write that landed in the wrong place (or did not
 /// land this run) fails the read-back.
 fn pattern(run: u32, peer: usize, slot: usize) -> Vec<u8> {
-    let tag = (u64::from(run) << 40) | ((peer as u64) << 32) | ((slot as u64) << 16);
-    let mut v = Vec::with_capacity(XFER);
-    for i in 0..(XFER / 8) as u64 {
-        v.extend_from_slice(&(tag ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes());
+    let mut x = (u64::from(run) << 40) | ((peer as u64) << 32) | ((slot as u64) << 16);
+    let mut v = vec![0u8; XFER];
+    // Word i is tag + i·K (K odd): distinct words, and a shifted copy differs.
+    for w in v.chunks_exact_mut(8) {
+        w.copy_from_slice(&x.to_le_bytes());
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     }
     v
 }
@@ -802,9 +804,16 @@ fn run_arm(
             schedule: poisson(seed ^ 0x5157, o.slow_interval_ns, o.duration_ns),
         },
     ];
-    for (pi, p) in peers.iter().enumerate() {
-        for slot in 0..p.slots {
-            mem.write_at((p.local_slot0 + slot) * XFER, &pattern(run, pi, slot))
+    // This run's data, generated once: written to the local slots now and
+    // compared with what the RDMA READ-back brings home after the run.
+    let patterns: Vec<Vec<Vec<u8>>> = peers
+        .iter()
+        .enumerate()
+        .map(|(pi, p)| (0..p.slots).map(|slot| pattern(run, pi, slot)).collect())
+        .collect();
+    for (p, pats) in peers.iter().zip(&patterns) {
+        for (slot, pat) in pats.iter().enumerate() {
+            mem.write_at((p.local_slot0 + slot) * XFER, pat)
                 .map_err(e2s)?;
         }
     }
@@ -895,7 +904,7 @@ fn run_arm(
             e.free_batch(b).map_err(e2s)?;
             let mut got = vec![0u8; XFER];
             mem.read_at(scratch * XFER, &mut got).map_err(e2s)?;
-            if st != TaskState::Completed || got != pattern(run, pi, slot) {
+            if st != TaskState::Completed || got != patterns[pi][slot] {
                 failures.push(format!(
                     "read-back of {} slot {slot}: {st:?}, data differs",
                     p.name
