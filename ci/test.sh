@@ -57,6 +57,11 @@ cargo test -p railyard-core --features std,peer-feedback
 cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
 cargo test -p railyard-core --no-default-features --features alloc
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,peer-feedback
+# The verbs shim with the RFC 4534 peer ledger (no workspace member turns its
+# `peer-feedback` on): its unit tests (no device needed) and clippy over every
+# target, including examples/rfc4534_eval.rs, which requires the feature.
+cargo test -p railyard-verbs --features peer-feedback --lib --example rfc4534_eval
+cargo clippy -p railyard-verbs --all-targets --features peer-feedback -- -D warnings
 
 step "README commands, exactly as written"
 # The main job, cargo install, the C library's install + pkg-config link
