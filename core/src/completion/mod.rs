@@ -73,7 +73,7 @@
 //! admission order — credit, CC (applying the class's effect to the route's
 //! current generation only), rail (a success feeds the bandwidth estimate),
 //! then the endpoint — and only then applies
-//! [`wc_outcome`](crate::classify::wc_outcome) to the slice, if the
+//! [`wc_outcome`] to the slice, if the
 //! attempt is still current (RFC 3136's four rules):
 //!
 //! 1. release the resources the posted attempt owned — always, exactly once;
