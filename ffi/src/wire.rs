@@ -10,7 +10,7 @@
 //! known resource marked optional, is accepted and normalised
 //! (`tests/wire_prop.rs`).
 
-use railyard_core::wire::{
+use railyard_core::wire::credit::{
     decode, encode, from_totals, to_totals, CapabilityAnswerV1, CapabilityOfferV1, CreditUpdateV1,
     CreditUsageV1, Message, NegotiationResult, MAX_MESSAGE_LEN,
 };
@@ -25,7 +25,7 @@ const _: () = assert!(RY_WIRE_MAX_MESSAGE_LEN == MAX_MESSAGE_LEN);
 
 /// The schema version this library speaks.
 pub const RY_WIRE_SCHEMA_V1: u16 = 1;
-const _: () = assert!(RY_WIRE_SCHEMA_V1 == railyard_core::wire::SCHEMA_V1);
+const _: () = assert!(RY_WIRE_SCHEMA_V1 == railyard_core::wire::credit::SCHEMA_V1);
 
 /// Message type codes (`ry_wire_message.msg_type`).
 #[repr(u32)]
@@ -109,7 +109,7 @@ pub struct ry_wire_message {
     pub reserved: u32,
 }
 
-fn totals(a: &railyard_core::wire::Amounts) -> ry_totals {
+fn totals(a: &railyard_core::wire::credit::Amounts) -> ry_totals {
     ry_totals::from_core(&to_totals(a))
 }
 
