@@ -59,6 +59,9 @@ cargo bench -p railyard-benches --no-run
 step "loom"
 bash ci/loom.sh
 
+step "broken twins cannot reach a real build"
+bash ci/broken-guard.sh
+
 step "real verbs on Soft-RoCE (qemu guests)"
 bash ci/rxe.sh
 
