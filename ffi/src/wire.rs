@@ -17,7 +17,7 @@ use railyard_core::wire::credit::{
 
 use crate::credit::{ry_credit_update, ry_credit_usage, ry_session_id, ry_totals};
 use crate::error::{guard, Error, Result, RyStatus};
-use crate::ptr::{in_ref, in_slice, write_out};
+use crate::ptr::{in_ref, in_slice, out_slice, write_out};
 
 /// Largest encoded message, in bytes: a buffer this big always suffices.
 pub const RY_WIRE_MAX_MESSAGE_LEN: usize = 432;
@@ -214,13 +214,9 @@ pub unsafe extern "C" fn ry_wire_encode(
         if len_out.is_null() {
             return Err(Error::null("len_out"));
         }
-        let out: &mut [u8] = if cap == 0 {
-            &mut []
-        } else {
-            // SAFETY: non-NULL; the caller guarantees `cap` writable bytes
-            // not aliased during the call.
-            unsafe { std::slice::from_raw_parts_mut(buf, cap) }
-        };
+        // SAFETY: the caller guarantees `cap` writable bytes not aliased
+        // during the call (NULL only with `cap == 0`, checked above).
+        let out = unsafe { out_slice(buf, cap, "buf") }?;
         let n = encode(&m, out)?;
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(len_out, n, "len_out") }

@@ -815,11 +815,11 @@ impl Shared {
                             Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
                         && self.gate.usable(x.dev, x.route)
                 })
-                .map(|x| {
+                .filter_map(|x| {
                     let score = self
                         .rails
-                        .score_of(usize::from(x.dev), Some(seg), bytes, false);
-                    (score, x.dev, x.handle, x.shards.get(qp).copied(), x.route)
+                        .score_of(usize::from(x.dev), Some(seg), bytes, false)?;
+                    Some((score, x.dev, x.handle, x.shards.get(qp).copied(), x.route))
                 })
                 .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
         };
@@ -1225,7 +1225,7 @@ impl Shared {
             ..EngineStats::default()
         };
         for d in 0..self.devs.len().min(MAX_RAILS) {
-            s.rail_charged_bytes[d] = self.rails.nic_inflight(d);
+            s.rail_charged_bytes[d] = self.rails.nic_inflight(d).unwrap_or(0);
         }
         let rc = self.rails.counters();
         s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
@@ -1299,7 +1299,10 @@ pub(crate) fn plan_rails(
     }
     let score = |d: usize| sel.score_of(d, Some(seg.0), run_bytes, false);
     let Some(best) = (0..ndev).filter(|&d| usable[d].is_some()).reduce(|a, b| {
-        if score(b).better_than(score(a)) {
+        if score(b)
+            .zip(score(a))
+            .is_some_and(|(sb, sa)| sb.better_than(sa))
+        {
             b
         } else {
             a
@@ -2258,7 +2261,10 @@ mod tests {
         let p = plan_rails(&sel, &OpenGate, seg, &[(1, 64)], 5, run, 0);
         assert_eq!(p, vec![0; 5]);
         // Nothing was charged by planning.
-        assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (0, 0));
+        assert_eq!(
+            (sel.nic_inflight(0), sel.nic_inflight(1)),
+            (Some(0), Some(0))
+        );
     }
 
     #[cfg(feature = "adaptive-cc")]
