@@ -3,6 +3,7 @@
 //! allowance).
 #![allow(dead_code)]
 
+pub mod hostile;
 pub mod tracer;
 
 use railyard_verbs::engine::{Engine, EngineError, EngineStats};
