@@ -12,7 +12,7 @@
 //! and the process the file descriptors and threads it had before.
 //! (The listener alone, on the host: `tests/hostile_peers.rs`.)
 
-use railyard_verbs::engine::{CcMode, Engine, EngineConfig, HandshakeStats};
+use railyard_verbs::engine::{Engine, EngineConfig, HandshakeStats};
 use railyard_verbs::wire::PeerDescriptor;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -29,17 +29,7 @@ const HANDSHAKE: Duration = Duration::from_secs(3);
 const SLOTS: u16 = 2;
 
 fn config() -> EngineConfig {
-    let mut c = EngineConfig::from_env().expect("MC_* variables must be valid");
-    if std::env::var_os("MC_ADAPTIVE_CC_MODE").is_none() {
-        c.cc.mode = CcMode::Enforce;
-    }
-    if let Ok(d) = std::env::var("RAILYARD_RDMA_DEVICE") {
-        c.device = Some(d);
-    }
-    if let Ok(g) = std::env::var("RAILYARD_GID_INDEX") {
-        c.gid_index = g.parse().expect("RAILYARD_GID_INDEX must be 0..=255");
-    }
-    c
+    support::env_config()
 }
 
 /// Forwards one connection to `target` both ways and returns what the
@@ -126,6 +116,7 @@ fn hostile_peers_against_the_engine_listener() {
     for g in garbage() {
         let mut s = send_and_hold(b.listen_addr(), &g);
         assert!(dropped(&mut s, T), "garbage not dropped");
+        drop(s);
         want.malformed += 1;
         wait_counts(&b, want);
     }
@@ -144,6 +135,7 @@ fn hostile_peers_against_the_engine_listener() {
         .expect("an honest peer while another is silent");
     want.accepted += 1;
     assert!(dropped(&mut silent, T), "silent peer never dropped");
+    drop(silent);
     let held = t_silent.elapsed();
     assert!(held >= HANDSHAKE, "silent peer dropped after {held:?}");
     want.timed_out += 1;
@@ -174,6 +166,7 @@ fn hostile_peers_against_the_engine_listener() {
     // without a reply.
     let mut s = send_and_hold(b.listen_addr(), &frame);
     assert!(dropped(&mut s, T), "replay not dropped");
+    drop(s);
     want.replayed += 1;
     wait_counts(&b, want);
     say!("hostile: fresh-then-vanish and replay refused");
