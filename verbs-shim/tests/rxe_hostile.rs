@@ -175,7 +175,8 @@ fn hostile_peers_against_the_engine_listener() {
     let holders: Vec<_> = (0..SLOTS)
         .map(|_| send_and_hold(b.listen_addr(), &[1]))
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
+    // Let the listener take both (it polls every 5 ms).
+    std::thread::sleep(Duration::from_secs(1));
     let t_busy = Instant::now();
     for i in 0..8 {
         let mut s = dial(b.listen_addr());
