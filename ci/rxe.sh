@@ -12,7 +12,8 @@
 #    harness and give a same-guest baseline. The fault matrix (rxe_faults,
 #    issue #7) runs once per worker model too, allowed to take rxe0's netdev
 #    down and up (RAILYARD_FAULT_NETDEV=1), plus scenario 7 once under valgrind
-#    memcheck (dedicated poller) when valgrind is installed.
+#    memcheck (dedicated poller) when valgrind is installed, and `railyard
+#    bench` as server + client on rxe0 (its --json must report transfers).
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
 #    across them (target on node 1, initiator on node 0), then fault scenario 5
 #    (examples/fault_link_down: the peer guest's link goes down mid-transfer);
@@ -57,6 +58,10 @@ c_engine="$tdir/debug/ry_engine_c"
   examples/c/engine.c "$tdir/debug/librailyard_ffi.a" -lpthread -ldl -lm -libverbs -lrdmacm -o "$c_engine" \
   || { echo "rxe: FAIL: building the C engine example" >&2; exit 1; }
 bins+=("$c_engine")
+# railyard bench (the CLI with real verbs): a server and a client on rxe0 in
+# the guest, the client's --json checked below.
+timeout 900 cargo build -p railyard-cli --features verbs >&2 || { echo "rxe: FAIL: building railyard-cli --features verbs" >&2; exit 1; }
+bins+=("$tdir/debug/railyard")
 linkdown="$tdir/debug/examples/fault_link_down"
 # A target dir outside the checkout must be shared into the guest too.
 share=()
@@ -89,6 +94,18 @@ for b in "$@"; do
       faults_bin=$b
       run_one "$(basename "$b") [shared workers]" "$b" MC_RDMA_DEDICATED_POLLER=0 RAILYARD_FAULT_NETDEV=1
       run_one "$(basename "$b") [dedicated poller]" "$b" MC_RDMA_DEDICATED_POLLER=1 RAILYARD_FAULT_NETDEV=1 ;;
+    # railyard bench: server and client on rxe0, 2 threads, 2 s, --json.
+    railyard)
+      echo "=== railyard bench: server + client on rxe0 (-s 64K -D 2 --threads 2 --json)"
+      "$b" bench -d rxe0 -x 1 --listen 127.0.0.1 --quiet > /tmp/bench-server.log 2>&1 &
+      bsrv=$!
+      if timeout 120 "$b" bench -d rxe0 -x 1 -s 64K -D 2 --threads 2 --json 127.0.0.1 > /tmp/bench.json \
+           && wait "$bsrv" && grep -q '"iterations":[1-9]' /tmp/bench.json && grep -q '"cpu_sys_s":' /tmp/bench.json; then
+        cat /tmp/bench.json
+        echo "rxe-guest: railyard bench: OK"
+      else
+        echo "rxe-guest: FAILED: railyard bench"; cat /tmp/bench.json /tmp/bench-server.log; rc=1
+      fi ;;
     *) run_one "$(basename "$b")" "$b" ;;
   esac
 done
@@ -186,6 +203,7 @@ for model in Shared DedicatedPoller; do
   grep -q "RAN engine_.*($model," "$log" || { echo "rxe: FAIL: engine tests did not run in the $model worker model" >&2; fail=1; }
 done
 grep -q 'ry_engine_c: all checks passed' "$log" || { echo "rxe: FAIL: the C engine example (ry_engine_c) did not pass" >&2; fail=1; }
+grep -q 'rxe-guest: railyard bench: OK' "$log" || { echo "rxe: FAIL: railyard bench (server + client) did not pass" >&2; fail=1; }
 for model in Shared DedicatedPoller; do
   grep -q "FAULT s7_retire_races_posts model=$model " "$log" || { echo "rxe: FAIL: fault matrix did not run in the $model worker model" >&2; fail=1; }
 done

@@ -9,7 +9,8 @@ step() { echo; echo "=== $* ($(( $(date +%s) - start ))s)"; }
 step "setup"
 export PATH="$HOME/.cargo/bin:$PATH"
 # Build dependencies of railyard-verbs (rdma-sys runs bindgen on the headers).
-pkgs=(libibverbs-dev librdmacm-dev libclang-dev pkg-config clang bc valgrind)
+# cmake: the README's C++ example consumes the installed package with it.
+pkgs=(libibverbs-dev librdmacm-dev libclang-dev pkg-config clang bc valgrind cmake)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -37,6 +38,10 @@ cargo build -p railyard-core --no-default-features --features alloc
 
 step "tests"
 cargo test --workspace --exclude railyard-ffi
+# railyard bench with real verbs (the workspace run builds the CLI without):
+# its argument and report tests, and clippy; ci/rxe.sh runs it on Soft-RoCE.
+cargo test -p railyard-cli --features verbs --bins
+cargo clippy -p railyard-cli --all-targets --features verbs -- -D warnings
 
 step "C ABI (ci/ffi.sh)"
 # Header freshness, C11/C++17 compiles, the C and C++ examples (-Wall
@@ -57,6 +62,11 @@ RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,p
 
 step "miri (ci/miri.sh; SKIPPED without a nightly toolchain with miri)"
 bash ci/miri.sh
+
+step "README commands, exactly as written"
+# The main job, cargo install, the C library's install + pkg-config link
+# lines (shared and static) and the CMake C++ example (ci/readme.sh).
+bash ci/readme.sh
 
 step "benches compile"
 cargo bench -p railyard-benches --no-run

@@ -317,8 +317,8 @@ proptest! {
                     ledger.record_stall(e, n);
                     let _ = ledger.available(e);
                 },
-                3 => if let Some(c) = committed.pop() { let _ = ledger.release(&c); },
-                4 => { let _ = ledger.release(&CommittedCharge::new_unchecked(peer, gen as u16, charge)); }
+                3 => if let Some(c) = committed.pop() { let _ = ledger.release(c); },
+                4 => { let _ = ledger.release(CommittedCharge::new_unchecked(peer, gen as u16, charge)); }
                 5 => { let _ = (ctl.usage(&ledger, peer, class, charge), ctl.return_unused(&ledger, peer, class, charge)); }
                 6 => { let _ = (ctl.quarantine(&ledger, peer), ctl.mark_stale(&ledger, peer), ctl.expire(&ledger, n)); }
                 7 => {
@@ -328,11 +328,11 @@ proptest! {
                 _ => { let c = CommittedCharge::new_unchecked(peer, gen as u16, charge); let _ = (c.credit_key(), c.entry(), c.generation()); }
             }
         }
-        for r in &forged {
-            let _ = ledger.release_record(r);
-            let _ = CommittedCharge::from_record(r);
+        for mut r in forged {
+            let _ = CommittedCharge::from_record(&r);
+            let _ = ledger.release_record(&mut r);
         }
-        for c in &committed { let _ = ledger.release(c); }
+        for c in committed { let _ = ledger.release(c); }
     }
 
     /// The receiver allocator with any capacity, caps, return paths and
@@ -353,8 +353,8 @@ proptest! {
             let c = Charge(amounts);
             match op {
                 0 => { let _ = a.open(peer); }
-                1 => { let _ = a.close(peer); }
-                2 => { let _ = a.fence_complete(peer); }
+                1 => { let e = if n & 1 == 0 { a.epoch(peer).unwrap_or(n) } else { n }; let _ = a.close(peer, e); }
+                2 => { let e = if n & 1 == 0 { a.epoch(peer).unwrap_or(n) } else { n }; let _ = a.fence_complete(peer, e); }
                 3 => { let _ = a.grant(peer, class, &c); }
                 4 => { let _ = (a.current_update(peer, class), a.outstanding(peer, class), a.epoch(peer)); }
                 5 | 6 => {

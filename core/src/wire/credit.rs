@@ -30,7 +30,7 @@
 use core::fmt;
 
 use super::cursor::{Put, Reader, Short, SliceWriter};
-use crate::credit::{CreditUpdate, CreditUsage, Resource, SessionId, Totals};
+use crate::credit::{CreditUpdate, CreditUsage, Resource, SessionId, Totals, ZeroField};
 
 /// The schema version this codec speaks.
 pub const SCHEMA_V1: u16 = 1;
@@ -212,6 +212,10 @@ pub enum DecodeError {
         /// From the body's counts.
         computed: usize,
     },
+    /// A reserved zero identifier: session, epoch or sequence 0 in an
+    /// update or usage report, or an accepted answer without a session,
+    /// epoch or version (see [`ZeroField`] and `docs/wire.md`).
+    Zero(ZeroField),
 }
 
 impl fmt::Display for DecodeError {
@@ -238,6 +242,7 @@ impl fmt::Display for DecodeError {
                     "body length {stated} disagrees with contents ({computed})"
                 )
             }
+            DecodeError::Zero(z) => write!(f, "{z}"),
         }
     }
 }
@@ -254,7 +259,8 @@ pub enum EncodeError {
         need: usize,
     },
     /// The message would not decode (duplicate or unknown-required
-    /// resource); the codec never emits what it would reject.
+    /// resource, a reserved zero identifier, a refusal that names a
+    /// binding); the codec never emits what it would reject.
     Invalid(DecodeError),
 }
 
@@ -319,6 +325,26 @@ fn read_amounts(r: &mut Reader<'_>, n: usize) -> Result<Amounts, DecodeError> {
     Ok(v)
 }
 
+/// An accepted answer binds a real `(session, epoch)` at a real version;
+/// a refusal binds nothing, so its version, session and epoch are zero.
+fn check_answer_binding(
+    result: NegotiationResult,
+    version: u16,
+    session: u128,
+    epoch: u64,
+) -> Result<(), DecodeError> {
+    if result == NegotiationResult::Accepted {
+        if version == 0 {
+            return Err(DecodeError::Zero(ZeroField::Version));
+        }
+        ZeroField::check(session, epoch, 1).map_err(DecodeError::Zero)
+    } else if version != 0 || session != 0 || epoch != 0 {
+        Err(DecodeError::NonzeroReserved)
+    } else {
+        Ok(())
+    }
+}
+
 /// The body holds exactly `computed` bytes from its start (`body_start`):
 /// fewer is `Truncated`, more is `LengthMismatch`.
 fn exact(r: &Reader<'_>, body_start: usize, computed: usize) -> Result<(), DecodeError> {
@@ -373,6 +399,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
             let n = check_count(count)?;
             exact(&r, body, UPDATE_FIXED + n * AMOUNT_LEN)?;
             let grants = read_amounts(&mut r, n)?;
+            ZeroField::check(receiver_session, epoch, sequence).map_err(DecodeError::Zero)?;
             Ok(Message::CreditUpdate(CreditUpdateV1 {
                 qos_class,
                 freshness_ttl_ms,
@@ -400,6 +427,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
                 read_amounts(&mut r, counts[2])?,
                 read_amounts(&mut r, counts[3])?,
             ];
+            ZeroField::check(receiver_session, epoch, sequence).map_err(DecodeError::Zero)?;
             Ok(Message::CreditUsage(CreditUsageV1 {
                 receiver_session,
                 epoch,
@@ -451,6 +479,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
             let epoch = r.u64()?;
             exact(&r, body, ANSWER_FIXED + n * AMOUNT_LEN)?;
             let caps = read_amounts(&mut r, n)?;
+            check_answer_binding(result, version, receiver_session, epoch)?;
             Ok(Message::CapabilityAnswer(CapabilityAnswerV1 {
                 version,
                 result,
@@ -507,14 +536,29 @@ pub fn encoded_len(msg: &Message) -> usize {
 /// Encodes `msg` into `out`; returns the bytes written. Never allocates.
 pub fn encode(msg: &Message, out: &mut [u8]) -> Result<usize, EncodeError> {
     let len = encoded_len(msg);
+    let zero = |r: Result<(), ZeroField>| r.map_err(DecodeError::Zero);
     match msg {
-        Message::CreditUpdate(m) => validate_list(&m.grants),
+        Message::CreditUpdate(m) => validate_list(&m.grants).and(zero(ZeroField::check(
+            m.receiver_session,
+            m.epoch,
+            m.sequence,
+        ))),
         Message::CreditUsage(m) => validate_list(&m.consumed)
             .and(validate_list(&m.released))
             .and(validate_list(&m.returned))
-            .and(validate_list(&m.pending_demand)),
+            .and(validate_list(&m.pending_demand))
+            .and(zero(ZeroField::check(
+                m.receiver_session,
+                m.epoch,
+                m.sequence,
+            ))),
         Message::CapabilityOffer(m) => validate_list(&m.windows),
-        Message::CapabilityAnswer(m) => validate_list(&m.caps),
+        Message::CapabilityAnswer(m) => validate_list(&m.caps).and(check_answer_binding(
+            m.result,
+            m.version,
+            m.receiver_session,
+            m.epoch,
+        )),
     }
     .map_err(EncodeError::Invalid)?;
     if out.len() < len {
