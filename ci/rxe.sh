@@ -22,6 +22,13 @@
 #    two-rail engine test (rxe_rails) with RAILYARD_REQUIRE_RAILS=1, once per
 #    worker model; RXE_CI_RAILS=0 skips it. (rxe_rails is left out of step 3:
 #    with one device it would print SKIP.)
+# 4c. RFC 4534's evaluation at CI size (scripts/rfc4534-eval.sh --ci): two
+#    guests with two rxe devices each and a tbf-shaped link between them (one
+#    sender, a fast peer over loopback on both rails, a slow peer across the
+#    shaped link on rail 0), one small paired block of baseline/V1/V2/V3 after
+#    the TTL calibration. Asserts invariants only: every request completes,
+#    every slot reads back, charges and ledger in-flight bytes return to zero,
+#    the TTL follows the RFC's rule. RXE_CI_RFC4534=0 skips it.
 # 5. Fails if any test failed, any test printed SKIP, no device test ran, or
 #    the two-node run failed.
 #
@@ -193,6 +200,20 @@ if [[ "${RXE_CI_RAILS:-1}" == 1 ]]; then
     echo "rxe: FAIL: two-rail guest run" >&2; fail=1
   fi
   echo "rxe: two-rail guest run took $(( $(date +%s) - t ))s"
+fi
+if [[ "${RXE_CI_RFC4534:-1}" == 1 ]]; then
+  t=$(date +%s)
+  if bash scripts/rfc4534-eval.sh --ci 2>&1 | tee "$CACHE/ci-rfc4534.log"; then
+    grep -q '^rfc4534_eval sender: OK' "$CACHE/ci-rfc4534.log" \
+      || { echo "rxe: FAIL: the RFC 4534 evaluation did not report OK" >&2; fail=1; }
+    [[ $(grep -c 'rfc4534_eval target: OK' "$CACHE/ci-rfc4534.log") == 2 ]] \
+      || { echo "rxe: FAIL: the RFC 4534 evaluation's two targets did not both end OK" >&2; fail=1; }
+    grep -q '^rfc4534_eval: TTL [0-9]* ms from [1-9][0-9]* non-cold V1 decisions' "$CACHE/ci-rfc4534.log" \
+      || { echo "rxe: FAIL: the RFC 4534 evaluation calibrated no TTL" >&2; fail=1; }
+  else
+    echo "rxe: FAIL: the RFC 4534 evaluation (scripts/rfc4534-eval.sh --ci)" >&2; fail=1
+  fi
+  echo "rxe: RFC 4534 evaluation (CI size) took $(( $(date +%s) - t ))s"
 fi
 if grep -q 'SKIP ' "$log"; then
   echo "rxe: FAIL: tests skipped inside the guest:" >&2; grep 'SKIP ' "$log" >&2; fail=1

@@ -59,6 +59,11 @@ step "core: every feature combination (ci/check-features.sh)"
 bash ci/check-features.sh
 cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,peer-feedback
+# The verbs shim with the RFC 4534 peer ledger (no workspace member turns its
+# `peer-feedback` on): its unit tests (no device needed) and clippy over every
+# target, including examples/rfc4534_eval.rs, which requires the feature.
+cargo test -p railyard-verbs --features peer-feedback --lib --example rfc4534_eval
+cargo clippy -p railyard-verbs --all-targets --features peer-feedback -- -D warnings
 
 step "miri (ci/miri.sh; SKIPPED without a nightly toolchain with miri)"
 bash ci/miri.sh
