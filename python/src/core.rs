@@ -70,7 +70,11 @@ pub fn classify(e: &EngineError) -> (&'static str, &'static str, i32) {
         E::RemoteRange { .. } => ("RemoteRange", "InvalidArgument", mc::ADDRESS_NOT_REGISTERED),
         E::TooManyRegions => ("TooManyRegions", "ResourceExhausted", mc::TOO_MANY_REQUESTS),
         E::RegionOverlap { .. } => ("RegionOverlap", "InvalidArgument", mc::ADDRESS_OVERLAPPED),
-        E::NoSuchRegion { .. } => ("NoSuchRegion", "InvalidArgument", mc::ADDRESS_NOT_REGISTERED),
+        E::NoSuchRegion { .. } => (
+            "NoSuchRegion",
+            "InvalidArgument",
+            mc::ADDRESS_NOT_REGISTERED,
+        ),
         E::MemoryBusy { .. } => ("MemoryBusy", "BusyError", mc::BATCH_BUSY),
         E::Unsupported(_) => ("Unsupported", "InternalError", mc::NOT_IMPLEMENTED),
         E::Core(_) => ("Core", "InternalError", mc::MEMORY),
@@ -90,7 +94,12 @@ pub struct Failure {
 }
 
 impl Failure {
-    pub fn new(kind: &'static str, class: &'static str, code: i32, message: impl Into<String>) -> Self {
+    pub fn new(
+        kind: &'static str,
+        class: &'static str,
+        code: i32,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             message: message.into(),
             kind,
@@ -101,7 +110,12 @@ impl Failure {
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new("InvalidArgument", "InvalidArgument", mc::INVALID_ARGUMENT, message)
+        Self::new(
+            "InvalidArgument",
+            "InvalidArgument",
+            mc::INVALID_ARGUMENT,
+            message,
+        )
     }
 
     /// A transfer that ended FAILED / TIMEOUT / CANCELED (or timed out in
@@ -114,9 +128,8 @@ impl Failure {
     pub fn into_pyerr(self, py: Python<'_>) -> PyErr {
         static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
         let build = || -> PyResult<PyErr> {
-            let m = ERRORS.get_or_try_init(py, || {
-                py.import("railyard._errors").map(Bound::unbind)
-            })?;
+            let m =
+                ERRORS.get_or_try_init(py, || py.import("railyard._errors").map(Bound::unbind))?;
             let cls = m.bind(py).getattr(self.class)?.cast_into::<PyType>()?;
             let exc = cls.call1((self.message.clone(),))?;
             exc.setattr("kind", self.kind)?;
@@ -261,7 +274,9 @@ impl Core {
     pub fn submit_new(&self, seg: SegmentId, transfers: &[Transfer]) -> Result<BatchId, Failure> {
         let b = self.engine.allocate_batch(transfers.len().max(1))?;
         let mut r = self.engine.submit(b, transfers);
-        if matches!(r, Err(EngineError::RemoteRange { .. })) && self.engine.reconnect_segment(seg).is_ok() {
+        if matches!(r, Err(EngineError::RemoteRange { .. }))
+            && self.engine.reconnect_segment(seg).is_ok()
+        {
             r = self.engine.submit(b, transfers);
         }
         if let Err(e) = r {
@@ -274,7 +289,11 @@ impl Core {
     /// Waits (the caller released the GIL) until every task of `batch` is
     /// terminal or `deadline` passes; returns the statuses, or `None` on the
     /// deadline. Spins briefly, then backs off to short sleeps.
-    pub fn wait(&self, batch: BatchId, deadline: Instant) -> Result<Option<Vec<TaskStatus>>, Failure> {
+    pub fn wait(
+        &self,
+        batch: BatchId,
+        deadline: Instant,
+    ) -> Result<Option<Vec<TaskStatus>>, Failure> {
         let mut spins = 0u32;
         loop {
             let st = self.engine.batch_status(batch)?;
@@ -305,7 +324,12 @@ impl Core {
     /// Submits, waits until done or the Mooncake deadline (timeout + 1 ns
     /// per byte from `start`), frees the batch. `Ok(())` only if every task
     /// completed.
-    pub fn run(&self, seg: SegmentId, transfers: &[Transfer], start: Instant) -> Result<(), Failure> {
+    pub fn run(
+        &self,
+        seg: SegmentId,
+        transfers: &[Transfer],
+        start: Instant,
+    ) -> Result<(), Failure> {
         let total: u64 = transfers.iter().map(|t| t.len).sum();
         let b = self.submit_new(seg, transfers)?;
         let deadline = start + self.timeout + Duration::from_nanos(total);

@@ -47,10 +47,17 @@ pub struct Config {
 impl Config {
     #[new]
     #[pyo3(signature = (overrides = None, *, use_env = true))]
-    fn new(py: Python<'_>, overrides: Option<HashMap<String, String>>, use_env: bool) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        overrides: Option<HashMap<String, String>>,
+        use_env: bool,
+    ) -> PyResult<Self> {
         let o = overrides.unwrap_or_default();
         if let Some(k) = o.keys().find(|k| !k.starts_with("MC_")) {
-            return Err(raise(py, Failure::invalid(format!("{k:?} is not an MC_* variable"))));
+            return Err(raise(
+                py,
+                Failure::invalid(format!("{k:?} is not an MC_* variable")),
+            ));
         }
         let cfg = EngineConfig::from_lookup(|k| {
             o.get(k)
@@ -132,7 +139,12 @@ impl Config {
     /// `MC_RDMA_DEVICE`: the devices (rails), `[]` for the first device.
     #[getter]
     fn devices(&self) -> Vec<String> {
-        self.cfg.device_names().into_iter().flatten().map(str::to_owned).collect()
+        self.cfg
+            .device_names()
+            .into_iter()
+            .flatten()
+            .map(str::to_owned)
+            .collect()
     }
     /// `MC_ADAPTIVE_CC_MODE`: `"off"`, `"observe"` or `"enforce"`.
     #[getter]
@@ -193,7 +205,9 @@ fn op_of(op: &str) -> Result<Op, Failure> {
     match op {
         "read" | "READ" | "Read" => Ok(Op::Read),
         "write" | "WRITE" | "Write" => Ok(Op::Write),
-        _ => Err(Failure::invalid(format!("op {op:?}: expected \"read\" or \"write\""))),
+        _ => Err(Failure::invalid(format!(
+            "op {op:?}: expected \"read\" or \"write\""
+        ))),
     }
 }
 
@@ -235,7 +249,10 @@ impl NativeEngine {
             None => EngineConfig::from_env().map_err(|e| raise(py, EngineError::from(e)))?,
         };
         cfg.listen = listen.parse::<SocketAddr>().map_err(|_| {
-            raise(py, Failure::invalid(format!("listen {listen:?}: expected \"ip:port\"")))
+            raise(
+                py,
+                Failure::invalid(format!("listen {listen:?}: expected \"ip:port\"")),
+            )
         })?;
         if let Some(d) = device {
             let names: Vec<String> = d.split(',').map(|s| s.trim().to_owned()).collect();
@@ -265,7 +282,13 @@ impl NativeEngine {
     /// The devices (rails), in rail order.
     #[getter]
     fn devices(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        Ok(self.core(py)?.engine.devices().into_iter().map(str::to_owned).collect())
+        Ok(self
+            .core(py)?
+            .engine
+            .devices()
+            .into_iter()
+            .map(str::to_owned)
+            .collect())
     }
 
     /// The configuration in use.
@@ -304,7 +327,12 @@ impl NativeEngine {
     fn read(&self, py: Python<'_>, addr: u64, length: u64) -> PyResult<Py<PyBytes>> {
         let c = self.core(py)?;
         if !c.covers(addr, length) {
-            return Err(raise(py, Failure::invalid(format!("{addr:#x}+{length} is not inside registered memory"))));
+            return Err(raise(
+                py,
+                Failure::invalid(format!(
+                    "{addr:#x}+{length} is not inside registered memory"
+                )),
+            ));
         }
         // SAFETY: inside a region registered with this engine, mapped until
         // deregistered; `c` keeps the engine alive.
@@ -316,7 +344,13 @@ impl NativeEngine {
     fn write(&self, py: Python<'_>, addr: u64, data: &[u8]) -> PyResult<()> {
         let c = self.core(py)?;
         if !c.covers(addr, data.len() as u64) {
-            return Err(raise(py, Failure::invalid(format!("{addr:#x}+{} is not inside registered memory", data.len()))));
+            return Err(raise(
+                py,
+                Failure::invalid(format!(
+                    "{addr:#x}+{} is not inside registered memory",
+                    data.len()
+                )),
+            ));
         }
         // SAFETY: inside registered memory (above); `data` is a distinct
         // Python bytes object.
@@ -345,7 +379,9 @@ impl NativeEngine {
     /// descriptors, new route generation). Returns the new endpoint
     /// generation.
     fn reconnect(&self, py: Python<'_>, segment: u32) -> PyResult<u32> {
-        self.detached(py, |c| Ok(c.engine.reconnect_segment(SegmentId(segment))?))
+        self.detached(py, |c| {
+            Ok(c.engine.reconnect_segment(SegmentId(segment))?)
+        })
     }
 
     /// A new empty batch of up to `capacity` tasks.
@@ -355,7 +391,12 @@ impl NativeEngine {
 
     /// Submits `transfers`, each `(op, local, length, segment, remote)`
     /// with `op` `"read"` or `"write"`, into `batch` (all or nothing).
-    fn submit(&self, py: Python<'_>, batch: u64, transfers: Vec<(String, u64, u64, u32, u64)>) -> PyResult<()> {
+    fn submit(
+        &self,
+        py: Python<'_>,
+        batch: u64,
+        transfers: Vec<(String, u64, u64, u32, u64)>,
+    ) -> PyResult<()> {
         let t: Vec<Transfer> = transfers
             .iter()
             .map(|(op, local, len, seg, remote)| {
@@ -374,7 +415,9 @@ impl NativeEngine {
 
     /// The state and progress of task `task` of `batch`.
     fn task_status(&self, py: Python<'_>, batch: u64, task: usize) -> PyResult<TaskStatusPy> {
-        self.detached(py, |c| Ok(c.engine.task_status(BatchId(batch), task)?.into()))
+        self.detached(py, |c| {
+            Ok(c.engine.task_status(BatchId(batch), task)?.into())
+        })
     }
 
     /// Every task of `batch`, in submission order.
@@ -393,21 +436,37 @@ impl NativeEngine {
     /// `WaitTimeout`) after `timeout` seconds (default: the engine's
     /// transfer timeout plus a margin).
     #[pyo3(signature = (batch, timeout = None))]
-    fn wait(&self, py: Python<'_>, batch: u64, timeout: Option<f64>) -> PyResult<Vec<TaskStatusPy>> {
+    fn wait(
+        &self,
+        py: Python<'_>,
+        batch: u64,
+        timeout: Option<f64>,
+    ) -> PyResult<Vec<TaskStatusPy>> {
         self.detached(py, |c| {
             let t = timeout.map_or(c.timeout + Duration::from_secs(5), |s| {
                 Duration::from_secs_f64(s.clamp(0.0, 1e9))
             });
             match c.wait(BatchId(batch), Instant::now() + t)? {
                 Some(st) => Ok(st.into_iter().map(Into::into).collect()),
-                None => Err(Failure::transfer("WaitTimeout", format!("batch {batch} not finished after {t:?}"))),
+                None => Err(Failure::transfer(
+                    "WaitTimeout",
+                    format!("batch {batch} not finished after {t:?}"),
+                )),
             }
         })
     }
 
     /// One transfer in its own batch, waited for (GIL released) and freed;
     /// raises `railyard.TransferError` unless it completed.
-    fn transfer(&self, py: Python<'_>, op: &str, local: u64, length: u64, segment: u32, remote: u64) -> PyResult<()> {
+    fn transfer(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        local: u64,
+        length: u64,
+        segment: u32,
+        remote: u64,
+    ) -> PyResult<()> {
         let op = op_of(op).map_err(|e| raise(py, e))?;
         let t = [Transfer {
             op,
@@ -434,7 +493,9 @@ impl NativeEngine {
     /// `"LONG_UNAVAILABLE"` or `"UNKNOWN"` (always `"UNKNOWN"` with the
     /// controller off). Read-only; valid until the batch is freed.
     fn task_anomaly(&self, py: Python<'_>, batch: u64, task: usize) -> PyResult<String> {
-        self.detached(py, |c| Ok(anomaly_name(c.engine.task_anomaly(BatchId(batch), task)?)))
+        self.detached(py, |c| {
+            Ok(anomaly_name(c.engine.task_anomaly(BatchId(batch), task)?))
+        })
     }
 
     /// RFC 4162's detailed anomaly query: a dict with `state`, `winner`
@@ -444,7 +505,9 @@ impl NativeEngine {
     /// `cooldown_remaining_ns`; `None` where not observed), `dropped` and
     /// `stale`.
     fn task_anomaly_detail(&self, py: Python<'_>, batch: u64, task: usize) -> PyResult<Py<PyDict>> {
-        let d = self.detached(py, |c| Ok(c.engine.task_anomaly_detail(BatchId(batch), task)?))?;
+        let d = self.detached(py, |c| {
+            Ok(c.engine.task_anomaly_detail(BatchId(batch), task)?)
+        })?;
         let out = PyDict::new(py);
         out.set_item("state", anomaly_name(d.state))?;
         out.set_item("dropped", d.dropped)?;
@@ -535,7 +598,10 @@ impl NativeEngine {
     /// whether it got there within `timeout` seconds.
     #[pyo3(signature = (timeout = 30.0))]
     fn wait_idle(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
-        self.detached(py, |c| Ok(c.engine.wait_idle(Duration::from_secs_f64(timeout.clamp(0.0, 1e9)))))
+        self.detached(py, |c| {
+            Ok(c.engine
+                .wait_idle(Duration::from_secs_f64(timeout.clamp(0.0, 1e9))))
+        })
     }
 
     /// Shuts the engine down (GIL released): stops posting, flushes

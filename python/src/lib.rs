@@ -51,7 +51,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::Config>()?;
     m.add_class::<engine::TaskStatusPy>()?;
     m.add("P2PHANDSHAKE", mooncake::P2PHANDSHAKE)?;
-    m.add("MAX_MEMORY_REGIONS", railyard_verbs::engine::MAX_MEMORY_REGIONS)?;
+    m.add(
+        "MAX_MEMORY_REGIONS",
+        railyard_verbs::engine::MAX_MEMORY_REGIONS,
+    )?;
     error_codes(m)?;
     Ok(())
 }

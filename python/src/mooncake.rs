@@ -22,6 +22,9 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+/// Local buffers, peer addresses and lengths of a transfer call.
+type Lists<'a> = (&'a [u64], &'a [u64], &'a [u64]);
+
 /// The only metadata server railyard speaks: its direct TCP handshake.
 pub const P2PHANDSHAKE: &str = "P2PHANDSHAKE";
 
@@ -53,7 +56,9 @@ impl TransferEngine {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .ok_or_else(|| Failure::invalid("TransferEngine is not initialized (call initialize first)"))
+            .ok_or_else(|| {
+                Failure::invalid("TransferEngine is not initialized (call initialize first)")
+            })
     }
 
     /// Mooncake's convention: log the failure, remember it, return `code`.
@@ -86,9 +91,7 @@ impl TransferEngine {
     fn transfers(
         seg: railyard_verbs::engine::SegmentId,
         op: Op,
-        buffers: &[u64],
-        peers: &[u64],
-        lengths: &[u64],
+        (buffers, peers, lengths): Lists<'_>,
     ) -> Result<Vec<Transfer>, Failure> {
         if buffers.len() != peers.len() || buffers.len() != lengths.len() {
             return Err(Failure::invalid(format!(
@@ -112,20 +115,11 @@ impl TransferEngine {
             .collect())
     }
 
-    fn sync(
-        &self,
-        py: Python<'_>,
-        op_name: &str,
-        target: &str,
-        op: Op,
-        buffers: &[u64],
-        peers: &[u64],
-        lengths: &[u64],
-    ) -> i32 {
+    fn sync(&self, py: Python<'_>, op_name: &str, target: &str, op: Op, lists: Lists<'_>) -> i32 {
         let start = Instant::now();
         self.call(py, op_name, Some(-1), |l| {
             let seg = l.core.segment(target)?;
-            let t = Self::transfers(seg, op, buffers, peers, lengths)?;
+            let t = Self::transfers(seg, op, lists)?;
             l.core.run(seg, &t, start).map(|()| 0)
         }) as i32
     }
@@ -136,14 +130,12 @@ impl TransferEngine {
         op_name: &str,
         target: &str,
         op: Op,
-        buffers: &[u64],
-        peers: &[u64],
-        lengths: &[u64],
+        lists: Lists<'_>,
     ) -> u64 {
         self.call(py, op_name, Some(0), |l| {
             let seg = l.core.segment(target)?;
-            let t = Self::transfers(seg, op, buffers, peers, lengths)?;
-            let total = lengths.iter().sum();
+            let t = Self::transfers(seg, op, lists)?;
+            let total = lists.2.iter().sum();
             let b = l.core.submit_new(seg, &t)?;
             l.core
                 .batches
@@ -159,9 +151,10 @@ impl TransferEngine {
 fn bind_addr(local_hostname: &str) -> Result<(String, SocketAddr), Failure> {
     let bad = |why: &str| Failure::invalid(format!("local_hostname {local_hostname:?}: {why}"));
     let (host, port) = match local_hostname.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') || h.starts_with('[') => {
-            (h.trim_matches(['[', ']']), p.parse::<u16>().map_err(|_| bad("bad port"))?)
-        }
+        Some((h, p)) if !h.contains(':') || h.starts_with('[') => (
+            h.trim_matches(['[', ']']),
+            p.parse::<u16>().map_err(|_| bad("bad port"))?,
+        ),
         _ => (local_hostname, 0),
     };
     if host.is_empty() {
@@ -224,7 +217,9 @@ impl TransferEngine {
                     "Unsupported",
                     "InternalError",
                     mc::NOT_IMPLEMENTED,
-                    format!("protocol {protocol:?} is not supported: railyard speaks \"rdma\" only"),
+                    format!(
+                        "protocol {protocol:?} is not supported: railyard speaks \"rdma\" only"
+                    ),
                 ));
             }
             let (host, listen) = bind_addr(local_hostname)?;
@@ -282,14 +277,23 @@ impl TransferEngine {
 
     /// The message of the last failure (railyard extension).
     fn last_error(&self) -> String {
-        self.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Registers `buffer_addr..+capacity` (caller memory; must stay valid
     /// until `unregister_memory`). 0, or Mooncake's code: -1 zero length,
     /// -7 overlaps a registered region.
     #[pyo3(signature = (buffer_addr, capacity, location = "*"))]
-    fn register_memory(&self, py: Python<'_>, buffer_addr: u64, capacity: u64, location: &str) -> i32 {
+    fn register_memory(
+        &self,
+        py: Python<'_>,
+        buffer_addr: u64,
+        capacity: u64,
+        location: &str,
+    ) -> i32 {
         let _ = location;
         self.call(py, "register_memory", None, |l| {
             // SAFETY: the caller's promise (Mooncake's contract).
@@ -411,7 +415,11 @@ impl TransferEngine {
             // engine (which keeps it mapped until deregistered); `data` is
             // a distinct Python object.
             unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), dest_address as *mut u8, length as usize)
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    dest_address as *mut u8,
+                    length as usize,
+                )
             };
             Ok(0)
         });
@@ -455,7 +463,13 @@ impl TransferEngine {
         transport_hint: &str,
     ) -> i32 {
         let _ = transport_hint;
-        self.sync(py, "transfer_sync_write", target_hostname, Op::Write, &[buffer], &[peer_buffer_address], &[length])
+        self.sync(
+            py,
+            "transfer_sync_write",
+            target_hostname,
+            Op::Write,
+            (&[buffer], &[peer_buffer_address], &[length]),
+        )
     }
 
     /// READ `length` bytes of the peer's `peer_buffer_address` into local
@@ -471,7 +485,13 @@ impl TransferEngine {
         transport_hint: &str,
     ) -> i32 {
         let _ = transport_hint;
-        self.sync(py, "transfer_sync_read", target_hostname, Op::Read, &[buffer], &[peer_buffer_address], &[length])
+        self.sync(
+            py,
+            "transfer_sync_read",
+            target_hostname,
+            Op::Read,
+            (&[buffer], &[peer_buffer_address], &[length]),
+        )
     }
 
     /// WRITEs as one batch; waits for all. 0, or -1.
@@ -486,7 +506,13 @@ impl TransferEngine {
         transport_hint: &str,
     ) -> i32 {
         let _ = transport_hint;
-        self.sync(py, "batch_transfer_sync_write", target_hostname, Op::Write, &buffers, &peer_buffer_addresses, &lengths)
+        self.sync(
+            py,
+            "batch_transfer_sync_write",
+            target_hostname,
+            Op::Write,
+            (&buffers, &peer_buffer_addresses, &lengths),
+        )
     }
 
     /// READs as one batch; waits for all. 0, or -1.
@@ -501,7 +527,13 @@ impl TransferEngine {
         transport_hint: &str,
     ) -> i32 {
         let _ = transport_hint;
-        self.sync(py, "batch_transfer_sync_read", target_hostname, Op::Read, &buffers, &peer_buffer_addresses, &lengths)
+        self.sync(
+            py,
+            "batch_transfer_sync_read",
+            target_hostname,
+            Op::Read,
+            (&buffers, &peer_buffer_addresses, &lengths),
+        )
     }
 
     /// Submits WRITEs as one batch; returns its id (non-zero), or 0. Wait
@@ -517,7 +549,13 @@ impl TransferEngine {
         transport_hint: &str,
     ) -> u64 {
         let _ = transport_hint;
-        self.async_batch(py, "batch_transfer_async_write", target_hostname, Op::Write, &buffers, &peer_buffer_addresses, &lengths)
+        self.async_batch(
+            py,
+            "batch_transfer_async_write",
+            target_hostname,
+            Op::Write,
+            (&buffers, &peer_buffer_addresses, &lengths),
+        )
     }
 
     /// Submits READs as one batch; returns its id (non-zero), or 0.
@@ -532,7 +570,13 @@ impl TransferEngine {
         transport_hint: &str,
     ) -> u64 {
         let _ = transport_hint;
-        self.async_batch(py, "batch_transfer_async_read", target_hostname, Op::Read, &buffers, &peer_buffer_addresses, &lengths)
+        self.async_batch(
+            py,
+            "batch_transfer_async_read",
+            target_hostname,
+            Op::Read,
+            (&buffers, &peer_buffer_addresses, &lengths),
+        )
     }
 
     /// Submits one WRITE; returns its batch id, or 0. Poll with
@@ -548,7 +592,13 @@ impl TransferEngine {
         transport_hint: &str,
     ) -> u64 {
         let _ = transport_hint;
-        self.async_batch(py, "transfer_submit_write", target_hostname, Op::Write, &[buffer], &[peer_buffer_address], &[length])
+        self.async_batch(
+            py,
+            "transfer_submit_write",
+            target_hostname,
+            Op::Write,
+            (&[buffer], &[peer_buffer_address], &[length]),
+        )
     }
 
     /// 1 completed (batch freed), 0 pending, -1 failed (freed), -2 timeout.
@@ -559,12 +609,20 @@ impl TransferEngine {
             Ok(match s.state {
                 TaskState::Completed => {
                     let _ = l.core.engine.free_batch(b);
-                    l.core.batches.lock().unwrap_or_else(|e| e.into_inner()).remove(&batch_id);
+                    l.core
+                        .batches
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&batch_id);
                     1
                 }
                 TaskState::Failed | TaskState::Canceled => {
                     let _ = l.core.engine.free_batch(b);
-                    l.core.batches.lock().unwrap_or_else(|e| e.into_inner()).remove(&batch_id);
+                    l.core
+                        .batches
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&batch_id);
                     -1
                 }
                 TaskState::Timeout => -2,
@@ -592,7 +650,11 @@ impl TransferEngine {
                 }
             }
             let finish = |id: u64| {
-                l.core.batches.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                l.core
+                    .batches
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
             };
             let mut failure: Option<Failure> = None;
             let mut spins = 0u32;
@@ -607,15 +669,24 @@ impl TransferEngine {
                         left.swap_remove(i);
                         continue;
                     }
-                    if let Some(s) = st.iter().find(|s| s.state.is_terminal() && s.state != TaskState::Completed) {
+                    if let Some(s) = st
+                        .iter()
+                        .find(|s| s.state.is_terminal() && s.state != TaskState::Completed)
+                    {
                         failure = Some(Failure::transfer(
                             "Failed",
-                            format!("batch {id}: a transfer ended {}", crate::core::state_name(s.state)),
+                            format!(
+                                "batch {id}: a transfer ended {}",
+                                crate::core::state_name(s.state)
+                            ),
                         ));
                         break;
                     }
                     if Instant::now() > deadline {
-                        failure = Some(Failure::transfer("WaitTimeout", format!("batch {id} timed out")));
+                        failure = Some(Failure::transfer(
+                            "WaitTimeout",
+                            format!("batch {id} timed out"),
+                        ));
                         break;
                     }
                     i += 1;
