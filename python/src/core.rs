@@ -15,30 +15,39 @@ use std::time::{Duration, Instant};
 
 /// Mooncake's error codes (`mooncake-transfer-engine/include/error.h`).
 pub mod mc {
-    /// `ERR_INVALID_ARGUMENT`.
-    pub const INVALID_ARGUMENT: i32 = -1;
-    /// `ERR_TOO_MANY_REQUESTS`.
-    pub const TOO_MANY_REQUESTS: i32 = -2;
-    /// `ERR_ADDRESS_NOT_REGISTERED`.
-    pub const ADDRESS_NOT_REGISTERED: i32 = -3;
-    /// `ERR_BATCH_BUSY` (also: memory still in use by transfers).
-    pub const BATCH_BUSY: i32 = -4;
-    /// `ERR_DEVICE_NOT_FOUND`.
-    pub const DEVICE_NOT_FOUND: i32 = -6;
-    /// `ERR_ADDRESS_OVERLAPPED`.
-    pub const ADDRESS_OVERLAPPED: i32 = -7;
-    /// `ERR_SOCKET`.
-    pub const SOCKET: i32 = -102;
-    /// `ERR_REJECT_HANDSHAKE`.
-    pub const REJECT_HANDSHAKE: i32 = -104;
-    /// `ERR_ENDPOINT`.
-    pub const ENDPOINT: i32 = -201;
-    /// `ERR_CONTEXT`.
-    pub const CONTEXT: i32 = -202;
-    /// `ERR_MEMORY`.
-    pub const MEMORY: i32 = -302;
-    /// `ERR_NOT_IMPLEMENTED`.
-    pub const NOT_IMPLEMENTED: i32 = -303;
+    macro_rules! codes {
+        ($($(#[$doc:meta])* $name:ident = $py:literal $v:literal;)*) => {
+            $($(#[$doc])* pub const $name: i32 = $v;)*
+            /// Every code with its Mooncake name (exported by the module).
+            pub const ALL: &[(&str, i32)] = &[$(($py, $v)),*];
+        };
+    }
+    codes! {
+        /// `ERR_INVALID_ARGUMENT`.
+        INVALID_ARGUMENT = "ERR_INVALID_ARGUMENT" -1;
+        /// `ERR_TOO_MANY_REQUESTS`.
+        TOO_MANY_REQUESTS = "ERR_TOO_MANY_REQUESTS" -2;
+        /// `ERR_ADDRESS_NOT_REGISTERED`.
+        ADDRESS_NOT_REGISTERED = "ERR_ADDRESS_NOT_REGISTERED" -3;
+        /// `ERR_BATCH_BUSY` (also: memory still in use by transfers).
+        BATCH_BUSY = "ERR_BATCH_BUSY" -4;
+        /// `ERR_DEVICE_NOT_FOUND`.
+        DEVICE_NOT_FOUND = "ERR_DEVICE_NOT_FOUND" -6;
+        /// `ERR_ADDRESS_OVERLAPPED`.
+        ADDRESS_OVERLAPPED = "ERR_ADDRESS_OVERLAPPED" -7;
+        /// `ERR_SOCKET`.
+        SOCKET = "ERR_SOCKET" -102;
+        /// `ERR_REJECT_HANDSHAKE`.
+        REJECT_HANDSHAKE = "ERR_REJECT_HANDSHAKE" -104;
+        /// `ERR_ENDPOINT`.
+        ENDPOINT = "ERR_ENDPOINT" -201;
+        /// `ERR_CONTEXT`.
+        CONTEXT = "ERR_CONTEXT" -202;
+        /// `ERR_MEMORY`.
+        MEMORY = "ERR_MEMORY" -302;
+        /// `ERR_NOT_IMPLEMENTED`.
+        NOT_IMPLEMENTED = "ERR_NOT_IMPLEMENTED" -303;
+    }
 }
 
 /// The engine error's kind: its variant name (what `RailyardError.kind`

@@ -22,28 +22,6 @@ mod mooncake;
 
 use pyo3::prelude::*;
 
-/// Mooncake's error codes, by name (`ERR_INVALID_ARGUMENT`, ...).
-fn error_codes(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    use crate::core::mc;
-    for (k, v) in [
-        ("ERR_INVALID_ARGUMENT", mc::INVALID_ARGUMENT),
-        ("ERR_TOO_MANY_REQUESTS", mc::TOO_MANY_REQUESTS),
-        ("ERR_ADDRESS_NOT_REGISTERED", mc::ADDRESS_NOT_REGISTERED),
-        ("ERR_BATCH_BUSY", mc::BATCH_BUSY),
-        ("ERR_DEVICE_NOT_FOUND", mc::DEVICE_NOT_FOUND),
-        ("ERR_ADDRESS_OVERLAPPED", mc::ADDRESS_OVERLAPPED),
-        ("ERR_SOCKET", mc::SOCKET),
-        ("ERR_REJECT_HANDSHAKE", mc::REJECT_HANDSHAKE),
-        ("ERR_ENDPOINT", mc::ENDPOINT),
-        ("ERR_CONTEXT", mc::CONTEXT),
-        ("ERR_MEMORY", mc::MEMORY),
-        ("ERR_NOT_IMPLEMENTED", mc::NOT_IMPLEMENTED),
-    ] {
-        m.add(k, v)?;
-    }
-    Ok(())
-}
-
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mooncake::TransferEngine>()?;
@@ -55,6 +33,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "MAX_MEMORY_REGIONS",
         railyard_verbs::engine::MAX_MEMORY_REGIONS,
     )?;
-    error_codes(m)?;
+    for &(name, code) in core::mc::ALL {
+        m.add(name, code)?;
+    }
     Ok(())
 }
