@@ -125,13 +125,22 @@ class Engine(_native._Engine):
                 raise _invalid("NoSuchRegion", "deregister(): this buffer is not registered with this engine")
             addr = found
         self._deregister_address(addr)
-        held = self._held.pop(addr, None)
         for k in [k for k, v in self._by_id.items() if v == addr]:
             del self._by_id[k]
-        if held is not None:
-            c_arr, flat = held
-            del c_arr
+        self._release(self._held.pop(addr, None))
+
+    @staticmethod
+    def _release(held: Optional[Tuple[Any, memoryview]]) -> None:
+        # Drop the ctypes view first (it holds an export of `flat`), then
+        # end `flat`'s export of the caller's buffer: resizable again.
+        if held is None:
+            return
+        flat = held[1]
+        del held
+        try:
             flat.release()
+        except BufferError:
+            pass  # someone else still holds a view; released with it
 
     def write_sync(self, segment: int, local: int, remote: int, length: int) -> None:
         """WRITE ``length`` bytes from ``local`` to the peer's ``remote``;
@@ -149,14 +158,10 @@ class Engine(_native._Engine):
         go of the registered buffers."""
         super().close()
         held = getattr(self, "_held", None)
-        if held:
-            for c_arr, flat in list(held.values()):
-                del c_arr
-                try:
-                    flat.release()
-                except BufferError:
-                    pass
-            held.clear()
+        while held:
+            self._release(held.popitem()[1])
+        if held is not None:
+            self._by_id.clear()
 
     def __enter__(self) -> "Engine":
         return self
