@@ -15,7 +15,7 @@
 #    and RAILYARD_REQUIRE_MOONCAKE=1 (a missing device or Mooncake fails);
 #    fails if anything was skipped.
 # 5. Two guests (--two): test_two_node.py on node 0 against
-#    two_node_peer.py on node 1 (RAILYARD_REQUIRE_TWO_NODE=1).
+#    two_node_peer.py on node 1 (RAILYARD_TWO_NODE=1).
 #
 # Env: RXE_CI_TIMEOUT (guest wall-clock limit, default 600 s).
 set -euo pipefail
@@ -70,7 +70,7 @@ set +e
 scripts/rxe-vm "${share[@]}" --mem 3072 --timeout "$TIMEOUT" \
   -e RAILYARD_REQUIRE_RDMA=1 -e RAILYARD_REQUIRE_MOONCAKE="$require_mc" -e RAILYARD_EXPECT_INSTALLED=1 \
   -e MC_GID_INDEX=1 -e MC_ADAPTIVE_CC_MODE=enforce -- \
-  bash -c 'cd "$1" && "$2" -m pytest -p no:cacheprovider -v -rs --deselect test_two_node.py::test_across_two_guests' \
+  bash -c 'cd "$1" && "$2" -m pytest -p no:cacheprovider -v -rs --ignore=test_two_node.py' \
   _ "$root/tests" "$py" 2>&1 | tee "$root/guest.log"
 rc=${PIPESTATUS[0]}
 set -e
@@ -87,7 +87,7 @@ grep -q 'test_same_script_same_results_railyard_and_mooncake PASSED' "$root/gues
 t=$(date +%s)
 if scripts/rxe-vm "${share[@]}" --two --timeout "$TIMEOUT" \
      --peer-cmd "cd $root/tests && $py two_node_peer.py" \
-     -e RAILYARD_REQUIRE_TWO_NODE=1 -e RAILYARD_REQUIRE_RDMA=1 -e MC_GID_INDEX=1 -- \
+     -e RAILYARD_TWO_NODE=1 -e RAILYARD_REQUIRE_RDMA=1 -e MC_GID_INDEX=1 -- \
      bash -c 'cd "$1" && "$2" -m pytest -p no:cacheprovider -v -rs test_two_node.py' _ "$root/tests" "$py" \
      2>&1 | tee "$root/two.log"; then
   grep -q 'test_across_two_guests PASSED' "$root/two.log" || { echo "python: FAIL: two-guest test did not pass" >&2; fail=1; }
