@@ -250,10 +250,12 @@ fn post_round(
         }
         // (1c) the memory pin of this post (memory.rs): held until its
         // token ends. Refused only for a stale queued reference (its slice
-        // settled and its region was deregistered): nothing to post.
+        // settled and its region was deregistered; the settle below is then
+        // a no-op): nothing to post.
         let mem = m.mem.load(Ordering::Relaxed);
         if !sh.mem.pin_post(mem as usize) {
             sh.release_holds(&rec, None, now);
+            sh.settle(r, Outcome::Failure);
             continue;
         }
         // Owned by a token from the claim on: a deadline then finds it in
