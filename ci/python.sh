@@ -52,7 +52,8 @@ py="$root/venv/bin/python"
 # numpy < 2: numpy 2 needs x86-64-v2, which qemu's default guest CPU lacks (SIGILL).
 "$py" -m pip install -q "$wheel" pytest "numpy<2"
 if [[ "${RAILYARD_CI_MOONCAKE:-1}" == 1 ]]; then
-  "$py" -m pip install -q mooncake-transfer-engine-non-cuda
+  # Pinned: the version the compatibility script was checked against.
+  "$py" -m pip install -q mooncake-transfer-engine-non-cuda==0.3.13.post1
   require_mc=1
 else
   require_mc=0
