@@ -25,7 +25,7 @@ scripts/rxe-vm --mem 3072 --timeout 1200 -e MC_GID_INDEX=1 -- bash -c '
     "$2" python/bench/batch_write.py mooncake "$3" rxe0 2>/dev/null
   done' _ "$rust" "$PY" "$ITERS" 2>&1 | tee "$log"
 grep '^RESULT' "$log" | awk '
-  { split($3, m, "="); split($4, u, "="); mibs[$2] += m[2]; us[$2] += u[2]; n[$2]++ }
+  { split($4, m, "="); split($5, u, "="); mibs[$2] += m[2]; us[$2] += u[2]; n[$2]++ }
   END {
     for (k in n) printf "bench-python: %-8s %9.1f MiB/s %9.1f us/call (mean of %d)\n", k, mibs[k]/n[k], us[k]/n[k], n[k]
     if (n["rust"] && n["railyard"]) printf "bench-python: Python overhead per call (railyard - rust): %.1f us\n", us["railyard"]/n["railyard"] - us["rust"]/n["rust"]
