@@ -457,6 +457,31 @@ impl Leaks {
     }
 }
 
+/// `nothing held`, or the non-zero counts: `3 tokens, 1 queued slice`.
+impl std::fmt::Display for Leaks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts = [
+            (self.tokens, "tokens in use"),
+            (self.slices, "slices pending"),
+            (self.endpoint_outstanding, "endpoint posts outstanding"),
+            (self.stack, "bytes held by cc/rail"),
+            (self.receiver_slots, "receiver slots held"),
+            (self.queued, "slices queued"),
+            (self.credit, "credit units missing or errors"),
+        ];
+        let held: Vec<String> = parts
+            .iter()
+            .filter(|(n, _)| *n != 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+        if held.is_empty() {
+            f.write_str("nothing held")
+        } else {
+            f.write_str(&held.join(", "))
+        }
+    }
+}
+
 /// A named time series.
 #[derive(Clone, Debug, Default)]
 pub struct Series {
@@ -961,7 +986,7 @@ impl Sim {
                     self.stack.unwind(sender, &mut rec, now);
                     if credited {
                         if let Some(cp) = self.credit.as_mut() {
-                            cp.refused_after_commit(sender, rx as u32, &rec);
+                            cp.refused_after_commit(sender, rx as u32, &mut rec);
                         }
                     }
                     return;
@@ -1031,10 +1056,12 @@ impl Sim {
         let mut rec = done.record;
         if credited {
             if let Some(cp) = self.credit.as_mut() {
-                cp.on_completion(sender, &rec);
+                // Read the charge for the receiver side before the sender's
+                // release clears the record's hold bit.
                 if status != WC_SUCCESS {
                     cp.never_consumed(sender, rx, &rec);
                 }
+                cp.on_completion(sender, &mut rec);
             }
             if status != WC_SUCCESS {
                 self.flush_credit(rx);
