@@ -63,6 +63,7 @@ impl Engine {
     /// foreign registrations are made on first use, for every region
     /// registered so far (by slot), and live as long as the engine; from
     /// then on `deregister_memory` is refused.
+    #[allow(unsafe_code)]
     pub fn fault_bad_lkey(&self, on: bool) -> Result<(), EngineError> {
         let f = &self.shared.fault;
         if on && f.foreign.get().is_none() {

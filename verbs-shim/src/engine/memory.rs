@@ -152,7 +152,9 @@ impl MemTable {
         // closed slot's entry is unpublished and dropped; the `Arc` in the
         // table therefore outlives this borrow, which the caller ends
         // before unpinning. The entry is never mutated after publication.
-        Some(unsafe { &*p })
+        #[allow(unsafe_code)]
+        let entry = unsafe { &*p };
+        Some(entry)
     }
 
     /// Pins slot `mem` for one post. False if the slot is closed.

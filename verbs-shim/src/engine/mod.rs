@@ -229,6 +229,7 @@ impl Engine {
     ///
     /// `first`'s memory must stay valid until the returned entry's last
     /// registration is dropped (it is: `MemEntry` drops `first` last).
+    #[allow(unsafe_code)]
     unsafe fn add_region(&self, first: MemoryRegion) -> Result<Arc<MemoryRegion>, EngineError> {
         let first = Arc::new(first);
         let mut entry = MemEntry {
@@ -261,6 +262,7 @@ impl Engine {
     /// (refused while transfers may touch it) or the engine is dropped.
     /// Peers see it if it is registered before they connect. The returned
     /// region is the device-0 registration.
+    #[allow(unsafe_code)]
     pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
         let mr = MemoryRegion::alloc(&self.shared.devs[0].pd, len, Access::ALL_RDMA)?;
         // SAFETY: the buffer is owned by `mr`, dropped after the other
@@ -279,6 +281,7 @@ impl Engine {
     /// (and the returned `Arc` is dropped) or the engine is dropped, and
     /// must not be accessed through Rust references while transfers may
     /// touch it.
+    #[allow(unsafe_code)]
     pub unsafe fn register_memory(
         &self,
         addr: *mut u8,

@@ -351,7 +351,9 @@ fn flush_chain(
     // cannot be deregistered meanwhile (`memory.rs`); at engine drop every
     // QP was moved to ERR and every token came back (or the drain timed
     // out, after which the QPs, being in ERR, no longer touch memory).
-    match unsafe { qp.post_batch(&wrs) } {
+    #[allow(unsafe_code)]
+    let posted = unsafe { qp.post_batch(&wrs) };
+    match posted {
         Ok(()) => {
             c.posts.fetch_add(wrs.len() as u64, Ordering::Relaxed);
             let shard = sh.meta[first.slice.index as usize]
