@@ -168,7 +168,23 @@ impl fmt::Display for EngineError {
     }
 }
 
-impl std::error::Error for EngineError {}
+/// The underlying error, for reporters that walk the chain. `Config`,
+/// `Verbs` and `Handshake` display exactly their inner error, so they are
+/// transparent: their source is the inner error's source (a handshake's
+/// `io::Error`, a decode error), not the inner error again. `Endpoint` and
+/// `Io` add context to the inner error, which is their source.
+impl std::error::Error for EngineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Config(e) => e.source(),
+            Self::Verbs(e) => e.source(),
+            Self::Handshake(e) => e.source(),
+            Self::Endpoint(e) => Some(e),
+            Self::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<VerbsError> for EngineError {
     fn from(e: VerbsError) -> Self {
@@ -447,6 +463,27 @@ pub(crate) fn project_anomaly(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_expose_their_source() {
+        use std::error::Error;
+        let io = EngineError::Io(std::io::Error::other("bind"));
+        assert_eq!(io.source().map(|e| e.to_string()), Some("bind".into()));
+        let ep = EngineError::Endpoint(EndpointError::TableFull);
+        assert!(ep.source().is_some_and(|e| e.is::<EndpointError>()));
+        // Transparent: the handshake's own source (the io::Error), once.
+        let hs = EngineError::Handshake(HandshakeError::Io {
+            during: "connecting",
+            source: std::io::Error::other("refused"),
+        });
+        assert_eq!(
+            hs.to_string(),
+            "handshake I/O error while connecting: refused"
+        );
+        assert!(hs.source().is_some_and(|e| e.is::<std::io::Error>()));
+        assert!(EngineError::ZeroLength.source().is_none());
+        assert!(EngineError::Verbs(VerbsError::NoDevice).source().is_none());
+    }
     use railyard_core::slice::SliceRef;
 
     #[test]
