@@ -12,7 +12,7 @@ use railyard_core::credit::Charge;
 use railyard_core::endpoint::{
     EndpointConfig, EndpointHandle, EndpointLocal, EndpointTable, RetireReason,
 };
-use railyard_core::evidence::{Observation, Reason, TaskEvidence, TaskState};
+use railyard_core::evidence::{AnomalyState, Observation, Reason, TaskEvidence};
 use railyard_core::slice::{SliceRef, SliceState, SliceTable};
 use railyard_core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use railyard_core::token::{TokenPool, TokenRecord, WrId};
@@ -328,7 +328,7 @@ struct Transfer {
     /// RFC 4162 task evidence, recorded by the completion path.
     evidence: TaskEvidence<8>,
     /// The most severe state a caller could have queried during the task.
-    worst: TaskState,
+    worst: AnomalyState,
 }
 
 /// Per-sender state: the real core's ownership tables plus the stack.
@@ -354,7 +354,7 @@ pub(crate) struct Sender {
     pub bytes_done: u64,
     pub transfers_failed: u64,
     /// Tasks by the worst state observed during their life / their final
-    /// state, indexed by `TaskState::severity`.
+    /// state, indexed by `AnomalyState::severity`.
     pub task_worst: [u64; 4],
     pub task_final: [u64; 4],
     pub rng: Rng,
@@ -847,7 +847,7 @@ impl Sim {
             failed: false,
             bytes: st.transfer_bytes,
             evidence: TaskEvidence::new(),
-            worst: TaskState::Normal,
+            worst: AnomalyState::Normal,
         };
         let tid = match s.free_transfers.pop() {
             Some(i) => {

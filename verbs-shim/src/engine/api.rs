@@ -8,7 +8,7 @@ use crate::handshake::HandshakeError;
 use crate::handshake::Refusal;
 use crate::VerbsError;
 use railyard_core::endpoint::{EndpointError, EndpointHandle};
-use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
+use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -134,7 +134,7 @@ pub use events::{event_action, EventAction};
 pub use fault::TraceEvent;
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
 pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
-pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
+pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;
 
