@@ -19,6 +19,7 @@ use railyard_core::token::{TokenPool, TokenRecord, WrId};
 
 use crate::credit::{CreditMsg, CreditPlane, RxCapacity};
 use crate::engine::EventQueue;
+pub use crate::report::Series;
 use crate::rng::Rng;
 use crate::stack::{Stack, StackConfig};
 
@@ -253,6 +254,21 @@ impl Default for SimConfig {
     }
 }
 
+impl Stack {
+    /// Builds the sender stack of `cfg`: its `stack` configuration for
+    /// `cfg.senders` senders with `net.nics_per_host` NICs each and one
+    /// route per receiver and NIC ([`Stack::build`]).
+    pub fn new(cfg: &SimConfig) -> Result<Stack, String> {
+        Stack::build(
+            &cfg.stack,
+            cfg.senders,
+            cfg.receivers.len(),
+            cfg.net.nics_per_host,
+            cfg.net.line_rate,
+        )
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     NicTxDone {
@@ -482,17 +498,6 @@ impl std::fmt::Display for Leaks {
             f.write_str(&held.join(", "))
         }
     }
-}
-
-/// A named time series.
-#[derive(Clone, Debug, Default)]
-pub struct Series {
-    /// Name (legend).
-    pub name: String,
-    /// Unit for the axis label.
-    pub unit: String,
-    /// `(t_ns, value)` samples.
-    pub points: Vec<(u64, f64)>,
 }
 
 /// Per-receiver results.
