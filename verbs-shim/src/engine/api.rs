@@ -2,8 +2,8 @@
 //! and status, and the stats snapshot ([`EngineStats`]). Plain data: no
 //! engine state lives here.
 
+use super::cc_gate::GateStats;
 use super::config::{ConfigError, MAX_RAILS};
-use super::GateStats;
 use crate::handshake::HandshakeError;
 use crate::handshake::Refusal;
 use crate::VerbsError;
@@ -14,9 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most memory regions one engine registers.
 pub const MAX_MEMORY_REGIONS: usize = 256;
-/// Nominal link rate every rail starts with in the selector (bytes/s,
-/// 100 Gb/s); completions then teach it each rail's real rate (EWMA).
-pub const NOMINAL_RAIL_BPS: u64 = 12_500_000_000;
 /// Slices of one transfer go to the same QP in runs of this many, so a
 /// worker can post them as one chain (one doorbell).
 pub const SLICES_PER_QP_RUN: u64 = 8;

@@ -124,10 +124,12 @@ mod worker;
 
 pub use api::{
     BatchId, EngineError, EngineStats, HandshakeStats, Op, SegmentId, TaskState, TaskStatus,
-    Transfer, MAX_MEMORY_REGIONS, NOMINAL_RAIL_BPS, SLICES_PER_QP_RUN,
+    Transfer, MAX_MEMORY_REGIONS, SLICES_PER_QP_RUN,
 };
 pub use cc_gate::{CcGate, GateStats};
-pub use config::{slice_count, ConfigError, EngineConfig, WorkerModel, MAX_RAILS};
+pub use config::{
+    slice_count, ConfigError, EngineConfig, WorkerModel, MAX_RAILS, NOMINAL_RAIL_BPS,
+};
 pub use connect::SegmentInfo;
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
