@@ -19,6 +19,15 @@
 //!   region: `memory.rs`),
 //!   [`Engine::free_batch`], [`Engine::task_anomaly`] /
 //!   [`Engine::task_anomaly_detail`] (RFC 4162 task evidence).
+//! * **Where things are**: `api.rs` (errors, ids, [`Transfer`], task
+//!   status, stats), `shared.rs` (the state every thread shares, task
+//!   accounting, the shard/worker `Topology`), `connect.rs` (devices,
+//!   QPs, descriptors, handshake, reconnect), `submit.rs` (validate →
+//!   reserve → describe → enqueue), `worker.rs` (post and poll),
+//!   `control.rs` (monitor, async events, listener), `memory.rs`,
+//!   `cc_gate.rs`, `config.rs`, `events.rs`, `rail_diag.rs`, `fault.rs` +
+//!   `inject.rs` (fault injection).
+//!   This file is the façade: [`Engine`] and the public re-exports.
 //! * **Addresses** are Mooncake-style absolute virtual addresses: a
 //!   transfer's `local` lies in memory registered with this engine, and
 //!   `remote` in one region the peer exported at handshake time
@@ -96,16 +105,6 @@
 //! does not enable by default (`EngineConfig::rail.peer_accounting` is
 //! refused without it). Automatic reconnect is one attempt per
 //! retirement, without backoff.
-
-//! * **Where things are**: `api.rs` (errors, ids, [`Transfer`], task
-//!   status, stats), `shared.rs` (the state every thread shares, task
-//!   accounting, the shard/worker `Topology`), `connect.rs` (devices,
-//!   QPs, descriptors, handshake, reconnect), `submit.rs` (validate →
-//!   reserve → describe → enqueue), `worker.rs` (post and poll),
-//!   `control.rs` (monitor, async events, listener), `memory.rs`,
-//!   `cc_gate.rs`, `config.rs`, `events.rs`, `rail_diag.rs`, `fault.rs` +
-//!   `inject.rs` (fault injection).
-//!   This file is the façade: [`Engine`] and the public re-exports.
 
 mod api;
 mod cc_gate;

@@ -514,7 +514,7 @@ impl Shared {
 
     /// Retires an endpoint (the one teardown API) and counts it. A QP that
     /// must be rebuilt (CQ error, QP-scope event) on a segment this engine
-    /// opened starts one automatic reconnect (see `reconnect.rs`).
+    /// opened starts one automatic reconnect (see `connect.rs`).
     pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
         if self.endpoints.retire(h, reason, self.now()).is_ok() {
             self.retired.fetch_add(1, Ordering::Relaxed);
