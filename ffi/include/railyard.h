@@ -17,7 +17,11 @@
 
 // The ABI version of this header; bumped on any incompatible change.
 // Compare with `ry_abi_version()` at startup.
-#define RY_ABI_VERSION 1
+//
+// 2: `ry_engine_stats` gained `invalid_posts`, the handshake counters and
+// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
+// and -130..-160 were added; the composed hot path (`ry_hotpath_*`).
+#define RY_ABI_VERSION 2
 
 // Number of `ry_abi_type` values.
 #define RY_ABI_TYPE_COUNT 81
