@@ -466,6 +466,7 @@ mod imp {
                 transfer_timeout: ms(self.transfer_timeout_ms, "transfer_timeout_ms")?,
                 drain_timeout: ms(self.drain_timeout_ms, "drain_timeout_ms")?,
                 handshake_timeout: ms(self.handshake_timeout_ms, "handshake_timeout_ms")?,
+                max_handshakes: EngineConfig::default().max_handshakes,
                 idle_sleep: us(self.idle_park_us),
                 inflight_nap: us(self.inflight_nap_us),
                 cc: self.cc.to_core()?,
