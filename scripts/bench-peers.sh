@@ -40,6 +40,9 @@
 #
 #   --quick   1 round, 2 s per arm, 1 thread only (24 arms, ~5 min with the boot):
 #             a smoke test of every engine, op and block size.
+# The full default matrix (3 rounds x 64 arms of 6 s) takes ~45 min under qemu
+# TCG (~15 s per arm with start-up); where guest time is shared, reduce it,
+# e.g. --rounds 2 --secs 3 --threads 1,8 (88 arms, ~15 min).
 #   --two     two guests (rxe-vm --two): targets in node 1, initiators in node 0.
 #
 # Output: the table on stdout and in target/bench-peers/table.txt; JSON (config,
@@ -142,6 +145,9 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 locked=(); [[ -n "$lock" ]] && locked=(flock "$lock")
 t0=$(date +%s)
 set +e
+# The single-quoted $RXE_VM_* variables expand inside the guests (each its
+# own address), not here.
+# shellcheck disable=SC2016
 if [[ $two == 1 ]]; then
   agent=(python3 "$py" agent --listen '$RXE_VM_SELF_IP':18600)
   "${locked[@]}" scripts/rxe-vm "${share[@]}" --two --timeout "$timeout" \

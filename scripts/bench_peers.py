@@ -115,7 +115,7 @@ def plan(a):
 def cmd_plan(a):
     rounds = plan(a)
     n = sum(len(r) for r in rounds)
-    per_arm = a.secs + 6  # measured: start-up, connection and teardown under TCG add ~5-6 s
+    per_arm = a.secs + 9  # measured: start-up, connection and teardown under TCG add ~6-9 s
     print(f"bench-peers plan: {a.rounds} round(s) x {len(rounds[0])} arms = {n} arms, {a.secs} s each "
           f"(~{n * per_arm // 60} min with start-up); QPs/endpoint {a.qps}, batch {a.batch}, "
           f"railyard depth {a.depth}, buffer {a.buffer >> 20} MiB")
@@ -407,6 +407,20 @@ def parse_perftest(size, secs):
     return parse
 
 
+def railyard_build_mismatch(arm, res):
+    """Why a railyard arm's --json contradicts the arm (the compiled-out arm
+    must say cc_compiled_in false, the others true, and each its CC mode), or
+    None when it matches or is no railyard result."""
+    if not res or not arm.startswith("railyard"):
+        return None
+    nocc = arm == "railyard-nocc"
+    mode = "off" if nocc else arm.split("-", 1)[1]
+    if res.get("cc_compiled_in") is not (not nocc) or res.get("cc_mode") != mode:
+        return (f"{arm}: railyard bench reported cc_compiled_in={res.get('cc_compiled_in')}, "
+                f"cc_mode={res.get('cc_mode')}; expected {not nocc}, {mode}")
+    return None
+
+
 def run_arm(a, targets, x, tip):
     spec, init, env, parse, logs, sigterm = arm_cmds(a, x, tip)
     spec["log"] = logs + "-target.log"
@@ -424,6 +438,10 @@ def run_arm(a, targets, x, tip):
         p.wait(a.secs + 120)
         t = targets.stop(sigterm, 15)
         res = parse(p.text()) if p.rc == 0 else None
+        wrong = railyard_build_mismatch(x["arm"], res)
+        if wrong:
+            rec["error"] = wrong  # the wrong binary or mode: a retry would not help
+            return rec
         if res:
             rec.update(res)
             rec.pop("error", None)
@@ -489,6 +507,13 @@ def analyse(records):
     by = {}
     for r in ok:
         by[(r["round"], r["op"], r["size"], r["threads"], r["arm"])] = r
+    # Rounds whose arm ran and failed (an error record), as opposed to rounds
+    # that never reached it (an interrupted or timed-out run).
+    errs = {}
+    for r in records:
+        if "error" in r:
+            k = (r["op"], r["size"], r["threads"], r["arm"])
+            errs[k] = errs.get(k, 0) + 1
     rounds = sorted({r["round"] for r in records})
     points = []
     for r in records:
@@ -515,8 +540,9 @@ def analyse(records):
                     per.append(mine["mib_per_s"] / theirs["mib_per_s"])
             return {"median": med(per), "per_round": per}
 
+        failed = errs.get((op, size, thr, arm), 0)
         out = {"op": op, "size": size, "threads": thr, "arm": arm, "rounds": len(got),
-               "failed_rounds": len(rounds) - len(got),
+               "failed_rounds": failed, "not_run_rounds": len(rounds) - len(got) - failed,
                "mib_per_s": med([x["mib_per_s"] for x in got]),
                "mops": med([x["mops"] for x in got]),
                "cpu_s_per_gib": med([x.get("cpu_s_per_gib") for x in got]),
@@ -553,22 +579,22 @@ def goals(rows):
             v = r.get("vs_mooncake", {}).get("median")
             checked += 1
             if v is None or v < GOAL_VS_MC:
-                short.append(f"{r['arm']} / Mooncake = {fmt_ratio(v)} < {GOAL_VS_MC} ({where})")
+                short.append(f"{r['arm']} / Mooncake = {fmt_ratio(v, 3)} < {GOAL_VS_MC} ({where})")
         if r["arm"] == "railyard-enforce":
             v = r.get("vs_off", {}).get("median")
             checked += 1
             if v is None or v < GOAL_ENF_OFF:
-                short.append(f"enforce / off = {fmt_ratio(v)} < {GOAL_ENF_OFF} ({where})")
+                short.append(f"enforce / off = {fmt_ratio(v, 3)} < {GOAL_ENF_OFF} ({where})")
         if r["arm"] == "railyard-off" and "vs_perftest" in r:
             v = r["vs_perftest"]["median"]
             checked += 1
             if v is None or v < GOAL_VS_PT:
-                short.append(f"railyard-off / perftest = {fmt_ratio(v)} < {GOAL_VS_PT} ({where})")
+                short.append(f"railyard-off / perftest = {fmt_ratio(v, 3)} < {GOAL_VS_PT} ({where})")
     return checked, short
 
 
-def fmt_ratio(v):
-    return "-" if v is None else f"{v:.2f}"
+def fmt_ratio(v, digits=2):
+    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def fmt_num(v, spec):
@@ -589,7 +615,8 @@ def table(rows, cfg):
         last = key
         thr = "-" if r["threads"] is None else str(r["threads"])
         mops = fmt_num(r["mops"], "8.4f") if r["size"] < 65536 else f"{'':8}"
-        ok = f"{r['rounds']}" + (f" ({r['failed_rounds']} failed)" if r["failed_rounds"] else "")
+        ok = (f"{r['rounds']}" + (f" ({r['failed_rounds']} failed)" if r["failed_rounds"] else "")
+              + (f" ({r['not_run_rounds']} not run)" if r.get("not_run_rounds") else ""))
         lines.append(
             f"{r['op']:<5} {fmt_size(r['size']):>4} {thr:>3}  {r['arm']:<17} {fmt_num(r['mib_per_s'], '9.2f')} "
             f"{mops} {fmt_num(r['cpu_s_per_gib'], '9.2f')}  "
@@ -677,7 +704,11 @@ def cmd_selftest(_a):
     assert abs(off["vs_perftest"]["median"] - 152.0 / 120.0) < 1e-9, off
     enf = rows["railyard-enforce"]
     assert abs(enf["vs_off"]["median"] - 140.0 / 152.0) < 1e-9, enf
-    assert rows["mooncake"]["failed_rounds"] == 1, rows["mooncake"]
+    assert rows["mooncake"]["failed_rounds"] == 1 and rows["mooncake"]["not_run_rounds"] == 0, rows["mooncake"]
+    # An interrupted run: round 2 never reached perftest; that is "not run", not "failed".
+    cut = [r for r in recs if not (r["round"] == 2 and r["arm"] == "perftest")]
+    pt_row = [r for r in analyse(cut) if r["arm"] == "perftest"][0]
+    assert pt_row["not_run_rounds"] == 1 and pt_row["failed_rounds"] == 0, pt_row
     assert "vs_off" not in off and "vs_mooncake" not in rows["mooncake"]
     assert rows["perftest"]["threads"] is None and rows["railyard-off"]["cpu_s_per_gib"] == 20.0
     checked, short = goals(list(rows.values()))
@@ -690,6 +721,11 @@ def cmd_selftest(_a):
     ry = parse_railyard('{"cc_mode":"off","cc_compiled_in":false,"results":[{"bytes":4096,"iterations":10,'
                         '"seconds":1.0,"bw_average_mib_per_s":1.5,"msg_rate_mops":0.1,"cpu_s_per_gib":3.0}]}')
     assert ry["bytes_moved"] == 40960 and ry["cc_compiled_in"] is False, ry
+    assert railyard_build_mismatch("railyard-nocc", ry) is None, ry
+    assert railyard_build_mismatch("railyard-off", ry)  # compiled out, so not the off arm
+    assert railyard_build_mismatch("railyard-enforce", dict(ry, cc_compiled_in=True))  # mode off
+    assert railyard_build_mismatch("railyard-enforce", dict(ry, cc_compiled_in=True, cc_mode="enforce")) is None
+    assert railyard_build_mismatch("mooncake", {}) is None
     assert listening(0) in (True, False)
     print("bench_peers selftest: ok")
     return 0
