@@ -36,7 +36,8 @@
 #   scripts/bench-peers.sh --report-only        # the table again from the last raw data
 # On this shared machine take the guest lock and the shared kernel cache:
 #   RXE_VM_CACHE=/work/cache/rxe-vm scripts/bench-peers.sh --lock /work/locks/guest.lock
-# (--lock, or env PEERS_LOCK, flocks only the guest boot, not the builds).
+# (--lock, or env PEERS_LOCK, flocks only the guest boot, not the builds;
+# RXE_VM_LOCK=FILE, scripts/rxe-vm's own lock, works as well).
 #
 #   --quick   1 round, 2 s per arm, 1 thread only (24 arms, ~5 min with the boot):
 #             a smoke test of every engine, op and block size.
@@ -142,7 +143,10 @@ common=("${plan_args[@]}" "${run_args[@]}" --raw "$res/raw.jsonl" --logs "$res/l
 # Host load: the numbers swing with other jobs on this machine; the report says
 # how loaded it was around the run.
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-locked=(); [[ -n "$lock" ]] && locked=(flock "$lock")
+# With --lock we hold the lock ourselves: rxe-vm must not wait for it again
+# (RXE_VM_LOCK on the same file would deadlock). Without --lock, rxe-vm's own
+# RXE_VM_LOCK, if set, applies.
+locked=(); [[ -n "$lock" ]] && locked=(flock "$lock" env -u RXE_VM_LOCK)
 t0=$(date +%s)
 set +e
 # The single-quoted $RXE_VM_* variables expand inside the guests (each its
