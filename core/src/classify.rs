@@ -53,7 +53,10 @@
 //! assert_eq!((u.class, u.scope), (FailureClass::Fatal, FailureScope::Qp));
 //! ```
 
-use crate::evidence::{Reason, TaskState};
+/// The isolation scope every classification carries (defined with the
+/// evidence that records it).
+pub use crate::evidence::FailureScope;
+use crate::evidence::{AnomalyState, Reason};
 
 /// `enum ibv_wc_status` values.
 pub mod wc {
@@ -196,26 +199,6 @@ pub enum FailureClass {
     NonFailure,
     /// An async event type ibverbs does not define: changes nothing.
     Unclassified,
-}
-
-/// How far the evidence lets a failure be isolated. The scope is the
-/// *maximum*: handling never widens it further.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FailureScope {
-    /// No failure scope (success, non-failure events, unknown events).
-    None,
-    /// The current operation / WR only.
-    Operation,
-    /// The current QP (and the current generation of its dependent objects).
-    Qp,
-    /// The CQ and every QP associated with it.
-    Cq,
-    /// The current local-NIC to remote-NIC path.
-    Route,
-    /// QPs, GIDs and routes on one port.
-    Port,
-    /// The current local RDMA device (never the remote peer).
-    Device,
 }
 
 /// What happens to the current RDMA object (owned by the existing
@@ -628,7 +611,7 @@ pub struct SignalClassification {
     /// The reason recorded in task evidence.
     pub reason: Reason,
     /// The caller-visible task state this evidence projects to.
-    pub task_state: TaskState,
+    pub task_state: AnomalyState,
 }
 
 impl SignalClassification {

@@ -5,7 +5,7 @@
 //! observed. The completion path records; callers query read-only — both
 //! queries take `&self` and never mutate, poll, post or probe anything.
 //!
-//! * The minimal query ([`TaskEvidence::state`]) returns [`TaskState`]:
+//! * The minimal query ([`TaskEvidence::state`]) returns [`AnomalyState`]:
 //!   NORMAL, CONGESTED, LONG_UNAVAILABLE or UNKNOWN.
 //! * The detailed query ([`TaskEvidence::detail`]) returns the winning
 //!   [`Observation`] (reason, scope, path, time, resolved flag,
@@ -19,25 +19,26 @@
 //! generation within the same attempt, never overwrites newer evidence.
 //!
 //! ```
-//! use railyard_core::evidence::{Observation, Reason, TaskEvidence, TaskState};
+//! use railyard_core::evidence::{Observation, Reason, TaskEvidence, AnomalyState};
 //! use railyard_core::slice::SliceRef;
 //!
 //! let mut ev = TaskEvidence::<4>::new();
-//! assert_eq!(ev.state(), TaskState::Unknown); // no evidence yet
+//! assert_eq!(ev.state(), AnomalyState::Unknown); // no evidence yet
 //! let s0 = SliceRef { index: 0, attempt: 1 };
 //! ev.record(s0, Observation::new(Reason::ByteWindow, 10));
-//! assert_eq!(ev.state(), TaskState::Congested);
+//! assert_eq!(ev.state(), AnomalyState::Congested);
 //! ev.resolve(s0, 20);
-//! assert_eq!(ev.state(), TaskState::Normal);
+//! assert_eq!(ev.state(), AnomalyState::Normal);
 //! ```
 
-use crate::classify::FailureScope;
 use crate::slice::SliceRef;
 use crate::time::Nanos;
 
-/// The caller-visible task state (the minimal query).
+/// The caller-visible anomaly state of a task (the minimal query). Not
+/// to be confused with an engine task's lifecycle (waiting, pending,
+/// completed, ...): this says what its unresolved evidence means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum TaskState {
+pub enum AnomalyState {
     /// Successful completion with no unresolved anomaly.
     Normal,
     /// Local configuration, remote metadata, derived flush, fatal without
@@ -50,15 +51,15 @@ pub enum TaskState {
     LongUnavailable,
 }
 
-impl TaskState {
+impl AnomalyState {
     /// Severity for the multi-slice "most severe wins" rule (higher wins).
     #[inline]
     pub const fn severity(self) -> u8 {
         match self {
-            TaskState::Normal => 0,
-            TaskState::Unknown => 1,
-            TaskState::Congested => 2,
-            TaskState::LongUnavailable => 3,
+            AnomalyState::Normal => 0,
+            AnomalyState::Unknown => 1,
+            AnomalyState::Congested => 2,
+            AnomalyState::LongUnavailable => 3,
         }
     }
 }
@@ -107,17 +108,17 @@ pub enum Reason {
 impl Reason {
     /// The minimal state this reason projects to.
     #[inline]
-    pub const fn task_state(self) -> TaskState {
+    pub const fn task_state(self) -> AnomalyState {
         match self {
             Reason::ByteWindow
             | Reason::ReceiverPressure
             | Reason::CongestionFeedback
             | Reason::RouteTimeout
-            | Reason::RouteConnection => TaskState::Congested,
+            | Reason::RouteConnection => AnomalyState::Congested,
             Reason::PathQuarantined
             | Reason::ProbeFailed
             | Reason::NoUsablePath
-            | Reason::DeviceRemoved => TaskState::LongUnavailable,
+            | Reason::DeviceRemoved => AnomalyState::LongUnavailable,
             Reason::LocalConfiguration
             | Reason::RemoteMetadata
             | Reason::DerivedFlush
@@ -126,9 +127,29 @@ impl Reason {
             | Reason::PostRejected
             | Reason::PollerStall
             | Reason::ControlPlane
-            | Reason::Cancelled => TaskState::Unknown,
+            | Reason::Cancelled => AnomalyState::Unknown,
         }
     }
+}
+
+/// How far the evidence lets a failure be isolated. The scope is the
+/// *maximum*: handling never widens it further.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureScope {
+    /// No failure scope (success, non-failure events, unknown events).
+    None,
+    /// The current operation / WR only.
+    Operation,
+    /// The current QP (and the current generation of its dependent objects).
+    Qp,
+    /// The CQ and every QP associated with it.
+    Cq,
+    /// The current local-NIC to remote-NIC path.
+    Route,
+    /// QPs, GIDs and routes on one port.
+    Port,
+    /// The current local RDMA device (never the remote peer).
+    Device,
 }
 
 /// A field that may not have been observed: never a silent zero.
@@ -209,7 +230,7 @@ impl Observation {
 
     /// The minimal state of this evidence (ignoring `resolved`).
     #[inline]
-    pub const fn task_state(&self) -> TaskState {
+    pub const fn task_state(&self) -> AnomalyState {
         self.reason.task_state()
     }
 }
@@ -229,7 +250,7 @@ pub enum Recorded {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Detail {
     /// Same as [`TaskEvidence::state`].
-    pub state: TaskState,
+    pub state: AnomalyState,
     /// The evidence that decided `state` (the most severe unresolved one,
     /// most recent among equals), or the most recent resolved one when
     /// nothing is unresolved; `None` when there is no evidence at all.
@@ -352,7 +373,7 @@ impl<const N: usize> TaskEvidence<N> {
     }
 
     /// The minimal query. Never mutates.
-    pub fn state(&self) -> TaskState {
+    pub fn state(&self) -> AnomalyState {
         self.detail().state
     }
 
@@ -368,9 +389,9 @@ impl<const N: usize> TaskEvidence<N> {
             None => {
                 let last = self.slots.iter().max_by_key(|o| o.observed_ns).copied();
                 let state = if self.successes > 0 {
-                    TaskState::Normal
+                    AnomalyState::Normal
                 } else {
-                    TaskState::Unknown
+                    AnomalyState::Unknown
                 };
                 (state, last)
             }

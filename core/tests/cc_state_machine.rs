@@ -227,7 +227,7 @@ fn suspect_to_quarantined_at_threshold_and_avoided() {
 
 #[test]
 fn quarantine_evidence_carries_window_in_flight_and_cooldown() {
-    use railyard_core::evidence::{Observed, PathId, Reason, TaskState};
+    use railyard_core::evidence::{AnomalyState, Observed, PathId, Reason};
     let mut t = Rig::new();
     t.quarantine(0);
     t.epoch(GO);
@@ -240,7 +240,7 @@ fn quarantine_evidence_carries_window_in_flight_and_cooldown() {
         },
         t.now + 4 * MS,
     );
-    assert_eq!(o.task_state(), TaskState::LongUnavailable);
+    assert_eq!(o.task_state(), AnomalyState::LongUnavailable);
     assert_eq!(o.cooldown_remaining_ns, Observed::Value(6 * MS));
     assert_eq!(o.window, Observed::Value(4_000));
     assert_eq!(o.in_flight, Observed::Value(0));

@@ -6,7 +6,7 @@ use railyard_core::classify::{
     classify_event, classify_signal, classify_wc, event, wc, Effect, FailureClass as C,
     FailureScope as S, ObjectHandling as H, Signal,
 };
-use railyard_core::evidence::{Reason, TaskState};
+use railyard_core::evidence::{AnomalyState, Reason};
 
 fn wc_row(statuses: &[u32], class: C, scope: S, handling: H, effect: Effect) {
     for &s in statuses {
@@ -51,7 +51,7 @@ fn wc_success_with_rising_drain_is_congestion_row() {
     );
     assert_eq!(
         Reason::CongestionFeedback.task_state(),
-        TaskState::Congested
+        AnomalyState::Congested
     );
 }
 
@@ -97,7 +97,7 @@ fn wc_local_operation_errors_are_local_configuration_at_operation_scope() {
             .reason()
             .unwrap()
             .task_state(),
-        TaskState::Unknown
+        AnomalyState::Unknown
     );
 }
 
@@ -343,7 +343,7 @@ fn sig_row(
     handling: H,
     effect: Effect,
     reason: Reason,
-    state: TaskState,
+    state: AnomalyState,
 ) {
     let c = classify_signal(s);
     assert_eq!(c.signal, s);
@@ -364,7 +364,7 @@ fn signal_defer() {
         H::LeaveQueued,
         Effect::None,
         Reason::ByteWindow,
-        TaskState::Congested,
+        AnomalyState::Congested,
     );
 }
 
@@ -377,7 +377,7 @@ fn signal_avoid_is_not_a_new_failure() {
         H::UseAlternateRail,
         Effect::None,
         Reason::PathQuarantined,
-        TaskState::LongUnavailable,
+        AnomalyState::LongUnavailable,
     );
 }
 
@@ -390,7 +390,7 @@ fn signal_generation_changed() {
         H::RollbackAndResolve,
         Effect::None,
         Reason::GenerationChanged,
-        TaskState::Unknown,
+        AnomalyState::Unknown,
     );
 }
 
@@ -403,7 +403,7 @@ fn signal_post_rejected_releases_and_fabricates_nothing() {
         H::ReleaseUnposted,
         Effect::None,
         Reason::PostRejected,
-        TaskState::Unknown,
+        AnomalyState::Unknown,
     );
 }
 
@@ -416,7 +416,7 @@ fn signal_deadline_with_poller_progress_is_route_timeout() {
         H::RebuildQp,
         Effect::Timeout,
         Reason::RouteTimeout,
-        TaskState::Congested,
+        AnomalyState::Congested,
     );
 }
 
@@ -429,7 +429,7 @@ fn signal_deadline_with_poller_stall_is_not_counted() {
         H::RetainDiagnostics,
         Effect::None,
         Reason::PollerStall,
-        TaskState::Unknown,
+        AnomalyState::Unknown,
     );
 }
 
@@ -442,7 +442,7 @@ fn signal_read_only_rpc_failure() {
         H::RetryReadOnlyOnce,
         Effect::None,
         Reason::ControlPlane,
-        TaskState::Unknown,
+        AnomalyState::Unknown,
     );
 }
 
@@ -455,7 +455,7 @@ fn signal_mutating_rpc_failure() {
         H::SingleAttempt,
         Effect::None,
         Reason::ControlPlane,
-        TaskState::Unknown,
+        AnomalyState::Unknown,
     );
 }
 
@@ -468,7 +468,7 @@ fn signal_stale_metadata() {
         H::RefreshMetadata,
         Effect::None,
         Reason::RemoteMetadata,
-        TaskState::Unknown,
+        AnomalyState::Unknown,
     );
 }
 
@@ -481,7 +481,7 @@ fn signal_cancellation_creates_no_root_failure() {
         H::SettleAndRelease,
         Effect::None,
         Reason::Cancelled,
-        TaskState::Unknown,
+        AnomalyState::Unknown,
     );
 }
 
@@ -494,7 +494,7 @@ fn signal_all_rails_unavailable() {
         H::DelegateFailover,
         Effect::None,
         Reason::NoUsablePath,
-        TaskState::LongUnavailable,
+        AnomalyState::LongUnavailable,
     );
 }
 
@@ -508,7 +508,7 @@ fn signal_cm_disconnected_and_unreachable_are_route_scoped() {
             H::CmReconnect,
             Effect::HardError,
             Reason::RouteConnection,
-            TaskState::Congested,
+            AnomalyState::Congested,
         );
     }
 }
@@ -522,7 +522,7 @@ fn signal_cm_device_removal_isolates_the_device_not_the_peer() {
         H::CmRemoveDevice,
         Effect::Quarantine,
         Reason::DeviceRemoved,
-        TaskState::LongUnavailable,
+        AnomalyState::LongUnavailable,
     );
 }
 

@@ -3,7 +3,7 @@
 
 use railyard_core::classify::{classify_signal, classify_wc, wc, FailureScope, Signal};
 use railyard_core::evidence::{
-    Observation, Observed, PathId, Reason, Recorded, TaskEvidence, TaskState,
+    AnomalyState, Observation, Observed, PathId, Reason, Recorded, TaskEvidence,
 };
 use railyard_core::slice::SliceRef;
 
@@ -15,7 +15,7 @@ fn s(index: u32, attempt: u32) -> SliceRef {
 fn row_success_without_unresolved_anomaly_is_normal() {
     let mut ev = TaskEvidence::<4>::new();
     ev.resolve(s(0, 0), 5);
-    assert_eq!(ev.state(), TaskState::Normal);
+    assert_eq!(ev.state(), AnomalyState::Normal);
 }
 
 #[test]
@@ -28,7 +28,7 @@ fn row_congestion_reasons_are_congested() {
     ] {
         let mut ev = TaskEvidence::<4>::new();
         ev.record(s(0, 0), Observation::new(r, 1));
-        assert_eq!(ev.state(), TaskState::Congested, "{r:?}");
+        assert_eq!(ev.state(), AnomalyState::Congested, "{r:?}");
     }
 }
 
@@ -41,7 +41,7 @@ fn row_unavailability_reasons_are_long_unavailable() {
     ] {
         let mut ev = TaskEvidence::<4>::new();
         ev.record(s(0, 0), Observation::new(r, 1));
-        assert_eq!(ev.state(), TaskState::LongUnavailable, "{r:?}");
+        assert_eq!(ev.state(), AnomalyState::LongUnavailable, "{r:?}");
     }
 }
 
@@ -55,33 +55,33 @@ fn row_non_congestion_failures_are_unknown() {
     ] {
         let mut ev = TaskEvidence::<4>::new();
         ev.record(s(0, 0), Observation::new(r, 1));
-        assert_eq!(ev.state(), TaskState::Unknown, "{r:?}");
+        assert_eq!(ev.state(), AnomalyState::Unknown, "{r:?}");
     }
     // Through the classifier: a local length error alone is UNKNOWN.
     let r = classify_wc(wc::LOC_LEN_ERR, 0).reason().unwrap();
-    assert_eq!(r.task_state(), TaskState::Unknown);
+    assert_eq!(r.task_state(), AnomalyState::Unknown);
 }
 
 #[test]
 fn no_evidence_is_unknown() {
     let ev = TaskEvidence::<4>::new();
     let d = ev.detail();
-    assert_eq!((d.state, d.winner), (TaskState::Unknown, None));
+    assert_eq!((d.state, d.winner), (AnomalyState::Unknown, None));
 }
 
 #[test]
 fn most_severe_unresolved_state_wins() {
     let mut ev = TaskEvidence::<4>::new();
     ev.record(s(0, 0), Observation::new(Reason::LocalConfiguration, 1));
-    assert_eq!(ev.state(), TaskState::Unknown);
+    assert_eq!(ev.state(), AnomalyState::Unknown);
     ev.record(s(1, 0), Observation::new(Reason::ByteWindow, 2));
-    assert_eq!(ev.state(), TaskState::Congested);
+    assert_eq!(ev.state(), AnomalyState::Congested);
     ev.record(s(2, 0), Observation::new(Reason::PathQuarantined, 3));
     ev.record(s(3, 0), Observation::new(Reason::RouteTimeout, 4));
-    assert_eq!(ev.state(), TaskState::LongUnavailable);
+    assert_eq!(ev.state(), AnomalyState::LongUnavailable);
     assert_eq!(ev.detail().winner.unwrap().reason, Reason::PathQuarantined);
     ev.resolve(s(2, 0), 5);
-    assert_eq!(ev.state(), TaskState::Congested);
+    assert_eq!(ev.state(), AnomalyState::Congested);
     assert_eq!(
         ev.detail().winner.unwrap().reason,
         Reason::RouteTimeout,
@@ -90,7 +90,7 @@ fn most_severe_unresolved_state_wins() {
     ev.resolve(s(1, 0), 6);
     ev.resolve(s(3, 0), 6);
     ev.resolve(s(0, 0), 6);
-    assert_eq!(ev.state(), TaskState::Normal);
+    assert_eq!(ev.state(), AnomalyState::Normal);
     assert!(ev.detail().winner.unwrap().resolved);
 }
 
@@ -98,22 +98,22 @@ fn most_severe_unresolved_state_wins() {
 fn new_attempt_clears_old_blocking_evidence_and_late_feedback_cannot_overwrite() {
     let mut ev = TaskEvidence::<4>::new();
     ev.record(s(0, 1), Observation::new(Reason::PathQuarantined, 1));
-    assert_eq!(ev.state(), TaskState::LongUnavailable);
+    assert_eq!(ev.state(), AnomalyState::LongUnavailable);
     ev.begin_attempt(s(0, 2));
-    assert_ne!(ev.state(), TaskState::LongUnavailable);
+    assert_ne!(ev.state(), AnomalyState::LongUnavailable);
     ev.record(s(0, 2), Observation::new(Reason::ByteWindow, 3));
-    assert_eq!(ev.state(), TaskState::Congested);
+    assert_eq!(ev.state(), AnomalyState::Congested);
     // Late evidence from attempt 1.
     assert_eq!(
         ev.record(s(0, 1), Observation::new(Reason::ProbeFailed, 4)),
         Recorded::Stale
     );
-    assert_eq!(ev.state(), TaskState::Congested);
+    assert_eq!(ev.state(), AnomalyState::Congested);
     assert_eq!(ev.detail().stale, 1);
     // A late success of attempt 1 cannot resolve attempt 2's evidence either... it is older,
     // so it may only resolve evidence of its own or older attempts.
     assert!(!ev.resolve(s(0, 1), 5));
-    assert_eq!(ev.state(), TaskState::Congested);
+    assert_eq!(ev.state(), AnomalyState::Congested);
 }
 
 #[test]
@@ -198,7 +198,7 @@ fn storage_is_bounded_and_keeps_the_most_severe() {
         ev.record(s(3, 0), Observation::new(Reason::NoUsablePath, 4)),
         Recorded::Stored
     );
-    assert_eq!(ev.state(), TaskState::LongUnavailable);
+    assert_eq!(ev.state(), AnomalyState::LongUnavailable);
     assert_eq!(ev.detail().dropped, 2);
     // A resolved slot is evicted first.
     ev.resolve(s(1, 0), 5);
@@ -206,7 +206,7 @@ fn storage_is_bounded_and_keeps_the_most_severe() {
         ev.record(s(4, 0), Observation::new(Reason::Fatal, 6)),
         Recorded::Stored
     );
-    assert_eq!(ev.state(), TaskState::LongUnavailable);
+    assert_eq!(ev.state(), AnomalyState::LongUnavailable);
 }
 
 #[test]
@@ -216,10 +216,10 @@ fn signal_classifications_feed_evidence() {
     ev.record(s(0, 0), Observation::new(c.reason, 1));
     assert_eq!(
         ev.state(),
-        TaskState::Unknown,
+        AnomalyState::Unknown,
         "a poller stall does not blame the network"
     );
     let c = classify_signal(Signal::AcquireAvoided);
     ev.record(s(1, 0), Observation::new(c.reason, 2));
-    assert_eq!(ev.state(), TaskState::LongUnavailable);
+    assert_eq!(ev.state(), AnomalyState::LongUnavailable);
 }

@@ -602,13 +602,15 @@ pub enum ry_task_state {
     LongUnavailable = 3,
 }
 
-impl From<railyard_core::evidence::TaskState> for ry_task_state {
-    fn from(v: railyard_core::evidence::TaskState) -> Self {
+impl From<railyard_core::evidence::AnomalyState> for ry_task_state {
+    fn from(v: railyard_core::evidence::AnomalyState) -> Self {
         match v {
-            railyard_core::evidence::TaskState::Normal => ry_task_state::Normal,
-            railyard_core::evidence::TaskState::Unknown => ry_task_state::Unknown,
-            railyard_core::evidence::TaskState::Congested => ry_task_state::Congested,
-            railyard_core::evidence::TaskState::LongUnavailable => ry_task_state::LongUnavailable,
+            railyard_core::evidence::AnomalyState::Normal => ry_task_state::Normal,
+            railyard_core::evidence::AnomalyState::Unknown => ry_task_state::Unknown,
+            railyard_core::evidence::AnomalyState::Congested => ry_task_state::Congested,
+            railyard_core::evidence::AnomalyState::LongUnavailable => {
+                ry_task_state::LongUnavailable
+            }
         }
     }
 }
@@ -616,12 +618,12 @@ impl From<railyard_core::evidence::TaskState> for ry_task_state {
 impl ry_task_state {
     /// The core value of a C `ry_task_state`, or `RY_STATUS_INVALID_ARGUMENT`.
     #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::evidence::TaskState> {
+    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::evidence::AnomalyState> {
         Ok(match v {
-            0 => railyard_core::evidence::TaskState::Normal,
-            1 => railyard_core::evidence::TaskState::Unknown,
-            2 => railyard_core::evidence::TaskState::Congested,
-            3 => railyard_core::evidence::TaskState::LongUnavailable,
+            0 => railyard_core::evidence::AnomalyState::Normal,
+            1 => railyard_core::evidence::AnomalyState::Unknown,
+            2 => railyard_core::evidence::AnomalyState::Congested,
+            3 => railyard_core::evidence::AnomalyState::LongUnavailable,
             _ => {
                 return Err(Error::invalid(format_args!(
                     "{what}: {v} is not a valid ry_task_state"

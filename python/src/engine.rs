@@ -6,7 +6,7 @@
 use crate::core::{Core, Failure};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use railyard_core::evidence::{Observed, TaskState as AnomalyState};
+use railyard_core::evidence::{AnomalyState, Observed};
 use railyard_verbs::engine::{
     BatchId, CcMode, Engine as RustEngine, EngineConfig, EngineError, Op, SegmentId, TaskStatus,
     Transfer, WorkerModel,

@@ -12,13 +12,14 @@ use railyard_core::credit::Charge;
 use railyard_core::endpoint::{
     EndpointConfig, EndpointHandle, EndpointLocal, EndpointTable, RetireReason,
 };
-use railyard_core::evidence::{Observation, Reason, TaskEvidence, TaskState};
+use railyard_core::evidence::{AnomalyState, Observation, Reason, TaskEvidence};
 use railyard_core::slice::{SliceRef, SliceState, SliceTable};
 use railyard_core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use railyard_core::token::{TokenPool, TokenRecord, WrId};
 
 use crate::credit::{CreditMsg, CreditPlane, RxCapacity};
 use crate::engine::EventQueue;
+pub use crate::report::Series;
 use crate::rng::Rng;
 use crate::stack::{Stack, StackConfig};
 
@@ -253,6 +254,21 @@ impl Default for SimConfig {
     }
 }
 
+impl Stack {
+    /// Builds the sender stack of `cfg`: its `stack` configuration for
+    /// `cfg.senders` senders with `net.nics_per_host` NICs each and one
+    /// route per receiver and NIC ([`Stack::build`]).
+    pub fn new(cfg: &SimConfig) -> Result<Stack, String> {
+        Stack::build(
+            &cfg.stack,
+            cfg.senders,
+            cfg.receivers.len(),
+            cfg.net.nics_per_host,
+            cfg.net.line_rate,
+        )
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     NicTxDone {
@@ -328,7 +344,7 @@ struct Transfer {
     /// RFC 4162 task evidence, recorded by the completion path.
     evidence: TaskEvidence<8>,
     /// The most severe state a caller could have queried during the task.
-    worst: TaskState,
+    worst: AnomalyState,
 }
 
 /// Per-sender state: the real core's ownership tables plus the stack.
@@ -354,7 +370,7 @@ pub(crate) struct Sender {
     pub bytes_done: u64,
     pub transfers_failed: u64,
     /// Tasks by the worst state observed during their life / their final
-    /// state, indexed by `TaskState::severity`.
+    /// state, indexed by `AnomalyState::severity`.
     pub task_worst: [u64; 4],
     pub task_final: [u64; 4],
     pub rng: Rng,
@@ -482,17 +498,6 @@ impl std::fmt::Display for Leaks {
             f.write_str(&held.join(", "))
         }
     }
-}
-
-/// A named time series.
-#[derive(Clone, Debug, Default)]
-pub struct Series {
-    /// Name (legend).
-    pub name: String,
-    /// Unit for the axis label.
-    pub unit: String,
-    /// `(t_ns, value)` samples.
-    pub points: Vec<(u64, f64)>,
 }
 
 /// Per-receiver results.
@@ -847,7 +852,7 @@ impl Sim {
             failed: false,
             bytes: st.transfer_bytes,
             evidence: TaskEvidence::new(),
-            worst: TaskState::Normal,
+            worst: AnomalyState::Normal,
         };
         let tid = match s.free_transfers.pop() {
             Some(i) => {

@@ -7,6 +7,17 @@
 
 use std::fmt::Write as _;
 
+/// A named time series.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    /// Name (legend).
+    pub name: String,
+    /// Unit for the axis label.
+    pub unit: String,
+    /// `(t_ns, value)` samples.
+    pub points: Vec<(u64, f64)>,
+}
+
 /// A text table in the RFCs' shape: a title, a header row, rows, notes.
 #[derive(Clone, Debug, Default)]
 pub struct Table {

@@ -18,7 +18,7 @@ use railyard_core::rail::{
     TtlCalibrator,
 };
 
-use crate::model::{Series, SimConfig};
+use crate::report::Series;
 
 /// Receiver-credit settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,19 +126,27 @@ struct Attribution {
 }
 
 impl Stack {
-    /// Builds the stack for `cfg`.
-    pub fn new(cfg: &SimConfig) -> Result<Stack, String> {
-        let n = cfg.net.nics_per_host;
-        let routes = cfg.receivers.len() * n;
+    /// Builds the stack `cfg` for `senders` senders with `nics` NICs each
+    /// (every one at `line_rate` bytes/s) and `receivers` receivers (one
+    /// route per receiver and NIC). [`Stack::new`] builds it for a
+    /// [`SimConfig`](crate::model::SimConfig).
+    pub fn build(
+        cfg: &StackConfig,
+        senders: usize,
+        receivers: usize,
+        nics: usize,
+        line_rate: u64,
+    ) -> Result<Stack, String> {
+        let n = nics;
+        let routes = receivers * n;
         let route_devices: Vec<u16> = (0..routes).map(|r| (r % n) as u16).collect();
-        let specs = vec![DeviceSpec::new(cfg.net.line_rate); n];
-        let mut senders = Vec::with_capacity(cfg.senders);
-        for _ in 0..cfg.senders {
-            let (cc, monitor) = Controller::new(&cfg.stack.cc, n as u16, &route_devices)
+        let specs = vec![DeviceSpec::new(line_rate); n];
+        let mut sender_stacks = Vec::with_capacity(senders);
+        for _ in 0..senders {
+            let (cc, monitor) = Controller::new(&cfg.cc, n as u16, &route_devices)
                 .map_err(|e| format!("cc config: {e}"))?;
-            let rail =
-                Selector::new(&specs, cfg.stack.rail).map_err(|e| format!("rail config: {e}"))?;
-            senders.push(PerSender {
+            let rail = Selector::new(&specs, cfg.rail).map_err(|e| format!("rail config: {e}"))?;
+            sender_stacks.push(PerSender {
                 cc,
                 monitor,
                 rail,
@@ -148,7 +156,7 @@ impl Stack {
         Ok(Stack {
             nics: n,
             routes,
-            senders,
+            senders: sender_stacks,
             timeline: vec![],
             defers: 0,
             avoids: 0,
@@ -156,11 +164,11 @@ impl Stack {
             release_errors: 0,
             rail_fallbacks: 0,
             posts_on_quarantined: 0,
-            calibrator: cfg.stack.rail.trace.then(|| Box::new(TtlCalibrator::new())),
-            attribution: cfg.stack.attribution.map(|(device, peer)| Attribution {
+            calibrator: cfg.rail.trace.then(|| Box::new(TtlCalibrator::new())),
+            attribution: cfg.attribution.map(|(device, peer)| Attribution {
                 device,
                 peer,
-                nominal: cfg.net.line_rate,
+                nominal: line_rate,
                 oracle: 0,
                 err_sum: 0.0,
                 samples: 0,

@@ -21,7 +21,7 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use super::selector::sub_refusing_underflow;
+use super::sub_refusing_underflow;
 use super::variant::{ewma_step, PeerView};
 use crate::sync::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use crate::time::{elapsed, Nanos};

@@ -90,6 +90,31 @@ use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC};
 use crate::token::TokenRecord;
 use core::fmt;
 
+/// Subtracts `bytes` from `cell` unless that would go below zero; returns
+/// whether it did. (The NIC and peer in-flight counters never wrap.) The
+/// selector's NIC counters and the peer ledger's both release through it.
+#[cfg(feature = "alloc")]
+#[inline]
+pub(crate) fn sub_refusing_underflow(cell: &crate::sync::AtomicU64, bytes: u64) -> bool {
+    use crate::sync::Ordering;
+    #[cfg(railyard_broken = "rail_racy_release")]
+    {
+        // BROKEN on purpose (loom twin): check-then-act, plain load + store.
+        let cur = cell.load(Ordering::Acquire);
+        if cur < bytes {
+            return false;
+        }
+        crate::sync::spin_hint();
+        cell.store(cur - bytes, Ordering::Release);
+        true
+    }
+    #[cfg(not(railyard_broken = "rail_racy_release"))]
+    cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+        cur.checked_sub(bytes)
+    })
+    .is_ok()
+}
+
 /// Largest number of candidate devices a selector accepts.
 pub const MAX_DEVICES: usize = 64;
 

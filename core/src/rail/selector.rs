@@ -9,8 +9,8 @@ use super::variant::{bandwidth_sample, ewma_step, NicView, Score, ScoreInput};
 #[cfg(feature = "peer-feedback")]
 use super::variant::{sample_state, score_input, SampleState, Variant};
 use super::{
-    ConfigError, DeviceSpec, Outcome, PeerAccountingError, RailCharge, RailConfig, RailCounters,
-    RailError, MAX_DEVICES,
+    sub_refusing_underflow, ConfigError, DeviceSpec, Outcome, PeerAccountingError, RailCharge,
+    RailConfig, RailCounters, RailError, MAX_DEVICES,
 };
 use crate::sync::{AtomicU64, Ordering};
 use crate::time::{elapsed, Nanos};
@@ -1009,26 +1009,4 @@ impl Selector {
             reclaimed: l(&c.reclaimed),
         }
     }
-}
-
-/// Subtracts `bytes` from `cell` unless that would go below zero; returns
-/// whether it did. (The NIC and peer in-flight counters never wrap.)
-#[inline]
-pub(crate) fn sub_refusing_underflow(cell: &AtomicU64, bytes: u64) -> bool {
-    #[cfg(railyard_broken = "rail_racy_release")]
-    {
-        // BROKEN on purpose (loom twin): check-then-act, plain load + store.
-        let cur = cell.load(Ordering::Acquire);
-        if cur < bytes {
-            return false;
-        }
-        crate::sync::spin_hint();
-        cell.store(cur - bytes, Ordering::Release);
-        true
-    }
-    #[cfg(not(railyard_broken = "rail_racy_release"))]
-    cell.fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
-        cur.checked_sub(bytes)
-    })
-    .is_ok()
 }

@@ -440,7 +440,7 @@ mod tests {
         assert_eq!(o.in_flight, Observed::Value(0));
         assert_eq!(
             o.task_state(),
-            railyard_core::evidence::TaskState::LongUnavailable
+            railyard_core::evidence::AnomalyState::LongUnavailable
         );
         g.on_epoch(10, PollerStatus::Progressing);
         g.on_epoch(20, PollerStatus::Stalled);

@@ -74,6 +74,10 @@ pub enum WorkerModel {
     DedicatedPoller,
 }
 
+/// Nominal link rate every rail starts with in the selector (bytes/s,
+/// 100 Gb/s); completions then teach it each rail's real rate (EWMA).
+pub const NOMINAL_RAIL_BPS: u64 = 12_500_000_000;
+
 /// Everything [`Engine::new`](super::Engine::new) needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -91,7 +95,7 @@ pub struct EngineConfig {
     /// Nominal link rate of every rail, bytes per second: the selector's
     /// starting bandwidth estimate and the base of its EWMA clamps (floor
     /// and ceiling are multiples of it). The port's rate is not queried.
-    /// Default [`NOMINAL_RAIL_BPS`](super::NOMINAL_RAIL_BPS) (100 Gb/s);
+    /// Default [`NOMINAL_RAIL_BPS`](NOMINAL_RAIL_BPS) (100 Gb/s);
     /// set it near the real per-rail rate (e.g. a few hundred MB/s for
     /// Soft-RoCE under qemu TCG, `MC_RAIL_NOMINAL_MBPS`), or every
     /// completion sample lands on the EWMA floor and the rails look alike.
@@ -162,7 +166,7 @@ impl Default for EngineConfig {
             device: None,
             devices: Vec::new(),
             rail: RailConfig::default(),
-            rail_nominal_bps: super::NOMINAL_RAIL_BPS,
+            rail_nominal_bps: NOMINAL_RAIL_BPS,
             port: 1,
             gid_index: 1,
             slice_size: 65536,
@@ -690,7 +694,7 @@ mod tests {
         assert_eq!(c.rail_nominal_bps, 400_000_000);
         let d = cfg(&[]).unwrap();
         assert_eq!(d.rail, RailConfig::default());
-        assert_eq!(d.rail_nominal_bps, super::super::NOMINAL_RAIL_BPS);
+        assert_eq!(d.rail_nominal_bps, super::NOMINAL_RAIL_BPS);
         let on = cfg(&[("MC_RAIL_PEER_ACCOUNTING", "1")]);
         let compiled = RailConfig {
             peer_accounting: true,

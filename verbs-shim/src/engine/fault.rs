@@ -1,25 +1,17 @@
-//! Fault injection for the real-verbs fault matrix (issue #7): hooks that
-//! make the engine produce real verbs errors on Soft-RoCE. Compiled only
-//! with the `fault-injection` feature; without it every check below is a
-//! constant and the hooks do not exist. Not for production.
-//!
-//! | hook | what the NIC then does |
-//! |---|---|
-//! | [`Engine::fault_corrupt_rkey`] | posts on the segment's *current endpoint* carry a wrong rkey → `REM_ACCESS_ERR`; a reconnect (fresh descriptors) is the metadata refresh |
-//! | [`Engine::fault_bad_lkey`] | posts use an lkey of the same buffer registered in *another* PD → `LOC_PROT_ERR` |
-//! | [`Engine::fault_qps_to_error`] | the segment's QPs move to ERR behind the engine's back → a `WR_FLUSH_ERR` burst |
-//! | [`Engine::fault_pause_polling`] | no CQ is polled (a poller stall) until resumed |
-//! | [`Engine::fault_async_event`] | **scripted**: runs the engine's async-event handling on a synthetic event (for events Soft-RoCE cannot raise) |
+//! Fault-injection state (issue #7): what the hooks of `inject.rs` set and
+//! the workers, the monitor and the controller read on their paths.
+//! Compiled to nothing without the `fault-injection` feature: every check
+//! below is then a constant. Not for production.
 
-#[cfg(feature = "fault-injection")]
-use super::{Engine, EngineError, SegmentId};
+use super::cc_gate::CcGate;
 use crate::wire::SegmentDescriptor;
 use crate::MemoryRegion;
 use railyard_core::endpoint::EndpointHandle;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-/// What the CC trace hook ([`Engine::fault_trace_cc`]) sees, right after
+/// What the CC trace hook
+/// ([`Engine::fault_trace_cc`](super::Engine::fault_trace_cc)) sees, right after
 /// the controller processed it (fault-injection builds only; without the
 /// feature the calls compile away).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,21 +28,21 @@ pub enum TraceEvent {
 
 /// The trace hook's type.
 #[cfg(feature = "fault-injection")]
-pub(crate) type TraceHook = Box<dyn Fn(&super::CcGate, TraceEvent) + Send + Sync>;
+pub(crate) type TraceHook = Box<dyn Fn(&CcGate, TraceEvent) + Send + Sync>;
 
 /// Fault state shared with the workers (empty without the feature).
 #[derive(Default)]
 pub(crate) struct FaultState {
     /// The CC trace hook, if a test installed one.
     #[cfg(feature = "fault-injection")]
-    trace: std::sync::OnceLock<TraceHook>,
+    pub(crate) trace: std::sync::OnceLock<TraceHook>,
     #[cfg(feature = "fault-injection")]
-    polling_paused: AtomicBool,
+    pub(crate) polling_paused: AtomicBool,
     /// Endpoint (encoded + 1) whose posts carry a corrupted rkey; 0 = none.
     #[cfg(feature = "fault-injection")]
-    bad_rkey_ep: AtomicU64,
+    pub(crate) bad_rkey_ep: AtomicU64,
     #[cfg(feature = "fault-injection")]
-    bad_lkey: AtomicBool,
+    pub(crate) bad_lkey: AtomicBool,
     /// The engine's regions registered again in another PD (wrong lkeys).
     #[cfg(feature = "fault-injection")]
     pub(crate) foreign: std::sync::OnceLock<(crate::ProtectionDomain, Vec<Option<MemoryRegion>>)>,
@@ -60,7 +52,7 @@ impl FaultState {
     /// Calls the CC trace hook, if one is installed (never without the
     /// feature: the call compiles away).
     #[inline(always)]
-    pub(crate) fn trace(&self, _cc: &super::CcGate, _ev: TraceEvent) {
+    pub(crate) fn trace(&self, _cc: &CcGate, _ev: TraceEvent) {
         #[cfg(feature = "fault-injection")]
         if let Some(f) = self.trace.get() {
             f(_cc, _ev);
@@ -81,7 +73,7 @@ impl FaultState {
     pub(crate) fn remote(&self, _h: EndpointHandle, d: SegmentDescriptor) -> SegmentDescriptor {
         #[cfg(feature = "fault-injection")]
         {
-            let enc = super::ep_word(_h) + 1;
+            let enc = super::api::ep_word(_h) + 1;
             if self.bad_rkey_ep.load(Ordering::Acquire) == enc {
                 return SegmentDescriptor {
                     rkey: d.rkey ^ 0x5a5a_0000,
@@ -113,150 +105,5 @@ impl FaultState {
             }
         }
         mr
-    }
-}
-
-#[cfg(feature = "fault-injection")]
-impl Engine {
-    /// Installs a hook called right after the congestion controller
-    /// processed a completion, a control epoch, event / timeout feedback or
-    /// a reconnect's new generation, with the controller to read state from
-    /// (the fault matrix traces every route's path through the state
-    /// machine with it). One hook per engine; a second install is refused
-    /// (`false`).
-    pub fn fault_trace_cc(
-        &self,
-        f: impl Fn(&super::CcGate, TraceEvent) + Send + Sync + 'static,
-    ) -> bool {
-        self.shared.fault.trace.set(Box::new(f)).is_ok()
-    }
-
-    /// Every admission on local `device` is avoided (`PATH_QUARANTINED`)
-    /// while the planner still finds it usable, as a quarantine racing the
-    /// planner would; `None` turns it off.
-    pub fn fault_avoid_device(&self, device: Option<u16>) {
-        self.shared.gate.fault_avoid_device(device);
-    }
-
-    fn fault_handle(&self, seg: SegmentId) -> Result<EndpointHandle, EngineError> {
-        Ok(self.segment_info(seg)?.endpoint)
-    }
-
-    /// Posts on `seg`'s current endpoint carry a corrupted rkey (the
-    /// peer answers `REM_ACCESS_ERR`). The corruption belongs to that
-    /// endpoint: a reconnect fetches fresh descriptors and so refreshes it.
-    pub fn fault_corrupt_rkey(&self, seg: SegmentId) -> Result<(), EngineError> {
-        let h = self.fault_handle(seg)?;
-        let enc = super::ep_word(h) + 1;
-        self.shared.fault.bad_rkey_ep.store(enc, Ordering::Release);
-        Ok(())
-    }
-
-    /// Undoes [`fault_corrupt_rkey`](Self::fault_corrupt_rkey).
-    pub fn fault_restore_rkey(&self) {
-        self.shared.fault.bad_rkey_ep.store(0, Ordering::Release);
-    }
-
-    /// While `on`, every post uses the lkey of its buffer registered in a
-    /// second protection domain (the NIC answers `LOC_PROT_ERR`; rxe answers
-    /// `LOC_QP_OP_ERR`). Applies to posts on device 0. The
-    /// foreign registrations are made on first use, for every region
-    /// registered so far (by slot), and live as long as the engine; from
-    /// then on `deregister_memory` is refused.
-    pub fn fault_bad_lkey(&self, on: bool) -> Result<(), EngineError> {
-        let f = &self.shared.fault;
-        if on && f.foreign.get().is_none() {
-            let pd = self.shared.devs[0].ctx.alloc_pd()?;
-            let mut v = Vec::new();
-            for m in self.shared.regions_first() {
-                let Some(m) = m else {
-                    v.push(None);
-                    continue;
-                };
-                // SAFETY: once foreign registrations exist,
-                // `deregister_memory` refuses, so the engine's regions live
-                // until the engine is dropped; this registration is dropped
-                // with it (after every QP was flushed), and the NIC only
-                // reads/writes the same bytes the engine's own registration
-                // covers.
-                let mr = unsafe {
-                    MemoryRegion::register(
-                        &pd,
-                        m.addr() as *mut u8,
-                        m.len(),
-                        crate::Access::ALL_RDMA,
-                    )
-                }?;
-                v.push(Some(mr));
-            }
-            let _ = f.foreign.set((pd, v));
-        }
-        f.bad_lkey.store(on, Ordering::Release);
-        Ok(())
-    }
-
-    /// Moves the QPs of `seg`'s first rail to ERR without telling the engine (as a QP
-    /// error nobody reported would): posted work flushes.
-    pub fn fault_qps_to_error(&self, seg: SegmentId) -> Result<usize, EngineError> {
-        let h = self.fault_handle(seg)?;
-        let local = self.shared.endpoints.register();
-        let guard = local.pin();
-        let res = self
-            .shared
-            .endpoints
-            .resource(h, &guard)
-            .map_err(EngineError::Endpoint)?;
-        let mut n = 0;
-        for qp in &res.qps {
-            qp.to_error_shared()?;
-            n += 1;
-        }
-        Ok(n)
-    }
-
-    /// Pauses (`true`) or resumes CQ polling in every worker: a poller
-    /// stall. Posting continues.
-    pub fn fault_pause_polling(&self, paused: bool) {
-        self.shared
-            .fault
-            .polling_paused
-            .store(paused, Ordering::Release);
-        if !paused {
-            for s in 0..self.shared.cqs.len() {
-                self.shared.wake_poller(s);
-            }
-        }
-    }
-
-    /// **Scripted, not a real event**: runs the engine's async-event
-    /// handling (classification, controller feedback, retire at the
-    /// classified scope) on a synthetic `event_type` of device 0, for the
-    /// first QP of `seg`'s first rail if given. For rows of the RFC 4162 event table Soft-RoCE cannot
-    /// raise.
-    pub fn fault_async_event(
-        &self,
-        event_type: u32,
-        seg: Option<SegmentId>,
-    ) -> Result<(), EngineError> {
-        let qpn = match seg {
-            Some(s) => {
-                let segs = self
-                    .shared
-                    .segments
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner());
-                Some(
-                    *segs
-                        .get(s.0 as usize)
-                        .and_then(|e| e.rails.first())
-                        .and_then(|x| x.qpns.first())
-                        .ok_or(EngineError::NoSuchSegment(s))?,
-                )
-            }
-            None => None,
-        };
-        // Device 0; a scripted event carries no CQ.
-        super::worker::handle_async_event(&self.shared, 0, event_type, qpn, None);
-        Ok(())
     }
 }

@@ -25,7 +25,8 @@
 //! [`MemTable::entry_pinned`]); `loom-tests/tests/pin.rs` models the pin
 //! protocol.
 
-use super::{Engine, EngineError, MemEntry, Shared, MAX_MEMORY_REGIONS};
+use super::api::{EngineError, MAX_MEMORY_REGIONS};
+use super::Engine;
 use crate::MemoryRegion;
 use railyard_core::pin::{PinError, Pins};
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -46,6 +47,22 @@ pub(crate) struct MemTable {
     regions: Mutex<Vec<Option<Arc<MemEntry>>>>,
     /// Region index + 1 of the post that holds each token slot (0: none).
     tok_mem: Box<[AtomicU32]>,
+}
+
+/// A memory region registered on every device: `regs[d]` is the
+/// registration on device `d` (its lkey/rkey). `regs[0]` owns an
+/// engine-allocated buffer, so the registrations are dropped last-first.
+pub(crate) struct MemEntry {
+    pub(crate) regs: Vec<Arc<MemoryRegion>>,
+}
+
+impl Drop for MemEntry {
+    fn drop(&mut self) {
+        // Deregister the extra devices before the owner frees the buffer.
+        while let Some(r) = self.regs.pop() {
+            drop(r);
+        }
+    }
 }
 
 /// A region found for a local range: its slot and the offset in it.
@@ -135,7 +152,9 @@ impl MemTable {
         // closed slot's entry is unpublished and dropped; the `Arc` in the
         // table therefore outlives this borrow, which the caller ends
         // before unpinning. The entry is never mutated after publication.
-        Some(unsafe { &*p })
+        #[allow(unsafe_code)]
+        let entry = unsafe { &*p };
+        Some(entry)
     }
 
     /// Pins slot `mem` for one post. False if the slot is closed.
@@ -174,6 +193,23 @@ impl MemTable {
             .get(wr_id as u32 as usize)?
             .load(Ordering::Acquire);
         v.checked_sub(1).map(|m| m as usize)
+    }
+    /// The handshake's view of every region registered on device `dev`.
+    pub(crate) fn region_descriptors(&self, dev: usize) -> Vec<crate::wire::SegmentDescriptor> {
+        self.lock()
+            .iter()
+            .flatten()
+            .filter_map(|e| e.regs.get(dev).map(|r| r.descriptor()))
+            .collect()
+    }
+
+    /// Device-0 registrations of every region (fault injection).
+    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
+    pub(crate) fn regions_first(&self) -> Vec<Option<Arc<MemoryRegion>>> {
+        self.lock()
+            .iter()
+            .map(|e| e.as_ref().and_then(|e| e.regs.first().cloned()))
+            .collect()
     }
 
     /// Pins held over every region (slices queued + posts in flight): zero
@@ -233,28 +269,6 @@ impl Drop for SubmitPins<'_> {
         for &(m, n) in &self.taken {
             self.table.unpin(m as usize, n);
         }
-    }
-}
-
-impl Shared {
-    /// The handshake's view of every region registered on device `dev`.
-    pub(crate) fn region_descriptors(&self, dev: usize) -> Vec<crate::wire::SegmentDescriptor> {
-        self.mem
-            .lock()
-            .iter()
-            .flatten()
-            .filter_map(|e| e.regs.get(dev).map(|r| r.descriptor()))
-            .collect()
-    }
-
-    /// Device-0 registrations of every region (fault injection).
-    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
-    pub(crate) fn regions_first(&self) -> Vec<Option<Arc<MemoryRegion>>> {
-        self.mem
-            .lock()
-            .iter()
-            .map(|e| e.as_ref().and_then(|e| e.regs.first().cloned()))
-            .collect()
     }
 }
 

@@ -8,7 +8,9 @@
 //! submitted multi-rail transfer); otherwise [`RailTrace::record`] is one
 //! branch.
 
-use super::{BatchId, Engine, EngineError, SegmentId, MAX_RAILS};
+use super::api::{BatchId, EngineError, SegmentId};
+use super::config::MAX_RAILS;
+use super::Engine;
 use railyard_core::rail::{NicView, PeerView, RailCounters};
 use railyard_core::time::Nanos;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -137,7 +139,7 @@ impl Engine {
         batch: BatchId,
         task: usize,
     ) -> Result<[u32; MAX_RAILS], EngineError> {
-        self.with_batch(batch, |b| {
+        self.shared.with_batch(batch, |b| {
             let te = b
                 .tasks
                 .get(task)
