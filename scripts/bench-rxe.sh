@@ -43,8 +43,14 @@
 # posting syscall; frequent wakeups and frequent doorbells feed it, so these
 # ratios say more about Soft-RoCE scheduling than about the engine.
 #
+# Each round also prints railyard's own enforce/off ratio (RFC 4162's
+# "<= 3% healthy enforce" gate), and the median of those at the end.
+#
 # Env: BENCH_SECS (default 5), BENCH_ROUNDS (default 3), BENCH_TIMEOUT (guest limit, default 400),
 #      BENCH_ARGS (extra railyard initiator args, e.g. "--batch 64 --depth 4"),
+#      BENCH_BASELINE (optional: another `railyard` binary, e.g. one built from
+#        main, run off + enforce in the same rounds so a change is compared
+#        against its baseline in one guest run; it must be under the checkout),
 #      MC_* engine settings (passed into the guest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,6 +58,11 @@ SECS="${BENCH_SECS:-5}"
 ROUNDS="${BENCH_ROUNDS:-3}"
 TIMEOUT="${BENCH_TIMEOUT:-400}"
 EXTRA="${BENCH_ARGS:-}"
+BASE="${BENCH_BASELINE:-}"
+if [ -n "$BASE" ]; then
+  BASE="$(realpath "$BASE")"
+  [ -x "$BASE" ] || { echo "bench-rxe: BENCH_BASELINE=$BASE is not an executable" >&2; exit 2; }
+fi
 
 scripts/rxe-vm --setup >/dev/null
 timeout 1800 cargo build --release -p railyard-cli --features verbs >&2
@@ -71,21 +82,26 @@ set -u
 # fairer than one run of each).
 ratios_off=""
 ratios_enf=""
-# run_ry MODE: one railyard bench round with MC_ADAPTIVE_CC_MODE=MODE on both
-# sides; sets ry (MiB/s, empty on failure).
+self_ratios=""
+base_self_ratios=""
+# run_ry MODE [BIN]: one railyard bench round with MC_ADAPTIVE_CC_MODE=MODE on
+# both sides (BIN defaults to this checkout's build); sets ry (MiB/s, empty on
+# failure).
 run_ry() {
-  echo "=== round \$round: railyard bench --op write -s 65536 (${SECS} s, CC \$1)"
-  MC_ADAPTIVE_CC_MODE=\$1 $bin bench target --listen 127.0.0.1:18515 -d rxe0 -s 65536 --duration $SECS > /tmp/ry-target.log 2>&1 &
+  rybin=\${2:-$bin}
+  echo "=== round \$round: railyard bench --op write -s 65536 (${SECS} s, CC \$1, \$rybin)"
+  MC_ADAPTIVE_CC_MODE=\$1 \$rybin bench target --listen 127.0.0.1:18515 -d rxe0 -s 65536 --duration $SECS > /tmp/ry-target.log 2>&1 &
   tpid=\$!
   # The target may need more than a second to open rxe0 under TCG: retry
   # the initiator while the listener is not up yet (connection refused).
   for attempt in 1 2 3 4 5; do
     sleep 1
-    MC_ADAPTIVE_CC_MODE=\$1 timeout \$(( $SECS + 90 )) $bin bench initiator --peer 127.0.0.1:18515 -d rxe0 -s 65536 --op write --duration $SECS $EXTRA > /tmp/ry.log 2>&1
+    MC_ADAPTIVE_CC_MODE=\$1 timeout \$(( $SECS + 90 )) \$rybin bench initiator --peer 127.0.0.1:18515 -d rxe0 -s 65536 --op write --duration $SECS $EXTRA > /tmp/ry.log 2>&1
     rc=\$?
     grep -q "Connection refused" /tmp/ry.log || break
   done
   echo "railyard initiator exit code \$rc"
+  grep -E '^ *[0-9]+\.[0-9] s ' /tmp/ry.log
   sed -n '/^summary/,\$p' /tmp/ry.log
   kill \$tpid 2>/dev/null; wait \$tpid 2>/dev/null
   ry=\$(sed -n 's/^railyard-bench-result mib_per_s=\([0-9.]*\).*/\1/p' /tmp/ry.log)
@@ -94,9 +110,24 @@ run_ry() {
     echo "--- railyard target log:"; tail -n 5 /tmp/ry-target.log
   fi
 }
+ratio() { awk -v a="\$1" -v b="\$2" 'BEGIN{printf "%.3f", a/b}'; }
 for round in \$(seq 1 $ROUNDS); do
   run_ry off; ry_off=\$ry
   run_ry enforce; ry_enf=\$ry
+  if [ -n "\$ry_off" ] && [ -n "\$ry_enf" ]; then
+    r=\$(ratio "\$ry_enf" "\$ry_off")
+    echo "round \$round: railyard enforce / off = \$r (\$ry_enf / \$ry_off MiB/s)"
+    self_ratios="\$self_ratios \$r"
+  fi
+  if [ -n "$BASE" ]; then
+    run_ry off $BASE; b_off=\$ry
+    run_ry enforce $BASE; b_enf=\$ry
+    if [ -n "\$b_off" ] && [ -n "\$b_enf" ]; then
+      r=\$(ratio "\$b_enf" "\$b_off")
+      echo "round \$round: baseline enforce / off = \$r (\$b_enf / \$b_off MiB/s)"
+      base_self_ratios="\$base_self_ratios \$r"
+    fi
+  fi
   echo "=== round \$round: ib_write_bw -s 65536 (${SECS} s)"
   ib=""
   # perftest sometimes cannot calibrate its clock under TCG ("Correlation
@@ -130,6 +161,9 @@ echo "=== result"
 echo "ratios railyard / ib_write_bw per round: CC off:\$ratios_off; CC enforce:\$ratios_enf"
 [ -n "\$ratios_off" ] && median "\$ratios_off" "CC off"
 [ -n "\$ratios_enf" ] && median "\$ratios_enf" "CC enforce"
+median_self() { echo \$1 | tr ' ' '\n' | sort -n | awk -v what="\$2" '{a[NR]=\$1} END{printf "%s: median enforce/off = %.3f over %d rounds (goal >= 0.97)\n", what, a[int((NR+1)/2)], NR}'; }
+[ -n "\$self_ratios" ] && { echo "railyard enforce/off per round:\$self_ratios"; median_self "\$self_ratios" "railyard"; }
+[ -n "\$base_self_ratios" ] && { echo "baseline enforce/off per round:\$base_self_ratios"; median_self "\$base_self_ratios" "baseline ($BASE)"; }
 true
 GUEST
 scripts/rxe-vm "${share[@]}" --timeout "$TIMEOUT" -- bash "$guest"

@@ -299,6 +299,20 @@ mod verbs {
         Ok(())
     }
 
+    /// `"  cc window W KiB in-flight F KiB"` for device 0, or nothing with
+    /// the controller off or compiled out.
+    fn cc_window(e: &Engine) -> String {
+        match e.device_snapshot() {
+            Some(d) if e.stats().gate.enabled => format!(
+                "  cc window {} KiB in-flight {} KiB {:?}",
+                d.window / 1024,
+                d.in_flight / 1024,
+                d.health
+            ),
+            _ => String::new(),
+        }
+    }
+
     fn wait(e: &Engine, b: BatchId) -> Result<(), String> {
         let t0 = Instant::now();
         let mut spins = 0u32;
@@ -451,11 +465,12 @@ mod verbs {
             if now >= next_report {
                 let s = e.stats();
                 println!(
-                    "{:6.1} s  {:8.3} GB/s  completions {}  deferrals {}",
+                    "{:6.1} s  {:8.3} GB/s  completions {}  deferrals {}{}",
                     (now - start).as_secs_f64(),
                     (bytes - last_bytes) as f64 / 1e9,
                     s.completions - before.completions,
-                    s.deferrals - before.deferrals
+                    s.deferrals - before.deferrals,
+                    cc_window(&e)
                 );
                 last_bytes = bytes;
                 next_report += Duration::from_secs(1);

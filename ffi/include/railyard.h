@@ -129,6 +129,8 @@ enum ry_status
   RY_STATUS_CC_CONFIG_TOO_LARGE = -27,
   // CC config: a route is bound to a device index that does not exist.
   RY_STATUS_CC_CONFIG_ROUTE_DEVICE_OUT_OF_RANGE = -28,
+  // CC config: the target mode is not adaptive or fixed.
+  RY_STATUS_CC_CONFIG_INVALID_TARGET_MODE = -29,
   // CC admission: a zero-byte slice.
   RY_STATUS_CC_ZERO_BYTES = -30,
   // CC: the device index is out of range.
@@ -964,6 +966,26 @@ typedef uint32_t ry_variant;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// How the controller judges drain time (`MC_ADAPTIVE_CC_TARGET_MODE`).
+enum ry_target_mode
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Pressure is drain time above max(target, base drain / decrease
+  // fraction), the base being measured per domain (the default).
+  RY_TARGET_MODE_ADAPTIVE = 0,
+  // RFC 4162 literally: pressure is drain time above the target.
+  RY_TARGET_MODE_FIXED = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_target_mode ry_target_mode;
+#else
+typedef uint32_t ry_target_mode;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // How a resource's capacity returns to the receiver's free pool.
 enum ry_return_path
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -1084,13 +1106,17 @@ typedef struct {
   uint32_t high_pressure_epochs;
   // Consecutive calm epochs to resume growth.
   uint32_t low_pressure_epochs;
+  // `ry_target_mode`: how drain time is judged (0 = adaptive, the
+  // default; 1 = fixed, RFC 4162's absolute target).
+  uint32_t target_mode;
   // Minimum window (bytes).
   uint64_t min_window_bytes;
   // Maximum window (bytes).
   uint64_t max_window_bytes;
   // Initial window (bytes); 0 = the maximum window.
   uint64_t initial_window_bytes;
-  // Drain time above this is pressure (microseconds).
+  // Drain time above this is pressure (microseconds); with the adaptive
+  // target mode, the floor of the path-relative threshold.
   uint64_t target_drain_us;
   // Quarantine cooldown (milliseconds).
   uint64_t cooldown_ms;
