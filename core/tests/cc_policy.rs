@@ -459,7 +459,7 @@ fn drain_time_of_an_epoch() {
 }
 
 #[test]
-fn threshold_is_the_target_until_a_base_and_then_base_over_beta() {
+fn threshold_is_the_target_until_a_base_and_then_1_125_base_over_beta() {
     let fixed = CcConfig {
         target_drain_us: 200,
         target_mode: TargetMode::Fixed,
@@ -475,17 +475,18 @@ fn threshold_is_the_target_until_a_base_and_then_base_over_beta() {
     .unwrap();
     assert_eq!(pressure_threshold_ns(&fixed, Some(3_000_000)), 200_000);
     assert_eq!(pressure_threshold_ns(&adaptive, None), 200_000);
-    // Default decrease 50%: 2x the base.
-    assert_eq!(pressure_threshold_ns(&adaptive, Some(3_000_000)), 6_000_000);
-    // A base below half the target leaves the RFC threshold.
-    assert_eq!(pressure_threshold_ns(&adaptive, Some(50_000)), 200_000);
+    // Default decrease 50%: 2.25x the base.
+    assert_eq!(pressure_threshold_ns(&adaptive, Some(3_000_000)), 6_750_000);
+    // A base below target / 2.25 leaves the RFC threshold.
+    assert_eq!(pressure_threshold_ns(&adaptive, Some(88_000)), 200_000);
+    assert_eq!(pressure_threshold_ns(&adaptive, Some(90_000)), 202_500);
     let gentle = CcConfig {
         decrease_percent: 80,
         ..CcConfig::default()
     }
     .validate()
     .unwrap();
-    assert_eq!(pressure_threshold_ns(&gentle, Some(4_000_000)), 5_000_000);
+    assert_eq!(pressure_threshold_ns(&gentle, Some(4_000_000)), 5_625_000);
     assert_eq!(pressure_threshold_ns(&adaptive, Some(u64::MAX)), u64::MAX);
 }
 

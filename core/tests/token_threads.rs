@@ -13,6 +13,15 @@ use std::sync::mpsc;
 use railyard_core::token::{TokenError, TokenPool};
 
 const CAP: usize = 64;
+
+/// Sets its flag when dropped (also when its thread panics).
+struct Gone<'a>(&'a AtomicBool);
+
+impl Drop for Gone<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
 const POSTERS: u64 = 2;
 const PER_POSTER: u64 = 50_000;
 
@@ -21,10 +30,11 @@ fn posters_and_a_poller_through_caches_keep_every_token_owned_once() {
     let pool = TokenPool::<u64>::new(CAP).unwrap();
     let live: Vec<AtomicBool> = (0..CAP).map(|_| AtomicBool::new(false)).collect();
     let (tx, rx) = mpsc::sync_channel::<(u64, u64)>(CAP);
+    let poller_gone = AtomicBool::new(false);
     let exhausted = std::thread::scope(|s| {
         let posters: Vec<_> = (0..POSTERS)
             .map(|t| {
-                let (tx, pool, live) = (tx.clone(), &pool, &live);
+                let (tx, pool, live, poller_gone) = (tx.clone(), &pool, &live, &poller_gone);
                 s.spawn(move || {
                     let mut cache = pool.cache::<16>();
                     let mut exhausted = 0u64;
@@ -34,6 +44,10 @@ fn posters_and_a_poller_through_caches_keep_every_token_owned_once() {
                             match cache.claim(rec) {
                                 Ok(wr) => break wr,
                                 Err(TokenError::Exhausted) => {
+                                    assert!(
+                                        !poller_gone.load(Ordering::Acquire),
+                                        "the poller failed"
+                                    );
                                     exhausted += 1;
                                     std::thread::yield_now();
                                 }
@@ -50,12 +64,20 @@ fn posters_and_a_poller_through_caches_keep_every_token_owned_once() {
             .collect();
         drop(tx);
         let poller = s.spawn(|| {
+            // If the poller fails, the posters must not wait for it forever.
+            let _guard = Gone(&poller_gone);
             let mut cache = pool.cache::<16>();
             let mut n = 0u64;
             for (wr, rec) in rx {
                 live[wr as u32 as usize].store(false, Ordering::Release);
                 assert_eq!(cache.complete(wr), Ok(rec), "own record, once");
-                assert_eq!(cache.complete(wr), Err(TokenError::Duplicate));
+                // Again: refused. Duplicate, or Stale if a poster already
+                // claimed the slot again (it may, the moment it is free).
+                let again = cache.complete(wr);
+                assert!(
+                    matches!(again, Err(TokenError::Duplicate | TokenError::Stale)),
+                    "{again:?}"
+                );
                 n += 1;
             }
             n

@@ -972,7 +972,7 @@ enum ry_target_mode
   : uint32_t
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
-  // Pressure is drain time above max(target, base drain / decrease
+  // Pressure is drain time above max(target, 1.125 x base drain / decrease
   // fraction), the base being measured per domain (the default).
   RY_TARGET_MODE_ADAPTIVE = 0,
   // RFC 4162 literally: pressure is drain time above the target.

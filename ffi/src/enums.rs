@@ -721,7 +721,7 @@ impl ry_mode {
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ry_target_mode {
-    /// Pressure is drain time above max(target, base drain / decrease
+    /// Pressure is drain time above max(target, 1.125 x base drain / decrease
     /// fraction), the base being measured per domain (the default).
     Adaptive = 0,
     /// RFC 4162 literally: pressure is drain time above the target.

@@ -3,7 +3,10 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use super::aimd::{epoch_pressured, pressure_threshold_ns, Aimd, BaseDrain, Sample};
+use super::aimd::{
+    epoch_pressured, pressure_threshold_ns, Aimd, BaseDrain, Sample, BASE_SPAN_MAX_EPOCHS,
+    BASE_SPAN_WINDOWS,
+};
 use super::config::{CcConfig, ConfigError, Mode, Params, TargetMode};
 use super::health::{arrow_exists, needs_escalation, step, Event, Health, HealthWord};
 use super::{
@@ -78,9 +81,9 @@ impl Domain {
     /// not move, `acquired` was read at an instant when `released` held that
     /// value (both are monotonic), and the difference is exact, never
     /// negative (a release never passes the `acquired` it saw, which
-    /// happens-before our `Acquire` load of `released`) and never above
-    /// max(window, one slice) (an admission never passes the window over the
-    /// `released` it saw, which is at most ours).
+    /// happens-before our `Acquire` load of `released`) and never above the
+    /// admission bound, max(largest window, one slice) (an admission never
+    /// passes its window over the `released` it saw, which is at most ours).
     ///
     /// If `released` keeps moving for [`SNAPSHOT_TRIES`] rounds, the last
     /// round's `acquired − released(after)` is returned, clamped at 0: a
@@ -805,16 +808,6 @@ struct PolicyState {
     /// In-flight bytes at the previous epoch (for the span's start rule).
     last_in_flight: u64,
 }
-
-/// Bytes a floor-level span must drain before it yields one base sample,
-/// in units of the minimum window: enough completions that one slice more
-/// or less in an epoch does not move the sample much.
-const BASE_SPAN_WINDOWS: u64 = 4;
-
-/// Epochs a floor-level span may last before it is discarded unsampled: a
-/// backlog that needs longer to drain four minimum windows is stuck, not a
-/// measurement of the path.
-const BASE_SPAN_MAX_EPOCHS: u32 = 64;
 
 /// The most a domain may hold for its epoch to measure the base: one
 /// multiplicative decrease above the minimum window (`min / β`), the band a

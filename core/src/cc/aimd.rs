@@ -8,25 +8,39 @@
 //! epoch ([`drain_time_ns`]). With [`TargetMode::Fixed`] an epoch is
 //! pressured when drain time exceeds the configured target (RFC 4162 read
 //! literally). With [`TargetMode::Adaptive`] (the default) the threshold is
-//! [`pressure_threshold_ns`]: `max(target, base × 100 / decrease_percent)`,
-//! where `base` is the domain's **base drain time** ([`BaseDrain`]): the
-//! windowed minimum of the drain times it showed while it held no more than
-//! the minimum window, i.e. what the path does with the least backlog the
-//! controller ever leaves on it (base RTT in delay-based datacenter CC).
+//! [`pressure_threshold_ns`]: `max(target, 1.125 × base / β)`, β being the
+//! fraction of the window a decrease keeps (`decrease_percent`) and `base`
+//! the domain's **base drain time** ([`BaseDrain`]): the windowed minimum of
+//! its drain time over spans in which it held no more than one decrease
+//! above the minimum window (`min_window / β`), i.e. what the path does with
+//! the least backlog the controller leaves on it (base RTT in delay-based
+//! datacenter CC). A span must drain [`BASE_SPAN_WINDOWS`] minimum windows
+//! (so one completion more or less does not move it), must start at that
+//! level (a backlog draining from above it drains at full rate and says
+//! nothing about the floor), and is given up after [`BASE_SPAN_MAX_EPOCHS`]
+//! (a stuck backlog is not the path's base).
 //!
-//! Why `100 / decrease_percent` (2× at the default 50%): below the path's
-//! bandwidth-delay product drain time stays at the base; above it, drain time
+//! Why `1.125 / β` (2.25× at the default 50%): below the path's
+//! bandwidth-delay product (BDP) drain time stays at the base; above it, it
 //! grows with the window. A window that rises until drain time is
-//! `base / β` (β = the fraction kept on a decrease) and is then cut to `β` of
-//! itself lands back at the base, i.e. at the BDP, so the AIMD saw-tooth
-//! never starves the path, yet a queue of more than `(1/β − 1)` BDPs is
-//! still pressure. The configured target is the threshold's floor, so the
-//! adaptive rule is never stricter than the RFC's, and until a base has
-//! been measured it *is* the RFC's: a path is first backed off by the
-//! absolute target, and only the drain time it still shows at the minimum
-//! window (where backing off further cannot help) raises its threshold. A
-//! fast fabric whose senders reach drain times below the target at the
-//! minimum window (incast) therefore keeps exactly the RFC behaviour.
+//! `1.125 × base / β` and is then cut to `β` of itself lands at 1.125 BDP, so
+//! the AIMD saw-tooth never starves the path (the 12.5% margin covers the
+//! minimum's downward bias and slice granularity), yet a standing queue of
+//! more than about `(1.125/β − 1)` BDPs is still pressure. The configured
+//! target is the threshold's floor, so the adaptive rule is never stricter
+//! than the RFC's, and until a base is measured it *is* the RFC's: a path is
+//! first backed off by the absolute target, and only the drain time it still
+//! shows near the minimum window (where backing off further cannot help)
+//! raises its threshold. A fabric whose senders drain the minimum window in
+//! less than `β / 1.125` of the target (the 16-sender incast of `railyard sim
+//! cc`: 80 µs against 200 µs) keeps exactly the RFC behaviour.
+//!
+//! What a drain-time rule cannot do: a sender alone cannot tell its own
+//! NIC's queue from a shared switch queue (in a FIFO both grow with its
+//! window), so a path whose *throughput* keeps rising with far more bytes in
+//! flight than its base drain time suggests (Soft-RoCE under an emulated
+//! CPU, where batching amortises per-request cost) is still held near
+//! `2.25 × base` worth of bytes.
 
 use super::config::{Params, TargetMode};
 use crate::time::{elapsed, Nanos};
@@ -52,7 +66,7 @@ pub const fn drain_time_ns(in_flight: u64, drained: u64, epoch_ns: u64) -> Optio
 
 /// The drain time above which an epoch is pressured, ns (see the module
 /// docs): the target for [`TargetMode::Fixed`] or without a base; else
-/// `max(target, base × 100 / decrease_percent)`.
+/// `max(target, base × 112.5 / decrease_percent)`.
 #[inline]
 pub const fn pressure_threshold_ns(p: &Params, base: Option<u64>) -> u64 {
     match (p.target_mode, base) {
@@ -62,7 +76,7 @@ pub const fn pressure_threshold_ns(p: &Params, base: Option<u64>) -> u64 {
             } else {
                 p.decrease_percent
             };
-            let scaled = (b as u128) * 100 / (pct as u128);
+            let scaled = (b as u128) * 1125 / (10 * pct as u128);
             let scaled = if scaled > u64::MAX as u128 {
                 u64::MAX
             } else {
@@ -78,6 +92,16 @@ pub const fn pressure_threshold_ns(p: &Params, base: Option<u64>) -> u64 {
     }
 }
 
+/// Bytes a floor-level span must drain before it yields one base sample,
+/// in units of the minimum window: enough completions that one slice more
+/// or less in an epoch does not move the sample much.
+pub const BASE_SPAN_WINDOWS: u64 = 4;
+
+/// Epochs a floor-level span may last before it is discarded unsampled: a
+/// backlog that needs longer to drain four minimum windows is stuck, not a
+/// measurement of the path.
+pub const BASE_SPAN_MAX_EPOCHS: u32 = 64;
+
 /// How long one base-drain period lasts: the base is the minimum over the
 /// current and the previous period (10 s, the base-RTT window of BBR and
 /// Copa), so a path that became slower is re-learned within two periods of
@@ -86,8 +110,9 @@ pub const BASE_PERIOD_NS: u64 = 10 * crate::time::NS_PER_SEC;
 
 /// A domain's base drain time: a windowed minimum (two periods of
 /// [`BASE_PERIOD_NS`]) of its drain-time samples. The monitor feeds it only
-/// epochs in which the domain held at most the minimum window, so the base
-/// is what the path does with the least backlog the controller leaves on it.
+/// spans in which the domain held at most one decrease above the minimum
+/// window (see the module docs), so the base is what the path does with the
+/// least backlog the controller leaves on it.
 ///
 /// A period ends only when a sample arrives after it, so the base never
 /// expires without a replacement measured on the same path; it is

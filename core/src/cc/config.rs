@@ -10,7 +10,7 @@
 //! ~3 ms) as permanently congested and pins its window at the minimum. By
 //! default ([`TargetMode::Adaptive`]) the target is therefore judged against
 //! what the path can do: pressure is drain time above
-//! `max(target, base × 100 / decrease_percent)`, where `base` is the
+//! `max(target, base × 112.5 / decrease_percent)`, where `base` is the
 //! domain's measured base drain time (see [`crate::cc::aimd::BaseDrain`]).
 //! Setting `MC_ADAPTIVE_CC_TARGET_DRAIN_US` explicitly keeps the RFC's
 //! absolute meaning ([`TargetMode::Fixed`]) unless
@@ -49,7 +49,7 @@ impl Mode {
 /// How drain time is judged (railyard extension, `MC_ADAPTIVE_CC_TARGET_MODE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum TargetMode {
-    /// Pressure is drain time above `max(target, base × 100 / decrease_percent)`,
+    /// Pressure is drain time above `max(target, base × 112.5 / decrease_percent)`,
     /// `base` being the domain's measured base drain time; until a base is
     /// measured, above `target` (the RFC rule). The default.
     #[default]

@@ -40,9 +40,9 @@
 //! the windowed minimum of the drain time it shows while it holds no more
 //! than one decrease above the minimum window, like base RTT in delay-based
 //! datacenter CC — and an epoch is pressured when drain time exceeds
-//! `max(target, base × 100 / decrease_percent)` (2× the base at the default
-//! 50% decrease: the AIMD saw-tooth's trough then lands on the path's
-//! bandwidth-delay product). Until a base is measured the rule *is* the
+//! `max(target, base × 112.5 / decrease_percent)` (2.25× the base at the
+//! default 50% decrease: the AIMD saw-tooth's trough then lands 12.5% above
+//! the path's bandwidth-delay product). Until a base is measured the rule *is* the
 //! RFC's, and the target is the threshold's floor, so a fast fabric keeps the
 //! RFC behaviour exactly: in `railyard sim cc` the 16-sender incast still
 //! goes from a 15.9 MiB to a 9.0 MiB standing queue, while healthy bulk on a
