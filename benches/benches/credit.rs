@@ -9,7 +9,10 @@
 //! (worst-case contention); one of them also runs the refills. Times are per
 //! op per thread (`elapsed / iters`, each thread doing `iters` ops).
 //!
-//! Results (`cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`,
+//! Results measured before the exactly-once change (which added a second
+//! commit CAS; see `railyard_core::credit` for the instruction counts of
+//! both, `benches/examples/credit_icount.rs`)
+//! (`cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`,
 //! 2 vCPUs (AMD EPYC) shared with ~4 other jobs at load average 3–5; two
 //! consecutive runs shown):
 //!
@@ -113,7 +116,7 @@ impl Ledger for LockFree {
         match self.ledger.try_reserve(self.entries[i], black_box(&CHARGE)) {
             Ok(r) => {
                 let c = r.commit().unwrap();
-                black_box(self.ledger.release(&c).unwrap());
+                black_box(self.ledger.release(c).unwrap());
                 true
             }
             Err(_) => false,
@@ -172,8 +175,12 @@ impl Locked {
         if s.generation != generation {
             return false;
         }
+        // Exactly once: never release more than is committed.
+        if (0..4).any(|k| s.released[k] + c.0[k] > s.committed[k]) {
+            return false;
+        }
         for k in 0..4 {
-            s.released[k] = s.released[k].saturating_add(c.0[k]);
+            s.released[k] += c.0[k];
         }
         true
     }

@@ -11,11 +11,31 @@
 //! [`decode`] runs **every** check on the raw bytes — version, message type,
 //! truncation, trailing bytes, reserved-zero fields, flag bits, list counts
 //! (at most [`MAX_RESOURCES_PER_MSG`]), duplicate resources, unknown
-//! resources marked required — *before* it builds any value. Decoding never
-//! panics and never allocates (lists are `heapless::Vec`s). The encoding is
-//! canonical: anything [`decode`] accepts, [`encode`] writes back byte for
-//! byte (unknown *optional* resources are preserved for that reason and
-//! ignored when converting to runtime types).
+//! resources marked required, reserved zero identifiers — *before* it builds
+//! any value. Decoding never panics and never allocates (lists are
+//! `heapless::Vec`s). The encoding is canonical: anything [`decode`]
+//! accepts, [`encode`] writes back byte for byte (unknown *optional*
+//! resources are preserved for that reason and ignored when converting to
+//! runtime types).
+//!
+//! # Zero identifiers are not valid
+//!
+//! RFC 2849 sketches `epoch{0}` and `sequence{0}` as *default initializers*
+//! and leaves their first value open. This schema decides: **session,
+//! epoch and sequence 0 are reserved** and refused ([`DecodeError::Zero`]),
+//! because zero is what a field nobody set holds — a default-built
+//! message must fail closed, not bind epoch 0 or pass as the first update.
+//! Epochs start at 1 per sender peer (the receiver's first `open`),
+//! sequences at 1 per `(session, epoch, class)`, for updates and usage
+//! reports alike; so "newer than the last accepted" starts from 0 =
+//! nothing accepted, with no special first case.
+//! An accepted [`CapabilityAnswerV1`] must bind a nonzero session and epoch
+//! at a nonzero version; a refused one binds nothing (version, session and
+//! epoch zero, else [`DecodeError::NonzeroReserved`]). The sender ledger and
+//! the receiver allocator refuse the same values on their runtime types
+//! ([`crate::credit::ZeroField`]), so the codec and the state machines
+//! agree. Session ids are also *ordered* (a receiver's next incarnation
+//! uses a larger one; see [`crate::credit::SessionId`]).
 //!
 //! ```
 //! use railyard_core::wire::{decode, encode, CreditUpdateV1, Message, WireAmount};
@@ -29,7 +49,7 @@
 //! ```
 use core::fmt;
 
-use crate::credit::{CreditUpdate, CreditUsage, Resource, SessionId, Totals};
+use crate::credit::{CreditUpdate, CreditUsage, Resource, SessionId, Totals, ZeroField};
 
 /// The schema version this codec speaks.
 pub const SCHEMA_V1: u16 = 1;
@@ -211,6 +231,10 @@ pub enum DecodeError {
         /// From the body's counts.
         computed: usize,
     },
+    /// A reserved zero identifier: session, epoch or sequence 0 in an
+    /// update or usage report, or an accepted answer without a session,
+    /// epoch or version (see [`ZeroField`] and `docs/wire.md`).
+    Zero(ZeroField),
 }
 
 impl fmt::Display for DecodeError {
@@ -237,6 +261,7 @@ impl fmt::Display for DecodeError {
                     "body length {stated} disagrees with contents ({computed})"
                 )
             }
+            DecodeError::Zero(z) => write!(f, "{z}"),
         }
     }
 }
@@ -253,7 +278,8 @@ pub enum EncodeError {
         need: usize,
     },
     /// The message would not decode (duplicate or unknown-required
-    /// resource); the codec never emits what it would reject.
+    /// resource, a reserved zero identifier, a refusal that names a
+    /// binding); the codec never emits what it would reject.
     Invalid(DecodeError),
 }
 
@@ -340,6 +366,26 @@ fn build_amounts(body: &[u8], at: usize, n: usize) -> Amounts {
     v
 }
 
+/// An accepted answer binds a real `(session, epoch)` at a real version;
+/// a refusal binds nothing, so its version, session and epoch are zero.
+fn check_answer_binding(
+    result: NegotiationResult,
+    version: u16,
+    session: u128,
+    epoch: u64,
+) -> Result<(), DecodeError> {
+    if result == NegotiationResult::Accepted {
+        if version == 0 {
+            return Err(DecodeError::Zero(ZeroField::Version));
+        }
+        ZeroField::check(session, epoch, 1).map_err(DecodeError::Zero)
+    } else if version != 0 || session != 0 || epoch != 0 {
+        Err(DecodeError::NonzeroReserved)
+    } else {
+        Ok(())
+    }
+}
+
 fn need(body: &[u8], len: usize) -> Result<(), DecodeError> {
     if body.len() < len {
         Err(DecodeError::Truncated {
@@ -400,6 +446,8 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
             let n = check_count(body[40])?;
             exact(body, UPDATE_FIXED + n * AMOUNT_LEN)?;
             check_amounts(body, UPDATE_FIXED, n)?;
+            ZeroField::check(rd_u128(body, 8), rd_u64(body, 24), rd_u64(body, 32))
+                .map_err(DecodeError::Zero)?;
             Ok(Message::CreditUpdate(CreditUpdateV1 {
                 qos_class: rd_u32(body, 0),
                 freshness_ttl_ms: rd_u32(body, 4),
@@ -422,6 +470,8 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
                 check_amounts(body, at, c)?;
                 at += c * AMOUNT_LEN;
             }
+            ZeroField::check(rd_u128(body, 0), rd_u64(body, 16), rd_u64(body, 24))
+                .map_err(DecodeError::Zero)?;
             let mut lists: [Amounts; 4] = Default::default();
             let mut at = USAGE_FIXED;
             for (l, &c) in lists.iter_mut().zip(&counts) {
@@ -470,6 +520,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
             let n = check_count(body[3])?;
             exact(body, ANSWER_FIXED + n * AMOUNT_LEN)?;
             check_amounts(body, ANSWER_FIXED, n)?;
+            check_answer_binding(result, rd_u16(body, 0), rd_u128(body, 8), rd_u64(body, 24))?;
             Ok(Message::CapabilityAnswer(CapabilityAnswerV1 {
                 version: rd_u16(body, 0),
                 result,
@@ -537,14 +588,29 @@ pub fn encoded_len(msg: &Message) -> usize {
 /// Encodes `msg` into `out`; returns the bytes written. Never allocates.
 pub fn encode(msg: &Message, out: &mut [u8]) -> Result<usize, EncodeError> {
     let len = encoded_len(msg);
+    let zero = |r: Result<(), ZeroField>| r.map_err(DecodeError::Zero);
     match msg {
-        Message::CreditUpdate(m) => validate_list(&m.grants),
+        Message::CreditUpdate(m) => validate_list(&m.grants).and(zero(ZeroField::check(
+            m.receiver_session,
+            m.epoch,
+            m.sequence,
+        ))),
         Message::CreditUsage(m) => validate_list(&m.consumed)
             .and(validate_list(&m.released))
             .and(validate_list(&m.returned))
-            .and(validate_list(&m.pending_demand)),
+            .and(validate_list(&m.pending_demand))
+            .and(zero(ZeroField::check(
+                m.receiver_session,
+                m.epoch,
+                m.sequence,
+            ))),
         Message::CapabilityOffer(m) => validate_list(&m.windows),
-        Message::CapabilityAnswer(m) => validate_list(&m.caps),
+        Message::CapabilityAnswer(m) => validate_list(&m.caps).and(check_answer_binding(
+            m.result,
+            m.version,
+            m.receiver_session,
+            m.epoch,
+        )),
     }
     .map_err(EncodeError::Invalid)?;
     if out.len() < len {

@@ -18,7 +18,7 @@ use railyard_core::wire::{self, CreditUpdateV1, CreditUsageV1, Message};
 const SENDERS: usize = 3;
 const CAPACITY: [u64; 4] = [64 * 1024, 8, 4, 6];
 const QUEUE: usize = 4;
-const RX: SessionId = SessionId(0xFEED);
+const RX: SessionId = SessionId::new(1, 0xFEED);
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -85,7 +85,9 @@ fn op() -> impl Strategy<Value = Op> {
 struct Payload {
     s: usize,
     epoch: u64,
-    committed: CommittedCharge,
+    charge: Charge,
+    /// Held until the completion releases it (exactly once).
+    committed: Option<CommittedCharge>,
     landed: bool,
     /// The sender process that dispatched it restarted: nobody releases it.
     orphan: bool,
@@ -200,7 +202,8 @@ impl World {
                 self.payloads.push(Payload {
                     s,
                     epoch,
-                    committed: c,
+                    charge: c.charge(),
+                    committed: Some(c),
                     landed: false,
                     orphan: false,
                 });
@@ -215,12 +218,12 @@ impl World {
                 let i = flying[pick % flying.len()];
                 let p = &mut self.payloads[i];
                 p.landed = true;
+                let c = p.committed.take().expect("a payload completes once");
                 if !p.orphan {
                     let x = &self.senders[p.s];
-                    let out = x.ledger.release(&p.committed).unwrap();
-                    assert_ne!(out, ReleaseOutcome::Refused);
+                    x.ledger.release(c).expect("honest release refused");
                 }
-                let ch = p.committed.charge();
+                let ch = p.charge;
                 // Bytes and request slots are free once the WRITE completes.
                 self.occupancy[0] -= ch.0[0];
                 self.occupancy[1] -= ch.0[1];
@@ -234,7 +237,7 @@ impl World {
                 }
                 let i = landed[pick % landed.len()];
                 let p = self.payloads.swap_remove(i);
-                let ch = p.committed.charge();
+                let ch = p.charge;
                 let local = Charge([0, 0, ch.0[2], ch.0[3]]);
                 if Some(p.epoch) == self.alloc.epoch(p.s as u32) {
                     self.alloc
@@ -363,7 +366,7 @@ impl World {
                 if self.payloads.iter().any(|p| p.s == s && p.epoch < epoch) {
                     return;
                 }
-                let _ = self.alloc.fence_complete(s as u32);
+                let _ = self.alloc.fence_complete(s as u32, epoch - 1);
             }
         }
         self.check();

@@ -5,7 +5,7 @@ use railyard_core::credit::*;
 use railyard_core::token::TokenRecord;
 use railyard_core::wire::{self, CapabilityOfferV1, NegotiationResult, WireAmount};
 
-const RX: SessionId = SessionId(0xA11CE);
+const RX: SessionId = SessionId::new(1, 0xA11CE);
 const WINDOW: [u64; 4] = [1 << 20, 15, 7, 7];
 
 struct Pair {
@@ -70,7 +70,7 @@ fn duplicate_update_is_a_noop() {
     assert_eq!(p.apply(&u1), Ok(UpdateOutcome::Duplicate));
     assert_eq!(p.avail(), Charge([4096, 1, 0, 1]));
     assert_eq!(p.ctl.metrics(&p.ledger).duplicate_updates, 1);
-    assert_eq!(p.ledger.release(&c), Ok(ReleaseOutcome::Released));
+    assert_eq!(p.ledger.release(c), Ok(ReleaseOutcome::Released));
 }
 
 #[test]
@@ -159,7 +159,7 @@ fn huge_grants_do_not_overflow_and_are_banked_beyond_the_window() {
         );
     }
     assert!(p.ledger.try_reserve(p.e(), &charge).is_err());
-    for c in &done[..5] {
+    for c in done.drain(..5) {
         assert_eq!(p.ledger.release(c), Ok(ReleaseOutcome::Released));
     }
     p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap(); // drains
@@ -231,8 +231,8 @@ fn receiver_restart_fences_the_old_session() {
         .ledger
         .try_reserve(p.e(), &Charge::direct_write(1024))
         .unwrap();
-    // Receiver restarts with a new session.
-    let rx2 = SessionId(0xB0B);
+    // Receiver restarts with a new (larger) session.
+    let rx2 = SessionId::new(2, 0xB0B);
     let mut alloc2 =
         ReceiverAllocator::new(AllocatorConfig::new(rx2, 2, 2, [1 << 20, 16, 8, 8])).unwrap();
     let epoch2 = alloc2.open(0).unwrap();
@@ -247,7 +247,7 @@ fn receiver_restart_fences_the_old_session() {
     // The pending reservation cannot be handed off any more.
     assert_eq!(pending.commit().err(), Some(CommitError::EpochChanged));
     // The in-flight completion is fenced, not credited to the new session.
-    assert_eq!(p.ledger.release(&inflight), Ok(ReleaseOutcome::Fenced));
+    assert_eq!(p.ledger.release(inflight), Ok(ReleaseOutcome::Fenced));
     let m = p.ctl.metrics(&p.ledger);
     assert_eq!(m.epoch_resets, 1);
     assert_eq!(m.fenced_inflight, [4096, 1, 0, 1]);
@@ -293,7 +293,10 @@ fn sender_restart_cannot_reuse_old_capacity_until_fenced() {
     );
     assert!(p.alloc.conserved());
     // Old QPs drained: capacity returns.
-    assert_eq!(p.alloc.fence_complete(0), Ok(Charge([8192, 2, 0, 2])));
+    assert_eq!(
+        p.alloc.fence_complete(0, p.epoch),
+        Ok(Charge([8192, 2, 0, 2]))
+    );
     let u2 = p.alloc.grant(0, 0, &Charge([8192, 2, 0, 2])).unwrap();
     assert_eq!(u2.epoch, e2);
     c2.apply_update(&l2, 0, &u2, 0).unwrap();
@@ -323,7 +326,10 @@ fn old_completion_after_new_epoch_is_fenced() {
     let u2 = p.alloc.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
     p.apply(&u2).unwrap();
     // The old completion releases from the record alone, and is fenced.
-    assert_eq!(p.ledger.release_record(&rec), Ok(ReleaseOutcome::Fenced));
+    assert_eq!(
+        p.ledger.release_record(&mut rec),
+        Ok(ReleaseOutcome::Fenced)
+    );
     let usage = p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
     assert_eq!(usage.released.get(Resource::DataBytes), Some(0));
     assert_eq!(usage.epoch, e2);
@@ -364,7 +370,7 @@ fn control_disconnect_while_payload_in_flight() {
         Some(ReserveError::Closed)
     );
     // Payload already handed off still completes and is counted.
-    assert_eq!(p.ledger.release(&inflight), Ok(ReleaseOutcome::Released));
+    assert_eq!(p.ledger.release(inflight), Ok(ReleaseOutcome::Released));
     // Reconnect: a newer update reopens.
     let u2 = p.grant(Charge([0, 1, 0, 0]));
     assert!(p.apply(&u2).is_ok());
@@ -519,7 +525,7 @@ fn explicit_return_of_unused_credit() {
     );
     assert_eq!(p.alloc.free(), [12288, 15, 8, 7]);
     // The in-flight charge still releases normally.
-    assert_eq!(p.ledger.release(&c), Ok(ReleaseOutcome::Released));
+    assert_eq!(p.ledger.release(c), Ok(ReleaseOutcome::Released));
     assert!(p.report().is_ok());
     assert_eq!(p.alloc.free(), [16384, 16, 8, 7]);
     assert_eq!(p.ctl.metrics(&p.ledger).returned, [12288, 3, 0, 3]);
@@ -536,7 +542,7 @@ fn completion_never_mints_sender_credit() {
         .unwrap()
         .commit()
         .unwrap();
-    assert_eq!(p.ledger.release(&c), Ok(ReleaseOutcome::Released));
+    assert_eq!(p.ledger.release(c), Ok(ReleaseOutcome::Released));
     p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
     assert_eq!(p.avail(), Charge::ZERO);
     assert!(p
@@ -560,23 +566,31 @@ fn charge_records_into_and_releases_from_a_token_record() {
         bytes: 4096,
         ..Default::default()
     };
-    c.record_into(&mut rec).unwrap();
-    assert_eq!(rec.holds, TokenRecord::HOLDS_CREDIT);
-    assert_eq!(CommittedCharge::from_record(&rec), Ok(c));
-    assert_eq!(p.ledger.release_record(&rec), Ok(ReleaseOutcome::Released));
-    let usage = p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
-    assert_eq!(usage.released.get(Resource::StagingSlots), Some(1));
-    // Mismatched bytes or unrecordable charges are refused.
+    let shape = CommittedCharge::new_unchecked(c.entry().index(), c.generation(), c.charge());
+    // Mismatched bytes are refused; the record is untouched and the charge
+    // comes back.
     let mut wrong = TokenRecord {
         bytes: 1,
         ..Default::default()
     };
-    assert_eq!(c.record_into(&mut wrong), Err(RecordError::BytesMismatch));
+    let (err, c) = c.record_into(&mut wrong).unwrap_err();
+    assert_eq!(err, RecordError::BytesMismatch);
+    assert_eq!(wrong.holds, 0);
+    c.record_into(&mut rec).unwrap();
+    assert_eq!(rec.holds, TokenRecord::HOLDS_CREDIT);
+    assert_eq!(CommittedCharge::from_record(&rec), Ok(shape));
+    assert_eq!(
+        p.ledger.release_record(&mut rec),
+        Ok(ReleaseOutcome::Released)
+    );
+    let usage = p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
+    assert_eq!(usage.released.get(Resource::StagingSlots), Some(1));
+    // Unrecordable charges are refused.
     let big = CommittedCharge::new_unchecked(0, 1, Charge([1, 2, 0, 0]));
     assert_eq!(big.credit_key(), Err(RecordError::NotRecordable));
     assert_eq!(
-        p.ledger.release_record(&TokenRecord::default()),
-        Err(RecordError::NoCredit)
+        p.ledger.release_record(&mut TokenRecord::default()),
+        Err(ReleaseError::NotHeld)
     );
 }
 
@@ -733,7 +747,7 @@ fn binding_never_goes_back_to_an_old_epoch_or_session() {
             theirs: old_epoch
         })
     );
-    let rx2 = SessionId(0xB0B);
+    let rx2 = SessionId::new(2, 0xB0B);
     p.ctl.bind(&p.ledger, 0, rx2, 1).unwrap();
     assert_eq!(
         p.ctl.bind(&p.ledger, 0, RX, e2 + 1),
@@ -745,13 +759,18 @@ fn binding_never_goes_back_to_an_old_epoch_or_session() {
 
 /// Regression (found by the `credit_ops` fuzz target): forged releases
 /// (released > committed) must not let a later update push a field past its
-/// window into its neighbour, nor make more available than granted.
+/// window into its neighbour, nor make more available than granted. Since
+/// releases are checked against what is outstanding, the forged release is
+/// now refused outright.
 #[test]
 fn forged_releases_cannot_inflate_available_credit() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let e = p.e();
     let forged = CommittedCharge::new_unchecked(e.index(), 1, Charge([0, 1, 1, 0]));
-    assert_eq!(p.ledger.release(&forged), Ok(ReleaseOutcome::Released));
+    assert!(matches!(
+        p.ledger.release(forged),
+        Err(ReleaseError::NotOutstanding(_))
+    ));
     let u = CreditUpdate {
         receiver_session: RX,
         epoch: p.epoch,
@@ -783,7 +802,7 @@ fn credit_key_resolves_only_for_the_bound_session() {
         Ok(p.ledger.entry(0, 1).unwrap())
     );
     let old = CreditKey {
-        receiver_session: SessionId(1),
+        receiver_session: SessionId::new(0, 1),
         ..key
     };
     assert_eq!(

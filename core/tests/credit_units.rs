@@ -100,7 +100,7 @@ fn metrics_are_bounded_and_add_up() {
         .unwrap();
     assert!(ledger.try_reserve(e, &Charge::direct_write(9000)).is_err());
     ledger.record_stall(e, 1500);
-    ledger.release(&c).unwrap();
+    ledger.release(c).unwrap();
     ctl.note_legacy_fallback();
     let m = ctl.metrics(&ledger);
     assert_eq!(m.granted, [16384, 8, 0, 8]);

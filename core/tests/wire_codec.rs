@@ -233,12 +233,13 @@ fn arb_amounts() -> impl Strategy<Value = Amounts> {
 
 fn arb_message() -> impl Strategy<Value = Message> {
     prop_oneof![
+        // Session, epoch and sequence 0 are reserved (never valid).
         (
             any::<u32>(),
             any::<u32>(),
-            any::<u128>(),
-            any::<u64>(),
-            any::<u64>(),
+            1..=u128::MAX,
+            1..=u64::MAX,
+            1..=u64::MAX,
             arb_amounts()
         )
             .prop_map(|(q, t, s, e, n, g)| Message::CreditUpdate(CreditUpdateV1 {
@@ -250,9 +251,9 @@ fn arb_message() -> impl Strategy<Value = Message> {
                 grants: g
             })),
         (
-            any::<u128>(),
-            any::<u64>(),
-            any::<u64>(),
+            1..=u128::MAX,
+            1..=u64::MAX,
+            1..=u64::MAX,
             any::<u32>(),
             arb_amounts(),
             arb_amounts(),
@@ -287,15 +288,18 @@ fn arb_message() -> impl Strategy<Value = Message> {
                     windows: w,
                 })
             }),
+        // An accepted answer binds a nonzero version, session and epoch; a
+        // refusal binds none.
         (
-            any::<u16>(),
+            1..=u16::MAX,
             0u8..3,
             any::<u32>(),
-            any::<u128>(),
-            any::<u64>(),
+            1..=u128::MAX,
+            1..=u64::MAX,
             arb_amounts()
         )
             .prop_map(|(v, r, c, s, e, caps)| {
+                let (v, s, e) = if r == 0 { (v, s, e) } else { (0, 0, 0) };
                 Message::CapabilityAnswer(CapabilityAnswerV1 {
                     version: v,
                     result: [

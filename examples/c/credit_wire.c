@@ -57,6 +57,13 @@ static void wire_rejections(void) {
   buf[3] = 0x80; /* header flags */
   FAILS_WITH(ry_wire_decode(buf, len, &out), RY_STATUS_WIRE_MALFORMED);
   buf[3] = 0;
+  /* Epoch 0 is reserved (docs/wire.md): the update's epoch is at body
+   * offset 24, after the 8-byte header. */
+  uint8_t epoch_bytes[8];
+  memcpy(epoch_bytes, buf + 8 + 24, 8);
+  memset(buf + 8 + 24, 0, 8);
+  FAILS_WITH(ry_wire_decode(buf, len, &out), RY_STATUS_WIRE_MALFORMED);
+  memcpy(buf + 8 + 24, epoch_bytes, 8);
   /* Nothing was written on any rejection. */
   const unsigned char* raw = (const unsigned char*)&out;
   for (size_t i = 0; i < sizeof out; i++) CHECK(raw[i] == 0xAB);
@@ -70,6 +77,9 @@ static void wire_rejections(void) {
   m.msg_type = RY_MSG_TYPE_CREDIT_UPDATE;
   m.update.grants.present = 0x10; /* no such resource */
   FAILS_WITH(ry_wire_encode(&m, buf, sizeof buf, &small), RY_STATUS_INVALID_ARGUMENT);
+  m.update.grants.present = 1u << RY_RESOURCE_DATA_BYTES;
+  m.update.sequence = 0; /* reserved: the encoder never emits it either */
+  FAILS_WITH(ry_wire_encode(&m, buf, sizeof buf, &small), RY_STATUS_WIRE_MALFORMED);
   FAILS_WITH(ry_wire_decode(NULL, 8, &out), RY_STATUS_NULL_ARGUMENT);
 }
 
@@ -128,6 +138,7 @@ int main(void) {
   CHECK(back.answer.result == RY_NEGOTIATION_RESULT_ACCEPTED && back.answer.epoch == 1);
   CHECK(back.answer.receiver_session.lo == SESSION.lo &&
         back.answer.receiver_session.hi == SESSION.hi);
+  FAILS_WITH(ry_credit_bind(tx, 0, back.answer.receiver_session, 0), RY_STATUS_CREDIT_ZERO_ID);
   OK(ry_credit_bind(tx, 0, back.answer.receiver_session, back.answer.epoch));
   expect_available(tx, 0, 0, false); /* closed until the first update */
 
@@ -182,6 +193,10 @@ int main(void) {
   expect_available(tx, 256 * 1024, 0, true);
   FAILS_WITH(ry_credit_reserve_commit(tx, 5000, 0, &write64k, &none, NULL),
              RY_STATUS_CREDIT_UNKNOWN_PEER);
+  /* An empty charge never passes the gate. */
+  ry_charge nothing = {{0, 0, 0, 0}};
+  FAILS_WITH(ry_credit_reserve_commit(tx, 0, 0, &nothing, &none, NULL),
+             RY_STATUS_CREDIT_EMPTY_CHARGE);
 
   /* c[0] travels in a token record through the pool. */
   ry_token_pool pool;
@@ -207,6 +222,13 @@ int main(void) {
     CHECK(ro == RY_CREDIT_RELEASE_OUTCOME_RELEASED && c[i].held == 0);
   }
   FAILS_WITH(ry_credit_release(tx, &c[1], &ro), RY_STATUS_CREDIT_NOT_HELD);
+  /* A forged copy asking for more than is outstanding (only c[3] is) is
+   * refused and changes nothing. */
+  ry_committed_charge forged_copy = c[1];
+  forged_copy.held = 1;
+  forged_copy.charge.v[RY_RESOURCE_DATA_BYTES] = 2 * 65536;
+  FAILS_WITH(ry_credit_release(tx, &forged_copy, &ro), RY_STATUS_CREDIT_OVER_RELEASE);
+  CHECK(forged_copy.held == 1);
   /* Releasing never mints sender credit: availability is unchanged. */
   expect_available(tx, 256 * 1024, 0, true);
 
@@ -243,6 +265,8 @@ int main(void) {
   /* --- a new epoch fences the old one ---------------------------------------- */
   OK(ry_credit_receiver_open(rx, 0, &epoch));
   CHECK(epoch == 2);
+  /* A close for epoch 1 arriving now is stale: it closes nothing. */
+  FAILS_WITH(ry_credit_receiver_close(rx, 0, 1), RY_STATUS_CREDIT_EPOCH_MISMATCH);
   OK(ry_credit_bind(tx, 0, SESSION, epoch));
   /* Rebinding an older epoch (a replayed negotiation) is refused. */
   CHECK(ry_credit_bind(tx, 0, SESSION, 1) != RY_STATUS_OK);
@@ -251,9 +275,10 @@ int main(void) {
   OK(ry_credit_release(tx, &c[3], &ro));
   CHECK(ro == RY_CREDIT_RELEASE_OUTCOME_FENCED);
   ry_charge freed;
-  OK(ry_credit_receiver_fence_complete(rx, 0, &freed));
+  /* Epoch 1's QPs are drained: its fenced capacity comes back. */
+  OK(ry_credit_receiver_fence_complete(rx, 0, 1, &freed));
   CHECK(freed.v[RY_RESOURCE_DATA_BYTES] == 65536 + 256 * 1024);
-  FAILS_WITH(ry_credit_receiver_fence_complete(rx, 0, &freed), RY_STATUS_CREDIT_NOTHING_FENCING);
+  FAILS_WITH(ry_credit_receiver_fence_complete(rx, 0, 1, &freed), RY_STATUS_CREDIT_NOTHING_FENCING);
   ry_charge free_now;
   OK(ry_credit_receiver_free(rx, &free_now));
   CHECK(free_now.v[RY_RESOURCE_DATA_BYTES] == capacity.v[RY_RESOURCE_DATA_BYTES]);

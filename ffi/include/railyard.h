@@ -178,9 +178,13 @@ enum ry_status
   RY_STATUS_CREDIT_OVERFLOW = -58,
   // Credit update: the peer has no bound session.
   RY_STATUS_CREDIT_NOT_BOUND = -59,
-  // Credit update: for another receiver session (stale, counted).
+  // Credit update for another receiver session than the bound one, or a
+  // bind to a session that orders before it (a superseded incarnation);
+  // stale, counted.
   RY_STATUS_CREDIT_SESSION_MISMATCH = -60,
-  // Credit update: for another epoch (stale, counted).
+  // Credit update for another epoch (stale, counted), or a receiver
+  // `close` / `fence_complete` naming another epoch than the one it may
+  // act on (a stale close; nothing changed).
   RY_STATUS_CREDIT_EPOCH_MISMATCH = -61,
   // Credit: the peer is quarantined after a violation.
   RY_STATUS_CREDIT_QUARANTINED = -62,
@@ -198,11 +202,17 @@ enum ry_status
   RY_STATUS_CREDIT_PEER_NOT_OPEN = -67,
   // Credit allocator: usage for an old session or epoch (ignored, counted).
   RY_STATUS_CREDIT_STALE = -68,
-  // Credit allocator: a release or grant beyond what is outstanding /
-  // the entry cap.
+  // Credit: a release beyond what is outstanding (a second release of
+  // the same charge, or a forged / oversized one; nothing changed), or a
+  // grant beyond the entry cap.
   RY_STATUS_CREDIT_OVER_RELEASE = -69,
   // Credit allocator: `fence_complete` with nothing fencing.
   RY_STATUS_CREDIT_NOTHING_FENCING = -70,
+  // Credit: an empty charge or grant (every resource zero); refused so
+  // it can never pass the credit gate reserving nothing.
+  RY_STATUS_CREDIT_EMPTY_CHARGE = -71,
+  // Credit: session, epoch or sequence 0 (reserved, never valid).
+  RY_STATUS_CREDIT_ZERO_ID = -72,
   // Wire: fewer bytes than the header or body requires.
   RY_STATUS_WIRE_TRUNCATED = -80,
   // Wire: bytes after the stated body.
@@ -211,7 +221,8 @@ enum ry_status
   RY_STATUS_WIRE_UNKNOWN_VERSION = -82,
   // Wire: unknown message type.
   RY_STATUS_WIRE_UNKNOWN_MESSAGE_TYPE = -83,
-  // Wire: unknown flag bits or a nonzero reserved field.
+  // Wire: unknown flag bits, a nonzero reserved field, or a reserved
+  // zero session / epoch / sequence / version.
   RY_STATUS_WIRE_MALFORMED = -84,
   // Wire: a resource list longer than the maximum.
   RY_STATUS_WIRE_TOO_MANY_RESOURCES = -85,
@@ -717,9 +728,6 @@ enum ry_credit_release_outcome
   // From an older epoch: counted as fenced work; the current epoch is
   // untouched.
   RY_CREDIT_RELEASE_OUTCOME_FENCED = 1,
-  // Refused: the release counter would overflow (a forged or doubled
-  // release); counted.
-  RY_CREDIT_RELEASE_OUTCOME_REFUSED = 2,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1334,7 +1342,12 @@ typedef struct {
   uint64_t bits;
 } ry_credit_sender;
 
-// A receiver session identity (128 bits, unique per receiver incarnation).
+// A receiver session identity (128 bits, one per receiver incarnation),
+// **ordered** by `(hi, lo)`: a receiver's next incarnation must use a
+// larger id (put a restart counter or the start time in `hi`, a random
+// nonce in `lo`); senders refuse to bind to one that orders before the
+// bound session, so every earlier incarnation stays fenced. All-zero is
+// reserved ("no session").
 typedef struct {
   // Low 64 bits.
   uint64_t lo;
@@ -2190,7 +2203,10 @@ ry_status ry_credit_sender_destroy(ry_credit_sender sender);
 // a new session/epoch). A previous binding is invalidated: old commits
 // and completions can no longer touch the new epoch (they are fenced),
 // and the entries stay closed until the first update of the new epoch.
-// An older epoch or a retired session is refused (replay-safe).
+// Binding only moves forward in `(session, epoch)` order: an older epoch
+// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`) or any earlier session, however many
+// restarts ago (`RY_STATUS_CREDIT_SESSION_MISMATCH`), is refused
+// (replay-safe); session or epoch 0 is `RY_STATUS_CREDIT_ZERO_ID`.
 //
 // Thread-safety: control path (internal mutex).
 //
@@ -2239,8 +2255,12 @@ ry_status ry_credit_reserve_commit(ry_credit_sender sender,
 
 // Releases a committed charge on completion (clearing `held`): it is
 // reported to the receiver in the next usage report; it never mints
-// sender credit. `*outcome_out` (optional) says whether it was released,
-// fenced (old epoch) or refused.
+// sender credit. `*outcome_out` (optional) says whether it was released
+// or fenced (old epoch). A charge that is not `held` is
+// `RY_STATUS_CREDIT_NOT_HELD`; one larger than what is outstanding in its
+// epoch (a copy released twice, a forged one) is
+// `RY_STATUS_CREDIT_OVER_RELEASE`. On any error nothing changes and
+// `held` stays as it was.
 //
 // Thread-safety: lock-free; any thread.
 //
@@ -2268,7 +2288,9 @@ ry_status ry_committed_charge_record_into(ry_committed_charge *charge,
 
 // Releases the credit charge recorded in `*record` (the completion path)
 // and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
-// `RY_STATUS_CREDIT_NOT_HELD`. `*outcome_out` is optional.
+// `RY_STATUS_CREDIT_NOT_HELD`; a copy of the record released after the
+// original is `RY_STATUS_CREDIT_OVER_RELEASE`. On any error `*record` is
+// left as it was. `*outcome_out` is optional.
 //
 // Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
 // Thread-safety: lock-free; any thread, concurrently with any call on the same object.
@@ -2392,14 +2414,21 @@ ry_status ry_credit_receiver_destroy(ry_credit_receiver receiver);
 // `epoch_out` is NULL or valid for writes.
 ry_status ry_credit_receiver_open(ry_credit_receiver receiver, uint32_t peer, uint64_t *epoch_out);
 
-// Disconnect: moves `peer`'s outstanding grants into fencing and closes it.
+// Disconnect of `peer`'s epoch `epoch` (the one `ry_credit_receiver_open`
+// returned): moves its outstanding grants into fencing and closes it. A
+// close naming another epoch — a stale close arriving after a newer open —
+// is `RY_STATUS_CREDIT_EPOCH_MISMATCH` and closes nothing; closing a
+// closed epoch again is a no-op.
 //
 // Ownership: borrows its arguments for the call only; retains nothing.
 // Thread-safety: serialised per receiver by an internal mutex.
-ry_status ry_credit_receiver_close(ry_credit_receiver receiver, uint32_t peer);
+ry_status ry_credit_receiver_close(ry_credit_receiver receiver, uint32_t peer, uint64_t epoch);
 
-// The old session of `peer` is drained or failed: its fenced capacity
-// becomes free (written to `*freed_out`, optional).
+// Every old epoch of `peer` up to `epoch` is drained or failed: the
+// fenced capacity becomes free (written to `*freed_out`, optional). A
+// confirmation older than the newest fenced epoch frees nothing
+// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`: a newer epoch's drain was not
+// confirmed).
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
 // Thread-safety: serialised per receiver by an internal mutex.
@@ -2408,10 +2437,13 @@ ry_status ry_credit_receiver_close(ry_credit_receiver receiver, uint32_t peer);
 // `freed_out` is NULL or valid for writes.
 ry_status ry_credit_receiver_fence_complete(ry_credit_receiver receiver,
                                             uint32_t peer,
+                                            uint64_t epoch,
                                             ry_charge *freed_out);
 
 // Carves `*add` from free capacity for `(peer, class)`, all or nothing,
-// and writes the update to send (cumulative totals, next sequence).
+// and writes the update to send (cumulative totals, next sequence; the
+// first of an epoch is 1). An all-zero `*add` is
+// `RY_STATUS_CREDIT_EMPTY_CHARGE`.
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
 // Thread-safety: serialised per receiver by an internal mutex.

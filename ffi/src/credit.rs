@@ -105,7 +105,12 @@ impl ry_totals {
     }
 }
 
-/// A receiver session identity (128 bits, unique per receiver incarnation).
+/// A receiver session identity (128 bits, one per receiver incarnation),
+/// **ordered** by `(hi, lo)`: a receiver's next incarnation must use a
+/// larger id (put a restart counter or the start time in `hi`, a random
+/// nonce in `lo`); senders refuse to bind to one that orders before the
+/// bound session, so every earlier incarnation stays fenced. All-zero is
+/// reserved ("no session").
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ry_session_id {
@@ -336,7 +341,10 @@ pub extern "C" fn ry_credit_sender_destroy(sender: ry_credit_sender) -> RyStatus
 /// a new session/epoch). A previous binding is invalidated: old commits
 /// and completions can no longer touch the new epoch (they are fenced),
 /// and the entries stay closed until the first update of the new epoch.
-/// An older epoch or a retired session is refused (replay-safe).
+/// Binding only moves forward in `(session, epoch)` order: an older epoch
+/// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`) or any earlier session, however many
+/// restarts ago (`RY_STATUS_CREDIT_SESSION_MISMATCH`), is refused
+/// (replay-safe); session or epoch 0 is `RY_STATUS_CREDIT_ZERO_ID`.
 ///
 /// Thread-safety: control path (internal mutex).
 ///
@@ -511,23 +519,23 @@ pub enum ry_credit_release_outcome {
     /// From an older epoch: counted as fenced work; the current epoch is
     /// untouched.
     Fenced = 1,
-    /// Refused: the release counter would overflow (a forged or doubled
-    /// release); counted.
-    Refused = 2,
 }
 
 fn release_outcome(o: ReleaseOutcome) -> ry_credit_release_outcome {
     match o {
         ReleaseOutcome::Released => ry_credit_release_outcome::Released,
         ReleaseOutcome::Fenced => ry_credit_release_outcome::Fenced,
-        ReleaseOutcome::Refused => ry_credit_release_outcome::Refused,
     }
 }
 
 /// Releases a committed charge on completion (clearing `held`): it is
 /// reported to the receiver in the next usage report; it never mints
-/// sender credit. `*outcome_out` (optional) says whether it was released,
-/// fenced (old epoch) or refused.
+/// sender credit. `*outcome_out` (optional) says whether it was released
+/// or fenced (old epoch). A charge that is not `held` is
+/// `RY_STATUS_CREDIT_NOT_HELD`; one larger than what is outstanding in its
+/// epoch (a copy released twice, a forged one) is
+/// `RY_STATUS_CREDIT_OVER_RELEASE`. On any error nothing changes and
+/// `held` stays as it was.
 ///
 /// Thread-safety: lock-free; any thread.
 ///
@@ -546,9 +554,8 @@ pub unsafe extern "C" fn ry_credit_release(
         let s = self::sender(sender)?;
         // SAFETY: caller contract: valid for reads and writes.
         let c = unsafe { out_ref(charge, "charge") }?;
-        let core = c.core()?;
+        let o = s.ledger.release(c.core()?)?;
         c.held = 0;
-        let o = s.ledger.release(&core)?;
         if outcome_out.is_null() {
             return Ok(());
         }
@@ -583,9 +590,10 @@ pub unsafe extern "C" fn ry_committed_charge_record_into(
                 "record already holds a credit charge",
             ));
         }
-        let core = c.core()?;
         let mut rec = TokenRecord::from(&*r);
-        core.record_into(&mut rec)?;
+        c.core()?
+            .record_into(&mut rec)
+            .map_err(|(e, _still_held_by_c)| e)?;
         *r = ry_token_record::from(&rec);
         c.held = 0;
         Ok(())
@@ -594,7 +602,9 @@ pub unsafe extern "C" fn ry_committed_charge_record_into(
 
 /// Releases the credit charge recorded in `*record` (the completion path)
 /// and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
-/// `RY_STATUS_CREDIT_NOT_HELD`. `*outcome_out` is optional.
+/// `RY_STATUS_CREDIT_NOT_HELD`; a copy of the record released after the
+/// original is `RY_STATUS_CREDIT_OVER_RELEASE`. On any error `*record` is
+/// left as it was. `*outcome_out` is optional.
 ///
 /// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
 /// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
@@ -612,10 +622,9 @@ pub unsafe extern "C" fn ry_credit_release_record(
         let s = self::sender(sender)?;
         // SAFETY: caller contract: valid for reads and writes.
         let r = unsafe { out_ref(record, "record") }?;
-        let rec = TokenRecord::from(&*r);
-        let core = CommittedCharge::from_record(&rec)?;
-        r.holds &= !TokenRecord::HOLDS_CREDIT;
-        let o = s.ledger.release(&core)?;
+        let mut rec = TokenRecord::from(&*r);
+        let o = s.ledger.release_record(&mut rec)?;
+        r.holds = rec.holds;
         if outcome_out.is_null() {
             return Ok(());
         }
@@ -985,17 +994,28 @@ pub unsafe extern "C" fn ry_credit_receiver_open(
     })
 }
 
-/// Disconnect: moves `peer`'s outstanding grants into fencing and closes it.
+/// Disconnect of `peer`'s epoch `epoch` (the one `ry_credit_receiver_open`
+/// returned): moves its outstanding grants into fencing and closes it. A
+/// close naming another epoch — a stale close arriving after a newer open —
+/// is `RY_STATUS_CREDIT_EPOCH_MISMATCH` and closes nothing; closing a
+/// closed epoch again is a no-op.
 ///
 /// Ownership: borrows its arguments for the call only; retains nothing.
 /// Thread-safety: serialised per receiver by an internal mutex.
 #[no_mangle]
-pub extern "C" fn ry_credit_receiver_close(receiver: ry_credit_receiver, peer: u32) -> RyStatus {
-    guard(|| with_receiver(receiver, |a| Ok(a.close(peer)?)))
+pub extern "C" fn ry_credit_receiver_close(
+    receiver: ry_credit_receiver,
+    peer: u32,
+    epoch: u64,
+) -> RyStatus {
+    guard(|| with_receiver(receiver, |a| Ok(a.close(peer, epoch)?)))
 }
 
-/// The old session of `peer` is drained or failed: its fenced capacity
-/// becomes free (written to `*freed_out`, optional).
+/// Every old epoch of `peer` up to `epoch` is drained or failed: the
+/// fenced capacity becomes free (written to `*freed_out`, optional). A
+/// confirmation older than the newest fenced epoch frees nothing
+/// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`: a newer epoch's drain was not
+/// confirmed).
 ///
 /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 /// Thread-safety: serialised per receiver by an internal mutex.
@@ -1006,10 +1026,11 @@ pub extern "C" fn ry_credit_receiver_close(receiver: ry_credit_receiver, peer: u
 pub unsafe extern "C" fn ry_credit_receiver_fence_complete(
     receiver: ry_credit_receiver,
     peer: u32,
+    epoch: u64,
     freed_out: *mut ry_charge,
 ) -> RyStatus {
     guard(|| {
-        let f = with_receiver(receiver, |a| Ok(a.fence_complete(peer)?))?;
+        let f = with_receiver(receiver, |a| Ok(a.fence_complete(peer, epoch)?))?;
         if freed_out.is_null() {
             return Ok(());
         }
@@ -1019,7 +1040,9 @@ pub unsafe extern "C" fn ry_credit_receiver_fence_complete(
 }
 
 /// Carves `*add` from free capacity for `(peer, class)`, all or nothing,
-/// and writes the update to send (cumulative totals, next sequence).
+/// and writes the update to send (cumulative totals, next sequence; the
+/// first of an epoch is 1). An all-zero `*add` is
+/// `RY_STATUS_CREDIT_EMPTY_CHARGE`.
 ///
 /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
 /// Thread-safety: serialised per receiver by an internal mutex.

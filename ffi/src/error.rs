@@ -8,8 +8,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use railyard_core::cc::{AcquireError, ConfigError, ReleaseError};
 use railyard_core::credit::{
-    AllocError, CommitError, ConfigError as CreditConfigError, KeyError, RecordError, ReserveError,
-    UpdateError,
+    AllocError, CommitError, ConfigError as CreditConfigError, KeyError, RecordError,
+    ReleaseError as CreditReleaseError, ReserveError, UpdateError,
 };
 use railyard_core::rail::{ConfigError as RailConfigError, RailError};
 use railyard_core::token::TokenError;
@@ -120,9 +120,13 @@ pub enum RyStatus {
     CreditOverflow = -58,
     /// Credit update: the peer has no bound session.
     CreditNotBound = -59,
-    /// Credit update: for another receiver session (stale, counted).
+    /// Credit update for another receiver session than the bound one, or a
+    /// bind to a session that orders before it (a superseded incarnation);
+    /// stale, counted.
     CreditSessionMismatch = -60,
-    /// Credit update: for another epoch (stale, counted).
+    /// Credit update for another epoch (stale, counted), or a receiver
+    /// `close` / `fence_complete` naming another epoch than the one it may
+    /// act on (a stale close; nothing changed).
     CreditEpochMismatch = -61,
     /// Credit: the peer is quarantined after a violation.
     CreditQuarantined = -62,
@@ -140,11 +144,17 @@ pub enum RyStatus {
     CreditPeerNotOpen = -67,
     /// Credit allocator: usage for an old session or epoch (ignored, counted).
     CreditStale = -68,
-    /// Credit allocator: a release or grant beyond what is outstanding /
-    /// the entry cap.
+    /// Credit: a release beyond what is outstanding (a second release of
+    /// the same charge, or a forged / oversized one; nothing changed), or a
+    /// grant beyond the entry cap.
     CreditOverRelease = -69,
     /// Credit allocator: `fence_complete` with nothing fencing.
     CreditNothingFencing = -70,
+    /// Credit: an empty charge or grant (every resource zero); refused so
+    /// it can never pass the credit gate reserving nothing.
+    CreditEmptyCharge = -71,
+    /// Credit: session, epoch or sequence 0 (reserved, never valid).
+    CreditZeroId = -72,
 
     /// Wire: fewer bytes than the header or body requires.
     WireTruncated = -80,
@@ -154,7 +164,8 @@ pub enum RyStatus {
     WireUnknownVersion = -82,
     /// Wire: unknown message type.
     WireUnknownMessageType = -83,
-    /// Wire: unknown flag bits or a nonzero reserved field.
+    /// Wire: unknown flag bits, a nonzero reserved field, or a reserved
+    /// zero session / epoch / sequence / version.
     WireMalformed = -84,
     /// Wire: a resource list longer than the maximum.
     WireTooManyResources = -85,
@@ -324,6 +335,7 @@ fn key_status(e: KeyError) -> RyStatus {
         KeyError::UnknownResource(_) => RyStatus::CreditUnknownResource,
         KeyError::ChargeTooLarge(_) => RyStatus::CreditChargeTooLarge,
         KeyError::ForeignEntry => RyStatus::CreditForeignEntry,
+        KeyError::EmptyCharge => RyStatus::CreditEmptyCharge,
     }
 }
 
@@ -364,6 +376,7 @@ impl From<UpdateError> for Error {
             UpdateError::Quarantined => RyStatus::CreditQuarantined,
             UpdateError::Decreasing(_) | UpdateError::Overflow(_) => RyStatus::CreditViolation,
             UpdateError::ForeignLedger => RyStatus::CreditForeignEntry,
+            UpdateError::Zero(_) => RyStatus::CreditZeroId,
         };
         Error::new(s, e)
     }
@@ -373,10 +386,21 @@ impl From<RecordError> for Error {
     fn from(e: RecordError) -> Self {
         let s = match e {
             RecordError::NoCredit => RyStatus::CreditNotHeld,
-            RecordError::NotRecordable | RecordError::BytesMismatch => {
+            RecordError::NotRecordable | RecordError::BytesMismatch | RecordError::AlreadyHeld => {
                 RyStatus::CreditNotRecordable
             }
             RecordError::Key(k) => key_status(k),
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<CreditReleaseError> for Error {
+    fn from(e: CreditReleaseError) -> Self {
+        let s = match e {
+            CreditReleaseError::NotHeld => RyStatus::CreditNotHeld,
+            CreditReleaseError::Key(k) => key_status(k),
+            CreditReleaseError::NotOutstanding(_) => RyStatus::CreditOverRelease,
         };
         Error::new(s, e)
     }
@@ -399,6 +423,8 @@ impl From<AllocError> for Error {
             AllocError::Stale => RyStatus::CreditStale,
             AllocError::Violation(_) => RyStatus::CreditViolation,
             AllocError::NothingFencing => RyStatus::CreditNothingFencing,
+            AllocError::EpochMismatch { .. } => RyStatus::CreditEpochMismatch,
+            AllocError::Zero(_) => RyStatus::CreditZeroId,
         };
         Error::new(s, e)
     }
@@ -411,7 +437,9 @@ impl From<DecodeError> for Error {
             DecodeError::TrailingBytes(_) => RyStatus::WireTrailingBytes,
             DecodeError::UnknownVersion(_) => RyStatus::WireUnknownVersion,
             DecodeError::UnknownMessageType(_) => RyStatus::WireUnknownMessageType,
-            DecodeError::UnknownFlags | DecodeError::NonzeroReserved => RyStatus::WireMalformed,
+            DecodeError::UnknownFlags | DecodeError::NonzeroReserved | DecodeError::Zero(_) => {
+                RyStatus::WireMalformed
+            }
             DecodeError::TooManyResources(_) => RyStatus::WireTooManyResources,
             DecodeError::DuplicateResource(_) => RyStatus::WireDuplicateResource,
             DecodeError::UnknownRequiredResource(_) => RyStatus::WireUnknownRequiredResource,
@@ -556,6 +584,8 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         CreditStale => c"RY_STATUS_CREDIT_STALE",
         CreditOverRelease => c"RY_STATUS_CREDIT_OVER_RELEASE",
         CreditNothingFencing => c"RY_STATUS_CREDIT_NOTHING_FENCING",
+        CreditEmptyCharge => c"RY_STATUS_CREDIT_EMPTY_CHARGE",
+        CreditZeroId => c"RY_STATUS_CREDIT_ZERO_ID",
         WireTruncated => c"RY_STATUS_WIRE_TRUNCATED",
         WireTrailingBytes => c"RY_STATUS_WIRE_TRAILING_BYTES",
         WireUnknownVersion => c"RY_STATUS_WIRE_UNKNOWN_VERSION",

@@ -49,15 +49,20 @@ fn totals() -> impl Strategy<Value = ry_totals> {
     })
 }
 
+/// Session 0 is reserved (never valid on the wire).
 fn session() -> impl Strategy<Value = ry_session_id> {
-    (any::<u64>(), any::<u64>()).prop_map(|(lo, hi)| ry_session_id { lo, hi })
+    (any::<u64>(), any::<u64>()).prop_map(|(lo, hi)| ry_session_id {
+        lo: if hi == 0 { lo.max(1) } else { lo },
+        hi,
+    })
 }
 
 fn message() -> impl Strategy<Value = ry_wire_message> {
+    // Epoch and sequence 0 are reserved too.
     let update = (
         session(),
-        any::<u64>(),
-        any::<u64>(),
+        1..=u64::MAX,
+        1..=u64::MAX,
         totals(),
         any::<u32>(),
         any::<u32>(),
@@ -76,8 +81,8 @@ fn message() -> impl Strategy<Value = ry_wire_message> {
         });
     let usage = (
         session(),
-        any::<u64>(),
-        any::<u64>(),
+        1..=u64::MAX,
+        1..=u64::MAX,
         [totals(), totals(), totals(), totals()],
         any::<u32>(),
     )
@@ -110,26 +115,35 @@ fn message() -> impl Strategy<Value = ry_wire_message> {
             ..Default::default()
         },
     );
+    // An accepted answer binds a nonzero version, session and epoch; a
+    // refusal binds none.
     let answer = (
         session(),
-        any::<u64>(),
+        1..=u64::MAX,
         totals(),
         0u32..3,
         any::<u32>(),
-        any::<u16>(),
+        1..=u16::MAX,
     )
-        .prop_map(|(s, e, caps, r, c, v)| ry_wire_message {
-            msg_type: 4,
-            answer: ry_capability_answer {
-                receiver_session: s,
-                epoch: e,
-                caps,
-                result: r,
-                classes: c,
-                version: v,
-                reserved: [0; 6],
-            },
-            ..Default::default()
+        .prop_map(|(s, e, caps, r, c, v)| {
+            let (s, e, v) = if r == 0 {
+                (s, e, v)
+            } else {
+                (ry_session_id::default(), 0, 0)
+            };
+            ry_wire_message {
+                msg_type: 4,
+                answer: ry_capability_answer {
+                    receiver_session: s,
+                    epoch: e,
+                    caps,
+                    result: r,
+                    classes: c,
+                    version: v,
+                    reserved: [0; 6],
+                },
+                ..Default::default()
+            }
         });
     prop_oneof![update, usage, offer, answer]
 }
@@ -185,6 +199,7 @@ fn an_optional_known_resource_is_normalised() {
     let m = ry_wire_message {
         msg_type: 1,
         update: ry_credit_update {
+            receiver_session: ry_session_id { lo: 1, hi: 0 },
             epoch: 1,
             sequence: 1,
             grants: ry_totals {

@@ -1,10 +1,15 @@
-//! Structured update / reserve / commit / release / report / fence sequences
-//! against the real sender ledger and receiver allocator. Honest traffic
-//! with receiver peer 0 (delivered with loss, duplication and reordering)
-//! is mixed with forged updates and releases aimed at receiver peer 1.
-//! Invariants after every step: the allocator conserves capacity, no entry
-//! has more available + consumed than granted, honest traffic never looks
-//! like a violation, and nothing panics.
+//! Structured update / reserve / commit / release / report / fence /
+//! restart sequences against the real sender ledger and receiver allocator.
+//! Honest traffic with receiver peer 0 (delivered with loss, duplication
+//! and reordering, across receiver restarts) is mixed with forged updates
+//! and releases aimed at receiver peer 1, duplicated releases, replayed
+//! negotiations of superseded receiver incarnations, stale closes and
+//! stale fence confirmations. Invariants after every step: the allocator
+//! conserves capacity, no entry has more available + consumed than
+//! granted, honest traffic never looks like a violation, an honest release
+//! is never refused, a release is never accepted twice, no superseded
+//! session can be bound again, a stale close or fence changes nothing, an
+//! empty charge never reserves, and nothing panics.
 #![no_main]
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
@@ -45,9 +50,22 @@ enum Op {
         class: u8,
         amount: [u8; 2],
     },
+    DoubleRelease {
+        pick: u8,
+    },
     Stale,
     NewEpoch,
-    Fence,
+    Fence {
+        back: u8,
+    },
+    Close {
+        back: u8,
+    },
+    RestartReceiver,
+    ReplayOldSession {
+        pick: u8,
+        epoch: u8,
+    },
     Expire {
         now_ms: u16,
     },
@@ -65,8 +83,12 @@ enum Op {
     },
 }
 
-const RX: SessionId = SessionId(7);
-const EVIL: SessionId = SessionId(66);
+const EVIL: SessionId = SessionId::new(1, 66);
+
+fn receiver(incarnation: u64) -> ReceiverAllocator {
+    let s = SessionId::new(incarnation, 7);
+    ReceiverAllocator::new(AllocatorConfig::new(s, 1, 2, [1 << 18, 32, 8, 8])).unwrap()
+}
 
 fuzz_target!(|ops: Vec<Op>| {
     let (ledger, mut ctl) = SenderLedger::new(LedgerConfig {
@@ -75,11 +97,15 @@ fuzz_target!(|ops: Vec<Op>| {
         window: [1 << 20, 63, 15, 15],
     })
     .unwrap();
-    let mut alloc =
-        ReceiverAllocator::new(AllocatorConfig::new(RX, 1, 2, [1 << 18, 32, 8, 8])).unwrap();
+    let mut incarnation = 1u64;
+    let mut alloc = receiver(incarnation);
     let epoch = alloc.open(0).unwrap();
-    ctl.bind(&ledger, 0, RX, epoch).unwrap();
+    ctl.bind(&ledger, 0, alloc.session(), epoch).unwrap();
     ctl.bind(&ledger, 1, EVIL, 1).unwrap();
+    // Sessions of superseded receiver incarnations (bounded).
+    let mut old_sessions: Vec<SessionId> = Vec::new();
+    // Whether the receiver's current epoch for peer 0 is open (not closed).
+    let mut rx_open = true;
     let mut inbox: Vec<CreditUpdate> = Vec::new();
     let mut reservations: Vec<Reservation<'_>> = Vec::new();
     let mut committed: Vec<CommittedCharge> = Vec::new();
@@ -105,7 +131,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 match ctl.apply_update(&ledger, 0, &u, 0) {
                     Ok(_) => {}
                     Err(UpdateError::EpochMismatch { ours, theirs }) if theirs > ours => {
-                        ctl.bind(&ledger, 0, RX, theirs).unwrap();
+                        ctl.bind(&ledger, 0, alloc.session(), theirs).unwrap();
                         let _ = ctl.apply_update(&ledger, 0, &u, 0);
                     }
                     Err(e) => assert!(!e.is_violation(), "honest update rejected as {e}"),
@@ -117,8 +143,16 @@ fuzz_target!(|ops: Vec<Op>| {
                 }
                 let peer = (class / 2 % 2) as u32;
                 if let Ok(e) = ledger.entry(peer, (class % 2) as u32) {
-                    if let Ok(r) = ledger.try_reserve(e, &Charge(charge.map(u64::from))) {
-                        reservations.push(r);
+                    let charge = Charge(charge.map(u64::from));
+                    match ledger.try_reserve(e, &charge) {
+                        Ok(r) => {
+                            assert_ne!(charge, Charge::ZERO, "an empty charge reserved");
+                            reservations.push(r);
+                        }
+                        Err(err) if charge == Charge::ZERO => {
+                            assert_eq!(err, ReserveError::Key(KeyError::EmptyCharge));
+                        }
+                        Err(_) => {}
                     }
                 }
             }
@@ -129,7 +163,8 @@ fuzz_target!(|ops: Vec<Op>| {
                 let r = reservations.swap_remove(pick as usize % reservations.len());
                 let (peer, class) = (r.entry().index() / 2, r.entry().index() % 2);
                 if let Ok(c) = r.commit() {
-                    if peer == 0 && ctl.binding(0).map(|b| b.1) == alloc.epoch(0) {
+                    let live = Some((alloc.session(), alloc.epoch(0).unwrap()));
+                    if peer == 0 && rx_open && ctl.binding(0) == live {
                         unconsumed[class as usize][2] += c.charge().0[2];
                         unconsumed[class as usize][3] += c.charge().0[3];
                     }
@@ -148,8 +183,45 @@ fuzz_target!(|ops: Vec<Op>| {
                     continue;
                 }
                 let c = committed.swap_remove(pick as usize % committed.len());
-                let out = ledger.release(&c).unwrap();
-                assert_ne!(out, ReleaseOutcome::Refused, "honest release refused");
+                // Forged releases aimed at peer 1 may have taken its
+                // outstanding credit; peer 0's releases are all honest.
+                let honest = c.entry().index() / 2 == 0;
+                match ledger.release(c) {
+                    Ok(_) => {}
+                    Err(ReleaseError::NotOutstanding(_)) if !honest => {}
+                    Err(e) => panic!("honest release refused: {e}"),
+                }
+            }
+            Op::DoubleRelease { pick } => {
+                if committed.is_empty() {
+                    continue;
+                }
+                let c = committed.swap_remove(pick as usize % committed.len());
+                let (entry, generation, charge) = (c.entry(), c.generation(), c.charge());
+                let honest = entry.index() / 2 == 0;
+                let first = ledger.release(c);
+                assert!(
+                    first.is_ok() || !honest,
+                    "honest release refused: {first:?}"
+                );
+                // Only when nothing else is outstanding in that entry and
+                // epoch (else a duplicate may take another charge's share,
+                // which the credit_fences proptest covers): the duplicate
+                // takes nothing.
+                let alone = !committed
+                    .iter()
+                    .any(|k| k.entry() == entry && k.generation() == generation);
+                if alone {
+                    let dup = CommittedCharge::new_unchecked(entry.index(), generation, charge);
+                    let second = ledger.release(dup);
+                    assert!(
+                        matches!(
+                            second,
+                            Err(ReleaseError::NotOutstanding(_)) | Ok(ReleaseOutcome::Fenced)
+                        ),
+                        "a charge was released twice: {first:?} then {second:?}"
+                    );
+                }
             }
             Op::Report { class, deliver } => {
                 if let Ok(u) = ctl.usage(&ledger, 0, (class % 2) as u32, Charge::ZERO) {
@@ -184,15 +256,79 @@ fuzz_target!(|ops: Vec<Op>| {
             Op::NewEpoch => {
                 let e = alloc.open(0).unwrap();
                 unconsumed = [[0; 4]; 2];
+                rx_open = true;
                 // Usually the sender learns from the next update; sometimes now.
                 if e % 2 == 0 {
-                    ctl.bind(&ledger, 0, RX, e).unwrap();
+                    ctl.bind(&ledger, 0, alloc.session(), e).unwrap();
                 }
             }
-            Op::Fence => {
+            Op::Fence { back } => {
                 // The caller asserts old QPs are drained; in this model old
-                // work holds no receiver memory the invariants look at.
-                let _ = alloc.fence_complete(0);
+                // work holds no receiver memory the invariants look at. A
+                // confirmation older than the newest fenced epoch frees
+                // nothing.
+                let e = alloc.epoch(0).unwrap().saturating_sub(u64::from(back % 3));
+                let before = alloc.metrics();
+                if let Err(AllocError::EpochMismatch { .. } | AllocError::Zero(_)) =
+                    alloc.fence_complete(0, e)
+                {
+                    assert_eq!(alloc.metrics(), before, "a stale fence changed something");
+                }
+            }
+            Op::Close { back } => {
+                let cur = alloc.epoch(0).unwrap();
+                let e = cur.saturating_sub(u64::from(back % 3));
+                let before = alloc.metrics();
+                match alloc.close(0, e) {
+                    Ok(()) => {
+                        assert_eq!(e, cur);
+                        rx_open = false;
+                    }
+                    Err(AllocError::EpochMismatch { .. } | AllocError::Zero(_)) => {
+                        assert_ne!(e, cur);
+                        assert_eq!(alloc.metrics(), before, "a stale close changed something");
+                    }
+                    Err(err) => panic!("close: {err}"),
+                }
+                unconsumed = [[0; 4]; 2];
+            }
+            Op::RestartReceiver => {
+                // A new receiver incarnation with a larger session id. Old
+                // work is fenced at the sender; the new receiver's capacity
+                // starts whole.
+                if old_sessions.len() < 8 {
+                    old_sessions.push(alloc.session());
+                }
+                incarnation += 1;
+                alloc = receiver(incarnation);
+                let e = alloc.open(0).unwrap();
+                ctl.bind(&ledger, 0, alloc.session(), e).unwrap();
+                inbox.clear();
+                unconsumed = [[0; 4]; 2];
+                rx_open = true;
+            }
+            Op::ReplayOldSession { pick, epoch } => {
+                if old_sessions.is_empty() {
+                    continue;
+                }
+                let s = old_sessions[pick as usize % old_sessions.len()];
+                let epoch = u64::from(epoch).max(1);
+                let before = ctl.binding(0);
+                assert_eq!(
+                    ctl.bind(&ledger, 0, s, epoch),
+                    Err(UpdateError::SessionMismatch),
+                    "a superseded session was bound again"
+                );
+                let u = CreditUpdate {
+                    receiver_session: s,
+                    epoch,
+                    sequence: 1 << 40,
+                    qos_class: 0,
+                    freshness_ttl_ms: 0,
+                    grants: Totals::all([1 << 18, 32, 8, 8]),
+                };
+                assert!(ctl.apply_update(&ledger, 0, &u, 0).is_err());
+                assert_eq!(ctl.binding(0), before);
             }
             Op::Expire { now_ms } => {
                 let _ = ctl.expire(&ledger, now_ms as u64 * 1_000_000);
@@ -211,7 +347,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     }
                 }
                 let u = CreditUpdate {
-                    receiver_session: if seq % 5 == 0 { RX } else { EVIL },
+                    receiver_session: if seq % 5 == 0 { alloc.session() } else { EVIL },
                     epoch: epoch as u64 % 3,
                     sequence: seq as u64,
                     qos_class: class as u32 % 3,
@@ -231,7 +367,7 @@ fuzz_target!(|ops: Vec<Op>| {
                         generation,
                         Charge(charge.map(u64::from)),
                     );
-                    let _ = ledger.release(&c);
+                    let _ = ledger.release(c);
                 }
             }
         }

@@ -7,11 +7,11 @@
 use loom::sync::Arc;
 use loom::thread;
 use railyard_core::credit::{
-    Charge, CreditUpdate, EntryId, LedgerConfig, ReleaseOutcome, Resource, SenderControl,
-    SenderLedger, SessionId, Totals,
+    Charge, CommittedCharge, CreditUpdate, EntryId, LedgerConfig, ReleaseError, ReleaseOutcome,
+    Resource, SenderControl, SenderLedger, SessionId, Totals,
 };
 
-const RX: SessionId = SessionId(1);
+const RX: SessionId = SessionId::new(1, 1);
 
 /// A 1×1 ledger whose only entry has been granted `bytes` and `slots` in epoch 1.
 fn granted(bytes: u64, slots: u64) -> (Arc<SenderLedger>, SenderControl, EntryId) {
@@ -132,10 +132,11 @@ fn old_epoch_release_model() {
             .commit()
             .unwrap();
         let l = ledger.clone();
-        let completion = thread::spawn(move || l.release(&committed).unwrap());
+        let completion = thread::spawn(move || l.release(committed));
         let l = ledger.clone();
         let control = thread::spawn(move || {
-            // The receiver moved to epoch 2: fence, then apply its first grant.
+            // The receiver moved to epoch 2: fence, apply its first grant,
+            // and dispatch one charge of the same shape in the new epoch.
             ctl.bind(&l, 0, RX, 2).unwrap();
             let u = CreditUpdate {
                 receiver_session: RX,
@@ -147,22 +148,37 @@ fn old_epoch_release_model() {
                 ..Default::default()
             };
             ctl.apply_update(&l, 0, &u, 0).unwrap();
-            ctl.usage(&l, 0, 0, Charge::ZERO).unwrap()
+            let fresh = l
+                .try_reserve(e, &Charge([1, 1, 0, 0]))
+                .unwrap()
+                .commit()
+                .unwrap();
+            let usage = ctl.usage(&l, 0, 0, Charge::ZERO).unwrap();
+            (ctl, usage, fresh)
         });
         let outcome = completion.join().unwrap();
-        let usage = control.join().unwrap();
-        assert_ne!(outcome, ReleaseOutcome::Refused);
-        assert_eq!(
-            usage.released.get(Resource::DataBytes),
-            Some(0),
-            "an epoch-1 completion was reported in epoch 2 ({outcome:?})"
+        let (mut ctl, first, _fresh) = control.join().unwrap();
+        assert!(
+            matches!(
+                outcome,
+                Ok(ReleaseOutcome::Released | ReleaseOutcome::Fenced)
+            ),
+            "old completion refused: {outcome:?}"
         );
-        assert_eq!(usage.consumed.get(Resource::DataBytes), Some(0));
+        let last = ctl.usage(&ledger, 0, 0, Charge::ZERO).unwrap();
+        for usage in [first, last] {
+            assert_eq!(
+                usage.released.get(Resource::DataBytes),
+                Some(0),
+                "an epoch-1 completion was reported in epoch 2 ({outcome:?})"
+            );
+            assert_eq!(usage.consumed.get(Resource::DataBytes), Some(1));
+        }
     });
 }
 
-/// A completion from an old epoch never touches the new epoch's accounting,
-/// whichever way it races the fencing.
+/// A completion from an old epoch never touches the new epoch's accounting
+/// (not even its outstanding commits), whichever way it races the fencing.
 #[test]
 fn old_epoch_release_never_touches_new_epoch() {
     old_epoch_release_model();
@@ -174,6 +190,102 @@ fn old_epoch_release_never_touches_new_epoch() {
 #[test]
 fn broken_credit_untagged_release() {
     old_epoch_release_model();
+}
+
+fn double_release_model() {
+    loom::model(|| {
+        let (ledger, mut ctl, e) = granted(4, 2);
+        let committed = ledger
+            .try_reserve(e, &Charge([2, 1, 0, 0]))
+            .unwrap()
+            .commit()
+            .unwrap();
+        // A duplicated completion: the same charge rebuilt from its parts.
+        let dup = CommittedCharge::new_unchecked(
+            committed.entry().index(),
+            committed.generation(),
+            committed.charge(),
+        );
+        let l = ledger.clone();
+        let a = thread::spawn(move || l.release(committed));
+        let l = ledger.clone();
+        let b = thread::spawn(move || l.release(dup));
+        let outcomes = [a.join().unwrap(), b.join().unwrap()];
+        let released = outcomes
+            .iter()
+            .filter(|o| **o == Ok(ReleaseOutcome::Released))
+            .count();
+        assert_eq!(released, 1, "released {released} times: {outcomes:?}");
+        assert!(
+            outcomes
+                .iter()
+                .any(|o| matches!(o, Err(ReleaseError::NotOutstanding(_)))),
+            "{outcomes:?}"
+        );
+        let usage = ctl.usage(&ledger, 0, 0, Charge::ZERO).unwrap();
+        assert_eq!(usage.released.get(Resource::DataBytes), Some(2));
+        assert_eq!(usage.released.get(Resource::RequestSlots), Some(1));
+    });
+}
+
+/// Two completions racing to release the same committed charge: exactly
+/// one releases it, the other is refused, and the report says "once".
+#[test]
+fn a_charge_is_released_exactly_once() {
+    double_release_model();
+}
+
+/// Broken twin: release without the outstanding check (the old code).
+#[cfg(railyard_broken = "credit_double_release")]
+#[should_panic]
+#[test]
+fn broken_credit_double_release() {
+    double_release_model();
+}
+
+fn commit_order_model() {
+    loom::model(|| {
+        let (ledger, mut ctl, e) = granted(4, 2);
+        let l = ledger.clone();
+        let worker = thread::spawn(move || {
+            l.try_reserve(e, &Charge([1, 1, 0, 0]))
+                .unwrap()
+                .commit()
+                .unwrap()
+        });
+        let l = ledger.clone();
+        let control = thread::spawn(move || {
+            let u = ctl.usage(&l, 0, 0, Charge::ZERO).unwrap();
+            (ctl, u)
+        });
+        let _held = worker.join().unwrap();
+        let (mut ctl, during) = control.join().unwrap();
+        let after = ctl.usage(&ledger, 0, 0, Charge::ZERO).unwrap();
+        for (when, u) in [("during", during), ("after", after)] {
+            assert_eq!(
+                u.released.get(Resource::DataBytes),
+                Some(0),
+                "{when}: an unreleased commit was reported released"
+            );
+        }
+        assert_eq!(after.consumed.get(Resource::DataBytes), Some(1));
+    });
+}
+
+/// A usage report racing a commit never counts the commit as released
+/// (released is derived as consumed - outstanding; the commit joins
+/// outstanding before consumed).
+#[test]
+fn commit_is_never_reported_released() {
+    commit_order_model();
+}
+
+/// Broken twin: the commit's two steps in the other order.
+#[cfg(railyard_broken = "credit_commit_order")]
+#[should_panic]
+#[test]
+fn broken_credit_commit_order() {
+    commit_order_model();
 }
 
 fn racing_update_model() {

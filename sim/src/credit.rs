@@ -216,6 +216,8 @@ impl CreditPlane {
     /// be the reserved bytes). `false`: nothing is held (an error, counted
     /// by the caller with [`CreditPlane::count_error`]).
     pub fn commit_into(r: Reservation<'_>, ledger_rec: &mut TokenRecord) -> bool {
+        // A refused record hands the charge back; it stays outstanding and
+        // the caller's error count makes the run's leak check fail.
         match r.commit() {
             Ok(c) => c.record_into(ledger_rec).is_ok(),
             Err(_) => false,
@@ -230,15 +232,18 @@ impl CreditPlane {
     /// The post was refused after the commit: the sender releases its
     /// charge and the receiver is told the WR will never arrive (its
     /// consumption-returned resources come back at once).
-    pub fn refused_after_commit(&mut self, sender: u32, rx: u32, rec: &TokenRecord) {
+    pub fn refused_after_commit(&mut self, sender: u32, rx: u32, rec: &mut TokenRecord) {
         self.counters.refused_after_commit += 1;
-        self.on_completion(sender, rec);
+        // The receiver side reads the charge from the record before the
+        // sender's release clears its hold bit.
         self.never_consumed(sender, rx, rec);
+        self.on_completion(sender, rec);
     }
 
     /// A completion (any status) of a WR holding credit: the sender
-    /// releases it (reported in the next usage report).
-    pub fn on_completion(&mut self, sender: u32, rec: &TokenRecord) {
+    /// releases it (reported in the next usage report) and the record's
+    /// `HOLDS_CREDIT` bit is cleared.
+    pub fn on_completion(&mut self, sender: u32, rec: &mut TokenRecord) {
         if rec.holds & TokenRecord::HOLDS_CREDIT == 0 {
             return;
         }

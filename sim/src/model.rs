@@ -961,7 +961,7 @@ impl Sim {
                     self.stack.unwind(sender, &mut rec, now);
                     if credited {
                         if let Some(cp) = self.credit.as_mut() {
-                            cp.refused_after_commit(sender, rx as u32, &rec);
+                            cp.refused_after_commit(sender, rx as u32, &mut rec);
                         }
                     }
                     return;
@@ -1031,10 +1031,12 @@ impl Sim {
         let mut rec = done.record;
         if credited {
             if let Some(cp) = self.credit.as_mut() {
-                cp.on_completion(sender, &rec);
+                // Read the charge for the receiver side before the sender's
+                // release clears the record's hold bit.
                 if status != WC_SUCCESS {
                     cp.never_consumed(sender, rx, &rec);
                 }
+                cp.on_completion(sender, &mut rec);
             }
             if status != WC_SUCCESS {
                 self.flush_credit(rx);

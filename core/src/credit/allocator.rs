@@ -21,13 +21,36 @@
 //!   confirms with [`ReceiverAllocator::fence_complete`] that the old
 //!   session's QPs and in-flight work are drained or failed.
 //!
+//! # Epochs are named
+//!
+//! Each sender peer's epochs count up from 1 ([`ReceiverAllocator::open`];
+//! epoch 0 means "never opened" and is refused wherever an epoch is named).
+//! Every call that ends an epoch names it, so a message that arrives late
+//! can never act on a newer one:
+//!
+//! * [`ReceiverAllocator::close`]`(peer, epoch)` closes only that epoch; a
+//!   stale close (for an epoch a later `open` already replaced) is refused
+//!   with [`AllocError::EpochMismatch`] and changes nothing;
+//! * [`ReceiverAllocator::fence_complete`]`(peer, epoch)` confirms that
+//!   every epoch up to `epoch` is drained. The fencing bucket remembers only
+//!   the newest epoch it holds (one `u64` per peer, however many epochs
+//!   were fenced); a confirmation older than that frees nothing
+//!   (fail-closed: the bucket also holds capacity of a newer epoch whose
+//!   drain nobody confirmed), so old capacity is never reused before its
+//!   session is fenced.
+//!
+//! Usage reports name their session and epoch too, and anything but the
+//! peer's live epoch of this receiver's session is stale.
+//!
 //! The allocator is control-path state with one owner (`&mut self`); it is
 //! not shared between threads. All storage is allocated at construction.
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{Charge, CreditUpdate, CreditUsage, KeyError, Resource, SessionId, Totals, RESOURCES};
+use super::{
+    Charge, CreditUpdate, CreditUsage, KeyError, Resource, SessionId, Totals, ZeroField, RESOURCES,
+};
 
 /// Which report returns a resource's capacity to the free pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +65,8 @@ pub enum ReturnPath {
 /// Receiver allocator configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AllocatorConfig {
-    /// This receiver's session id (a new incarnation must use a new one).
+    /// This receiver's session id: a new incarnation must use a larger one
+    /// (see [`SessionId`]); 0 is reserved.
     pub session: SessionId,
     /// Sender peers.
     pub max_peers: u32,
@@ -105,6 +129,18 @@ pub enum AllocError {
     OverRelease(Resource),
     /// `fence_complete` with nothing fencing.
     NothingFencing,
+    /// `close` or `fence_complete` named another epoch than the one it may
+    /// act on (a stale close after a newer `open`, or a fence confirmation
+    /// older than the newest fenced epoch). Nothing changed.
+    EpochMismatch {
+        /// The epoch the call may act on: the peer's current epoch for
+        /// `close`, the newest fenced epoch for `fence_complete`.
+        ours: u64,
+        /// The epoch the call named.
+        theirs: u64,
+    },
+    /// A reserved zero session, epoch or sequence (malformed).
+    Zero(ZeroField),
 }
 
 impl fmt::Display for AllocError {
@@ -123,6 +159,10 @@ impl fmt::Display for AllocError {
                 write!(f, "allocator: release of {r} exceeds outstanding")
             }
             AllocError::NothingFencing => f.write_str("allocator: nothing to fence"),
+            AllocError::EpochMismatch { ours, theirs } => {
+                write!(f, "allocator: call names epoch {theirs}, expected {ours}")
+            }
+            AllocError::Zero(z) => write!(f, "allocator: {z}"),
         }
     }
 }
@@ -141,8 +181,11 @@ enum PeerState {
 #[derive(Clone, Copy, Debug, Default)]
 struct Peer {
     state: PeerState,
+    /// Current (newest) epoch; 0 = never opened.
     epoch: u64,
     fencing: [u64; RESOURCES],
+    /// The newest epoch whose grants are in `fencing` (0 = none).
+    fenced_through: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -200,11 +243,15 @@ pub struct ReceiverAllocator {
 }
 
 impl ReceiverAllocator {
-    /// Builds an allocator with all capacity free.
+    /// Builds an allocator with all capacity free. Session 0 is reserved
+    /// ([`AllocError::Zero`]).
     pub fn new(cfg: AllocatorConfig) -> Result<ReceiverAllocator, AllocError> {
         let n = cfg.max_peers as u64 * cfg.max_classes as u64;
         if n == 0 || n > 1 << 16 {
             return Err(AllocError::BadConfig);
+        }
+        if cfg.session.is_none() {
+            return Err(AllocError::Zero(ZeroField::Session));
         }
         Ok(ReceiverAllocator {
             cfg,
@@ -246,9 +293,10 @@ impl ReceiverAllocator {
         self.peers.get(peer as usize).map(|p| p.epoch)
     }
 
-    /// Opens `peer` for grants in a new epoch. Any outstanding grants of the
-    /// previous epoch move to the fencing bucket (not reusable until
-    /// [`fence_complete`](Self::fence_complete)). Returns the new epoch.
+    /// Opens `peer` for grants in a new epoch (the first is 1). Any
+    /// outstanding grants of the previous epoch move to the fencing bucket
+    /// (not reusable until [`fence_complete`](Self::fence_complete)).
+    /// Returns the new epoch.
     pub fn open(&mut self, peer: u32) -> Result<u64, AllocError> {
         self.fence_old(peer)?;
         let p = &mut self.peers[peer as usize];
@@ -257,11 +305,45 @@ impl ReceiverAllocator {
         Ok(p.epoch)
     }
 
-    /// Disconnect: moves `peer`'s outstanding grants into its fencing
-    /// bucket and closes it.
-    pub fn close(&mut self, peer: u32) -> Result<(), AllocError> {
+    /// Disconnect of `peer`'s epoch `epoch`: moves its outstanding grants
+    /// into the fencing bucket and closes it. The close names the epoch it
+    /// closes: one for any other epoch — a stale close that arrives after a
+    /// newer [`open`](Self::open) — is refused with
+    /// [`AllocError::EpochMismatch`] and changes nothing. Closing a closed
+    /// epoch again is a no-op; a quarantined peer stays quarantined.
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// let cfg = AllocatorConfig::new(SessionId::new(1, 5), 1, 1, [1 << 20, 8, 0, 8]);
+    /// let mut a = ReceiverAllocator::new(cfg).unwrap();
+    /// let e1 = a.open(0).unwrap();
+    /// let e2 = a.open(0).unwrap(); // the sender reconnected
+    /// // The close for the first connection arrives late: refused.
+    /// assert_eq!(a.close(0, e1), Err(AllocError::EpochMismatch { ours: e2, theirs: e1 }));
+    /// assert!(a.grant(0, 0, &Charge([4096, 1, 0, 1])).is_ok());
+    /// a.close(0, e2).unwrap();
+    /// assert_eq!(a.grant(0, 0, &Charge([1, 0, 0, 0])), Err(AllocError::PeerNotOpen));
+    /// ```
+    pub fn close(&mut self, peer: u32, epoch: u64) -> Result<(), AllocError> {
+        self.idx(peer, 0)?;
+        if epoch == 0 {
+            return Err(AllocError::Zero(ZeroField::Epoch));
+        }
+        let p = self.peers[peer as usize];
+        if epoch != p.epoch {
+            return Err(AllocError::EpochMismatch {
+                ours: p.epoch,
+                theirs: epoch,
+            });
+        }
+        if p.state == PeerState::Closed {
+            return Ok(());
+        }
         self.fence_old(peer)?;
-        self.peers[peer as usize].state = PeerState::Closed;
+        let p = &mut self.peers[peer as usize];
+        if p.state == PeerState::Open {
+            p.state = PeerState::Closed;
+        }
         Ok(())
     }
 
@@ -277,21 +359,54 @@ impl ReceiverAllocator {
             }
             self.slots[i] = Slot::default();
         }
-        if self.peers[peer as usize].epoch != 0 || any {
+        let p = &mut self.peers[peer as usize];
+        if any {
+            p.fenced_through = p.epoch;
+        }
+        if p.epoch != 0 || any {
             self.m.epoch_resets += 1;
         }
         Ok(())
     }
 
-    /// The old session of `peer` is fenced: its QPs and in-flight work are
-    /// drained or failed. Only now does its old capacity become free.
-    pub fn fence_complete(&mut self, peer: u32) -> Result<Charge, AllocError> {
+    /// Every old epoch of `peer` up to `epoch` is fenced: its QPs and
+    /// in-flight work are drained or failed. Only now does the fenced
+    /// capacity become free. The bucket remembers the newest epoch it
+    /// holds; a confirmation for an older epoch frees nothing
+    /// ([`AllocError::EpochMismatch`], fail-closed: a newer fenced epoch's
+    /// drain was not confirmed), nor does one for an epoch never opened.
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// let cfg = AllocatorConfig::new(SessionId::new(1, 5), 1, 1, [1 << 20, 8, 0, 8]);
+    /// let mut a = ReceiverAllocator::new(cfg).unwrap();
+    /// let e1 = a.open(0).unwrap();
+    /// a.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
+    /// let e2 = a.open(0).unwrap();
+    /// a.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
+    /// a.close(0, e2).unwrap();
+    /// // Epoch 1 drained, epoch 2 not yet: nothing comes back.
+    /// assert_eq!(a.fence_complete(0, e1), Err(AllocError::EpochMismatch { ours: e2, theirs: e1 }));
+    /// assert_eq!(a.fence_complete(0, e2), Ok(Charge([8192, 2, 0, 2])));
+    /// assert!(a.conserved());
+    /// ```
+    pub fn fence_complete(&mut self, peer: u32, epoch: u64) -> Result<Charge, AllocError> {
         self.idx(peer, 0)?;
+        if epoch == 0 {
+            return Err(AllocError::Zero(ZeroField::Epoch));
+        }
         let p = &mut self.peers[peer as usize];
         if p.fencing == [0; RESOURCES] {
             return Err(AllocError::NothingFencing);
         }
+        if epoch < p.fenced_through || epoch > p.epoch {
+            return Err(AllocError::EpochMismatch {
+                ours: p.fenced_through,
+                theirs: epoch,
+            });
+        }
         let f = core::mem::take(&mut p.fencing);
+        p.fenced_through = 0;
         for k in 0..RESOURCES {
             self.free[k] += f[k];
         }
@@ -299,7 +414,9 @@ impl ReceiverAllocator {
     }
 
     /// Carves `add` from free capacity for `(peer, class)`, all or nothing,
-    /// and returns the update to send (cumulative totals, next sequence).
+    /// and returns the update to send (cumulative totals, next sequence;
+    /// the first update of an epoch has sequence 1). An empty `add` is
+    /// refused ([`KeyError::EmptyCharge`]).
     pub fn grant(
         &mut self,
         peer: u32,
@@ -309,6 +426,9 @@ impl ReceiverAllocator {
         let i = self.idx(peer, class)?;
         if self.peers[peer as usize].state != PeerState::Open {
             return Err(AllocError::PeerNotOpen);
+        }
+        if *add == Charge::ZERO {
+            return Err(AllocError::Key(KeyError::EmptyCharge));
         }
         let s = self.slots[i];
         for r in Resource::ALL {
@@ -339,10 +459,19 @@ impl ReceiverAllocator {
     }
 
     /// The current update for `(peer, class)` (same sequence: a refresh /
-    /// retransmission that the sender treats as a duplicate).
-    pub fn current_update(&self, peer: u32, class: u32) -> Result<CreditUpdate, AllocError> {
+    /// retransmission that the sender treats as a duplicate), or `None` if
+    /// nothing was granted in this epoch yet (there is no update to repeat:
+    /// sequence 0 is reserved).
+    pub fn current_update(
+        &self,
+        peer: u32,
+        class: u32,
+    ) -> Result<Option<CreditUpdate>, AllocError> {
         let i = self.idx(peer, class)?;
-        Ok(self.update_for(peer, class, i))
+        if self.slots[i].update_seq == 0 {
+            return Ok(None);
+        }
+        Ok(Some(self.update_for(peer, class, i)))
     }
 
     fn update_for(&self, peer: u32, class: u32, i: usize) -> CreditUpdate {
@@ -368,11 +497,13 @@ impl ReceiverAllocator {
     }
 
     /// Applies a sender's usage report for `peer` (identity from the
-    /// endpoint). Checks session, epoch, sequence, monotonicity and
+    /// endpoint). Refuses a zero session, epoch or sequence
+    /// ([`AllocError::Zero`]). Checks session, epoch, sequence, monotonicity and
     /// `released <= consumed`, `consumed + returned <= granted`; returns
     /// capacity for completion-released resources and returned credit.
     pub fn on_usage(&mut self, peer: u32, u: &CreditUsage) -> Result<UsageOutcome, AllocError> {
         let i = self.idx(peer, u.qos_class)?;
+        ZeroField::check(u.receiver_session.0, u.epoch, u.sequence).map_err(AllocError::Zero)?;
         let p = self.peers[peer as usize];
         if p.state == PeerState::Quarantined {
             return Err(AllocError::PeerNotOpen);

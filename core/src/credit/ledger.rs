@@ -32,12 +32,48 @@
 //! refused — the excess is *banked* by [`SenderControl`] and made available
 //! as completions free room (see `flush`).
 //!
-//! Commits and completions use two more packed words (`committed`,
-//! `released`): amounts accumulated since the control thread last drained
-//! them into its cumulative totals. The control thread drains `released`
-//! before `committed`, and never lets `applied grant - released total`
-//! exceed the window, so no field can overflow; every CAS still checks and
-//! *refuses* (counted) rather than wrap.
+//! Commits and completions use two more packed words:
+//!
+//! * `outstanding` — a **level**: what is committed and not yet released
+//!   in the current generation. [`Reservation::commit`] adds to it,
+//!   [`SenderLedger::release`] takes from it with the same checked,
+//!   all-or-nothing CAS a reservation uses. So a release of more than is
+//!   outstanding — a second release of the same charge, or a forged or
+//!   oversized one — is refused with [`ReleaseError::NotOutstanding`] and
+//!   changes nothing: the ledger never reports more released than consumed,
+//!   so the receiver's `released <= consumed` check can never trip on our
+//!   own double release.
+//! * `committed` — a **flow**: commits since the control thread last
+//!   drained them into its cumulative `consumed` totals.
+//!
+//! The control thread derives the cumulative `released` totals as
+//! `consumed - outstanding`. A commit adds to `outstanding` *before*
+//! `committed`, and the control thread drains `committed` *before* it
+//! reads `outstanding`; so a commit caught half-way is counted as
+//! outstanding but not yet consumed, which can only make the derived
+//! `released` smaller than the truth, never larger (the derived total is
+//! also kept monotonic). The loom model `commit_is_never_reported_released`
+//! shows the wrong order failing. The control thread never lets
+//! `applied grant - released total` exceed the window, so no field can
+//! overflow; every CAS still checks and *refuses* (counted) rather than wrap.
+//!
+//! # Exactly-once release
+//!
+//! Three layers, from the strongest:
+//!
+//! 1. [`CommittedCharge`] is neither `Clone` nor `Copy`, and
+//!    [`SenderLedger::release`] takes it by value: a second release of the
+//!    same value does not compile.
+//! 2. [`SenderLedger::release_record`] takes `&mut TokenRecord` and clears
+//!    [`TokenRecord::HOLDS_CREDIT`] when it releases (as the CC and rail
+//!    `release_record` clear theirs), so a second release of the record is
+//!    [`ReleaseError::NotHeld`].
+//! 3. Whatever a caller rebuilds from parts ([`CommittedCharge::from_record`]
+//!    on a copied record, [`CommittedCharge::new_unchecked`], the C ABI)
+//!    can take at most what is outstanding in the charge's epoch
+//!    ([`ReleaseError::NotOutstanding`]). The ledger cannot tell two charges
+//!    of the same shape apart, so this layer bounds the damage (the totals
+//!    stay honest) rather than naming the culprit.
 //!
 //! The `gen` tag (low 8 bits of the entry's 16-bit generation) fences
 //! epochs: a new session or epoch bumps the generation and swaps all three
@@ -60,7 +96,7 @@ use core::fmt;
 
 use super::{
     Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId,
-    Totals, RESOURCES,
+    Totals, ZeroField, RESOURCES,
 };
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::token::TokenRecord;
@@ -177,25 +213,45 @@ impl Layout {
         (word >> self.shift[i]) & self.mask[i]
     }
 
-    /// Packs a charge; rejects unmodeled resources and oversized amounts.
+    /// Packs a charge; rejects unmodeled resources, oversized amounts and
+    /// the empty charge (which would pass the gate reserving nothing).
+    /// Branch-free on the valid path: an unmodeled resource has window 0,
+    /// so one `v > window` test per field covers both refusals, and the
+    /// packed bits are used only when every field fits.
     #[inline]
     fn pack(&self, c: &Charge) -> Result<u64, KeyError> {
         let mut d = 0u64;
-        for r in Resource::ALL {
-            let i = r.index();
+        let mut bad = false;
+        for i in 0..RESOURCES {
             let v = c.0[i];
+            bad |= v > self.window[i];
+            d |= v.wrapping_shl(self.shift[i]);
+        }
+        if bad {
+            return Err(self.pack_error(c));
+        }
+        if d == 0 {
+            return Err(KeyError::EmptyCharge);
+        }
+        Ok(d)
+    }
+
+    /// Which refusal `pack` hit (the first offending resource in order).
+    #[cold]
+    fn pack_error(&self, c: &Charge) -> KeyError {
+        for r in Resource::ALL {
+            let v = c.0[r.index()];
             if v == 0 {
                 continue;
             }
-            if self.mask[i] == 0 {
-                return Err(KeyError::UnknownResource(r));
+            if self.mask[r.index()] == 0 {
+                return KeyError::UnknownResource(r);
             }
-            if v > self.window[i] {
-                return Err(KeyError::ChargeTooLarge(r));
+            if v > self.window[r.index()] {
+                return KeyError::ChargeTooLarge(r);
             }
-            d |= v << self.shift[i];
         }
-        Ok(d)
+        KeyError::EmptyCharge // unreachable: `pack` saw some v > window
     }
 
     /// Resources whose field in `word` is smaller than in `delta`.
@@ -256,9 +312,12 @@ impl EntryId {
 
 #[cfg_attr(not(railyard_loom), repr(align(64)))]
 struct Entry {
+    /// Available credit (tagged, with the `OPEN` bit).
     avail: AtomicU64,
+    /// Commits since the last drain (a flow; tagged).
     committed: AtomicU64,
-    released: AtomicU64,
+    /// Committed and not yet released in this generation (a level; tagged).
+    outstanding: AtomicU64,
     generation: AtomicU32,
     stalls: AtomicU64,
     stall_ns: AtomicU64,
@@ -271,7 +330,7 @@ impl Entry {
         Entry {
             avail: AtomicU64::new(tag(0)),
             committed: AtomicU64::new(tag(0)),
-            released: AtomicU64::new(tag(0)),
+            outstanding: AtomicU64::new(tag(0)),
             generation: AtomicU32::new(0),
             stalls: AtomicU64::new(0),
             stall_ns: AtomicU64::new(0),
@@ -340,8 +399,46 @@ pub enum ReleaseOutcome {
     /// The charge belongs to an older epoch: counted as fenced work, and it
     /// does not touch the current epoch.
     Fenced,
-    /// Refused: the release counter would overflow (double release?).
-    Refused,
+}
+
+/// Why a release was refused. A refusal changes nothing: no counter of the
+/// ledger moves (except the `refused_ops` metric) and
+/// [`SenderLedger::release_record`] leaves the record as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReleaseError {
+    /// The record holds no credit charge (never did, or it was already
+    /// released: a second release of the same record).
+    NotHeld,
+    /// The charge or its entry is invalid for this ledger (including an
+    /// empty charge).
+    Key(KeyError),
+    /// More than is outstanding (committed and not yet released) in the
+    /// charge's epoch for these resources: a second release of the same
+    /// charge, or a forged or oversized one.
+    NotOutstanding(ResourceSet),
+}
+
+impl fmt::Display for ReleaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReleaseError::NotHeld => f.write_str("token record holds no credit charge"),
+            ReleaseError::Key(k) => write!(f, "invalid credit release: {k}"),
+            ReleaseError::NotOutstanding(s) => write!(
+                f,
+                "release exceeds the outstanding (committed, unreleased) credit (resources {:#06b})",
+                s.bits()
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for ReleaseError {}
+
+impl From<KeyError> for ReleaseError {
+    fn from(k: KeyError) -> Self {
+        ReleaseError::Key(k)
+    }
 }
 
 /// Why a charge cannot be recorded into / read from a [`TokenRecord`].
@@ -353,6 +450,8 @@ pub enum RecordError {
     NotRecordable,
     /// `record.bytes` differs from the charge's DATA_BYTES.
     BytesMismatch,
+    /// The record already holds a credit charge (one at a time).
+    AlreadyHeld,
     /// The record's entry index is out of range for this ledger.
     Key(KeyError),
 }
@@ -363,6 +462,7 @@ impl fmt::Display for RecordError {
             RecordError::NoCredit => f.write_str("token record holds no credit"),
             RecordError::NotRecordable => f.write_str("charge cannot be encoded in a token record"),
             RecordError::BytesMismatch => f.write_str("record bytes differ from the charged bytes"),
+            RecordError::AlreadyHeld => f.write_str("token record already holds a credit charge"),
             RecordError::Key(k) => write!(f, "record credit key invalid: {k}"),
         }
     }
@@ -371,11 +471,13 @@ impl fmt::Display for RecordError {
 #[cfg(feature = "std")]
 impl std::error::Error for RecordError {}
 
-/// A committed charge: plain data, released exactly once by its completion.
+/// A committed charge, released exactly once by its completion: it is
+/// neither `Clone` nor `Copy`, and [`SenderLedger::release`] consumes it.
 ///
 /// Recordable into a [`TokenRecord`] as `credit_key` (entry index: 13 bits,
 /// slot mask: 3 bits, generation: 16 bits) plus `bytes` (= DATA_BYTES), so
-/// the completion path can release from the record alone.
+/// the completion path can release from the record alone
+/// ([`SenderLedger::release_record`], which clears the record's hold bit).
 ///
 /// ```
 /// use railyard_core::credit::{CommittedCharge, Charge};
@@ -384,9 +486,13 @@ impl std::error::Error for RecordError {}
 /// let mut rec = TokenRecord { bytes: 4096, ..Default::default() };
 /// c.record_into(&mut rec).unwrap();
 /// assert!(rec.holds & TokenRecord::HOLDS_CREDIT != 0);
-/// assert_eq!(CommittedCharge::from_record(&rec), Ok(c));
+/// let back = CommittedCharge::from_record(&rec).unwrap();
+/// assert_eq!(back, CommittedCharge::new_unchecked(5, 7, Charge::direct_write(4096)));
+/// // A record holds one credit charge at a time.
+/// let (err, _again) = back.record_into(&mut rec).unwrap_err();
+/// assert_eq!(err, railyard_core::credit::RecordError::AlreadyHeld);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct CommittedCharge {
     entry: u32,
     generation: u16,
@@ -394,9 +500,9 @@ pub struct CommittedCharge {
 }
 
 impl CommittedCharge {
-    /// Builds a committed charge from parts (for tests and records; a
-    /// forged one is harmless: release checks entry, generation and
-    /// overflow).
+    /// Builds a committed charge from parts (for records, the C ABI and
+    /// tests). A forged one is harmless: release checks the entry, the
+    /// generation, and takes at most what is outstanding.
     pub const fn new_unchecked(entry: u32, generation: u16, charge: Charge) -> Self {
         CommittedCharge {
             entry,
@@ -430,12 +536,22 @@ impl CommittedCharge {
         Ok(self.entry | (mask << 13) | ((self.generation as u32) << 16))
     }
 
-    /// Records the charge into `rec`: sets `credit_key` and `HOLDS_CREDIT`.
-    /// `rec.bytes` must equal the charged DATA_BYTES.
-    pub fn record_into(&self, rec: &mut TokenRecord) -> Result<(), RecordError> {
-        let key = self.credit_key()?;
+    /// Moves the charge into `rec`: sets `credit_key` and `HOLDS_CREDIT`;
+    /// from now on the record is the only holder, released with
+    /// [`SenderLedger::release_record`]. `rec.bytes` must equal the charged
+    /// DATA_BYTES, slot charges must be 0 or 1, and `rec` must not hold a
+    /// credit charge already; otherwise `rec` is untouched and the charge
+    /// comes back with the error (still held: release or record it).
+    pub fn record_into(self, rec: &mut TokenRecord) -> Result<(), (RecordError, CommittedCharge)> {
+        let key = match self.credit_key() {
+            Ok(k) => k,
+            Err(e) => return Err((e, self)),
+        };
+        if rec.holds & TokenRecord::HOLDS_CREDIT != 0 {
+            return Err((RecordError::AlreadyHeld, self));
+        }
         if rec.bytes as u64 != self.charge.0[0] {
-            return Err(RecordError::BytesMismatch);
+            return Err((RecordError::BytesMismatch, self));
         }
         rec.credit_key = Some(key);
         rec.holds |= TokenRecord::HOLDS_CREDIT;
@@ -564,7 +680,7 @@ impl SenderLedger {
     /// // Only one request slot was granted: the second reserve takes nothing.
     /// assert!(ledger.try_reserve(e, &Charge::direct_write(4096)).is_err());
     /// let committed = r.commit().unwrap();
-    /// assert_eq!(ledger.release(&committed), Ok(ReleaseOutcome::Released));
+    /// assert_eq!(ledger.release(committed), Ok(ReleaseOutcome::Released));
     /// ```
     #[inline]
     pub fn try_reserve(
@@ -656,11 +772,37 @@ impl SenderLedger {
         Ok(())
     }
 
-    /// Releases a committed charge on completion. This only *reports*
-    /// release to the receiver (through the next usage report); it never
-    /// mints sender credit. A charge from an older epoch is `Fenced`.
+    /// Releases a committed charge on completion, exactly once: it takes
+    /// the charge from the entry's *outstanding* level (committed, not yet
+    /// released) with one checked CAS, and consumes `c`. This only
+    /// *reports* release to the receiver (through the next usage report);
+    /// it never mints sender credit.
+    ///
+    /// * `Ok(Released)`: counted for the next usage report.
+    /// * `Ok(Fenced)`: the charge belongs to an older epoch; counted as
+    ///   fenced work, the current epoch is untouched.
+    /// * `Err(NotOutstanding)`: more than is outstanding in the charge's
+    ///   epoch (a second release, or a forged / oversized charge); refused,
+    ///   nothing changed (counted in `refused_ops`).
+    /// * `Err(Key)`: a foreign entry or an invalid (e.g. empty) charge.
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId::new(1, 7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    ///     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// let e = ledger.entry(0, 0).unwrap();
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// // A copy rebuilt from parts (say, a duplicated completion):
+    /// let dup = CommittedCharge::new_unchecked(e.index(), c.generation(), c.charge());
+    /// assert_eq!(ledger.release(c), Ok(ReleaseOutcome::Released));
+    /// assert!(matches!(ledger.release(dup), Err(ReleaseError::NotOutstanding(_))));
+    /// ```
     #[inline]
-    pub fn release(&self, c: &CommittedCharge) -> Result<ReleaseOutcome, KeyError> {
+    pub fn release(&self, c: CommittedCharge) -> Result<ReleaseOutcome, ReleaseError> {
         let e = self.get(c.entry)?;
         let delta = self.layout.pack(&c.charge)?;
         #[cfg(not(railyard_broken = "credit_untagged_release"))]
@@ -668,35 +810,49 @@ impl SenderLedger {
             e.fenced.fetch_add(1, Ordering::Relaxed);
             return Ok(ReleaseOutcome::Fenced);
         }
-        let mut cur = e.released.load(Ordering::Acquire);
-        loop {
-            // BROKEN twin "credit_untagged_release": no epoch check at all.
-            if cfg!(not(railyard_broken = "credit_untagged_release"))
-                && cur & TAG_MASK != tag(c.generation)
-            {
+        match self.sub_tagged(&e.outstanding, c.generation, delta) {
+            Ok(()) => Ok(ReleaseOutcome::Released),
+            Err(Cas::Fenced) => {
                 e.fenced.fetch_add(1, Ordering::Relaxed);
-                return Ok(ReleaseOutcome::Fenced);
+                Ok(ReleaseOutcome::Fenced)
             }
-            if self.layout.overflows(cur, delta) {
+            Err(Cas::Short(set)) => {
                 e.refused.fetch_add(1, Ordering::Relaxed);
-                return Ok(ReleaseOutcome::Refused);
+                Err(ReleaseError::NotOutstanding(set))
             }
-            match e.released.compare_exchange_weak(
-                cur,
-                cur + delta,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Ok(ReleaseOutcome::Released),
-                Err(a) => cur = a,
-            }
+            Err(Cas::Overflow) => unreachable_cas(e),
         }
     }
 
-    /// [`release`](Self::release) from a token record alone.
-    pub fn release_record(&self, rec: &TokenRecord) -> Result<ReleaseOutcome, RecordError> {
-        let c = CommittedCharge::from_record(rec)?;
-        self.release(&c).map_err(RecordError::Key)
+    /// [`release`](Self::release) from a token record alone (the completion
+    /// path). Clears [`TokenRecord::HOLDS_CREDIT`] when the charge is
+    /// released or fenced, so a second release of the same record is
+    /// [`ReleaseError::NotHeld`] — as the CC and rail `release_record`
+    /// clear their hold bits. On any refusal the record is left as it was.
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// use railyard_core::token::TokenRecord;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId::new(1, 7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    ///     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// let e = ledger.entry(0, 0).unwrap();
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// let mut rec = TokenRecord { bytes: 4096, ..Default::default() };
+    /// c.record_into(&mut rec).unwrap();
+    /// assert_eq!(ledger.release_record(&mut rec), Ok(ReleaseOutcome::Released));
+    /// assert_eq!(rec.holds & TokenRecord::HOLDS_CREDIT, 0);
+    /// assert_eq!(ledger.release_record(&mut rec), Err(ReleaseError::NotHeld));
+    /// ```
+    #[inline]
+    pub fn release_record(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, ReleaseError> {
+        let c = CommittedCharge::from_record(rec).map_err(|_| ReleaseError::NotHeld)?;
+        let outcome = self.release(c)?;
+        rec.holds &= !TokenRecord::HOLDS_CREDIT;
+        Ok(outcome)
     }
 
     /// Records how long a dispatch stayed credit-stalled (the caller times
@@ -722,27 +878,86 @@ impl SenderLedger {
 
     fn rollback(&self, entry: u32, generation: u16, delta: u64) {
         let Ok(e) = self.get(entry) else { return };
-        let mut cur = e.avail.load(Ordering::Acquire);
+        match self.add_tagged(&e.avail, generation, delta) {
+            Ok(()) => {}
+            Err(Cas::Fenced) => {
+                e.fenced.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {
+                e.refused.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Adds `delta` to `word` (one CAS loop) if the word still carries
+    /// `generation`'s tag and no field would overflow.
+    #[inline(always)]
+    fn add_tagged(&self, word: &AtomicU64, generation: u16, delta: u64) -> Result<(), Cas> {
+        let mut cur = word.load(Ordering::Acquire);
         loop {
             if cur & TAG_MASK != tag(generation) {
-                e.fenced.fetch_add(1, Ordering::Relaxed);
-                return;
+                return Err(Cas::Fenced);
             }
             if self.layout.overflows(cur, delta) {
-                e.refused.fetch_add(1, Ordering::Relaxed);
-                return;
+                return Err(Cas::Overflow);
             }
-            match e.avail.compare_exchange_weak(
-                cur,
-                cur + delta,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return,
+            match word.compare_exchange_weak(cur, cur + delta, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(()),
                 Err(a) => cur = a,
             }
         }
     }
+
+    /// Takes `delta` from `word` (one CAS loop), all or nothing, if the
+    /// word still carries `generation`'s tag and every field holds enough.
+    #[inline(always)]
+    fn sub_tagged(&self, word: &AtomicU64, generation: u16, delta: u64) -> Result<(), Cas> {
+        let mut cur = word.load(Ordering::Acquire);
+        loop {
+            // BROKEN twin "credit_untagged_release": no epoch check at all.
+            if cfg!(not(railyard_broken = "credit_untagged_release"))
+                && cur & TAG_MASK != tag(generation)
+            {
+                return Err(Cas::Fenced);
+            }
+            // BROKEN twin "credit_double_release": no outstanding check, as
+            // before the fix (a second release counted twice).
+            if cfg!(not(railyard_broken = "credit_double_release"))
+                && self.layout.any_short(cur, delta)
+            {
+                return Err(Cas::Short(self.layout.short(cur, delta)));
+            }
+            match word.compare_exchange_weak(
+                cur,
+                cur.wrapping_sub(delta),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(a) => cur = a,
+            }
+        }
+    }
+}
+
+/// Why a tagged CAS did not apply.
+#[derive(Clone, Copy, Debug)]
+enum Cas {
+    /// The word belongs to another generation (an epoch change).
+    Fenced,
+    /// Some fields hold less than the delta.
+    Short(ResourceSet),
+    /// Some field would overflow.
+    Overflow,
+}
+
+/// `sub_tagged` never reports an overflow; count it as refused and treat it
+/// as a refusal of nothing in particular, so no public path can panic.
+#[cold]
+fn unreachable_cas(e: &Entry) -> Result<ReleaseOutcome, ReleaseError> {
+    e.refused.fetch_add(1, Ordering::Relaxed);
+    Err(ReleaseError::NotOutstanding(ResourceSet::EMPTY))
 }
 
 impl Reservation<'_> {
@@ -757,31 +972,38 @@ impl Reservation<'_> {
     }
 
     /// Commits on handoff to the transport. After this there is no rollback:
-    /// only a completion's [`SenderLedger::release`].
+    /// only a completion's [`SenderLedger::release`] (exactly once).
+    ///
+    /// Two CASes: the charge joins the entry's *outstanding* level first
+    /// (what a release may take), then the *committed* flow the next usage
+    /// report drains (see the module docs for why this order).
     #[inline]
     pub fn commit(mut self) -> Result<CommittedCharge, CommitError> {
         let l = self.ledger;
         let e = &l.entries[self.entry as usize];
-        let mut cur = e.committed.load(Ordering::Acquire);
-        loop {
-            if cur & TAG_MASK != tag(self.generation) {
-                self.armed = false;
-                e.fenced.fetch_add(1, Ordering::Relaxed);
-                return Err(CommitError::EpochChanged);
-            }
-            if l.layout.overflows(cur, self.delta) {
-                e.refused.fetch_add(1, Ordering::Relaxed);
-                return Err(CommitError::Overflow); // drop rolls back
-            }
-            match e.committed.compare_exchange_weak(
-                cur,
-                cur + self.delta,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => break,
-                Err(a) => cur = a,
-            }
+        // BROKEN twin "credit_commit_order": the flow before the level lets
+        // a usage report count the commit as already released.
+        let (first, second) = if cfg!(railyard_broken = "credit_commit_order") {
+            (&e.committed, &e.outstanding)
+        } else {
+            (&e.outstanding, &e.committed)
+        };
+        if let Err(why) = l.add_tagged(first, self.generation, self.delta) {
+            return Err(self.refuse(e, why));
+        }
+        if let Err(why) = l.add_tagged(second, self.generation, self.delta) {
+            // Fenced between the two steps: the old epoch's level was
+            // swapped away with this charge in it; the credit is void. An
+            // overflow cannot happen while the window bound holds; undo the
+            // first step so a refused commit changes nothing.
+            let why = match why {
+                Cas::Fenced => Cas::Fenced,
+                _ => match l.sub_tagged(first, self.generation, self.delta) {
+                    Ok(()) => why,
+                    Err(_) => Cas::Fenced,
+                },
+            };
+            return Err(self.refuse(e, why));
         }
         self.armed = false;
         Ok(CommittedCharge {
@@ -789,6 +1011,24 @@ impl Reservation<'_> {
             generation: self.generation,
             charge: self.charge,
         })
+    }
+
+    /// A refused commit step: an epoch change voids the reservation (its
+    /// credit belonged to the old epoch); anything else leaves it armed, so
+    /// dropping it rolls it back.
+    #[cold]
+    fn refuse(&mut self, e: &Entry, why: Cas) -> CommitError {
+        match why {
+            Cas::Fenced => {
+                self.armed = false;
+                e.fenced.fetch_add(1, Ordering::Relaxed);
+                CommitError::EpochChanged
+            }
+            Cas::Short(_) | Cas::Overflow => {
+                e.refused.fetch_add(1, Ordering::Relaxed);
+                CommitError::Overflow
+            }
+        }
     }
 
     /// Gives the reservation back (before handoff). Same as dropping it.
@@ -821,9 +1061,9 @@ enum Phase {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct PeerCtl {
+    /// The bound session: with `epoch`, the high-water mark `bind` never
+    /// goes below (so every earlier incarnation stays fenced in O(1)).
     session: Option<SessionId>,
-    /// The session bound before this one: never re-bound.
-    retired: Option<SessionId>,
     epoch: u64,
     phase: Phase,
     generation: u16,
@@ -839,11 +1079,13 @@ struct EntryCtl {
     applied: [u64; RESOURCES],
     /// Drained committed + returned totals.
     cd: [u64; RESOURCES],
-    /// Drained released + returned totals.
+    /// Released + returned totals, derived as `cd - outstanding` (monotonic).
     rd: [u64; RESOURCES],
     /// Returned (unused) totals.
     returned: [u64; RESOURCES],
-    last_seq: Option<u64>,
+    /// Last applied update sequence; 0 = none (sequences start at 1).
+    last_seq: u64,
+    /// Last usage report sequence; the first report is 1.
     usage_seq: u64,
 }
 
@@ -882,7 +1124,9 @@ pub enum UpdateError {
     Key(KeyError),
     /// The peer has no bound session (not negotiated).
     NotBound,
-    /// Update for another receiver session (old incarnation): stale, counted.
+    /// Update for another receiver session than the bound one, or a
+    /// `bind` to a session that orders before the bound one (an earlier
+    /// incarnation): stale, counted.
     SessionMismatch,
     /// Update for another epoch: stale, counted. A newer epoch needs
     /// [`SenderControl::bind`] (fencing) first.
@@ -900,6 +1144,9 @@ pub enum UpdateError {
     Overflow(Resource),
     /// The handle belongs to another ledger.
     ForeignLedger,
+    /// A reserved zero session, epoch or sequence (malformed; refused
+    /// before any state is touched).
+    Zero(ZeroField),
 }
 
 impl fmt::Display for UpdateError {
@@ -917,6 +1164,7 @@ impl fmt::Display for UpdateError {
             UpdateError::Decreasing(r) => write!(f, "protocol violation: cumulative {r} decreased"),
             UpdateError::Overflow(r) => write!(f, "protocol violation: {r} total overflows"),
             UpdateError::ForeignLedger => f.write_str("control handle used with another ledger"),
+            UpdateError::Zero(z) => write!(f, "credit update rejected: {z}"),
         }
     }
 }
@@ -1023,9 +1271,28 @@ impl SenderControl {
     /// and the old epoch's in-flight work is counted as fenced. The entries
     /// stay closed (Fencing) until the first update of the new epoch.
     ///
-    /// Binding never goes back: an older epoch of the bound session, or the
-    /// previously bound session, is refused (counted as stale), so replayed
-    /// negotiation cannot re-admit fenced credit.
+    /// **Binding only moves forward** in `(session, epoch)` order
+    /// ([`SessionId`] is ordered: a receiver's next incarnation has a larger
+    /// id). Re-binding the bound `(session, epoch)` is a no-op; anything
+    /// that orders before it — an older epoch of the bound session
+    /// ([`UpdateError::EpochMismatch`]) or **any** earlier session, however
+    /// many restarts ago ([`UpdateError::SessionMismatch`]) — is refused and
+    /// counted as stale, so a replayed negotiation can never re-admit fenced
+    /// credit. The memory this needs is the bound `(session, epoch)` pair
+    /// itself: 24 bytes per peer, whatever the number of restarts. Session
+    /// 0 and epoch 0 are reserved ([`UpdateError::Zero`]).
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let incarnations = [SessionId::new(1, 9), SessionId::new(2, 4), SessionId::new(3, 1)];
+    /// for s in incarnations {
+    ///     ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// }
+    /// // A negotiation replayed from the first incarnation is refused.
+    /// assert_eq!(ctl.bind(&ledger, 0, incarnations[0], 5), Err(UpdateError::SessionMismatch));
+    /// assert_eq!(ctl.binding(0), Some((incarnations[2], 1)));
+    /// ```
     pub fn bind(
         &mut self,
         l: &SenderLedger,
@@ -1035,51 +1302,44 @@ impl SenderControl {
     ) -> Result<(), UpdateError> {
         self.check(l)?;
         let p = *self.peer_mut(peer)?;
-        if p.session == Some(session) && p.epoch == epoch && p.phase != Phase::Unbound {
-            return Ok(());
-        }
-        // Never go back: an older epoch of the same session, or the session
-        // this peer was bound to before, would re-admit fenced credit.
-        if p.session == Some(session) && epoch < p.epoch {
-            self.counters.stale += 1;
-            return Err(UpdateError::EpochMismatch {
-                ours: p.epoch,
-                theirs: epoch,
-            });
-        }
-        if p.retired == Some(session) {
-            self.counters.stale += 1;
-            return Err(UpdateError::SessionMismatch);
-        }
-        if p.session.is_some() {
-            self.counters.epoch_resets += 1;
+        ZeroField::check(session.0, epoch, 1).map_err(UpdateError::Zero)?;
+        if let Some(cur) = p.session {
+            match (session, epoch).cmp(&(cur, p.epoch)) {
+                core::cmp::Ordering::Equal => return Ok(()),
+                core::cmp::Ordering::Less => {
+                    // Never go back: an earlier epoch or incarnation would
+                    // re-admit fenced credit.
+                    self.counters.stale += 1;
+                    return Err(if session == cur {
+                        UpdateError::EpochMismatch {
+                            ours: p.epoch,
+                            theirs: epoch,
+                        }
+                    } else {
+                        UpdateError::SessionMismatch
+                    });
+                }
+                core::cmp::Ordering::Greater => self.counters.epoch_resets += 1,
+            }
         }
         let generation = p.generation.wrapping_add(1);
         for i in self.class_range(peer) {
             let e = &l.entries[i];
             e.generation.store(generation as u32, Ordering::Release);
             let t = tag(generation);
-            // Order matters: drain released before committed (see module docs).
-            let r = e.released.swap(t, Ordering::AcqRel);
-            let c = e.committed.swap(t, Ordering::AcqRel);
+            e.committed.swap(t, Ordering::AcqRel);
+            let o = e.outstanding.swap(t, Ordering::AcqRel);
             e.avail.swap(t, Ordering::AcqRel);
-            let ec = &mut self.entries[i];
+            // Committed and not released when fenced (may include a commit
+            // racing this fence, which is then refused with EpochChanged).
             for k in 0..RESOURCES {
-                let committed = (ec.cd[k] - ec.returned[k]).saturating_add(self.layout.get(c, k));
-                let released = (ec.rd[k] - ec.returned[k]).saturating_add(self.layout.get(r, k));
-                self.counters.fenced_inflight[k] = self.counters.fenced_inflight[k]
-                    .saturating_add(committed.saturating_sub(released));
+                self.counters.fenced_inflight[k] =
+                    self.counters.fenced_inflight[k].saturating_add(self.layout.get(o, k));
             }
-            *ec = EntryCtl::default();
+            self.entries[i] = EntryCtl::default();
         }
-        let pm = &mut self.peers[peer as usize];
-        let retired = match p.session {
-            Some(old) if old != session => Some(old),
-            _ => p.retired,
-        };
-        *pm = PeerCtl {
+        self.peers[peer as usize] = PeerCtl {
             session: Some(session),
-            retired,
             epoch,
             phase: Phase::Fencing,
             generation,
@@ -1094,7 +1354,8 @@ impl SenderControl {
     /// session and epoch must match; an older or equal sequence is a no-op;
     /// a gap is applied and counted; every cumulative total must be
     /// non-decreasing (else: violation, peer quarantined); arithmetic is
-    /// checked. A newer update reopens a stale peer.
+    /// checked. A newer update reopens a stale peer. Session, epoch and
+    /// sequence 0 are reserved and refused ([`UpdateError::Zero`]).
     pub fn apply_update(
         &mut self,
         l: &SenderLedger,
@@ -1103,6 +1364,7 @@ impl SenderControl {
         now_ns: u64,
     ) -> Result<UpdateOutcome, UpdateError> {
         self.check(l)?;
+        ZeroField::check(u.receiver_session.0, u.epoch, u.sequence).map_err(UpdateError::Zero)?;
         let entry = l.entry(peer, u.qos_class).map_err(UpdateError::Key)?;
         for r in u.grants.present.iter() {
             if !self.layout.present.contains(r) {
@@ -1128,18 +1390,17 @@ impl SenderControl {
         }
         let idx = entry.0 as usize;
         let ec = self.entries[idx];
-        let outcome = match ec.last_seq {
-            Some(last) if u.sequence <= last => {
-                self.counters.duplicate += 1;
-                return Ok(UpdateOutcome::Duplicate);
-            }
-            Some(last) if u.sequence > last + 1 => UpdateOutcome::AppliedAfterGap {
+        // `last_seq` 0 = nothing applied yet (sequences start at 1).
+        let last = ec.last_seq;
+        let outcome = if u.sequence <= last {
+            self.counters.duplicate += 1;
+            return Ok(UpdateOutcome::Duplicate);
+        } else if u.sequence - last > 1 {
+            UpdateOutcome::AppliedAfterGap {
                 missed: u.sequence - last - 1,
-            },
-            None if u.sequence > 1 => UpdateOutcome::AppliedAfterGap {
-                missed: u.sequence - 1,
-            },
-            _ => UpdateOutcome::Applied,
+            }
+        } else {
+            UpdateOutcome::Applied
         };
         for r in u.grants.present.iter() {
             if u.grants.values[r.index()] < ec.grant[r.index()] {
@@ -1151,7 +1412,7 @@ impl SenderControl {
             self.counters.gaps += 1;
         }
         let ec = &mut self.entries[idx];
-        ec.last_seq = Some(u.sequence);
+        ec.last_seq = u.sequence;
         for r in u.grants.present.iter() {
             ec.grant[r.index()] = u.grants.values[r.index()];
         }
@@ -1170,34 +1431,37 @@ impl SenderControl {
         Ok(outcome)
     }
 
-    /// Drains pending commits/releases into the cumulative totals and makes
-    /// banked grant available as far as the window allows.
+    /// Drains pending commits into the cumulative totals, derives the
+    /// released totals, and makes banked grant available as far as the
+    /// window allows.
     fn flush(&mut self, l: &SenderLedger, idx: usize) -> Result<(), Resource> {
         let e = &l.entries[idx];
         let ec = &mut self.entries[idx];
         let t = e.avail.load(Ordering::Acquire) & TAG_MASK;
-        // Released first, then committed: keeps released <= committed.
-        let r = e.released.swap(t, Ordering::AcqRel);
+        // The flow first, then the level (commit adds to them in the other
+        // order): a commit caught half-way is outstanding but not yet
+        // consumed, so `consumed - outstanding` never over-states released.
         let c = e.committed.swap(t, Ordering::AcqRel);
+        let o = e.outstanding.load(Ordering::Acquire);
         let mut overflow = None;
         let mut target = [0u64; RESOURCES];
         for res in Resource::ALL {
             let k = res.index();
             // Saturate (never lose the drained amounts half-way); a
             // saturated total is reported as a violation below.
-            let (rd, o1) = ec.rd[k].overflowing_add(self.layout.get(r, k));
             let (cd, o2) = ec.cd[k].overflowing_add(self.layout.get(c, k));
-            ec.rd[k] = if o1 { u64::MAX } else { rd };
             ec.cd[k] = if o2 { u64::MAX } else { cd };
-            if (o1 || o2) && overflow.is_none() {
+            if o2 && overflow.is_none() {
                 overflow = Some(res);
             }
+            // Monotonic: a half-way commit may make this sample smaller.
+            ec.rd[k] = ec.rd[k].max(ec.cd[k].saturating_sub(self.layout.get(o, k)));
             target[k] = ec.grant[k].min(ec.rd[k].saturating_add(self.layout.window[k]));
         }
         // Make banked grant available, never beyond a field's window: with
-        // honest releases `target - applied` always fits; forged releases
-        // (released > committed) could claim more room than exists, and the
-        // excess simply stays banked.
+        // honest accounting `target - applied` always fits; the clamp keeps
+        // any accounting error banked rather than spilling into a
+        // neighbouring field.
         let mut cur = e.avail.load(Ordering::Acquire);
         loop {
             let mut delta = 0u64;
@@ -1291,8 +1555,11 @@ impl SenderControl {
     }
 
     /// Builds the usage report for `(peer, class)`: cumulative consumed,
-    /// released and returned totals of the bound epoch (exact: pending
-    /// amounts are drained first), plus the caller's pending demand.
+    /// released and returned totals of the bound epoch, plus the caller's
+    /// pending demand. Exact when no commit is in flight; a commit racing
+    /// the report is counted in the next one (it can only make `consumed`
+    /// and `released` lag, never over-state them). Its sequence starts at 1
+    /// per epoch.
     pub fn usage(
         &mut self,
         l: &SenderLedger,
@@ -1316,8 +1583,8 @@ impl SenderControl {
         let mut returned = Totals::default();
         for r in self.layout.present.iter() {
             let k = r.index();
-            consumed = consumed.with(r, ec.cd[k] - ec.returned[k]);
-            released = released.with(r, ec.rd[k] - ec.returned[k]);
+            consumed = consumed.with(r, ec.cd[k].saturating_sub(ec.returned[k]));
+            released = released.with(r, ec.rd[k].saturating_sub(ec.returned[k]));
             returned = returned.with(r, ec.returned[k]);
         }
         Ok(CreditUsage {
@@ -1421,12 +1688,14 @@ impl SenderControl {
         let ec = &self.entries[idx];
         let a = e.avail.load(Ordering::Acquire);
         let c = e.committed.load(Ordering::Acquire);
-        let r = e.released.load(Ordering::Acquire);
+        let o = e.outstanding.load(Ordering::Acquire);
         let mut m = EntryMetrics::default();
         for k in 0..RESOURCES {
             m.granted[k] = ec.grant[k];
-            m.consumed[k] = ec.cd[k] - ec.returned[k] + self.layout.get(c, k);
-            m.released[k] = ec.rd[k] - ec.returned[k] + self.layout.get(r, k);
+            m.consumed[k] = ec.cd[k]
+                .saturating_sub(ec.returned[k])
+                .saturating_add(self.layout.get(c, k));
+            m.released[k] = m.consumed[k].saturating_sub(self.layout.get(o, k));
             m.available[k] = self.layout.get(a, k);
             m.banked[k] = ec.grant[k] - ec.applied[k];
         }
@@ -1507,6 +1776,42 @@ mod tests {
             prop_assert_eq!(l.overflows(wa | tag(9), wb), over);
             if !short {
                 prop_assert_eq!(l.unpack(wa - wb), core::array::from_fn::<u64, 4, _>(|i| fa[i] - fb[i]));
+            }
+        }
+
+        /// The branch-free `pack` agrees with the per-field rules: the first
+        /// zero-window resource charged is unknown, the first amount above
+        /// its window is too large, nothing charged is empty, and a valid
+        /// charge packs to fields that unpack to itself.
+        #[test]
+        fn pack_matches_per_field_rules(w in windows(), v in any::<[u64; 4]>(), small in any::<[u8; 4]>(), pick in any::<u8>()) {
+            let l = Layout::new(w).unwrap();
+            // Mix huge, small and zero amounts.
+            let c = Charge(core::array::from_fn(|i| match (pick >> (2 * i)) & 3 {
+                0 => 0,
+                1 => u64::from(small[i]),
+                2 => w[i],
+                _ => v[i],
+            }));
+            let mut want = Err(KeyError::EmptyCharge);
+            for r in Resource::ALL {
+                let x = c.0[r.index()];
+                if x == 0 {
+                    continue;
+                }
+                if w[r.index()] == 0 {
+                    want = Err(KeyError::UnknownResource(r));
+                    break;
+                }
+                if x > w[r.index()] {
+                    want = Err(KeyError::ChargeTooLarge(r));
+                    break;
+                }
+                want = Ok(());
+            }
+            match (l.pack(&c), want) {
+                (Ok(d), Ok(())) => prop_assert_eq!(l.unpack(d), c.0),
+                (got, want) => prop_assert_eq!(got.map(|_| ()), want),
             }
         }
     }
