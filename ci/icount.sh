@@ -9,11 +9,12 @@ bin=target/release/examples/token_icount
 n=1000000
 refs() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$@" 2>&1 | awk '/Collected/ {print $4}'; }
 # Modes: 1t one thread; 2t two threads each doing n round trips on the shared
-# contender; pp poster + poller (claimed on one thread, completed on the
-# other). Valgrind serializes threads: these count instructions, criterion
+# contender; pp the dedicated-poller pattern (claimed through one handle,
+# completed through another; on one thread, see the example's docs).
+# Valgrind serializes threads: these count instructions, criterion
 # (benches/token.rs) measures contention in time.
 for mode in 1t 2t pp; do
-  case $mode in 1t) m=$n ops=$n ;; 2t) m=200000 ops=400000 ;; pp) m=200000 ops=200000 ;; esac
+  case $mode in 1t) m=$n ops=$n ;; 2t) m=200000 ops=400000 ;; pp) m=$n ops=$n ;; esac
   base_aq=""
   printf "%-16s %-4s %14s %10s\n" contender mode "instr/op" "vs aq"
   for c in array_queue railyard railyard_cache mutex_vec; do

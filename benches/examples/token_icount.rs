@@ -11,16 +11,18 @@
 //! (Collected refs at n minus refs at 0) / operations = instructions per
 //! round trip. `ci/icount.sh` does exactly that. Modes: `1t` one thread;
 //! `2t` two threads, each doing `n` round trips on the shared contender
-//! (per round trip = / 2n); `pp` poster + poller, `n` tokens claimed on one
-//! thread and completed on the other (per token = / n). Valgrind runs one
-//! thread at a time, so `2t`/`pp` count the work the contention adds
-//! (retried CASes, refills, flushes, yields), not cache-line transfer time:
-//! criterion (`benches/token.rs`) measures that.
+//! (per round trip = / 2n); `pp` the dedicated-poller pattern, tokens claimed
+//! through one handle and completed through another (per token = / n), run
+//! on one thread in rounds of 64: under valgrind, which runs one thread at a
+//! time, a real poster/poller pair would mostly count spin-waits. So these
+//! are the instructions each pattern costs (for the caches: refills,
+//! flushes, batch links), not cache-line transfer time: criterion
+//! (`benches/token.rs`) measures that, with real threads.
 
 use std::hint::black_box;
 
 use railyard_benches::token::{
-    contended, poster_poller, round_trip, AqPool, Direct, MutexPool, Pool, Worker, CACHE, CAP,
+    contended, round_trip, AqPool, Direct, MutexPool, Pool, Worker, CACHE, CAP,
 };
 use railyard_core::token::TokenPool;
 
@@ -29,6 +31,25 @@ fn one_thread<W: Worker>(mut h: W, n: u64) -> u64 {
     for i in 0..n {
         let wr = h.claim(black_box(i)).unwrap();
         acc ^= h.complete(black_box(wr)).unwrap();
+    }
+    acc
+}
+
+/// `n` tokens claimed through `poster` and completed through `poller`, 64
+/// in flight at a time.
+fn cross_handles<A: Worker, B: Worker>(mut poster: A, mut poller: B, n: u64) -> u64 {
+    let mut acc = 0;
+    let mut ids = [0u64; 64];
+    let mut done = 0;
+    while done < n {
+        let k = (n - done).min(64) as usize;
+        for (i, id) in ids[..k].iter_mut().enumerate() {
+            *id = poster.claim(black_box(done + i as u64)).unwrap();
+        }
+        for id in &ids[..k] {
+            acc ^= poller.complete(black_box(*id)).unwrap();
+        }
+        done += k as u64;
     }
     acc
 }
@@ -52,10 +73,10 @@ fn run<P: Pool>(p: &P, mode: &str, n: u64, cached: Option<&TokenPool<u64>>) {
             contended(&|| t.cache::<CACHE>(), 2, n);
         }
         ("pp", None) => {
-            poster_poller(&|| Direct(p), n);
+            black_box(cross_handles(Direct(p), Direct(p), n));
         }
         ("pp", Some(t)) => {
-            poster_poller(&|| t.cache::<CACHE>(), n);
+            black_box(cross_handles(t.cache::<CACHE>(), t.cache::<CACHE>(), n));
         }
         (m, _) => panic!("unknown mode {m} (1t, 2t, pp)"),
     }
