@@ -95,6 +95,7 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_WORKER_MODEL, ry_engine_worker_model);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_OP, ry_engine_op);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_TASK_STATE, ry_engine_task_state);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_TARGET_MODE, ry_target_mode);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

@@ -20,7 +20,7 @@
 #define RY_ABI_VERSION 1
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 66
+#define RY_ABI_TYPE_COUNT 67
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -923,6 +923,8 @@ enum ry_abi_type
   RY_ABI_TYPE_ENGINE_OP = 64,
   // `ry_engine_task_state`.
   RY_ABI_TYPE_ENGINE_TASK_STATE = 65,
+  // `ry_target_mode`.
+  RY_ABI_TYPE_TARGET_MODE = 66,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

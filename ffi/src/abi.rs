@@ -154,10 +154,12 @@ pub enum ry_abi_type {
     EngineOp = 64,
     /// `ry_engine_task_state`.
     EngineTaskState = 65,
+    /// `ry_target_mode`.
+    TargetMode = 66,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 66;
+pub const RY_ABI_TYPE_COUNT: u32 = 67;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -444,6 +446,10 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             65 => (
                 size_of::<crate::engine::ry_engine_task_state>(),
                 align_of::<crate::engine::ry_engine_task_state>(),
+            ),
+            66 => (
+                size_of::<crate::enums::ry_target_mode>(),
+                align_of::<crate::enums::ry_target_mode>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(
