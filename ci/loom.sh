@@ -2,7 +2,8 @@
 # loom: every model in loom-tests/ against the real core, then each
 # deliberately broken variant, which must be caught (its test is should_panic).
 # A variant is switched on by RAILYARD_BROKEN=<variant>, which core's and
-# loom-tests' build scripts turn into --cfg railyard_broken="<variant>".
+# loom-tests' build scripts turn into --cfg railyard_broken="<variant>";
+# without --cfg railyard_loom core's build script refuses it (ci/broken-guard.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"

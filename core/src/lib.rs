@@ -18,7 +18,7 @@
 //! | [`classify`] | 4162 | WC status / async event / signal classification |
 //! | [`evidence`] | 4162 | per-task anomaly evidence |
 //! | [`credit`] | 2849 | receiver-advertised credits |
-//! | [`wire`] | 2849 | the versioned credit wire schema |
+//! | [`wire`] | 2849 | the wire codecs: credit messages ([`wire::credit`]) and handshake descriptors (`wire::handshake`, needs `alloc`) |
 //! | [`rail`] | 4534 | inverse-score NIC selection, per-peer ledger |
 //! | [`time`] | — | nanosecond time passed in by the caller |
 //!

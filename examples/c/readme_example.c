@@ -1,12 +1,14 @@
-/* The README's 10-line example (between the markers), compiled and run by
- * the test suite, followed by test-only checks of what it did. */
+/* The README's example (between the markers; cli/tests/readme.rs checks
+ * that the README quotes it verbatim), compiled and run by the test suite
+ * and by the README's own link lines in CI, followed by test-only checks of
+ * what it did. */
 #include <stdio.h>
 #include "railyard.h"
 
 int main(void) {
+  /* --- README example begins --- */
   ry_cc_config cfg; ry_cc cc; ry_admission adm; ry_wc_classification wc;
   ry_status released = RY_STATUS_PANIC;
-  /* --- README example begins --- */
   ry_cc_config_default(&cfg);
   cfg.mode = RY_MODE_ENFORCE;
   const uint16_t route_devices[1] = {0};                  /* route 0 on device 0 */
@@ -17,7 +19,7 @@ int main(void) {
   if (adm.kind == RY_ADMISSION_KIND_ADMIT) {
     /* ... ibv_post_send; the completion arrives with status 0 ... */
     ry_classify_wc(/*IBV_WC_SUCCESS*/ 0, 0, &wc);
-    released = ry_cc_release(cc, &adm.permit, wc.effect, NULL);  /* exactly once */
+    released = ry_cc_release(cc, &adm.permit, wc.effect, NULL);  /* exactly once; again: RY_STATUS_CC_NOT_HELD */
   }
   /* --- README example ends --- */
   ry_domain_snapshot route;

@@ -13,7 +13,7 @@ use railyard_core::credit::{
 };
 use railyard_core::rail::{ConfigError as RailConfigError, RailError};
 use railyard_core::token::TokenError;
-use railyard_core::wire::{DecodeError, EncodeError};
+use railyard_core::wire::credit::{DecodeError, EncodeError};
 
 /// The result of every `ry_` function: `RY_STATUS_OK` (0) or a negative,
 /// typed error. The thread's `ry_last_error_message()` describes the

@@ -1,7 +1,9 @@
 //! Builds the C and C++ examples (`examples/c`, `examples/cpp` at the
 //! repository root) with `-Wall -Wextra -Werror -pedantic` against this
 //! crate's static library (C) and shared library (C++), runs them, and
-//! asserts they exit 0. Also compiles the header alone as C11 and C++17.
+//! asserts they exit 0. Also compiles the header alone as C11 and C++17,
+//! and the C++ RAII header `railyard.hpp` alone as C++17. (The installed
+//! package, pkg-config and CMake, is exercised by `ci/readme.sh`.)
 //!
 //! Every example is also built with `-fsanitize=address,undefined` and run
 //! (leak detection on), so a C-side misuse of the ABI — or a Rust write
@@ -171,7 +173,12 @@ fn header_compiles_as_c11_and_cpp17() {
     let src_cpp = out.join("header_only.cpp");
     let body = "#include \"railyard.h\"\n#include \"railyard.h\" /* guard */\nint main(void) { return RY_STATUS_OK; }\n";
     std::fs::write(&src_c, body).expect("write");
-    std::fs::write(&src_cpp, body.replace("(void)", "()")).expect("write");
+    // C++: the RAII header too (with RY_ENGINE below, its ry::Engine).
+    let body_cpp = format!(
+        "#include \"railyard.hpp\"\n#include \"railyard.hpp\" /* guard */\n{}",
+        body.replace("(void)", "()")
+    );
+    std::fs::write(&src_cpp, body_cpp).expect("write");
     // Without and with the engine declarations.
     for engine in [None, Some("-DRY_ENGINE")] {
         run(Command::new(compiler("CC", "cc"))

@@ -138,7 +138,9 @@ fn score_min(
 ) -> Option<usize> {
     let mut best: Option<(usize, Score)> = None;
     for d in cands {
-        let s = sel.score_of(d, Some(peer), bytes, false);
+        let Some(s) = sel.score_of(d, Some(peer), bytes, false) else {
+            continue;
+        };
         if match best {
             None => true,
             Some((_, b)) => s.better_than(b),
@@ -450,7 +452,7 @@ impl Stack {
             let used = if rc.peer_accounting && rc.variant.uses_peer_feedback() && fresh {
                 peer.map_or(0, |p| p.bw)
             } else {
-                sel.nic_view(d).bw
+                sel.nic_view(d).map_or(0, |v| v.bw)
             };
             if a.oracle > 0 {
                 a.err_sum += (used as f64 - a.oracle as f64).abs() / a.oracle as f64;
@@ -500,7 +502,7 @@ impl Stack {
         for s in &self.senders {
             for d in 0..self.nics {
                 h += s.cc.device_snapshot(d as u16).map_or(0, |x| x.in_flight);
-                h += s.rail.nic_inflight(d);
+                h += s.rail.nic_inflight(d).unwrap_or(0);
             }
             for r in 0..self.routes {
                 h += s.cc.route_snapshot(r as u32).map_or(0, |x| x.in_flight);

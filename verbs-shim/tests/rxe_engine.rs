@@ -31,17 +31,7 @@ use support::{assert_idle, pattern, skips_without_device};
 const WAIT: Duration = Duration::from_secs(120);
 
 fn config() -> EngineConfig {
-    let mut c = EngineConfig::from_env().expect("MC_* variables must be valid");
-    if std::env::var_os("MC_ADAPTIVE_CC_MODE").is_none() {
-        c.cc.mode = CcMode::Enforce;
-    }
-    if let Ok(d) = std::env::var("RAILYARD_RDMA_DEVICE") {
-        c.device = Some(d);
-    }
-    if let Ok(g) = std::env::var("RAILYARD_GID_INDEX") {
-        c.gid_index = g.parse().expect("RAILYARD_GID_INDEX must be 0..=255");
-    }
-    c
+    support::env_config()
 }
 
 /// Builds an engine, or returns None after printing a SKIP line.

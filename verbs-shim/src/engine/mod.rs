@@ -61,6 +61,12 @@
 //!   post; canceled or timed-out attempts release when their completion
 //!   arrives). [`EngineStats`] has slices posted and charged bytes per rail.
 //!   With one device everything behaves as before (one rail, no planning).
+//!   Read-only selector diagnostics (`rail_diag.rs`, for RFC 4534's
+//!   evaluation): [`Engine::rail_counters`], [`Engine::rail_nic_view`],
+//!   [`Engine::rail_peer_view`], [`Engine::task_rail_slices`] and, with
+//!   `rail.trace`, [`Engine::take_rail_traces`] (one sample-age trace per
+//!   planned transfer, for the TTL calibration). `MC_RAIL_*` set the
+//!   selector from the environment (see [`EngineConfig`]).
 //! * **Deadlines** (`TIMEOUT`) are RFC 4162 software route timeouts: fed
 //!   to the controller and recorded as task evidence (see
 //!   `Shared::expire_tasks`).
@@ -78,8 +84,9 @@
 //!   there (rail failover, `Shared::re_rail`).
 //!
 //! Not done yet: receiver credits (#4). Rails start with equal nominal
-//! rates ([`NOMINAL_RAIL_BPS`]; the port's link rate is not queried) and
-//! the completion EWMA learns the rest. The peer ledger (RFC 4534 V0–V3)
+//! rates ([`EngineConfig::rail_nominal_bps`], default [`NOMINAL_RAIL_BPS`];
+//! the port's link rate is not queried) and the completion EWMA learns the
+//! rest. The peer ledger (RFC 4534 V0–V3)
 //! needs `railyard-core`'s `peer-feedback` feature, which `railyard-verbs`
 //! does not enable by default (`EngineConfig::rail.peer_accounting` is
 //! refused without it). Automatic reconnect is one attempt per
@@ -89,6 +96,7 @@ mod cc_gate;
 mod config;
 mod fault;
 mod gate;
+mod rail_diag;
 mod reconnect;
 mod worker;
 
@@ -98,15 +106,16 @@ pub use gate::{
     Classifier, DefaultClassifier, EventAction, GateDecision, GateStats, OpenGate, PostGate,
     WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
 };
+pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
 pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
 pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
 use railyard_core::evidence::{Observation, Observed, TaskEvidence};
-pub use railyard_core::rail::RailConfig;
 use railyard_core::rail::{DeviceSpec, Selector};
+pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;
 pub use reconnect::SegmentInfo;
 
-use crate::handshake::{Handshake, HandshakeError};
+use crate::handshake::{Handshake, HandshakeError, Refusal};
 use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
 use crate::{
     Access, CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpCaps, QpConfig,
@@ -397,6 +406,89 @@ pub struct EngineStats {
     /// Slices moved to another rail of their segment: their rail's device
     /// or route was quarantined (`Avoid`), or its endpoint was retired.
     pub rail_moves: u64,
+    /// How the handshake listener ended each connection it accepted.
+    pub handshakes: HandshakeStats,
+}
+
+/// How the handshake listener ended each connection
+/// ([`EngineStats::handshakes`]). Every connection lands in exactly one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandshakeStats {
+    /// Became a segment.
+    pub accepted: u64,
+    /// Refused at once: `max_handshakes` were in progress (or no thread
+    /// could be started for it).
+    pub busy: u64,
+    /// Bytes that are not a descriptor (oversized, truncated, bad magic or
+    /// version, out-of-range fields) or a wrong barrier byte.
+    pub malformed: u64,
+    /// Silent or too slow past `handshake_timeout`.
+    pub timed_out: u64,
+    /// Closed or reset by the peer mid-handshake.
+    pub closed: u64,
+    /// A replayed descriptor (the QPs of a connection already made).
+    pub replayed: u64,
+    /// Failed after a valid descriptor arrived: a mismatched peer
+    /// (`MC_NUM_QP_PER_EP`), QP setup, or the endpoint table full.
+    pub failed: u64,
+}
+
+/// The listener's counters, one per [`HandshakeStats`] field.
+#[derive(Default)]
+pub(crate) struct HandshakeCounters([AtomicU64; 7]);
+
+impl HandshakeCounters {
+    const ACCEPTED: usize = 0;
+    const BUSY: usize = 1;
+    const MALFORMED: usize = 2;
+    const TIMED_OUT: usize = 3;
+    const CLOSED: usize = 4;
+    const REPLAYED: usize = 5;
+    const FAILED: usize = 6;
+
+    fn bump(&self, which: usize) {
+        self.0[which].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection the listener refused before its descriptor.
+    pub(crate) fn refused(&self, r: &Refusal) {
+        self.bump(match r {
+            Refusal::Busy { .. } | Refusal::Spawn(_) => Self::BUSY,
+            Refusal::Handshake(e) => Self::of(e),
+        });
+    }
+
+    /// Counts how a passive handshake with a received descriptor ended.
+    pub(crate) fn finished(&self, r: &Result<(), EngineError>) {
+        self.bump(match r {
+            Ok(()) => Self::ACCEPTED,
+            Err(EngineError::Handshake(e)) => Self::of(e),
+            Err(_) => Self::FAILED,
+        });
+    }
+
+    fn of(e: &HandshakeError) -> usize {
+        match e {
+            HandshakeError::Timeout { .. } => Self::TIMED_OUT,
+            HandshakeError::ConnectionClosed { .. } => Self::CLOSED,
+            HandshakeError::Decode(_) | HandshakeError::BarrierMismatch(_) => Self::MALFORMED,
+            HandshakeError::Replayed => Self::REPLAYED,
+            HandshakeError::Io { .. } | HandshakeError::Encode(_) => Self::FAILED,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> HandshakeStats {
+        let l = |i: usize| self.0[i].load(Ordering::Relaxed);
+        HandshakeStats {
+            accepted: l(Self::ACCEPTED),
+            busy: l(Self::BUSY),
+            malformed: l(Self::MALFORMED),
+            timed_out: l(Self::TIMED_OUT),
+            closed: l(Self::CLOSED),
+            replayed: l(Self::REPLAYED),
+            failed: l(Self::FAILED),
+        }
+    }
 }
 
 /// The engine's per-endpoint resource, held in the core `EndpointTable`
@@ -424,8 +516,29 @@ pub(crate) struct RailEntry {
     /// The peer's first QP number on this rail (a reconnect names the
     /// connection it replaces by it: [`PeerDescriptor::replaces`]).
     peer_qpn: u32,
+    /// That QP's initial PSN and the peer NIC's GID: with `peer_qpn`, what
+    /// a replayed descriptor repeats (`Shared::is_replay`).
+    peer_psn: u32,
+    peer_gid: [u8; 16],
     /// CC route domain (local device × the peer's NIC).
     route: u32,
+}
+
+/// Whether `peer`'s rail-0 QP (GID, QP number, initial PSN) is among
+/// `known`, the peer sides of connections already made.
+fn repeats(known: impl IntoIterator<Item = ([u8; 16], u32, u32)>, peer: &PeerDescriptor) -> bool {
+    let Some((nic, qp)) = peer.nics.first().and_then(|n| Some((n, n.qps.first()?))) else {
+        return false;
+    };
+    known.into_iter().any(|k| k == (nic.gid, qp.qpn, qp.psn))
+}
+
+/// Which side of the handshake [`Shared::establish`] runs.
+pub(crate) enum Side {
+    /// We connected: send our descriptor first.
+    Initiator,
+    /// The peer connected and its descriptor is already received.
+    Target(PeerDescriptor),
 }
 
 struct SegmentEntry {
@@ -598,6 +711,8 @@ pub(crate) struct Shared {
     pub(crate) spd: usize,
     /// Rail selection over `devs` (RFC 4534).
     pub(crate) rails: Selector,
+    /// Aggregate-decision traces for TTL calibration (only when tracing).
+    rail_trace: rail_diag::RailTrace,
     epoch: Instant,
     /// Shard `s`'s CQ (device `s / spd`).
     pub(crate) cqs: Vec<CompletionQueue>,
@@ -632,6 +747,8 @@ pub(crate) struct Shared {
     pub(crate) retired: AtomicU64,
     pub(crate) reclaimed: AtomicU64,
     pub(crate) force_flushes: AtomicU64,
+    /// The handshake listener's outcomes.
+    pub(crate) handshakes: HandshakeCounters,
     /// Worker threads, for unparking idle ones.
     pub(crate) threads: OnceLock<Vec<std::thread::Thread>>,
     /// Workers, monitor and event thread stop.
@@ -815,11 +932,11 @@ impl Shared {
                             Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
                         && self.gate.usable(x.dev, x.route)
                 })
-                .map(|x| {
+                .filter_map(|x| {
                     let score = self
                         .rails
-                        .score_of(usize::from(x.dev), Some(seg), bytes, false);
-                    (score, x.dev, x.handle, x.shards.get(qp).copied(), x.route)
+                        .score_of(usize::from(x.dev), Some(seg), bytes, false)?;
+                    Some((score, x.dev, x.handle, x.shards.get(qp).copied(), x.route))
                 })
                 .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
         };
@@ -1044,21 +1161,39 @@ impl Shared {
         ))
     }
 
-    /// Both sides of the handshake, then records the segment (`peer`: the
-    /// address we dialed, for segments we opened, which this engine can
-    /// reconnect).
+    /// The initiator's side of the handshake, then records the segment
+    /// (`peer`: the address we dialed, which this engine can reconnect).
     pub(crate) fn connect(
         &self,
         hs: Handshake,
-        initiator: bool,
         peer: Option<SocketAddr>,
     ) -> Result<SegmentId, EngineError> {
-        let (rails, replaces) = self.establish(hs, initiator, None)?;
-        if !initiator {
-            if let Some(q) = replaces {
-                self.retire_replaced(q, &rails);
-            }
+        let (rails, _) = self.establish(hs, Side::Initiator, None)?;
+        Ok(self.record_segment(rails, peer))
+    }
+
+    /// The target's side, for a descriptor the listener already received
+    /// and decoded: refuses a replay ([`Shared::is_replay`]) before
+    /// anything is built, then connects and records the segment, retiring
+    /// the connection the peer says it replaces.
+    pub(crate) fn accept_peer(
+        &self,
+        peer: PeerDescriptor,
+        hs: Handshake,
+    ) -> Result<(), EngineError> {
+        if self.is_replay(&peer) {
+            // Dropping `hs` closes the connection.
+            return Err(EngineError::Handshake(HandshakeError::Replayed));
         }
+        let (rails, replaces) = self.establish(hs, Side::Target(peer), None)?;
+        if let Some(q) = replaces {
+            self.retire_replaced(q, &rails);
+        }
+        self.record_segment(rails, None);
+        Ok(())
+    }
+
+    fn record_segment(&self, rails: Vec<RailEntry>, peer: Option<SocketAddr>) -> SegmentId {
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         segs.push(SegmentEntry {
             rails,
@@ -1067,11 +1202,29 @@ impl Shared {
             reconnects: 0,
             closed: false,
         });
-        Ok(SegmentId(segs.len() as u32 - 1))
+        SegmentId(segs.len() as u32 - 1)
+    }
+
+    /// A replayed descriptor: its rail-0 QP (GID, QP number and initial
+    /// PSN) is the peer side of a connection this engine already made. A
+    /// real peer's new connection, a reconnect included, always brings new
+    /// QPs (and a fresh random PSN, so even a QP number the kernel reused
+    /// after a peer restart does not match), so only a copy of an old
+    /// descriptor can. Checked against every segment ever recorded
+    /// (closed ones too: the list is append-only).
+    fn is_replay(&self, peer: &PeerDescriptor) -> bool {
+        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        repeats(
+            segs.iter()
+                .filter_map(|e| e.rails.first())
+                .map(|r| (r.peer_gid, r.peer_qpn, r.peer_psn)),
+            peer,
+        )
     }
 
     /// Both sides of the handshake: builds QPs on every device, exchanges
-    /// descriptors (one NIC entry per device; `initiator` sends first),
+    /// descriptors (one NIC entry per device; the initiator sends first, the
+    /// target has already received the initiator's: [`Side::Target`]),
     /// connects the rail-matched pairs, barriers, then opens one endpoint
     /// per rail in the table. The caller publishes the rails.
     ///
@@ -1088,7 +1241,7 @@ impl Shared {
     pub(crate) fn establish(
         &self,
         hs: Handshake,
-        initiator: bool,
+        side: Side,
         replaces: Option<u32>,
     ) -> Result<(Vec<RailEntry>, Option<u32>), EngineError> {
         let mut built = Vec::with_capacity(self.devs.len());
@@ -1102,10 +1255,9 @@ impl Shared {
             local.nics.push(nic);
             built.push((qps, shards, psn_base));
         }
-        let (peer, mut hs) = if initiator {
-            hs.exchange_as_initiator(&local)?
-        } else {
-            hs.exchange_as_target(&local)?
+        let (peer, mut hs) = match side {
+            Side::Initiator => hs.exchange_as_initiator(&local)?,
+            Side::Target(peer) => (peer, hs.reply(&local)?),
         };
         let rails = built.len().min(peer.nics.len());
         built.truncate(rails);
@@ -1128,13 +1280,23 @@ impl Shared {
                 };
                 qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
             }
-            let route = self.route_for(d as u16, nic.gid, nic.lid)?;
-            let peer_qpn = nic.qps[0].qpn;
-            connected.push((d as u16, qps, shards, route, nic.segments.clone(), peer_qpn));
+            connected.push((d as u16, qps, shards, nic));
         }
         hs.barrier()?;
         let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
-        for (dev, qps, shards, route, remote, peer_qpn) in connected {
+        for (dev, qps, shards, nic) in connected {
+            // Only a peer that completed the barrier gets a CC route
+            // domain (a fixed-size table): one that drops out never holds one.
+            let route = match self.route_for(dev, nic.gid, nic.lid) {
+                Ok(r) => r,
+                Err(e) => {
+                    for r in &entry {
+                        self.retire(r.handle, RetireReason::Shutdown);
+                    }
+                    return Err(e);
+                }
+            };
+            let remote = nic.segments.clone();
             let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
             let handle = match self.endpoints.open(EpResource {
                 qps,
@@ -1161,7 +1323,9 @@ impl Shared {
                 remote,
                 shards,
                 qpns,
-                peer_qpn,
+                peer_qpn: nic.qps[0].qpn,
+                peer_psn: nic.qps[0].psn,
+                peer_gid: nic.gid,
                 route,
             });
         }
@@ -1220,12 +1384,13 @@ impl Shared {
             retired: self.retired.load(Ordering::Relaxed),
             reclaimed: self.reclaimed.load(Ordering::Relaxed),
             force_flushes: self.force_flushes.load(Ordering::Relaxed),
+            handshakes: self.handshakes.snapshot(),
             gate: self.gate.stats(),
             rails: self.devs.len() as u16,
             ..EngineStats::default()
         };
         for d in 0..self.devs.len().min(MAX_RAILS) {
-            s.rail_charged_bytes[d] = self.rails.nic_inflight(d);
+            s.rail_charged_bytes[d] = self.rails.nic_inflight(d).unwrap_or(0);
         }
         let rc = self.rails.counters();
         s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
@@ -1265,7 +1430,8 @@ impl Shared {
 /// is usable, the best-scoring rail is used anyway (the gate then says
 /// `Avoid` and the task records `PATH_QUARANTINED`). Runs are interleaved
 /// over the chosen devices. Nothing is charged here: each slice charges
-/// its actual bytes to its device when it is posted.
+/// its actual bytes to its device when it is posted. Also returns the
+/// plan's trace (`PlanInfo::trace`; `None` without a plan).
 pub(crate) fn plan_rails(
     sel: &Selector,
     gate: &dyn PostGate,
@@ -1274,15 +1440,18 @@ pub(crate) fn plan_rails(
     runs: u64,
     run_bytes: u64,
     now: u64,
-) -> Vec<u8> {
+) -> (Vec<u8>, Option<Option<u64>>) {
     let runs_u32 = u32::try_from(runs).unwrap_or(u32::MAX);
     if rails.len() <= 1 || runs_u32 == 0 {
-        return vec![0; runs as usize];
+        return (vec![0; runs as usize], None);
     }
     let run_bytes = u32::try_from(run_bytes).unwrap_or(u32::MAX);
     let mut counts = [0u32; MAX_RAILS];
     let ndev = sel.len().min(MAX_RAILS);
-    let _ = sel.plan(Some(seg.0), runs_u32, run_bytes, now, &mut counts[..ndev]);
+    let trace = sel
+        .plan(Some(seg.0), runs_u32, run_bytes, now, &mut counts[..ndev])
+        .ok()
+        .and_then(|i| i.trace);
     // The rail (index into `rails`) that serves each device, if usable.
     let mut usable = [None::<u8>; MAX_RAILS];
     for (i, &(dev, route)) in rails.iter().enumerate() {
@@ -1299,13 +1468,16 @@ pub(crate) fn plan_rails(
     }
     let score = |d: usize| sel.score_of(d, Some(seg.0), run_bytes, false);
     let Some(best) = (0..ndev).filter(|&d| usable[d].is_some()).reduce(|a, b| {
-        if score(b).better_than(score(a)) {
+        if score(b)
+            .zip(score(a))
+            .is_some_and(|(sb, sa)| sb.better_than(sa))
+        {
             b
         } else {
             a
         }
     }) else {
-        return vec![0; runs as usize];
+        return (vec![0; runs as usize], trace);
     };
     for d in 0..ndev {
         if usable[d].is_none() {
@@ -1327,7 +1499,7 @@ pub(crate) fn plan_rails(
             out.resize(runs as usize, usable[best].unwrap_or(0));
         }
     }
-    out
+    (out, trace)
 }
 
 /// The caller-visible anomaly of a task from its evidence's detail, the
@@ -1439,7 +1611,7 @@ impl Engine {
         let shards = cqs.len();
         // The port's link rate is not queried: every rail gets the same
         // nominal rate, and the selector's completion EWMA learns the rest.
-        let specs = vec![DeviceSpec::new(NOMINAL_RAIL_BPS); devs.len()];
+        let specs = vec![DeviceSpec::new(cfg.rail_nominal_bps); devs.len()];
         let rails = Selector::new(&specs, cfg.rail).map_err(|e| ConfigError {
             var: "rail",
             value: e.to_string(),
@@ -1472,6 +1644,7 @@ impl Engine {
             devs,
             spd,
             rails,
+            rail_trace: rail_diag::RailTrace::new(cfg.rail.trace && cfg.rail.peer_accounting),
             epoch: Instant::now(),
             cqs,
             tokens,
@@ -1501,6 +1674,7 @@ impl Engine {
             retired: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
             force_flushes: AtomicU64::new(0),
+            handshakes: HandshakeCounters::default(),
             threads: OnceLock::new(),
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
@@ -1650,7 +1824,7 @@ impl Engine {
         let hs = Handshake::connect(&addrs[..], self.shared.cfg.handshake_timeout)?;
         // The address that answered (the one to dial again on reconnect).
         let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
-        self.shared.connect(hs, true, dialed)
+        self.shared.connect(hs, dialed)
     }
 
     /// The regions the peer exported at handshake time (remote addresses of
@@ -1884,7 +2058,9 @@ impl Engine {
             let run0 = sh.next_run.fetch_add(runs, Ordering::Relaxed);
             let keys: Vec<(u16, u32)> = p.rails.iter().map(|r| (r.dev, r.route)).collect();
             let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
-            let run_rail = plan_rails(&sh.rails, &*sh.gate, t.segment, &keys, runs, run_bytes, now);
+            let (run_rail, trace) =
+                plan_rails(&sh.rails, &*sh.gate, t.segment, &keys, runs, run_bytes, now);
+            sh.rail_trace.record(trace);
             let mut entry = TaskEntry {
                 task,
                 slices: Vec::with_capacity(n as usize),
@@ -2140,6 +2316,31 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_repeats_gid_qpn_and_psn_of_rail_0() {
+        let nic = |gid: u8, qpn: u32, psn: u32| EndpointDescriptor {
+            gid: [gid; 16],
+            lid: 0,
+            qps: vec![QpEndpoint { qpn, psn }, QpEndpoint { qpn: 99, psn: 1 }],
+            segments: vec![],
+        };
+        let known = [([1u8; 16], 10, 500), ([2u8; 16], 11, 600)];
+        let p = |n: EndpointDescriptor| PeerDescriptor::from(n);
+        assert!(repeats(known, &p(nic(1, 10, 500))));
+        assert!(repeats(known, &p(nic(2, 11, 600))));
+        // A reused QP number after a peer restart has a fresh PSN.
+        assert!(!repeats(known, &p(nic(1, 10, 501))));
+        assert!(!repeats(known, &p(nic(1, 11, 500))));
+        assert!(!repeats(known, &p(nic(3, 10, 500))));
+        assert!(!repeats([], &p(nic(1, 10, 500))));
+        // Only rail 0's first QP counts (a second NIC entry is not a replay).
+        let two = PeerDescriptor {
+            nics: vec![nic(3, 1, 1), nic(1, 10, 500)],
+            replaces: None,
+        };
+        assert!(!repeats(known, &two));
+    }
+
+    #[test]
     fn invalid_config_is_refused_before_touching_the_device() {
         let cfg = EngineConfig {
             worker_model: WorkerModel::DedicatedPoller,
@@ -2231,7 +2432,7 @@ mod tests {
         let seg = SegmentId(3);
         let run = 8 * 65536;
         // Idle, equal rails: an even split, interleaved.
-        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0).0;
         assert_eq!(p.len(), 16);
         assert_eq!(p.iter().filter(|&&r| r == 1).count(), 8);
         assert_eq!(&p[..4], &[0, 1, 0, 1]);
@@ -2239,29 +2440,67 @@ mod tests {
         let held: Vec<_> = (0..64)
             .map(|_| sel.charge(0, Some(3), 65536, 0).unwrap())
             .collect();
-        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0).0;
         assert!(p.iter().filter(|&&r| r == 1).count() > 8, "{p:?}");
         for c in held {
             sel.release(c, railyard_core::rail::Outcome::Failed, 1)
                 .unwrap();
         }
         // An unusable (quarantined) device gets nothing.
-        let p = plan_rails(&sel, &Unusable(&[1]), seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &Unusable(&[1]), seg, &rails, 16, run, 0).0;
         assert!(p.iter().all(|&r| r == 0), "{p:?}");
-        let p = plan_rails(&sel, &Unusable(&[0]), seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &Unusable(&[0]), seg, &rails, 16, run, 0).0;
         assert!(p.iter().all(|&r| r == 1), "{p:?}");
         // Every rail unusable: still planned (the gate then avoids).
-        let p = plan_rails(&sel, &Unusable(&[0, 1]), seg, &rails, 4, run, 0);
+        let p = plan_rails(&sel, &Unusable(&[0, 1]), seg, &rails, 4, run, 0).0;
         assert_eq!(p.len(), 4);
         // A segment with only device 1 (peer with one NIC... on our rail 1):
         // index 0 of its rails, always.
-        let p = plan_rails(&sel, &OpenGate, seg, &[(1, 64)], 5, run, 0);
+        let p = plan_rails(&sel, &OpenGate, seg, &[(1, 64)], 5, run, 0).0;
         assert_eq!(p, vec![0; 5]);
         // Nothing was charged by planning.
-        assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (0, 0));
+        assert_eq!(
+            (sel.nic_inflight(0), sel.nic_inflight(1)),
+            (Some(0), Some(0))
+        );
     }
 
     #[cfg(feature = "adaptive-cc")]
+    /// With the ledger and trace on, a multi-rail plan returns its sample-age
+    /// trace (cold first); a one-rail segment is no decision and has none.
+    #[cfg(feature = "peer-feedback")]
+    #[test]
+    fn rail_plan_returns_the_decision_trace() {
+        use railyard_core::rail::Outcome as RailOutcome;
+        let cfg = RailConfig {
+            peer_accounting: true,
+            trace: true,
+            probe_interval: 0,
+            ..RailConfig::default()
+        };
+        let sel = Selector::new(&[DeviceSpec::new(NOMINAL_RAIL_BPS); 2], cfg).unwrap();
+        let rails = [(0u16, 0u32), (1, 64)];
+        let (_, t) = plan_rails(&sel, &OpenGate, SegmentId(3), &rails, 4, 1 << 19, 10);
+        assert_eq!(t, Some(None), "no samples yet: cold");
+        for (d, done) in [(0u16, 1_000u64), (1, 4_000)] {
+            let c = sel.charge(d, Some(3), 65536, 0).unwrap();
+            sel.release(c, RailOutcome::Completed { post_ns: 0 }, done)
+                .unwrap();
+        }
+        let (_, t) = plan_rails(&sel, &OpenGate, SegmentId(3), &rails, 4, 1 << 19, 5_000);
+        assert_eq!(t, Some(Some(4_000)), "the oldest candidate sample");
+        let (_, t) = plan_rails(
+            &sel,
+            &OpenGate,
+            SegmentId(3),
+            &rails[..1],
+            4,
+            1 << 19,
+            5_000,
+        );
+        assert_eq!(t, None);
+    }
+
     #[test]
     fn rail_plan_avoids_a_cc_quarantined_device() {
         let cfg = CcConfig {
@@ -2271,12 +2510,12 @@ mod tests {
         let gate = CcGate::with_devices(&cfg, 2, 4).unwrap();
         let sel = selector(2);
         let rails = [(0u16, gate.route_index(0, 0)), (1, gate.route_index(1, 0))];
-        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0).0;
         assert!(p.contains(&1));
         gate.device_feedback(1, railyard_core::classify::Effect::Quarantine);
         assert!(!gate.usable(1, rails[1].1));
         assert!(gate.usable(0, rails[0].1));
-        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0).0;
         assert!(p.iter().all(|&r| r == 0), "{p:?}");
     }
 

@@ -14,7 +14,8 @@
 
 use super::{EpResource, Shared};
 use crate::engine::gate::{EventAction, GateDecision};
-use crate::handshake::Handshake;
+use crate::handshake::{serve, ListenLimits};
+use crate::wire::PeerDescriptor;
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS};
 use railyard_core::cc::PollerStatus;
 use railyard_core::classify::{classify_wc, FailureScope, Signal};
@@ -705,20 +706,22 @@ pub(crate) fn handle_async_event(
     }
 }
 
-/// Accepts peers' handshakes (the passive side of `open_segment`).
+/// Accepts peers' handshakes (the passive side of `open_segment`): each
+/// on its own thread, at most `max_handshakes` at once, each bounded by
+/// `handshake_timeout` from accept to barrier; every connection is counted
+/// in [`EngineStats::handshakes`](super::EngineStats::handshakes).
 fn listen(sh: &Shared, listener: TcpListener) {
-    while !sh.stop.load(Ordering::Acquire) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                let _ = stream.set_nonblocking(false);
-                if let Ok(hs) = Handshake::from_stream(stream, sh.cfg.handshake_timeout) {
-                    // A failed handshake drops the connection and its QPs.
-                    let _ = sh.connect(hs, false, None);
-                }
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
+    let limits = ListenLimits {
+        max_concurrent: usize::from(sh.cfg.max_handshakes),
+        deadline: sh.cfg.handshake_timeout,
+    };
+    serve(
+        &listener,
+        &limits,
+        &sh.stop,
+        |peer: PeerDescriptor, hs| sh.handshakes.finished(&sh.accept_peer(peer, hs)),
+        |r| sh.handshakes.refused(&r),
+    );
 }
 
 #[cfg(test)]

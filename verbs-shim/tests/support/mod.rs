@@ -3,9 +3,10 @@
 //! allowance).
 #![allow(dead_code)]
 
+pub mod hostile;
 pub mod tracer;
 
-use railyard_verbs::engine::{Engine, EngineError, EngineStats};
+use railyard_verbs::engine::{CcMode, Engine, EngineConfig, EngineError, EngineStats};
 use railyard_verbs::VerbsError;
 use std::time::Duration;
 
@@ -28,6 +29,24 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+/// The engine configuration of the device tests: `MC_*` from the
+/// environment, the CC controller in enforce mode unless
+/// `MC_ADAPTIVE_CC_MODE` says otherwise, and `RAILYARD_RDMA_DEVICE` /
+/// `RAILYARD_GID_INDEX` if set.
+pub fn env_config() -> EngineConfig {
+    let mut c = EngineConfig::from_env().expect("MC_* variables must be valid");
+    if std::env::var_os("MC_ADAPTIVE_CC_MODE").is_none() {
+        c.cc.mode = CcMode::Enforce;
+    }
+    if let Ok(d) = std::env::var("RAILYARD_RDMA_DEVICE") {
+        c.device = Some(d);
+    }
+    if let Ok(g) = std::env::var("RAILYARD_GID_INDEX") {
+        c.gid_index = g.parse().expect("RAILYARD_GID_INDEX must be 0..=255");
+    }
+    c
 }
 
 /// Whether `test` should skip because `e` says there is no RDMA device
