@@ -85,6 +85,9 @@ bash ci/broken-guard.sh
 step "real verbs on Soft-RoCE (qemu guests)"
 bash ci/rxe.sh
 
+step "python: the wheel in a fresh venv, pytest on the host and in Soft-RoCE guests"
+bash ci/python.sh
+
 step "fuzz"
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}" bash ci/fuzz.sh
 

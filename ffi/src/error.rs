@@ -226,6 +226,16 @@ pub enum RyStatus {
     EngineUnsupported = -120,
     /// Engine: an internal table could not be built.
     EngineCore = -121,
+    /// Engine: registering memory that overlaps a registered region;
+    /// nothing registered.
+    EngineRegionOverlap = -122,
+    /// Engine: deregistering an address that is not the start of a
+    /// registered region.
+    EngineNoSuchRegion = -123,
+    /// Engine: deregistering memory that transfers may still touch (slices
+    /// queued or posted on it); nothing changed, try again once they
+    /// finished.
+    EngineMemoryBusy = -124,
 }
 
 /// The Rust-side error of an entry point: a status and its message.
@@ -618,6 +628,9 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         EngineTooManyRegions => c"RY_STATUS_ENGINE_TOO_MANY_REGIONS",
         EngineUnsupported => c"RY_STATUS_ENGINE_UNSUPPORTED",
         EngineCore => c"RY_STATUS_ENGINE_CORE",
+        EngineRegionOverlap => c"RY_STATUS_ENGINE_REGION_OVERLAP",
+        EngineNoSuchRegion => c"RY_STATUS_ENGINE_NO_SUCH_REGION",
+        EngineMemoryBusy => c"RY_STATUS_ENGINE_MEMORY_BUSY",
     );
     c"RY_STATUS_UNKNOWN".as_ptr()
 }

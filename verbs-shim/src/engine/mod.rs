@@ -15,6 +15,8 @@
 //!   [`Engine::register_memory`], [`Engine::open_segment`],
 //!   [`Engine::allocate_batch`], [`Engine::submit`],
 //!   [`Engine::task_status`], [`Engine::cancel_batch`],
+//!   [`Engine::deregister_memory`] (refused while transfers may touch the
+//!   region: `memory.rs`),
 //!   [`Engine::free_batch`], [`Engine::task_anomaly`] /
 //!   [`Engine::task_anomaly_detail`] (RFC 4162 task evidence).
 //! * **Addresses** are Mooncake-style absolute virtual addresses: a
@@ -96,6 +98,7 @@ mod cc_gate;
 mod config;
 mod fault;
 mod gate;
+mod memory;
 mod rail_diag;
 mod reconnect;
 mod worker;
@@ -211,6 +214,29 @@ pub enum EngineError {
     },
     /// [`MAX_MEMORY_REGIONS`] regions are registered.
     TooManyRegions,
+    /// `register_memory` of a range that overlaps a registered region.
+    RegionOverlap {
+        /// Start of the refused range.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// Start of the registered region it overlaps.
+        other: u64,
+    },
+    /// `deregister_memory` of an address that is not the start of a
+    /// registered region.
+    NoSuchRegion {
+        /// The address given.
+        addr: u64,
+    },
+    /// `deregister_memory` while transfers may still touch the region
+    /// (slices queued or posted on it); nothing changed.
+    MemoryBusy {
+        /// The region's start.
+        addr: u64,
+        /// Slices queued plus work requests in flight on it.
+        pins: u64,
+    },
     /// Not implemented yet; the message says what it waits for.
     Unsupported(&'static str),
     /// A core table could not be built.
@@ -251,6 +277,17 @@ impl fmt::Display for EngineError {
                 "remote range {addr:#x}+{len} is not inside one region the peer exported"
             ),
             Self::TooManyRegions => write!(f, "at most {MAX_MEMORY_REGIONS} memory regions"),
+            Self::RegionOverlap { addr, len, other } => write!(
+                f,
+                "memory {addr:#x}+{len} overlaps the region registered at {other:#x}"
+            ),
+            Self::NoSuchRegion { addr } => {
+                write!(f, "no memory region registered at {addr:#x}")
+            }
+            Self::MemoryBusy { addr, pins } => write!(
+                f,
+                "memory region {addr:#x} is in use by transfers ({pins} slices queued or in flight); not deregistered"
+            ),
             Self::Unsupported(what) => write!(f, "not supported yet: {what}"),
             Self::Core(what) => write!(f, "cannot build {what}"),
         }
@@ -408,6 +445,12 @@ pub struct EngineStats {
     pub rail_moves: u64,
     /// How the handshake listener ended each connection it accepted.
     pub handshakes: HandshakeStats,
+    /// Memory regions registered now.
+    pub mem_regions: u64,
+    /// Memory pins held over every region: slices queued plus work
+    /// requests in flight ([`Engine::deregister_memory`] is refused while
+    /// a region has any). Zero when the engine is idle.
+    pub mem_pins: u64,
 }
 
 /// How the handshake listener ended each connection
@@ -726,9 +769,8 @@ pub(crate) struct Shared {
     /// CC route index per (local device, peer NIC GID, LID); at most
     /// `max_endpoints` per device.
     routes: Mutex<HashMap<RouteKey, u32>>,
-    /// Append-only registered memory, lock-free to read.
-    pub(crate) mem: Box<[OnceLock<MemEntry>]>,
-    mem_count: Mutex<usize>,
+    /// Registered memory: the region table and its pins (`memory.rs`).
+    pub(crate) mem: memory::MemTable,
     pub(crate) meta: Box<[SliceMeta]>,
     pub(crate) tasks: Box<[TaskCell]>,
     /// One submission queue per shard.
@@ -800,6 +842,11 @@ impl Shared {
     /// (exactly once: only the winner of the slice CAS gets here).
     pub(crate) fn settled(&self, slice: u32, state: SliceState) {
         let m = &self.meta[slice as usize];
+        // The slice's pin on its memory, before the task counters make the
+        // batch freeable (then the slot and `m.mem` may be reused).
+        if !matches!(state, SliceState::Idle | SliceState::Pending) {
+            self.mem.unpin(m.mem.load(Ordering::Relaxed) as usize, 1);
+        }
         let t = &self.tasks[m.task.load(Ordering::Relaxed) as usize];
         match state {
             SliceState::Succeeded => {
@@ -1134,15 +1181,7 @@ impl Shared {
         let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
         let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
         let psn_base = (self.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
-        let count = *self.mem_count.lock().unwrap_or_else(|e| e.into_inner());
-        let segments = self.mem[..count]
-            .iter()
-            .filter_map(|m| {
-                m.get()
-                    .and_then(|m| m.regs.get(dev))
-                    .map(|m| m.descriptor())
-            })
-            .collect();
+        let segments = self.region_descriptors(dev);
         Ok((
             EndpointDescriptor {
                 gid,
@@ -1387,6 +1426,8 @@ impl Shared {
             handshakes: self.handshakes.snapshot(),
             gate: self.gate.stats(),
             rails: self.devs.len() as u16,
+            mem_regions: self.mem.count(),
+            mem_pins: self.mem.pins_total(),
             ..EngineStats::default()
         };
         for d in 0..self.devs.len().min(MAX_RAILS) {
@@ -1654,8 +1695,7 @@ impl Engine {
             classifier,
             cc_error,
             routes: Mutex::new(HashMap::new()),
-            mem: (0..MAX_MEMORY_REGIONS).map(|_| OnceLock::new()).collect(),
-            mem_count: Mutex::new(0),
+            mem: memory::MemTable::new(inflight as usize),
             meta: (0..cfg.max_slices).map(|_| SliceMeta::default()).collect(),
             tasks: (0..cfg.max_tasks).map(|_| TaskCell::default()).collect(),
             queues: (0..shards)
@@ -1740,14 +1780,6 @@ impl Engine {
     /// `first`'s memory must stay valid until the returned entry's last
     /// registration is dropped (it is: `MemEntry` drops `first` last).
     unsafe fn add_region(&self, first: MemoryRegion) -> Result<Arc<MemoryRegion>, EngineError> {
-        let mut n = self
-            .shared
-            .mem_count
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if *n >= MAX_MEMORY_REGIONS {
-            return Err(EngineError::TooManyRegions);
-        }
         let first = Arc::new(first);
         let mut entry = MemEntry {
             regs: vec![first.clone()],
@@ -1766,17 +1798,19 @@ impl Engine {
             }?;
             entry.regs.push(Arc::new(mr));
         }
-        let _ = self.shared.mem[*n].set(entry);
-        *n += 1;
+        // On an overlap or a full table the entry is dropped here, which
+        // deregisters what was registered above.
+        self.shared.mem.insert(entry)?;
         Ok(first)
     }
 
     /// Allocates and registers `len` zeroed, page-aligned bytes owned by the
     /// engine (Mooncake's `registerLocalMemory` for engine-owned buffers),
-    /// on every device (each device has its own lkey/rkey). Registered
-    /// memory lives as long as the engine, so no posted work can outlive
-    /// it. Peers see it if it is registered before they connect. The
-    /// returned region is the device-0 registration.
+    /// on every device (each device has its own lkey/rkey). It stays
+    /// registered until [`deregister_memory`](Self::deregister_memory)
+    /// (refused while transfers may touch it) or the engine is dropped.
+    /// Peers see it if it is registered before they connect. The returned
+    /// region is the device-0 registration.
     pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
         let mr = MemoryRegion::alloc(&self.shared.devs[0].pd, len, Access::ALL_RDMA)?;
         // SAFETY: the buffer is owned by `mr`, dropped after the other
@@ -1784,14 +1818,17 @@ impl Engine {
         unsafe { self.add_region(mr) }
     }
 
-    /// Registers caller memory (a KV-cache pool, say).
+    /// Registers caller memory (a KV-cache pool, say). A range that
+    /// overlaps a registered region is refused
+    /// ([`EngineError::RegionOverlap`]).
     ///
     /// # Safety
     ///
-    /// `addr..addr+len` must stay valid for reads and writes until the
-    /// engine is dropped (the engine keeps the registration until then),
-    /// and must not be accessed through Rust references while transfers
-    /// may touch it.
+    /// `addr..addr+len` must stay valid for reads and writes until
+    /// [`deregister_memory(addr)`](Self::deregister_memory) returned `Ok`
+    /// (and the returned `Arc` is dropped) or the engine is dropped, and
+    /// must not be accessed through Rust references while transfers may
+    /// touch it.
     pub unsafe fn register_memory(
         &self,
         addr: *mut u8,
@@ -1925,32 +1962,27 @@ impl Engine {
             /// The segment's active rails.
             rails: Vec<RailChoice>,
         }
-        // 1. Validate every transfer.
+        // 1. Validate every transfer, and pin its memory once per slice
+        // (under the table lock: the region found is the one pinned). The
+        // pins go back if anything below refuses.
         let mut plans = Vec::with_capacity(transfers.len());
+        let mut pins = memory::SubmitPins::new(&sh.mem);
         {
             let segs = sh.segments.read().unwrap_or_else(|e| e.into_inner());
-            let nmem = *sh.mem_count.lock().unwrap_or_else(|e| e.into_inner());
+            let regions = sh.mem.lock();
             for t in transfers {
                 if t.len == 0 {
                     return Err(EngineError::ZeroLength);
                 }
-                let local_err = EngineError::LocalRange {
-                    addr: t.local,
-                    len: t.len,
-                };
-                let end = t.local.checked_add(t.len).ok_or(local_err)?;
-                let (mem, local_off) = sh.mem[..nmem]
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, m)| {
-                        let m = m.get()?.regs.first()?;
-                        (t.local >= m.addr() && end <= m.addr() + m.len() as u64)
-                            .then(|| (i as u32, t.local - m.addr()))
-                    })
-                    .ok_or(EngineError::LocalRange {
+                let memory::Located {
+                    mem,
+                    offset: local_off,
+                } = memory::MemTable::locate(&regions, t.local, t.len).ok_or(
+                    EngineError::LocalRange {
                         addr: t.local,
                         len: t.len,
-                    })?;
+                    },
+                )?;
                 let seg = segs
                     .get(t.segment.0 as usize)
                     .ok_or(EngineError::NoSuchSegment(t.segment))?;
@@ -1985,6 +2017,7 @@ impl Engine {
                         addr: t.remote_offset,
                         len: t.len,
                     })?;
+                pins.pin(mem, slice_count(t.len, sh.cfg.slice_size), t.local, t.len)?;
                 plans.push(Plan {
                     mem,
                     local_off,
@@ -2093,12 +2126,18 @@ impl Engine {
             b.tasks.push(entry);
         }
         // Open and queue only after every slice is described and the batch
-        // holds them (so cancel/timeout scans see them).
+        // holds them (so cancel/timeout scans see them). From here each
+        // slice's memory pin is released when the slice settles.
+        pins.commit();
         for te in &b.tasks[b.tasks.len() - transfers.len()..] {
             for &s in &te.slices {
-                // A freed slot is never Pending, so open cannot refuse.
-                if let Ok(r) = sh.slices.open(s) {
-                    sh.requeue(r);
+                // A freed slot is never Pending, so open cannot refuse; if
+                // it did, the slice would never settle: give its pin back.
+                match sh.slices.open(s) {
+                    Ok(r) => sh.requeue(r),
+                    Err(_) => sh
+                        .mem
+                        .unpin(sh.meta[s as usize].mem.load(Ordering::Relaxed) as usize, 1),
                 }
             }
         }

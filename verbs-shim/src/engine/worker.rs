@@ -168,6 +168,8 @@ struct Pending {
     wr_id: WrId,
     slice: SliceRef,
     rec: TokenRecord,
+    /// The memory region this post pinned (and only it is posted from).
+    mem: u32,
 }
 
 /// Pops up to one queue-length of slices from `shard`'s queue and posts
@@ -247,20 +249,33 @@ fn post_round(
         if let Ok(charge) = sh.rails.charge(rec.device, rec.peer, rec.bytes, now) {
             charge.record_into(&mut rec);
         }
+        // (1c) the memory pin of this post (memory.rs): held until its
+        // token ends. Refused only for a stale queued reference (its slice
+        // settled and its region was deregistered; the settle below is then
+        // a no-op): nothing to post.
+        let mem = m.mem.load(Ordering::Relaxed);
+        if !sh.mem.pin_post(mem as usize) {
+            sh.release_holds(&rec, None, now);
+            sh.settle(r, Outcome::Failure);
+            continue;
+        }
         // Owned by a token from the claim on: a deadline then finds it in
         // flight (cleared if the claim or the chain refuses it).
         m.posted.store(r.attempt, Ordering::Release);
         match owner.post(PostRequest { record: rec }) {
             Ok(wr_id) => {
+                sh.mem.token_holds(wr_id, mem);
                 // `chain` was flushed above if full.
                 let _ = chain.push(Pending {
                     wr_id,
                     slice: r,
                     rec,
+                    mem,
                 });
             }
             Err(e) => {
                 m.posted.store(0, Ordering::Release);
+                sh.mem.unpin(mem as usize, 1);
                 sh.release_holds(&rec, None, now);
                 match e {
                     OwnerError::Token(_)
@@ -331,6 +346,7 @@ fn flush_chain(
         for p in &chain[from..] {
             if let Ok(rec) = owner.unposted(p.wr_id) {
                 sh.release_holds(&rec, None, now);
+                sh.mem.unpin(p.mem as usize, 1);
             }
             sh.meta[p.slice.index as usize]
                 .posted
@@ -362,10 +378,12 @@ fn flush_chain(
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
     for p in chain.iter() {
         let m = &sh.meta[p.slice.index as usize];
-        let mi = m.mem.load(Ordering::Relaxed) as usize;
+        let mi = p.mem as usize;
         let dev = usize::from(p.rec.device);
-        let mem = sh.mem[mi]
-            .get()
+        // Pinned by this post (`pin_post`), so the entry is live.
+        let mem = sh
+            .mem
+            .entry_pinned(mi)
             .and_then(|e| e.regs.get(dev))
             .map(|r| sh.fault.local(mi, dev, r));
         let remote = res
@@ -394,10 +412,11 @@ fn flush_chain(
         });
     }
     c.doorbells.fetch_add(1, Ordering::Relaxed);
-    // SAFETY: every local region is owned by the engine (`Shared::mem`) and
-    // lives until the engine is dropped, which happens only after every QP
-    // was moved to ERR and every token came back (or the drain timed out,
-    // after which the QPs, being in ERR, no longer touch memory).
+    // SAFETY: every local region is one the engine registered, pinned by
+    // its post until the token ends (completion or unposted tail), so it
+    // cannot be deregistered meanwhile (`memory.rs`); at engine drop every
+    // QP was moved to ERR and every token came back (or the drain timed
+    // out, after which the QPs, being in ERR, no longer touch memory).
     match unsafe { qp.post_batch(&wrs) } {
         Ok(()) => {
             c.posts.fetch_add(wrs.len() as u64, Ordering::Relaxed);
@@ -455,6 +474,9 @@ fn poll_cq(
     c.completions.fetch_add(n as u64, Ordering::Relaxed);
     for wc in &wcs[..n] {
         let class = sh.classifier.wc(wc.status);
+        // The region this token pinned, read while the token is still
+        // live (after `complete` its slot may belong to another post).
+        let pinned = sh.mem.token_region(wc.wr_id);
         let done = match owner.complete(wc.wr_id, class) {
             Ok(d) => d,
             Err(_) => {
@@ -463,6 +485,9 @@ fn poll_cq(
             }
         };
         sh.release_holds(&done.record, Some(wc.status), now);
+        if let Some(m) = pinned {
+            sh.mem.unpin(m, 1);
+        }
         if wc.status != WC_SUCCESS {
             // The QP is in ERR now: retire its endpoint (one API). For a
             // flush this is a no-op unless the QP went to ERR behind the

@@ -65,7 +65,7 @@ pub fn skips_without_device(test: &str, e: &EngineError) -> bool {
 
 /// Waits until `e` is idle, then asserts every gauge is back to zero:
 /// tokens, endpoint outstanding posts, QP depth, CQ outstanding, open
-/// slices, refused completions, and the post gate's in-flight bytes and
+/// slices, memory pins, refused completions, and the post gate's in-flight bytes and
 /// permits (every admitted permit released, no refusal). Returns the stats
 /// for the caller's own checks.
 pub fn assert_idle(e: &Engine, who: &str, wait: Duration) -> EngineStats {
@@ -79,6 +79,7 @@ pub fn assert_idle(e: &Engine, who: &str, wait: Duration) -> EngineStats {
     assert_eq!(s.qp_depth, 0, "{who}: QP depth: {s:?}");
     assert_eq!(s.cq_outstanding, 0, "{who}: CQ outstanding: {s:?}");
     assert_eq!(s.slices_pending, 0, "{who}: slices pending: {s:?}");
+    assert_eq!(s.mem_pins, 0, "{who}: memory pins leaked: {s:?}");
     assert_eq!(
         s.bad_completions, 0,
         "{who}: refused (double) completions: {s:?}"
