@@ -7,14 +7,23 @@ command -v valgrind >/dev/null || apt-get install -y valgrind
 cargo build --release -q -p railyard-benches --example token_icount
 bin=target/release/examples/token_icount
 n=1000000
-refs() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" 2>&1 | awk '/Collected/ {print $4}'; }
-base_aq=""
-printf "%-12s %14s %10s\n" contender "instr/round" "vs aq"
-for c in array_queue railyard mutex_vec; do
-  a=$(refs "$c" 0); b=$(refs "$c" "$n")
-  per=$(( (b - a) / n ))
-  [ -z "$base_aq" ] && base_aq=$per
-  printf "%-12s %14d %9.2fx\n" "$c" "$per" "$(echo "$per / $base_aq" | bc -l)"
+refs() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$@" 2>&1 | awk '/Collected/ {print $4}'; }
+# Modes: 1t one thread; 2t two threads each doing n round trips on the shared
+# contender; pp the dedicated-poller pattern (claimed through one handle,
+# completed through another; on one thread, see the example's docs).
+# Valgrind serializes threads: these count instructions, criterion
+# (benches/token.rs) measures contention in time.
+for mode in 1t 2t pp; do
+  case $mode in 1t) m=$n ops=$n ;; 2t) m=200000 ops=400000 ;; pp) m=$n ops=$n ;; esac
+  base_aq=""
+  printf "%-16s %-4s %14s %10s\n" contender mode "instr/op" "vs aq"
+  for c in array_queue railyard railyard_cache mutex_vec; do
+    a=$(refs "$c" 0 "$mode"); b=$(refs "$c" "$m" "$mode")
+    per=$(( (b - a) / ops ))
+    [ -z "$base_aq" ] && base_aq=$per
+    printf "%-16s %-4s %14d %9.2fx\n" "$c" "$mode" "$per" "$(echo "$per / $base_aq" | bc -l)"
+  done
+  echo
 done
 
 # Rail pick+release, 4 devices: no ledger compiled in vs compiled in, flag off.

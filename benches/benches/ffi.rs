@@ -137,6 +137,7 @@ fn cc(c: &mut Criterion) {
         hard_error_threshold: 0,
         high_pressure_epochs: 0,
         low_pressure_epochs: 0,
+        target_mode: 0,
         min_window_bytes: 0,
         max_window_bytes: 0,
         initial_window_bytes: 0,

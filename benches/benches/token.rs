@@ -42,151 +42,12 @@
 //! and instructions); the contended case is unresolved on this machine.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use crossbeam_queue::ArrayQueue;
+use railyard_benches::token::{
+    contended, poster_poller, round_trip, AqPool, Direct, MutexPool, CACHE, CAP,
+};
 use railyard_core::token::{TokenPool, TokenRecord};
-
-const CAP: usize = 1024;
-
-/// The operations every contender offers.
-trait Pool: Sync {
-    fn claim(&self, record: u64) -> Option<u64>;
-    fn complete(&self, wr_id: u64) -> Option<u64>;
-}
-
-impl Pool for TokenPool<u64> {
-    #[inline]
-    fn claim(&self, record: u64) -> Option<u64> {
-        TokenPool::claim(self, record).ok()
-    }
-    #[inline]
-    fn complete(&self, wr_id: u64) -> Option<u64> {
-        TokenPool::complete(self, wr_id).ok()
-    }
-}
-
-/// Per-slot sequence and record, shared by both baselines.
-struct Slots {
-    seq: Box<[AtomicU32]>,
-    record: Box<[AtomicU64]>,
-}
-
-impl Slots {
-    fn new() -> Self {
-        Self {
-            seq: (0..CAP).map(|_| AtomicU32::new(0)).collect(),
-            record: (0..CAP).map(|_| AtomicU64::new(0)).collect(),
-        }
-    }
-    #[inline]
-    fn publish(&self, i: u32, record: u64) -> u64 {
-        let i = i as usize;
-        let seq = self.seq[i].load(Ordering::Relaxed).wrapping_add(1);
-        self.record[i].store(record, Ordering::Relaxed);
-        self.seq[i].store(seq, Ordering::Release);
-        (u64::from(seq) << 32) | i as u64
-    }
-    #[inline]
-    fn take(&self, wr_id: u64) -> Option<(u32, u64)> {
-        let i = wr_id as u32;
-        let seq = (wr_id >> 32) as u32;
-        let s = self.seq.get(i as usize)?;
-        s.compare_exchange(
-            seq,
-            seq.wrapping_add(1),
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        )
-        .ok()?;
-        Some((i, self.record[i as usize].load(Ordering::Relaxed)))
-    }
-}
-
-struct AqPool {
-    free: ArrayQueue<u32>,
-    slots: Slots,
-}
-
-impl AqPool {
-    fn new() -> Self {
-        let free = ArrayQueue::new(CAP);
-        for i in 0..CAP as u32 {
-            free.push(i).unwrap();
-        }
-        Self {
-            free,
-            slots: Slots::new(),
-        }
-    }
-}
-
-impl Pool for AqPool {
-    #[inline]
-    fn claim(&self, record: u64) -> Option<u64> {
-        let i = self.free.pop()?;
-        Some(self.slots.publish(i, record))
-    }
-    #[inline]
-    fn complete(&self, wr_id: u64) -> Option<u64> {
-        let (i, r) = self.slots.take(wr_id)?;
-        let _ = self.free.push(i);
-        Some(r)
-    }
-}
-
-struct MutexPool {
-    free: Mutex<Vec<u32>>,
-    slots: Slots,
-}
-
-impl MutexPool {
-    fn new() -> Self {
-        Self {
-            free: Mutex::new((0..CAP as u32).collect()),
-            slots: Slots::new(),
-        }
-    }
-}
-
-impl Pool for MutexPool {
-    #[inline]
-    fn claim(&self, record: u64) -> Option<u64> {
-        let i = self.free.lock().unwrap().pop()?;
-        Some(self.slots.publish(i, record))
-    }
-    #[inline]
-    fn complete(&self, wr_id: u64) -> Option<u64> {
-        let (i, r) = self.slots.take(wr_id)?;
-        self.free.lock().unwrap().push(i);
-        Some(r)
-    }
-}
-
-#[inline]
-fn round_trip<P: Pool>(p: &P, v: u64) -> u64 {
-    let wr = p.claim(v).unwrap();
-    p.complete(black_box(wr)).unwrap()
-}
-
-/// Time for `iters` round trips per thread on `threads` threads sharing `p`,
-/// divided so the result is per round trip.
-fn contended<P: Pool>(p: &P, threads: u64, iters: u64) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            s.spawn(move || {
-                for i in 0..iters {
-                    black_box(round_trip(p, t ^ i));
-                }
-            });
-        }
-    });
-    start.elapsed() / threads as u32
-}
 
 fn bench(c: &mut Criterion) {
     let ours = TokenPool::<u64>::new(CAP).unwrap();
@@ -196,6 +57,15 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("token_round_trip_1thread");
     g.bench_function("railyard", |b| b.iter(|| round_trip(&ours, black_box(7))));
+    {
+        let mut cache = ours.cache::<CACHE>();
+        g.bench_function("railyard_cache", |b| {
+            b.iter(|| {
+                let wr = cache.claim(black_box(7)).unwrap();
+                cache.complete(black_box(wr)).unwrap()
+            })
+        });
+    }
     g.bench_function("array_queue", |b| b.iter(|| round_trip(&aq, black_box(7))));
     g.bench_function("mutex_vec", |b| b.iter(|| round_trip(&mx, black_box(7))));
     let rec = TokenRecord {
@@ -211,10 +81,39 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
+    let direct_ours = || Direct(&ours);
+    let cached_ours = || ours.cache::<CACHE>();
+    let direct_aq = || Direct(&aq);
+    let direct_mx = || Direct(&mx);
+
     let mut g = c.benchmark_group("token_round_trip_2threads");
-    g.bench_function("railyard", |b| b.iter_custom(|n| contended(&ours, 2, n)));
-    g.bench_function("array_queue", |b| b.iter_custom(|n| contended(&aq, 2, n)));
-    g.bench_function("mutex_vec", |b| b.iter_custom(|n| contended(&mx, 2, n)));
+    g.bench_function("railyard", |b| {
+        b.iter_custom(|n| contended(&direct_ours, 2, n))
+    });
+    g.bench_function("railyard_cache", |b| {
+        b.iter_custom(|n| contended(&cached_ours, 2, n))
+    });
+    g.bench_function("array_queue", |b| {
+        b.iter_custom(|n| contended(&direct_aq, 2, n))
+    });
+    g.bench_function("mutex_vec", |b| {
+        b.iter_custom(|n| contended(&direct_mx, 2, n))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("token_poster_poller_2threads");
+    g.bench_function("railyard", |b| {
+        b.iter_custom(|n| poster_poller(&direct_ours, n))
+    });
+    g.bench_function("railyard_cache", |b| {
+        b.iter_custom(|n| poster_poller(&cached_ours, n))
+    });
+    g.bench_function("array_queue", |b| {
+        b.iter_custom(|n| poster_poller(&direct_aq, n))
+    });
+    g.bench_function("mutex_vec", |b| {
+        b.iter_custom(|n| poster_poller(&direct_mx, n))
+    });
     g.finish();
 }
 

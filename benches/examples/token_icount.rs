@@ -1,39 +1,85 @@
-//! Instruction counts per token round trip, for callgrind (repeatable on a
+//! Instructions per token round trip, for callgrind (repeatable on a
 //! noisy machine, unlike wall time):
 //!
 //! ```sh
 //! cargo build --release -p railyard-benches --example token_icount
-//! for c in railyard array_queue mutex_vec; do for n in 0 1000000; do
+//! for c in railyard railyard_cache array_queue mutex_vec; do for n in 0 1000000; do
 //!   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-//!     target/release/examples/token_icount $c $n 2>&1 | grep refs; done; done
+//!     target/release/examples/token_icount $c $n [1t|2t|pp] 2>&1 | grep refs; done; done
 //! ```
 //!
-//! (Collected refs at 1e6 minus refs at 0) / 1e6 = instructions per round
-//! trip. `ci/icount.sh` does exactly that.
+//! (Collected refs at n minus refs at 0) / operations = instructions per
+//! round trip. `ci/icount.sh` does exactly that. Modes: `1t` one thread;
+//! `2t` two threads, each doing `n` round trips on the shared contender
+//! (per round trip = / 2n); `pp` the dedicated-poller pattern, tokens claimed
+//! through one handle and completed through another (per token = / n), run
+//! on one thread in rounds of 64: under valgrind, which runs one thread at a
+//! time, a real poster/poller pair would mostly count spin-waits. So these
+//! are the instructions each pattern costs (for the caches: refills,
+//! flushes, batch links), not cache-line transfer time: criterion
+//! (`benches/token.rs`) measures that, with real threads.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
 
-use crossbeam_queue::ArrayQueue;
+use railyard_benches::token::{
+    contended, round_trip, AqPool, Direct, MutexPool, Pool, Worker, CACHE, CAP,
+};
 use railyard_core::token::TokenPool;
 
-const CAP: usize = 1024;
-
-fn publish(seq: &[AtomicU32], rec: &[AtomicU64], i: u32, v: u64) -> u64 {
-    let s = seq[i as usize].load(Ordering::Relaxed).wrapping_add(1);
-    rec[i as usize].store(v, Ordering::Relaxed);
-    seq[i as usize].store(s, Ordering::Release);
-    (u64::from(s) << 32) | u64::from(i)
+fn one_thread<W: Worker>(mut h: W, n: u64) -> u64 {
+    let mut acc = 0;
+    for i in 0..n {
+        let wr = h.claim(black_box(i)).unwrap();
+        acc ^= h.complete(black_box(wr)).unwrap();
+    }
+    acc
 }
 
-fn take(seq: &[AtomicU32], rec: &[AtomicU64], wr: u64) -> (u32, u64) {
-    let i = wr as u32;
-    let s = (wr >> 32) as u32;
-    seq[i as usize]
-        .compare_exchange(s, s.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
-        .unwrap();
-    (i, rec[i as usize].load(Ordering::Relaxed))
+/// `n` tokens claimed through `poster` and completed through `poller`, 64
+/// in flight at a time.
+fn cross_handles<A: Worker, B: Worker>(mut poster: A, mut poller: B, n: u64) -> u64 {
+    let mut acc = 0;
+    let mut ids = [0u64; 64];
+    let mut done = 0;
+    while done < n {
+        let k = (n - done).min(64) as usize;
+        for (i, id) in ids[..k].iter_mut().enumerate() {
+            *id = poster.claim(black_box(done + i as u64)).unwrap();
+        }
+        for id in &ids[..k] {
+            acc ^= poller.complete(black_box(*id)).unwrap();
+        }
+        done += k as u64;
+    }
+    acc
+}
+
+fn run<P: Pool>(p: &P, mode: &str, n: u64, cached: Option<&TokenPool<u64>>) {
+    match (mode, cached) {
+        ("1t", None) => {
+            let mut acc = 0;
+            for i in 0..n {
+                acc ^= round_trip(p, black_box(i));
+            }
+            black_box(acc);
+        }
+        ("1t", Some(t)) => {
+            black_box(one_thread(t.cache::<CACHE>(), n));
+        }
+        ("2t", None) => {
+            contended(&|| Direct(p), 2, n);
+        }
+        ("2t", Some(t)) => {
+            contended(&|| t.cache::<CACHE>(), 2, n);
+        }
+        ("pp", None) => {
+            black_box(cross_handles(Direct(p), Direct(p), n));
+        }
+        ("pp", Some(t)) => {
+            black_box(cross_handles(t.cache::<CACHE>(), t.cache::<CACHE>(), n));
+        }
+        (m, _) => panic!("unknown mode {m} (1t, 2t, pp)"),
+    }
 }
 
 fn main() {
@@ -43,41 +89,14 @@ fn main() {
         .next()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
-    let seq: Vec<AtomicU32> = (0..CAP).map(|_| AtomicU32::new(0)).collect();
-    let rec: Vec<AtomicU64> = (0..CAP).map(|_| AtomicU64::new(0)).collect();
-    let mut acc = 0u64;
+    let mode = args.next().unwrap_or_else(|| "1t".into());
+    let ours = TokenPool::<u64>::new(CAP).unwrap();
     match which.as_str() {
-        "railyard" => {
-            let p = TokenPool::<u64>::new(CAP).unwrap();
-            for i in 0..n {
-                let wr = p.claim(black_box(i)).unwrap();
-                acc ^= p.complete(black_box(wr)).unwrap();
-            }
-        }
-        "array_queue" => {
-            let q = ArrayQueue::new(CAP);
-            for i in 0..CAP as u32 {
-                q.push(i).unwrap();
-            }
-            for i in 0..n {
-                let idx = q.pop().unwrap();
-                let wr = publish(&seq, &rec, idx, black_box(i));
-                let (idx, v) = take(&seq, &rec, black_box(wr));
-                q.push(idx).unwrap();
-                acc ^= v;
-            }
-        }
-        "mutex_vec" => {
-            let m = Mutex::new((0..CAP as u32).collect::<Vec<_>>());
-            for i in 0..n {
-                let idx = m.lock().unwrap().pop().unwrap();
-                let wr = publish(&seq, &rec, idx, black_box(i));
-                let (idx, v) = take(&seq, &rec, black_box(wr));
-                m.lock().unwrap().push(idx);
-                acc ^= v;
-            }
-        }
+        "railyard" => run(&ours, &mode, n, None),
+        "railyard_cache" => run(&ours, &mode, n, Some(&ours)),
+        "array_queue" => run(&AqPool::new(), &mode, n, None),
+        "mutex_vec" => run(&MutexPool::new(), &mode, n, None),
         other => panic!("unknown contender {other}"),
     }
-    println!("{which} {n} {acc}");
+    println!("{which} {mode} {n}");
 }

@@ -2,3 +2,4 @@
 //! Shared fixtures used by a criterion bench and its callgrind driver alike:
 
 pub mod hotpath;
+pub mod token;

@@ -3,7 +3,7 @@
 
 use railyard_core::cc::{
     AcquireError, Admission, CcConfig, Controller, DeferReason, DomainKind, Mode, Monitor, Permit,
-    ReleaseError, Settlement,
+    ReleaseError, Settlement, TargetMode,
 };
 use railyard_core::classify::Effect;
 use railyard_core::token::TokenRecord;
@@ -15,6 +15,7 @@ fn cfg(mode: Mode) -> CcConfig {
         max_window_bytes: 10_000,
         initial_window_bytes: Some(4_000),
         target_drain_us: 100,
+        target_mode: TargetMode::Fixed,
         high_pressure_epochs: 2,
         low_pressure_epochs: 2,
         hard_error_threshold: 3,

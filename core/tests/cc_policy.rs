@@ -2,9 +2,11 @@
 //! pressure, configuration validation and env parsing (plain numbers only).
 
 use proptest::prelude::*;
-use railyard_core::cc::aimd::{epoch_pressured, Aimd, Sample};
+use railyard_core::cc::aimd::{
+    drain_time_ns, epoch_pressured, pressure_threshold_ns, Aimd, BaseDrain, Sample, BASE_PERIOD_NS,
+};
 use railyard_core::cc::health::{arrow_exists, needs_escalation, step, Event, Health, HealthWord};
-use railyard_core::cc::{CcConfig, ConfigError, Mode, Param};
+use railyard_core::cc::{CcConfig, ConfigError, Mode, Param, TargetMode};
 
 const STATES: [Health; 5] = [
     Health::Healthy,
@@ -392,6 +394,8 @@ fn env_parsing_reads_every_parameter() {
             max_window_bytes: 9000,
             initial_window_bytes: Some(2000),
             target_drain_us: 50,
+            // An explicit target keeps the RFC's absolute meaning.
+            target_mode: TargetMode::Fixed,
             high_pressure_epochs: 4,
             low_pressure_epochs: 5,
             hard_error_threshold: 6,
@@ -405,6 +409,104 @@ fn env_parsing_reads_every_parameter() {
         CcConfig::from_lookup(lookup(&[])).unwrap(),
         CcConfig::default()
     );
+}
+
+#[test]
+fn target_mode_is_adaptive_by_default_and_fixed_by_an_explicit_target() {
+    let get = |v: &[(&str, &str)]| CcConfig::from_lookup(lookup(v)).unwrap();
+    assert_eq!(get(&[]).target_mode, TargetMode::Adaptive);
+    let c = get(&[("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "300")]);
+    assert_eq!((c.target_drain_us, c.target_mode), (300, TargetMode::Fixed));
+    // Both set: the explicit mode wins, the target becomes the floor.
+    let c = get(&[
+        ("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "300"),
+        ("MC_ADAPTIVE_CC_TARGET_MODE", " Adaptive"),
+    ]);
+    assert_eq!(
+        (c.target_drain_us, c.target_mode),
+        (300, TargetMode::Adaptive)
+    );
+    assert_eq!(
+        get(&[("MC_ADAPTIVE_CC_TARGET_MODE", "fixed")]).target_mode,
+        TargetMode::Fixed
+    );
+    assert_eq!(
+        CcConfig::from_lookup(lookup(&[("MC_ADAPTIVE_CC_TARGET_MODE", "relative")])),
+        Err(ConfigError::InvalidTargetMode)
+    );
+    assert!(ConfigError::InvalidTargetMode
+        .to_string()
+        .contains("MC_ADAPTIVE_CC_TARGET_MODE"));
+}
+
+// ---- adaptive drain target ----
+
+#[test]
+fn drain_time_of_an_epoch() {
+    assert_eq!(drain_time_ns(0, 10, 1_000), None, "empty: no sample");
+    assert_eq!(drain_time_ns(10, 10, 0), None, "no epoch length: no sample");
+    assert_eq!(
+        drain_time_ns(10, 0, 1_000),
+        Some(u64::MAX),
+        "drained nothing"
+    );
+    assert_eq!(drain_time_ns(2_000, 1_000, 1_000), Some(2_000));
+    assert_eq!(
+        drain_time_ns(u64::MAX, 1, u64::MAX),
+        Some(u64::MAX),
+        "saturates"
+    );
+}
+
+#[test]
+fn threshold_is_the_target_until_a_base_and_then_1_125_base_over_beta() {
+    let fixed = CcConfig {
+        target_drain_us: 200,
+        target_mode: TargetMode::Fixed,
+        ..CcConfig::default()
+    }
+    .validate()
+    .unwrap();
+    let adaptive = CcConfig {
+        target_drain_us: 200,
+        ..CcConfig::default()
+    }
+    .validate()
+    .unwrap();
+    assert_eq!(pressure_threshold_ns(&fixed, Some(3_000_000)), 200_000);
+    assert_eq!(pressure_threshold_ns(&adaptive, None), 200_000);
+    // Default decrease 50%: 2.25x the base.
+    assert_eq!(pressure_threshold_ns(&adaptive, Some(3_000_000)), 6_750_000);
+    // A base below target / 2.25 leaves the RFC threshold.
+    assert_eq!(pressure_threshold_ns(&adaptive, Some(88_000)), 200_000);
+    assert_eq!(pressure_threshold_ns(&adaptive, Some(90_000)), 202_500);
+    let gentle = CcConfig {
+        decrease_percent: 80,
+        ..CcConfig::default()
+    }
+    .validate()
+    .unwrap();
+    assert_eq!(pressure_threshold_ns(&gentle, Some(4_000_000)), 5_625_000);
+    assert_eq!(pressure_threshold_ns(&adaptive, Some(u64::MAX)), u64::MAX);
+}
+
+#[test]
+fn base_drain_is_a_windowed_minimum_that_never_expires_unreplaced() {
+    let mut b = BaseDrain::default();
+    assert_eq!(b.base(), None);
+    b.sample(5_000, 0);
+    b.sample(3_000, 10);
+    b.sample(4_000, 20);
+    assert_eq!(b.base(), Some(3_000));
+    // No samples for a long time: the base stays.
+    b.sample(9_000, 100 * BASE_PERIOD_NS);
+    assert_eq!(b.base(), Some(3_000), "the previous period still counts");
+    b.sample(8_000, 101 * BASE_PERIOD_NS);
+    assert_eq!(b.base(), Some(8_000), "re-learned: the path got slower");
+    b.sample(0, 101 * BASE_PERIOD_NS + 1);
+    assert_eq!(b.base(), Some(1), "zero is a sample, not 'none'");
+    b.clear();
+    assert_eq!(b.base(), None);
 }
 
 #[test]

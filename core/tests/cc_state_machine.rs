@@ -5,6 +5,7 @@
 
 use railyard_core::cc::{
     Admission, CcConfig, Controller, DomainKind, Health, Mode, Monitor, Permit, PollerStatus,
+    TargetMode,
 };
 use railyard_core::classify::{classify_event, classify_wc, event, wc, Effect};
 use railyard_core::time::NS_PER_MS;
@@ -19,6 +20,7 @@ fn cfg() -> CcConfig {
         max_window_bytes: 10_000,
         initial_window_bytes: Some(4_000),
         target_drain_us: 100,
+        target_mode: TargetMode::Fixed,
         high_pressure_epochs: 2,
         low_pressure_epochs: 2,
         hard_error_threshold: 3,
@@ -446,6 +448,49 @@ fn receiver_pressure_backs_off_only_the_receiving_route() {
     );
     assert_eq!(t.route(0), Health::Congested, "pressure, never a failure");
     assert_eq!(t.c.route_snapshot(0).unwrap().errors, 0);
+}
+
+#[test]
+fn receiver_pressure_before_the_first_epoch_still_counts() {
+    // Feedback can arrive before the monitor's first epoch (which has no
+    // length, so it gives no drain-time verdict): the RNR must not be lost.
+    let (c, mut m) = Controller::new(&cfg(), 2, &[0, 0, 1]).unwrap();
+    let g = c.route_generation(0).unwrap();
+    c.route_feedback(0, g, classify_wc(wc::RNR_RETRY_EXC_ERR, 0).effect)
+        .unwrap();
+    m.on_epoch(&c, 5 * MS, GO);
+    let s = c.route_snapshot(0).unwrap();
+    assert_eq!(s.window, 2_000, "backed off at the first epoch");
+    assert_eq!(s.health, Health::Congested);
+    assert_eq!(c.route_snapshot(1).unwrap().window, 4_000);
+    assert_eq!(c.stats().illegal_transitions, 0);
+}
+
+#[test]
+fn receiver_pressure_during_a_poller_stall_still_counts() {
+    // RFC 4162 suppresses only software timeouts in a stalled epoch; receiver
+    // pressure is the receiver's verdict, not the poller's, and still counts.
+    let mut t = Rig::new();
+    let g = t.gen(0);
+    t.c.route_feedback(0, g, Effect::Timeout).unwrap();
+    t.c.route_feedback(0, g, classify_wc(wc::RNR_RETRY_EXC_ERR, 0).effect)
+        .unwrap();
+    t.epoch(PollerStatus::Stalled);
+    assert_eq!(
+        t.c.stats().suppressed_timeouts,
+        1,
+        "the timeout is suppressed"
+    );
+    assert_eq!(
+        t.c.route_snapshot(0).unwrap().window,
+        2_000,
+        "the RNR is not"
+    );
+    assert_eq!(t.route(0), Health::Congested);
+    assert_eq!(t.c.route_snapshot(0).unwrap().errors, 0);
+    // Consumed once: the next epochs do not back off again.
+    t.epoch(GO);
+    assert_eq!(t.c.route_snapshot(0).unwrap().window, 2_000);
 }
 
 #[test]

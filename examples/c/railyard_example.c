@@ -161,6 +161,14 @@ static void cc_config(void) {
   cfg.min_window_bytes = cfg.max_window_bytes + 1;
   FAILS_WITH(ry_cc_config_validate(&cfg), RY_STATUS_CC_CONFIG_MIN_ABOVE_MAX);
   cfg.min_window_bytes = 4096;
+  /* Drain time is judged against the path by default; FIXED is RFC 4162's
+   * absolute target. */
+  CHECK(cfg.target_mode == RY_TARGET_MODE_ADAPTIVE);
+  cfg.target_mode = RY_TARGET_MODE_FIXED;
+  OK(ry_cc_config_validate(&cfg));
+  cfg.target_mode = 9;
+  FAILS_WITH(ry_cc_config_validate(&cfg), RY_STATUS_CC_CONFIG_INVALID_TARGET_MODE);
+  cfg.target_mode = RY_TARGET_MODE_ADAPTIVE;
   cfg.mode = 17;
   FAILS_WITH(ry_cc_config_validate(&cfg), RY_STATUS_CC_CONFIG_INVALID_MODE);
 
@@ -179,6 +187,16 @@ static void cc_config(void) {
   setenv("MC_ADAPTIVE_CC_COOLDOWN_MS", "250", 1);
   OK(ry_cc_config_from_env(&env));
   CHECK(env.mode == RY_MODE_ENFORCE && env.cooldown_ms == 250);
+  CHECK(env.target_mode == RY_TARGET_MODE_ADAPTIVE);
+  /* An explicit target keeps the RFC's absolute meaning. */
+  setenv("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "500", 1);
+  OK(ry_cc_config_from_env(&env));
+  CHECK(env.target_mode == RY_TARGET_MODE_FIXED && env.target_drain_us == 500);
+  setenv("MC_ADAPTIVE_CC_TARGET_MODE", "sometimes", 1);
+  FAILS_WITH(ry_cc_config_from_env(&env), RY_STATUS_CC_CONFIG_INVALID_TARGET_MODE);
+  CHECK(strstr(ry_last_error_message(), "MC_ADAPTIVE_CC_TARGET_MODE") != NULL);
+  unsetenv("MC_ADAPTIVE_CC_TARGET_MODE");
+  unsetenv("MC_ADAPTIVE_CC_TARGET_DRAIN_US");
   unsetenv("MC_ADAPTIVE_CC_MODE");
   unsetenv("MC_ADAPTIVE_CC_COOLDOWN_MS");
 }

@@ -20,11 +20,12 @@
 //
 // 2: `ry_engine_stats` gained `invalid_posts`, the handshake counters and
 // `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
-// and -130..-160 were added; the composed hot path (`ry_hotpath_*`).
+// and -130..-160 were added; the composed hot path (`ry_hotpath_*`);
+// `ry_cc_config` gained `target_mode` (`ry_target_mode`, status -29).
 #define RY_ABI_VERSION 2
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 81
+#define RY_ABI_TYPE_COUNT 82
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -139,6 +140,8 @@ enum ry_status
   RY_STATUS_CC_CONFIG_TOO_LARGE = -27,
   // CC config: a route is bound to a device index that does not exist.
   RY_STATUS_CC_CONFIG_ROUTE_DEVICE_OUT_OF_RANGE = -28,
+  // CC config: the target mode is not adaptive or fixed.
+  RY_STATUS_CC_CONFIG_INVALID_TARGET_MODE = -29,
   // CC admission: a zero-byte slice.
   RY_STATUS_CC_ZERO_BYTES = -30,
   // CC: the device index is out of range.
@@ -1011,6 +1014,8 @@ enum ry_abi_type
   RY_ABI_TYPE_RECLAIM_EVENT = 79,
   // `ry_hotpath_stats`.
   RY_ABI_TYPE_HOTPATH_STATS = 80,
+  // `ry_target_mode`.
+  RY_ABI_TYPE_TARGET_MODE = 81,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1059,6 +1064,26 @@ enum ry_variant
 typedef enum ry_variant ry_variant;
 #else
 typedef uint32_t ry_variant;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// How the controller judges drain time (`MC_ADAPTIVE_CC_TARGET_MODE`).
+enum ry_target_mode
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Pressure is drain time above max(target, 1.125 x base drain / decrease
+  // fraction), the base being measured per domain (the default).
+  RY_TARGET_MODE_ADAPTIVE = 0,
+  // RFC 4162 literally: pressure is drain time above the target.
+  RY_TARGET_MODE_FIXED = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_target_mode ry_target_mode;
+#else
+typedef uint32_t ry_target_mode;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -1305,13 +1330,17 @@ typedef struct {
   uint32_t high_pressure_epochs;
   // Consecutive calm epochs to resume growth.
   uint32_t low_pressure_epochs;
+  // `ry_target_mode`: how drain time is judged (0 = adaptive, the
+  // default; 1 = fixed, RFC 4162's absolute target).
+  uint32_t target_mode;
   // Minimum window (bytes).
   uint64_t min_window_bytes;
   // Maximum window (bytes).
   uint64_t max_window_bytes;
   // Initial window (bytes); 0 = the maximum window.
   uint64_t initial_window_bytes;
-  // Drain time above this is pressure (microseconds).
+  // Drain time above this is pressure (microseconds); with the adaptive
+  // target mode, the floor of the path-relative threshold.
   uint64_t target_drain_us;
   // Quarantine cooldown (milliseconds).
   uint64_t cooldown_ms;

@@ -10,7 +10,8 @@ use crate::ptr::write_out;
 ///
 /// 2: `ry_engine_stats` gained `invalid_posts`, the handshake counters and
 /// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
-/// and -130..-160 were added; the composed hot path (`ry_hotpath_*`).
+/// and -130..-160 were added; the composed hot path (`ry_hotpath_*`);
+/// `ry_cc_config` gained `target_mode` (`ry_target_mode`, status -29).
 pub const RY_ABI_VERSION: u32 = 2;
 
 /// The ABI version the library was built with.
@@ -188,10 +189,12 @@ pub enum ry_abi_type {
     ReclaimEvent = 79,
     /// `ry_hotpath_stats`.
     HotpathStats = 80,
+    /// `ry_target_mode`.
+    TargetMode = 81,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 81;
+pub const RY_ABI_TYPE_COUNT: u32 = 82;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -538,6 +541,10 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             80 => (
                 size_of::<crate::hotpath::ry_hotpath_stats>(),
                 align_of::<crate::hotpath::ry_hotpath_stats>(),
+            ),
+            81 => (
+                size_of::<crate::enums::ry_target_mode>(),
+                align_of::<crate::enums::ry_target_mode>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

@@ -18,7 +18,7 @@ use railyard_core::evidence::Observed;
 use railyard_core::token::TokenRecord;
 
 use crate::enums::{
-    ry_domain_kind, ry_effect, ry_health, ry_mode, ry_poller_status, ry_settlement,
+    ry_domain_kind, ry_effect, ry_health, ry_mode, ry_poller_status, ry_settlement, ry_target_mode,
 };
 use crate::error::{guard, Error, Result, RyStatus};
 use crate::handle::Registry;
@@ -38,13 +38,17 @@ pub struct ry_cc_config {
     pub high_pressure_epochs: u32,
     /// Consecutive calm epochs to resume growth.
     pub low_pressure_epochs: u32,
+    /// `ry_target_mode`: how drain time is judged (0 = adaptive, the
+    /// default; 1 = fixed, RFC 4162's absolute target).
+    pub target_mode: u32,
     /// Minimum window (bytes).
     pub min_window_bytes: u64,
     /// Maximum window (bytes).
     pub max_window_bytes: u64,
     /// Initial window (bytes); 0 = the maximum window.
     pub initial_window_bytes: u64,
-    /// Drain time above this is pressure (microseconds).
+    /// Drain time above this is pressure (microseconds); with the adaptive
+    /// target mode, the floor of the path-relative threshold.
     pub target_drain_us: u64,
     /// Quarantine cooldown (milliseconds).
     pub cooldown_ms: u64,
@@ -63,6 +67,7 @@ impl From<&CcConfig> for ry_cc_config {
             hard_error_threshold: u32::from(c.hard_error_threshold),
             high_pressure_epochs: c.high_pressure_epochs,
             low_pressure_epochs: c.low_pressure_epochs,
+            target_mode: ry_target_mode::from(c.target_mode) as u32,
             min_window_bytes: c.min_window_bytes,
             max_window_bytes: c.max_window_bytes,
             initial_window_bytes: c.initial_window_bytes.unwrap_or(0),
@@ -91,6 +96,8 @@ impl ry_cc_config {
             initial_window_bytes: (self.initial_window_bytes != 0)
                 .then_some(self.initial_window_bytes),
             target_drain_us: self.target_drain_us,
+            target_mode: ry_target_mode::to_core(self.target_mode, "target_mode")
+                .map_err(|_| Error::from(ConfigError::InvalidTargetMode))?,
             high_pressure_epochs: self.high_pressure_epochs,
             low_pressure_epochs: self.low_pressure_epochs,
             hard_error_threshold: threshold,

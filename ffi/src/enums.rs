@@ -719,6 +719,41 @@ impl ry_mode {
     }
 }
 
+/// How the controller judges drain time (`MC_ADAPTIVE_CC_TARGET_MODE`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ry_target_mode {
+    /// Pressure is drain time above max(target, 1.125 x base drain / decrease
+    /// fraction), the base being measured per domain (the default).
+    Adaptive = 0,
+    /// RFC 4162 literally: pressure is drain time above the target.
+    Fixed = 1,
+}
+
+impl From<railyard_core::cc::TargetMode> for ry_target_mode {
+    fn from(v: railyard_core::cc::TargetMode) -> Self {
+        match v {
+            railyard_core::cc::TargetMode::Adaptive => ry_target_mode::Adaptive,
+            railyard_core::cc::TargetMode::Fixed => ry_target_mode::Fixed,
+        }
+    }
+}
+
+impl ry_target_mode {
+    /// The core value of a C `ry_target_mode`, or `RY_STATUS_INVALID_ARGUMENT`.
+    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::cc::TargetMode> {
+        Ok(match v {
+            0 => railyard_core::cc::TargetMode::Adaptive,
+            1 => railyard_core::cc::TargetMode::Fixed,
+            _ => {
+                return Err(Error::invalid(format_args!(
+                    "{what}: {v} is not a valid ry_target_mode"
+                )))
+            }
+        })
+    }
+}
+
 /// Which controller domain decided.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

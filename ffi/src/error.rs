@@ -70,6 +70,8 @@ pub enum RyStatus {
     CcConfigTooLarge = -27,
     /// CC config: a route is bound to a device index that does not exist.
     CcConfigRouteDeviceOutOfRange = -28,
+    /// CC config: the target mode is not adaptive or fixed.
+    CcConfigInvalidTargetMode = -29,
 
     /// CC admission: a zero-byte slice.
     CcZeroBytes = -30,
@@ -358,6 +360,7 @@ impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Self {
         let s = match e {
             ConfigError::InvalidMode => RyStatus::CcConfigInvalidMode,
+            ConfigError::InvalidTargetMode => RyStatus::CcConfigInvalidTargetMode,
             ConfigError::NotANumber(_) => RyStatus::CcConfigNotANumber,
             ConfigError::Zero(_) => RyStatus::CcConfigZero,
             ConfigError::MinAboveMax { .. } => RyStatus::CcConfigMinAboveMax,
@@ -637,6 +640,7 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         CcConfigDecreaseOutOfRange => c"RY_STATUS_CC_CONFIG_DECREASE_OUT_OF_RANGE",
         CcConfigTooLarge => c"RY_STATUS_CC_CONFIG_TOO_LARGE",
         CcConfigRouteDeviceOutOfRange => c"RY_STATUS_CC_CONFIG_ROUTE_DEVICE_OUT_OF_RANGE",
+        CcConfigInvalidTargetMode => c"RY_STATUS_CC_CONFIG_INVALID_TARGET_MODE",
         CcZeroBytes => c"RY_STATUS_CC_ZERO_BYTES",
         CcNoSuchDevice => c"RY_STATUS_CC_NO_SUCH_DEVICE",
         CcNoSuchRoute => c"RY_STATUS_CC_NO_SUCH_ROUTE",

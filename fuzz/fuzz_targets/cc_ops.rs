@@ -6,7 +6,7 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Permit, PollerStatus};
+use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Permit, PollerStatus, TargetMode};
 use railyard_core::classify::Effect;
 use railyard_core::token::TokenRecord;
 
@@ -51,6 +51,12 @@ fuzz_target!(|input: Input| {
         max_window_bytes: 20_000,
         initial_window_bytes: Some(8_000),
         target_drain_us: 50,
+        // Both ways of judging drain time (the spare bits of `threshold`).
+        target_mode: if input.threshold & 0x10 == 0 {
+            TargetMode::Adaptive
+        } else {
+            TargetMode::Fixed
+        },
         high_pressure_epochs: 2,
         low_pressure_epochs: 2,
         hard_error_threshold: u16::from(input.threshold % 4) + 1,

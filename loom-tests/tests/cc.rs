@@ -11,6 +11,10 @@
 //! * `old_generation_feedback_cannot_fail_the_new_probe` — a late hard error
 //!   of the quarantined generation racing QUARANTINED → PROBING (new
 //!   generation) only settles; broken twin `cc_unfenced_feedback`.
+//! * `in_flight_snapshot_is_one_consistent_value` — a snapshot racing a
+//!   release and a re-admission reads a value the domain really held, never
+//!   the released bytes counted again; broken twin `cc_snapshot_two_loads`
+//!   (the old `released`-then-`acquired` read).
 #![cfg(railyard_loom)]
 
 use loom::sync::Arc;
@@ -188,4 +192,41 @@ fn old_generation_feedback_cannot_fail_the_new_probe() {
 #[should_panic]
 fn broken_cc_unfenced_feedback() {
     fencing_model();
+}
+
+/// A snapshot of in-flight bytes races a release and a re-admission of the
+/// same 60 bytes: at no instant were more than 60 bytes in flight, so the
+/// snapshot must not read more.
+fn snapshot_model() {
+    loom::model(|| {
+        let (c, _m) = controller(&[0]);
+        let Admission::Admit(p) = c.try_acquire(0, 0, 60, 0).unwrap() else {
+            panic!("an empty domain admits")
+        };
+        let c = Arc::new(c);
+        let c2 = c.clone();
+        let reader = thread::spawn(move || c2.device_snapshot(0).unwrap().in_flight);
+        c.release(p, Effect::Success).unwrap();
+        if let Admission::Admit(p) = c.try_acquire(0, 0, 60, 0).unwrap() {
+            c.release(p, Effect::Success).unwrap();
+        }
+        let d = reader.join().unwrap();
+        assert!(
+            d <= 60,
+            "device in flight {d}: released bytes counted again"
+        );
+        assert_eq!(c.route_snapshot(0).unwrap().in_flight, 0);
+    });
+}
+
+#[test]
+fn in_flight_snapshot_is_one_consistent_value() {
+    snapshot_model();
+}
+
+#[test]
+#[cfg(railyard_broken = "cc_snapshot_two_loads")]
+#[should_panic]
+fn broken_cc_snapshot_two_loads() {
+    snapshot_model();
 }

@@ -1,4 +1,5 @@
-//! loom: the token pool under concurrent claim/complete.
+//! loom: the token pool under concurrent claim/complete, and the
+//! per-worker token caches over it.
 #![cfg(railyard_loom)]
 
 use loom::sync::atomic::{AtomicU64, Ordering};
@@ -125,4 +126,75 @@ fn broken_token_publish() {
 #[should_panic]
 fn broken_token_aba() {
     free_list_never_hands_a_slot_to_two_owners();
+}
+
+/// The dedicated-poller shape through per-worker caches: the poster's cache
+/// claims both slots, the poller's cache completes them and returns them to
+/// the depot (one batch per slot at N = 2), then says so through a relaxed
+/// word (a doorbell gives no C11 ordering), and the poster's empty cache
+/// refills from the depot. Every claim must get a slot nobody else owns,
+/// through the links the poller wrote: the poster ends up holding both
+/// slots, each once.
+fn cache_batches_reach_another_cache() {
+    loom::model(|| {
+        let pool = Arc::new(TokenPool::<u64>::new(2).unwrap());
+        let mut poster = pool.cache::<2>();
+        let a = poster.claim(1).unwrap();
+        let b = poster.claim(2).unwrap();
+        let done = Arc::new(AtomicU64::new(0));
+        let (p, d) = (pool.clone(), done.clone());
+        let poller = thread::spawn(move || {
+            let mut c = p.cache::<2>();
+            // Completion order b, a: the depot links a -> b, unlike the
+            // slots' initial links, so a stale link is a wrong one.
+            assert_eq!(c.complete(b), Ok(2));
+            assert_eq!(c.complete(a), Ok(1));
+            c.flush();
+            d.store(1, Ordering::Relaxed);
+        });
+        while done.load(Ordering::Relaxed) == 0 {
+            thread::yield_now();
+        }
+        let mut held: Vec<u64> = Vec::new();
+        while held.len() < 2 {
+            match poster.claim(3) {
+                Ok(w) => {
+                    assert!(
+                        held.iter().all(|&h| h as u32 != w as u32),
+                        "one slot, two owners"
+                    );
+                    held.push(w);
+                }
+                Err(e) => {
+                    assert_eq!(e, TokenError::Exhausted);
+                    thread::yield_now();
+                }
+            }
+        }
+        assert_eq!(
+            poster.claim(4),
+            Err(TokenError::Exhausted),
+            "a slot appeared twice"
+        );
+        for w in held {
+            assert!(poster.complete(w).is_ok());
+        }
+        poller.join().unwrap();
+        drop(poster);
+        assert_eq!(pool.in_use(), 0);
+    });
+}
+
+#[test]
+fn token_cache_batches_reach_another_cache() {
+    cache_batches_reach_another_cache();
+}
+
+/// Pushing a batch with `Relaxed` publishes its links to nobody: a cache
+/// that pops the batch can follow a stale link.
+#[cfg(railyard_broken = "token_cache_relaxed_batch")]
+#[test]
+#[should_panic]
+fn broken_token_cache_relaxed_batch() {
+    cache_batches_reach_another_cache();
 }

@@ -470,6 +470,9 @@ impl Stack {
                 let h = s.cc.device_snapshot(d as u16).map_or(0, |x| x.health as u8);
                 v.push((format!("sender0_device{d}_health"), f64::from(h)));
             }
+            if let Some(b) = s.monitor.route_base_drain_ns(0) {
+                v.push(("sender0_route0_base_drain_us".into(), b as f64 / 1e3));
+            }
         }
         StackReport {
             values: v,

@@ -3,8 +3,11 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use super::aimd::{epoch_pressured, Aimd, Sample};
-use super::config::{CcConfig, ConfigError, Mode, Params};
+use super::aimd::{
+    epoch_pressured, pressure_threshold_ns, Aimd, BaseDrain, Sample, BASE_SPAN_MAX_EPOCHS,
+    BASE_SPAN_WINDOWS,
+};
+use super::config::{CcConfig, ConfigError, Mode, Params, TargetMode};
 use super::health::{arrow_exists, needs_escalation, step, Event, Health, HealthWord};
 use super::{
     AcquireError, Admission, Avoidance, CcStats, Deferral, DomainKind, DomainSnapshot, EpochReport,
@@ -67,25 +70,63 @@ impl Domain {
         HealthWord(self.health.load(Ordering::Acquire))
     }
 
-    /// In-flight bytes. `released` is read first: `acquired` only grows and
-    /// never trails `released`, so the difference is never negative.
+    /// In-flight bytes, read as **one consistent value**: exactly
+    /// `acquired − released` at the instant `acquired` was read.
+    ///
+    /// Two loads cannot give that by themselves: read `released` then
+    /// `acquired`, and everything released (and re-acquired) between the two
+    /// loads is counted as in flight, so a reader preempted between them
+    /// overstates in-flight without bound (seen: 110 MB against a 1 MiB
+    /// window). So `released` is read on both sides of `acquired`; if it did
+    /// not move, `acquired` was read at an instant when `released` held that
+    /// value (both are monotonic), and the difference is exact, never
+    /// negative (a release never passes the `acquired` it saw, which
+    /// happens-before our `Acquire` load of `released`) and never above the
+    /// admission bound, max(largest window, one slice) (an admission never
+    /// passes its window over the `released` it saw, which is at most ours).
+    ///
+    /// If `released` keeps moving for [`SNAPSHOT_TRIES`] rounds, the last
+    /// round's `acquired − released(after)` is returned, clamped at 0: a
+    /// **bounded** under-estimate, at most the true value at the instant
+    /// `acquired` was read and short of it by no more than what was released
+    /// between the two loads; never an over-estimate.
     #[inline]
     fn in_flight(&self) -> u64 {
-        let r = self.released.load(Ordering::Acquire);
-        let a = self.acquired.load(Ordering::Acquire);
-        a.wrapping_sub(r)
+        // BROKEN: the old two-load read (`released`, then `acquired`).
+        #[cfg(all(railyard_loom, railyard_broken = "cc_snapshot_two_loads"))]
+        {
+            let r = self.released.load(Ordering::Acquire);
+            return self.acquired.load(Ordering::Acquire).wrapping_sub(r);
+        }
+        #[allow(unreachable_code)]
+        let mut r = self.released.load(Ordering::Acquire);
+        let mut a = 0;
+        for _ in 0..SNAPSHOT_TRIES {
+            a = self.acquired.load(Ordering::Acquire);
+            let after = self.released.load(Ordering::Acquire);
+            if after == r {
+                return a.wrapping_sub(r);
+            }
+            r = after;
+        }
+        clamp_signed(a.wrapping_sub(r))
     }
 
     /// Reserves `bytes` if the domain is empty or the window has room:
-    /// the bound is max(window, one slice). A stale `released` only
-    /// overestimates in-flight bytes (conservative).
+    /// the bound is max(window, one slice). Admission is decided against
+    /// the `released` total read first, which can only be stale low (an
+    /// overestimate of in-flight, conservative); a refusal is re-checked
+    /// against a fresh `released` and returned only on a consistent reading
+    /// (the same rule as [`Domain::in_flight`]), so a preempted poster never
+    /// defers on, or reports, bytes that were already released.
     #[inline]
     fn try_reserve(&self, bytes: u64) -> Result<(), (u64, u64)> {
         let window = self.window.load(Ordering::Relaxed);
-        let r = self.released.load(Ordering::Acquire);
+        let mut r = self.released.load(Ordering::Acquire);
         #[cfg(railyard_broken = "cc_reserve_check_then_add")]
         {
             // BROKEN: the check and the add are separate steps.
+            let _ = &mut r;
             let cur = self.acquired.load(Ordering::Acquire).wrapping_sub(r);
             if cur != 0 && cur.saturating_add(bytes) > window {
                 return Err((window, cur));
@@ -95,18 +136,26 @@ impl Domain {
         }
         #[cfg(not(railyard_broken = "cc_reserve_check_then_add"))]
         {
-            let mut a = self.acquired.load(Ordering::Relaxed);
+            let mut a = self.acquired.load(Ordering::Acquire);
             loop {
                 let cur = a.wrapping_sub(r);
                 match cur.checked_add(bytes) {
                     Some(n) if cur == 0 || n <= window => {}
-                    _ => return Err((window, cur)),
+                    _ => {
+                        let after = self.released.load(Ordering::Acquire);
+                        if after == r {
+                            return Err((window, cur));
+                        }
+                        r = after;
+                        a = self.acquired.load(Ordering::Acquire);
+                        continue;
+                    }
                 }
                 match self.acquired.compare_exchange_weak(
                     a,
                     a.wrapping_add(bytes),
                     Ordering::AcqRel,
-                    Ordering::Relaxed,
+                    Ordering::Acquire,
                 ) {
                     Ok(_) => return Ok(()),
                     Err(actual) => a = actual,
@@ -116,14 +165,24 @@ impl Domain {
     }
 
     /// Observe mode: account without bounding; returns whether enforce
-    /// would have deferred.
+    /// would have deferred. Judged like [`Domain::try_reserve`]: an
+    /// over-window reading counts only if `released` did not move meanwhile;
+    /// otherwise against the fresh `released` (clamped, never an
+    /// over-estimate).
     #[inline]
     fn reserve_unbounded(&self, bytes: u64) -> bool {
         let window = self.window.load(Ordering::Relaxed);
         let r = self.released.load(Ordering::Acquire);
         let a = self.acquired.fetch_add(bytes, Ordering::AcqRel);
-        let cur = a.wrapping_sub(r);
-        cur != 0 && cur.saturating_add(bytes) > window
+        let over = |cur: u64| cur != 0 && cur.saturating_add(bytes) > window;
+        if !over(a.wrapping_sub(r)) {
+            return false;
+        }
+        let after = self.released.load(Ordering::Acquire);
+        if after == r {
+            return true;
+        }
+        over(clamp_signed(a.wrapping_sub(after)))
     }
 
     /// Returns `bytes`; refuses (and reports) an underflow instead of
@@ -157,6 +216,21 @@ impl Domain {
         self.unreserve(bytes)?;
         self.rolled_back.fetch_add(bytes, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// Rounds of [`Domain::in_flight`]'s consistency check before it falls back
+/// to its bounded estimate.
+const SNAPSHOT_TRIES: u32 = 8;
+
+/// A wrapping difference of two monotonic totals read in the "wrong" order
+/// (the subtrahend after the minuend): negative means zero.
+#[inline]
+fn clamp_signed(d: u64) -> u64 {
+    if (d as i64) < 0 {
+        0
+    } else {
+        d
     }
 }
 
@@ -738,22 +812,94 @@ struct PolicyState {
     aimd: Aimd,
     /// Quarantine entry seen (sequence) and its cooldown deadline.
     quarantine: Option<(u8, Nanos)>,
-    /// `released` / `rolled_back` totals at the previous epoch.
-    last_released: u64,
-    last_rolled_back: u64,
+    /// `released − rolled_back` at the previous epoch.
+    last_drained: u64,
+    /// The domain's base drain time (adaptive target).
+    base: BaseDrain,
+    /// The generation `base` was measured on.
+    base_generation: u32,
+    /// The open floor-level span: Σ in-flight × epoch length, Σ drained.
+    span_in_flight_ns: u128,
+    span_drained: u64,
+    span_epochs: u32,
+    /// In-flight bytes at the previous epoch (for the span's start rule).
+    last_in_flight: u64,
+}
+
+/// The most a domain may hold for its epoch to measure the base: one
+/// multiplicative decrease above the minimum window (`min / β`), the band a
+/// window pinned near the floor moves in (a decrease from anywhere in it
+/// lands on the floor).
+#[inline]
+fn floor_level(p: &Params) -> u64 {
+    let pct = p.decrease_percent.max(1);
+    u64::try_from(u128::from(p.min_window) * 100 / u128::from(pct)).unwrap_or(u64::MAX)
 }
 
 impl PolicyState {
+    /// Feeds the base drain time: consecutive epochs in which the domain
+    /// held at most [`floor_level`] from start to end form a span; once the span has
+    /// drained [`BASE_SPAN_WINDOWS`] minimum windows, its drain time (Little's
+    /// law over the span: time-averaged in-flight bytes over drain rate)
+    /// is one sample. An epoch above the floor ends the span unsampled, and
+    /// so does a span that has not drained enough after
+    /// [`BASE_SPAN_MAX_EPOCHS`]. Idle epochs (nothing in flight) neither
+    /// count nor break the span.
+    fn base_sample(&mut self, p: &Params, in_flight: u64, e: EpochInput) {
+        if in_flight == 0 && e.drained == 0 {
+            return;
+        }
+        let floor = floor_level(p);
+        // The epoch must have started at floor level too: while a backlog
+        // above the floor drains, it drains at the path's full rate, which
+        // says nothing about how long the floor's worth takes on its own.
+        let started_at_floor = self.last_in_flight <= floor;
+        self.last_in_flight = in_flight;
+        if !started_at_floor || in_flight > floor || self.span_epochs >= BASE_SPAN_MAX_EPOCHS {
+            self.span_in_flight_ns = 0;
+            self.span_drained = 0;
+            self.span_epochs = 0;
+            if !started_at_floor || in_flight > floor {
+                return;
+            }
+        }
+        self.span_in_flight_ns = self
+            .span_in_flight_ns
+            .saturating_add(u128::from(in_flight) * u128::from(e.epoch_ns));
+        self.span_drained = self.span_drained.saturating_add(e.drained);
+        self.span_epochs += 1;
+        if self.span_drained >= p.min_window.saturating_mul(BASE_SPAN_WINDOWS) {
+            let d = self.span_in_flight_ns / u128::from(self.span_drained);
+            self.base
+                .sample(u64::try_from(d).unwrap_or(u64::MAX), e.now);
+            self.span_in_flight_ns = 0;
+            self.span_drained = 0;
+            self.span_epochs = 0;
+        }
+    }
+
     /// Bytes that left the domain since the last epoch (completions of any
     /// outcome and unposted releases), excluding admission rollbacks.
+    ///
+    /// **Bounded**, not exact: `released` and `rolled_back` are two words,
+    /// and a rollback adds to the first before the second, so a sample taken
+    /// between the two counts that rollback as drained (or, read the other
+    /// way round, not yet). The error of one epoch is at most the bytes of
+    /// the rollbacks in progress at the two sampling instants (one slice per
+    /// thread inside `try_acquire`), and it does not accumulate: the
+    /// baseline is the sampled total, and a sample that would go backwards
+    /// is ignored (0 drained) without moving the baseline, so the next epoch
+    /// recovers it.
     fn drained(&mut self, dom: &Domain) -> u64 {
-        let rel = dom.released.load(Ordering::Relaxed);
-        let rb = dom.rolled_back.load(Ordering::Relaxed);
-        let d = rel
-            .wrapping_sub(self.last_released)
-            .saturating_sub(rb.wrapping_sub(self.last_rolled_back));
-        self.last_released = rel;
-        self.last_rolled_back = rb;
+        let total = dom
+            .released
+            .load(Ordering::Acquire)
+            .wrapping_sub(dom.rolled_back.load(Ordering::Acquire));
+        let d = total.wrapping_sub(self.last_drained);
+        if (d as i64) < 0 {
+            return 0;
+        }
+        self.last_drained = total;
         d
     }
 }
@@ -771,11 +917,21 @@ pub struct Monitor {
 impl Monitor {
     /// One control epoch at `now`: applies pending software timeouts (or
     /// suppresses them if the poller stalled), computes drain-time pressure
-    /// against `TARGET_DRAIN_US` with hysteresis, adjusts windows (AI after
-    /// calm epochs, MD under pressure, immediate route-only back-off on
-    /// receiver pressure), moves HEALTHY ⇄ CONGESTED, and moves QUARANTINED →
-    /// PROBING (new generation, probe window) once the cooldown expires.
-    /// The cooldown starts at the first epoch that observes the quarantine.
+    /// against the target (adaptive by default: see [`super::aimd`]) with
+    /// hysteresis, adjusts windows (AI after calm epochs, MD under pressure,
+    /// immediate route-only back-off on receiver pressure), moves HEALTHY ⇄
+    /// CONGESTED, and moves QUARANTINED → PROBING (new generation, probe
+    /// window) once the cooldown expires. The cooldown starts at the first
+    /// epoch that observes the quarantine.
+    ///
+    /// Receiver pressure (RNR) is applied in every epoch it was reported
+    /// in, including the first epoch and epochs in which the poller stalled:
+    /// RFC 4162 suppresses only *software timeouts* during a stall. (A
+    /// stalled or first epoch gives no drain-time verdict: there is no drain
+    /// rate to judge.) RNR reported on a route that is QUARANTINED or
+    /// PROBING is subsumed, not lost: such a route admits nothing or only the
+    /// probe window, and it recovers from the minimum window, which is where
+    /// the back-off would have floored.
     ///
     /// `ctl` must be the controller this monitor was built with (domains
     /// beyond the shorter of the two are ignored).
@@ -804,47 +960,47 @@ impl Monitor {
                 }
             }
             let rnr = r.rnr.swap(0, Ordering::Relaxed) > 0;
-            Self::policy(
-                ctl,
-                st,
-                r,
+            let e = EpochInput {
                 drained,
                 epoch_ns,
                 now,
                 stalled,
                 rnr,
-                &mut report,
-                None,
-            );
+            };
+            Self::policy(ctl, st, r, e, &mut report, None);
         }
         for (i, (st, d)) in self.devices.iter_mut().zip(ctl.devices.iter()).enumerate() {
             let drained = st.drained(d);
-            Self::policy(
-                ctl,
-                st,
-                d,
+            let e = EpochInput {
                 drained,
                 epoch_ns,
                 now,
                 stalled,
-                false,
-                &mut report,
-                Some(i as u16),
-            );
+                rnr: false,
+            };
+            Self::policy(ctl, st, d, e, &mut report, Some(i as u16));
         }
         report
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The base drain time the monitor has measured for route `route`
+    /// (diagnostics; `None` before a sample or for an unknown route).
+    pub fn route_base_drain_ns(&self, route: u32) -> Option<u64> {
+        self.routes.get(route as usize).and_then(|s| s.base.base())
+    }
+
+    /// The base drain time the monitor has measured for device `device`.
+    pub fn device_base_drain_ns(&self, device: u16) -> Option<u64> {
+        self.devices
+            .get(usize::from(device))
+            .and_then(|s| s.base.base())
+    }
+
     fn policy(
         ctl: &Controller,
         st: &mut PolicyState,
         dom: &Domain,
-        drained: u64,
-        epoch_ns: u64,
-        now: Nanos,
-        stalled: bool,
-        rnr: bool,
+        e: EpochInput,
         report: &mut EpochReport,
         device: Option<u16>,
     ) {
@@ -856,23 +1012,31 @@ impl Monitor {
                 let until = match st.quarantine {
                     Some((seq, until)) if seq == w.quarantine_seq() => until,
                     _ => {
-                        let until = now.saturating_add(p.cooldown_ns);
+                        let until = e.now.saturating_add(p.cooldown_ns);
                         st.quarantine = Some((w.quarantine_seq(), until));
                         dom.cooldown_until.store(until.max(1), Ordering::Relaxed);
                         until
                     }
                 };
-                if now >= until
-                    && ctl
+                if e.now >= until {
+                    // The probe window and the cleared cooldown are in place
+                    // before PROBING is visible: a poster that sees PROBING
+                    // admits against the probe window, never the window the
+                    // route had before its quarantine, and a snapshot that
+                    // sees the next QUARANTINED never shows this cooldown.
+                    dom.window.store(p.probe_window, Ordering::Relaxed);
+                    dom.cooldown_until.store(0, Ordering::Release);
+                    if ctl
                         .transition(dom, Some(w.generation()), Event::CooldownExpired)
                         .is_some()
-                {
-                    dom.window.store(p.probe_window, Ordering::Relaxed);
-                    dom.cooldown_until.store(0, Ordering::Relaxed);
-                    st.aimd = Aimd::default();
-                    report.probes_started += 1;
-                    if let Some(dev) = device {
-                        ctl.bump_routes_of(dev);
+                    {
+                        st.aimd = Aimd::default();
+                        report.probes_started += 1;
+                        if let Some(dev) = device {
+                            ctl.bump_routes_of(dev);
+                        }
+                    } else {
+                        dom.cooldown_until.store(until.max(1), Ordering::Relaxed);
                     }
                 }
                 return;
@@ -880,16 +1044,38 @@ impl Monitor {
             Health::Probing => return,
             _ => {}
         }
-        if stalled || epoch_ns == 0 {
-            // No verdict from an epoch in which the poller did not run.
-            return;
+        if w.generation() != st.base_generation {
+            // A new endpoint / QP or a rebind: the path may differ.
+            st.base.clear();
+            st.span_in_flight_ns = 0;
+            st.span_drained = 0;
+            st.span_epochs = 0;
+            st.base_generation = w.generation();
         }
-        let in_flight = dom.in_flight();
         let window = dom.window.load(Ordering::Relaxed);
-        let sample = Sample {
-            pressured: epoch_pressured(in_flight, drained, epoch_ns, p.target_drain_ns),
-            receiver_pressure: rnr,
-            may_grow: matches!(w.health(), Health::Healthy | Health::Congested),
+        let may_grow = matches!(w.health(), Health::Healthy | Health::Congested);
+        let sample = if e.stalled || e.epoch_ns == 0 {
+            // No drain-time verdict from an epoch in which the poller did
+            // not run (or that has no length), but receiver pressure counts.
+            if !e.rnr {
+                return;
+            }
+            Sample {
+                pressured: false,
+                receiver_pressure: true,
+                may_grow,
+            }
+        } else {
+            let in_flight = dom.in_flight();
+            if p.target_mode == TargetMode::Adaptive {
+                st.base_sample(p, in_flight, e);
+            }
+            let threshold = pressure_threshold_ns(p, st.base.base());
+            Sample {
+                pressured: epoch_pressured(in_flight, e.drained, e.epoch_ns, threshold),
+                receiver_pressure: e.rnr,
+                may_grow,
+            }
         };
         let v = st.aimd.epoch(p, window, sample);
         if v.window != window {
@@ -902,4 +1088,14 @@ impl Monitor {
             ctl.transition(dom, None, Event::Pressure(s));
         }
     }
+}
+
+/// What one epoch feeds the policy of one domain.
+#[derive(Clone, Copy, Debug)]
+struct EpochInput {
+    drained: u64,
+    epoch_ns: u64,
+    now: Nanos,
+    stalled: bool,
+    rnr: bool,
 }

@@ -1,12 +1,187 @@
 //! Pure AIMD policy: pressure from drain time, hysteresis, window updates.
 //! Plain numbers in, plain numbers out; the controller feeds it samples
 //! taken from its atomics once per control epoch.
+//!
+//! ## What counts as pressure
+//!
+//! Drain time is in-flight bytes at the rate the domain drained them this
+//! epoch ([`drain_time_ns`]). With [`TargetMode::Fixed`] an epoch is
+//! pressured when drain time exceeds the configured target (RFC 4162 read
+//! literally). With [`TargetMode::Adaptive`] (the default) the threshold is
+//! [`pressure_threshold_ns`]: `max(target, 1.125 × base / β)`, β being the
+//! fraction of the window a decrease keeps (`decrease_percent`) and `base`
+//! the domain's **base drain time** ([`BaseDrain`]): the windowed minimum of
+//! its drain time over spans in which it held no more than one decrease
+//! above the minimum window (`min_window / β`), i.e. what the path does with
+//! the least backlog the controller leaves on it (base RTT in delay-based
+//! datacenter CC). A span must drain [`BASE_SPAN_WINDOWS`] minimum windows
+//! (so one completion more or less does not move it), must start at that
+//! level (a backlog draining from above it drains at full rate and says
+//! nothing about the floor), and is given up after [`BASE_SPAN_MAX_EPOCHS`]
+//! (a stuck backlog is not the path's base).
+//!
+//! Why `1.125 / β` (2.25× at the default 50%): below the path's
+//! bandwidth-delay product (BDP) drain time stays at the base; above it, it
+//! grows with the window. A window that rises until drain time is
+//! `1.125 × base / β` and is then cut to `β` of itself lands at 1.125 BDP, so
+//! the AIMD saw-tooth never starves the path (the 12.5% margin covers the
+//! minimum's downward bias and slice granularity), yet a standing queue of
+//! more than about `(1.125/β − 1)` BDPs is still pressure. The configured
+//! target is the threshold's floor, so the adaptive rule is never stricter
+//! than the RFC's, and until a base is measured it *is* the RFC's: a path is
+//! first backed off by the absolute target, and only the drain time it still
+//! shows near the minimum window (where backing off further cannot help)
+//! raises its threshold. A fabric whose senders drain the minimum window in
+//! less than `β / 1.125` of the target (the 16-sender incast of `railyard sim
+//! cc`: 80 µs against 200 µs) keeps exactly the RFC behaviour.
+//!
+//! What a drain-time rule cannot do: a sender alone cannot tell its own
+//! NIC's queue from a shared switch queue (in a FIFO both grow with its
+//! window), so a path whose *throughput* keeps rising with far more bytes in
+//! flight than its base drain time suggests (Soft-RoCE under an emulated
+//! CPU, where batching amortises per-request cost) is still held near
+//! `2.25 × base` worth of bytes.
 
-use super::config::Params;
+use super::config::{Params, TargetMode};
+use crate::time::{elapsed, Nanos};
+
+/// Drain time of one epoch, ns: `in_flight` bytes at the rate observed
+/// (`drained` bytes in `epoch_ns`). `None` for an empty domain or an epoch
+/// of zero length (no sample); `u64::MAX` for a backlog that drained nothing.
+#[inline]
+pub const fn drain_time_ns(in_flight: u64, drained: u64, epoch_ns: u64) -> Option<u64> {
+    if in_flight == 0 || epoch_ns == 0 {
+        return None;
+    }
+    if drained == 0 {
+        return Some(u64::MAX);
+    }
+    let t = (in_flight as u128) * (epoch_ns as u128) / (drained as u128);
+    Some(if t > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        t as u64
+    })
+}
+
+/// The drain time above which an epoch is pressured, ns (see the module
+/// docs): the target for [`TargetMode::Fixed`] or without a base; else
+/// `max(target, base × 112.5 / decrease_percent)`.
+#[inline]
+pub const fn pressure_threshold_ns(p: &Params, base: Option<u64>) -> u64 {
+    match (p.target_mode, base) {
+        (TargetMode::Adaptive, Some(b)) => {
+            let pct = if p.decrease_percent == 0 {
+                1
+            } else {
+                p.decrease_percent
+            };
+            let scaled = (b as u128) * 1125 / (10 * pct as u128);
+            let scaled = if scaled > u64::MAX as u128 {
+                u64::MAX
+            } else {
+                scaled as u64
+            };
+            if scaled > p.target_drain_ns {
+                scaled
+            } else {
+                p.target_drain_ns
+            }
+        }
+        _ => p.target_drain_ns,
+    }
+}
+
+/// Bytes a floor-level span must drain before it yields one base sample,
+/// in units of the minimum window: enough completions that one slice more
+/// or less in an epoch does not move the sample much.
+pub const BASE_SPAN_WINDOWS: u64 = 4;
+
+/// Epochs a floor-level span may last before it is discarded unsampled: a
+/// backlog that needs longer to drain four minimum windows is stuck, not a
+/// measurement of the path.
+pub const BASE_SPAN_MAX_EPOCHS: u32 = 64;
+
+/// How long one base-drain period lasts: the base is the minimum over the
+/// current and the previous period (10 s, the base-RTT window of BBR and
+/// Copa), so a path that became slower is re-learned within two periods of
+/// samples.
+pub const BASE_PERIOD_NS: u64 = 10 * crate::time::NS_PER_SEC;
+
+/// A domain's base drain time: a windowed minimum (two periods of
+/// [`BASE_PERIOD_NS`]) of its drain-time samples. The monitor feeds it only
+/// spans in which the domain held at most one decrease above the minimum
+/// window (see the module docs), so the base is what the path does with the
+/// least backlog the controller leaves on it.
+///
+/// A period ends only when a sample arrives after it, so the base never
+/// expires without a replacement measured on the same path; it is
+/// [cleared](BaseDrain::clear) when the route moves to a new generation.
+///
+/// ```
+/// use railyard_core::cc::aimd::{BaseDrain, BASE_PERIOD_NS};
+///
+/// let mut b = BaseDrain::default();
+/// assert_eq!(b.base(), None);
+/// b.sample(3_000_000, 0);
+/// b.sample(2_500_000, 1_000);
+/// assert_eq!(b.base(), Some(2_500_000));
+/// // Two periods later the old minimum has aged out.
+/// b.sample(4_000_000, BASE_PERIOD_NS);
+/// b.sample(4_000_000, 2 * BASE_PERIOD_NS);
+/// assert_eq!(b.base(), Some(4_000_000));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct BaseDrain {
+    /// Minimum of the current period (0 = no sample yet).
+    cur: u64,
+    /// Minimum of the previous period (0 = none).
+    prev: u64,
+    /// Start of the current period.
+    since: Nanos,
+}
+
+impl BaseDrain {
+    /// Adds a drain-time sample taken at `now`.
+    #[inline]
+    pub fn sample(&mut self, drain_ns: u64, now: Nanos) {
+        let d = if drain_ns == 0 { 1 } else { drain_ns };
+        if self.cur == 0 {
+            self.since = now;
+        } else if elapsed(now, self.since) >= BASE_PERIOD_NS {
+            self.prev = self.cur;
+            self.cur = 0;
+            self.since = now;
+        }
+        self.cur = if self.cur == 0 || d < self.cur {
+            d
+        } else {
+            self.cur
+        };
+    }
+
+    /// The base drain time, if any sample was taken.
+    #[inline]
+    pub const fn base(&self) -> Option<u64> {
+        match (self.cur, self.prev) {
+            (0, 0) => None,
+            (0, p) => Some(p),
+            (c, 0) => Some(c),
+            (c, p) => Some(if c < p { c } else { p }),
+        }
+    }
+
+    /// Forgets every sample (the path changed).
+    #[inline]
+    pub fn clear(&mut self) {
+        *self = BaseDrain::default();
+    }
+}
 
 /// Whether one epoch was pressured: drain time (`in_flight` bytes at the
-/// drain rate observed this epoch) above `target_drain_ns`. A backlog that
-/// drained nothing at all is pressured; an empty domain never is.
+/// drain rate observed this epoch) above `target_drain_ns` (the monitor
+/// passes [`pressure_threshold_ns`]). A backlog that drained nothing at all
+/// is pressured; an empty domain never is.
 #[inline]
 pub const fn epoch_pressured(
     in_flight: u64,

@@ -1,6 +1,20 @@
 //! Controller configuration: every `MC_ADAPTIVE_CC_*` parameter of RFC 4162,
 //! typed and validated. An invalid configuration is a [`ConfigError`] and the
 //! controller stays off; nothing is partially defaulted.
+//!
+//! ## The drain-time target
+//!
+//! RFC 4162 reads drain time above `MC_ADAPTIVE_CC_TARGET_DRAIN_US` as
+//! pressure. An absolute target misreads a path that is simply slower or
+//! farther (a 25 G NIC, a long link, Soft-RoCE, which drains 256 KiB in
+//! ~3 ms) as permanently congested and pins its window at the minimum. By
+//! default ([`TargetMode::Adaptive`]) the target is therefore judged against
+//! what the path can do: pressure is drain time above
+//! `max(target, base × 112.5 / decrease_percent)`, where `base` is the
+//! domain's measured base drain time (see [`crate::cc::aimd::BaseDrain`]).
+//! Setting `MC_ADAPTIVE_CC_TARGET_DRAIN_US` explicitly keeps the RFC's
+//! absolute meaning ([`TargetMode::Fixed`]) unless
+//! `MC_ADAPTIVE_CC_TARGET_MODE=adaptive` is set as well.
 
 use core::fmt;
 
@@ -32,6 +46,32 @@ impl Mode {
     }
 }
 
+/// How drain time is judged (railyard extension, `MC_ADAPTIVE_CC_TARGET_MODE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum TargetMode {
+    /// Pressure is drain time above `max(target, base × 112.5 / decrease_percent)`,
+    /// `base` being the domain's measured base drain time; until a base is
+    /// measured, above `target` (the RFC rule). The default.
+    #[default]
+    Adaptive,
+    /// RFC 4162 literally: pressure is drain time above `target`.
+    Fixed,
+}
+
+impl TargetMode {
+    /// Parses `adaptive|fixed` (ASCII case-insensitive, surrounding whitespace ignored).
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("adaptive") {
+            Ok(TargetMode::Adaptive)
+        } else if t.eq_ignore_ascii_case("fixed") {
+            Ok(TargetMode::Fixed)
+        } else {
+            Err(ConfigError::InvalidTargetMode)
+        }
+    }
+}
+
 /// A configuration parameter (for error messages and env names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Param {
@@ -59,11 +99,13 @@ pub enum Param {
     AdditiveIncreaseBytes,
     /// `MC_ADAPTIVE_CC_DECREASE_PERCENT` (railyard extension: window kept on decrease, 1..=99)
     DecreasePercent,
+    /// `MC_ADAPTIVE_CC_TARGET_MODE` (railyard extension: `adaptive` or `fixed`)
+    TargetMode,
 }
 
 impl Param {
     /// Every parameter.
-    pub const ALL: [Param; 12] = [
+    pub const ALL: [Param; 13] = [
         Param::Mode,
         Param::MinWindowBytes,
         Param::MaxWindowBytes,
@@ -76,6 +118,7 @@ impl Param {
         Param::ProbeWindowBytes,
         Param::AdditiveIncreaseBytes,
         Param::DecreasePercent,
+        Param::TargetMode,
     ];
 
     /// The environment variable name.
@@ -93,6 +136,7 @@ impl Param {
             Param::ProbeWindowBytes => "MC_ADAPTIVE_CC_PROBE_WINDOW_BYTES",
             Param::AdditiveIncreaseBytes => "MC_ADAPTIVE_CC_ADDITIVE_INCREASE_BYTES",
             Param::DecreasePercent => "MC_ADAPTIVE_CC_DECREASE_PERCENT",
+            Param::TargetMode => "MC_ADAPTIVE_CC_TARGET_MODE",
         }
     }
 }
@@ -102,6 +146,8 @@ impl Param {
 pub enum ConfigError {
     /// `MC_ADAPTIVE_CC_MODE` is not `off|observe|enforce`.
     InvalidMode,
+    /// `MC_ADAPTIVE_CC_TARGET_MODE` is not `adaptive|fixed`.
+    InvalidTargetMode,
     /// A numeric value is not a decimal integer that fits.
     NotANumber(Param),
     /// A numeric value is zero (every value must be positive).
@@ -153,6 +199,11 @@ impl fmt::Display for ConfigError {
                 "{} must be off, observe or enforce",
                 Param::Mode.env_name()
             ),
+            ConfigError::InvalidTargetMode => write!(
+                f,
+                "{} must be adaptive or fixed",
+                Param::TargetMode.env_name()
+            ),
             ConfigError::NotANumber(p) => write!(f, "{} is not a decimal integer", p.env_name()),
             ConfigError::Zero(p) => write!(f, "{} must be positive", p.env_name()),
             ConfigError::MinAboveMax { min, max } => {
@@ -194,8 +245,12 @@ pub struct CcConfig {
     pub max_window_bytes: u64,
     /// Initial window (`None` = the maximum). Must be in `[min, max]`.
     pub initial_window_bytes: Option<u64>,
-    /// `MC_ADAPTIVE_CC_TARGET_DRAIN_US`: drain time above this is pressure.
+    /// `MC_ADAPTIVE_CC_TARGET_DRAIN_US`: drain time above this is pressure
+    /// ([`TargetMode::Fixed`]), or the floor of the adaptive threshold
+    /// ([`TargetMode::Adaptive`]).
     pub target_drain_us: u64,
+    /// How drain time is judged (extension; default [`TargetMode::Adaptive`]).
+    pub target_mode: TargetMode,
     /// `MC_ADAPTIVE_CC_HIGH_PRESSURE_EPOCHS`: consecutive pressured epochs to enter congestion.
     pub high_pressure_epochs: u32,
     /// `MC_ADAPTIVE_CC_LOW_PRESSURE_EPOCHS`: consecutive calm epochs to resume growth.
@@ -220,6 +275,7 @@ impl Default for CcConfig {
             max_window_bytes: 64 * 1024 * 1024,
             initial_window_bytes: None,
             target_drain_us: 200,
+            target_mode: TargetMode::Adaptive,
             high_pressure_epochs: 3,
             low_pressure_epochs: 3,
             hard_error_threshold: 3,
@@ -244,6 +300,8 @@ pub struct Params {
     pub initial_window: u64,
     /// Target drain time (ns).
     pub target_drain_ns: u64,
+    /// How drain time is judged.
+    pub target_mode: TargetMode,
     /// Epochs of pressure to enter congestion.
     pub high_pressure_epochs: u32,
     /// Calm epochs to grow again.
@@ -327,6 +385,7 @@ impl CcConfig {
             max_window: max,
             initial_window: initial,
             target_drain_ns,
+            target_mode: self.target_mode,
             high_pressure_epochs: high as u32,
             low_pressure_epochs: low as u32,
             hard_error_threshold: self.hard_error_threshold,
@@ -341,12 +400,28 @@ impl CcConfig {
     /// environment), starting from the defaults. Unset variables keep their
     /// defaults; a set but malformed variable is an error, never ignored.
     /// The result is validated.
+    ///
+    /// An explicit `MC_ADAPTIVE_CC_TARGET_DRAIN_US` keeps the RFC's absolute
+    /// meaning ([`TargetMode::Fixed`]) unless `MC_ADAPTIVE_CC_TARGET_MODE`
+    /// is set too.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, TargetMode};
+    ///
+    /// let vars = [("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "500")];
+    /// let get = |n: &str| vars.iter().find(|v| v.0 == n).map(|v| v.1);
+    /// let c = CcConfig::from_lookup(get).unwrap();
+    /// assert_eq!((c.target_drain_us, c.target_mode), (500, TargetMode::Fixed));
+    /// assert_eq!(CcConfig::from_lookup(|_| None::<&str>).unwrap().target_mode, TargetMode::Adaptive);
+    /// ```
     pub fn from_lookup<F, S>(mut lookup: F) -> Result<Self, ConfigError>
     where
         F: FnMut(&'static str) -> Option<S>,
         S: AsRef<str>,
     {
         let mut c = CcConfig::default();
+        let mut explicit_target = false;
+        let mut explicit_mode = false;
         for p in Param::ALL {
             let Some(raw) = lookup(p.env_name()) else {
                 continue;
@@ -356,14 +431,22 @@ impl CcConfig {
                 c.mode = Mode::parse(raw)?;
                 continue;
             }
+            if p == Param::TargetMode {
+                c.target_mode = TargetMode::parse(raw)?;
+                explicit_mode = true;
+                continue;
+            }
             let v: u64 = raw.trim().parse().map_err(|_| ConfigError::NotANumber(p))?;
             let narrow32 = |v: u64| u32::try_from(v).map_err(|_| ConfigError::TooLarge(p));
             match p {
-                Param::Mode => {}
+                Param::Mode | Param::TargetMode => {}
                 Param::MinWindowBytes => c.min_window_bytes = v,
                 Param::MaxWindowBytes => c.max_window_bytes = v,
                 Param::InitialWindowBytes => c.initial_window_bytes = Some(v),
-                Param::TargetDrainUs => c.target_drain_us = v,
+                Param::TargetDrainUs => {
+                    c.target_drain_us = v;
+                    explicit_target = true;
+                }
                 Param::HighPressureEpochs => c.high_pressure_epochs = narrow32(v)?,
                 Param::LowPressureEpochs => c.low_pressure_epochs = narrow32(v)?,
                 Param::HardErrorThreshold => {
@@ -375,6 +458,9 @@ impl CcConfig {
                 Param::AdditiveIncreaseBytes => c.additive_increase_bytes = v,
                 Param::DecreasePercent => c.decrease_percent = v,
             }
+        }
+        if explicit_target && !explicit_mode {
+            c.target_mode = TargetMode::Fixed;
         }
         c.validate()?;
         Ok(c)
@@ -396,6 +482,7 @@ impl CcConfig {
         });
         match (r, bad) {
             (_, Some(Param::Mode)) => Err(ConfigError::InvalidMode),
+            (_, Some(Param::TargetMode)) => Err(ConfigError::InvalidTargetMode),
             (_, Some(p)) => Err(ConfigError::NotANumber(p)),
             (r, None) => r,
         }

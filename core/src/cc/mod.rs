@@ -29,6 +29,43 @@
 //! machine ([`health`]) — is pure; the [`Monitor`] applies it once per control
 //! epoch from the monitor thread, never from the data path.
 //!
+//! ## Drain time is judged against the path (adaptive target, the default)
+//!
+//! RFC 4162 reads drain time above `MC_ADAPTIVE_CC_TARGET_DRAIN_US` (200 µs)
+//! as pressure. Taken literally on a path that is simply slower or farther
+//! than the fabric the constant was chosen for (a 25 G NIC, a long link,
+//! Soft-RoCE, which drains 256 KiB in ~3 ms) every epoch is "pressured", the
+//! window sits at its minimum and throughput drops by half. So by default
+//! ([`TargetMode::Adaptive`]) each domain measures its **base drain time** —
+//! the windowed minimum of the drain time it shows while it holds no more
+//! than one decrease above the minimum window, like base RTT in delay-based
+//! datacenter CC — and an epoch is pressured when drain time exceeds
+//! `max(target, base × 112.5 / decrease_percent)` (2.25× the base at the
+//! default 50% decrease: the AIMD saw-tooth's trough then lands 12.5% above
+//! the path's bandwidth-delay product). Until a base is measured the rule *is* the
+//! RFC's, and the target is the threshold's floor, so a fast fabric keeps the
+//! RFC behaviour exactly: in `railyard sim cc` the 16-sender incast still
+//! goes from a 15.9 MiB to a 9.0 MiB standing queue, while healthy bulk on a
+//! 25 Gb/s, 200 µs-RTT path runs within 0.5% of off in steady state instead
+//! of −57%. Details and the reasoning: [`aimd`]. Setting
+//! `MC_ADAPTIVE_CC_TARGET_DRAIN_US` explicitly keeps the RFC's absolute
+//! meaning ([`TargetMode::Fixed`]) unless `MC_ADAPTIVE_CC_TARGET_MODE=adaptive`
+//! is set too.
+//!
+//! ## Snapshots
+//!
+//! [`Controller::route_snapshot`] / [`Controller::device_snapshot`] (and the
+//! evidence built from them, [`Deferral::in_flight`], and the monitor's own
+//! reading) take in-flight bytes as **one consistent value**: the exact
+//! in-flight at one instant, never the released-then-reacquired bytes
+//! counted twice by a reader preempted between two loads (if the domain's
+//! counters keep moving for several rounds, a bounded under-estimate, never
+//! an over-estimate). The other fields of a snapshot are separate words
+//! read one after the other: each is a value it really had, and the
+//! cooldown is cleared before the state leaves QUARANTINED, so a snapshot
+//! never shows one quarantine's cooldown on another. The monitor's drained
+//! bytes per epoch are **bounded** (see the monitor's docs).
+//!
 //! ## Compiled out
 //!
 //! Without the `adaptive-cc` feature, [`Controller`] and [`Monitor`] are the
@@ -67,7 +104,7 @@ pub use bypass::{Bypass, BypassMonitor};
 #[cfg(not(any(feature = "adaptive-cc", all(railyard_loom, feature = "alloc"))))]
 pub use bypass::{Bypass as Controller, BypassMonitor as Monitor};
 
-pub use config::{CcConfig, ConfigError, Mode, Param, Params};
+pub use config::{CcConfig, ConfigError, Mode, Param, Params, TargetMode};
 pub use health::Health;
 
 use core::fmt;

@@ -167,4 +167,4 @@ impl std::error::Error for TokenError {}
 #[cfg(feature = "alloc")]
 mod pool;
 #[cfg(feature = "alloc")]
-pub use pool::TokenPool;
+pub use pool::{TokenCache, TokenPool};

@@ -77,6 +77,15 @@ struct Slot<R> {
 pub struct TokenPool<R: Copy = TokenRecord> {
     /// Free-list head: `(tag << 32) | index`.
     head: CachePadded<AtomicU64>,
+    /// The depot of whole batches returned by [`TokenCache`]s:
+    /// `(tag << 32) | index of the first slot of the top batch`.
+    depot: CachePadded<AtomicU64>,
+    /// Bumped by a claim that found the shared lists empty: every
+    /// [`TokenCache`] that sees it change returns its tokens.
+    flush_epoch: CachePadded<AtomicU32>,
+    /// Per slot, meaningful while the slot heads a batch in the depot:
+    /// `(batch length << 32) | index of the next batch's first slot`.
+    batch_link: Box<[AtomicU64]>,
     slots: Box<[Slot<R>]>,
 }
 
@@ -130,8 +139,12 @@ impl<R: Copy + Default> TokenPool<R> {
                 }
             })
             .collect();
+        let batch_link: Vec<AtomicU64> = (0..capacity).map(|_| AtomicU64::new(0)).collect();
         Ok(Self {
             head: CachePadded(AtomicU64::new(pack_head(0, 0))),
+            depot: CachePadded(AtomicU64::new(pack_head(0, NIL))),
+            flush_epoch: CachePadded(AtomicU32::new(0)),
+            batch_link: batch_link.into_boxed_slice(),
             slots: slots.into_boxed_slice(),
         })
     }
@@ -151,6 +164,13 @@ impl<R: Copy> TokenPool<R> {
     #[inline]
     pub fn claim(&self, record: R) -> Result<WrId, TokenError> {
         let index = self.pop()?;
+        Ok(self.publish(index, record))
+    }
+
+    /// Writes `record` into the free slot `index` (which the caller owns:
+    /// it took it off a free list) and publishes the odd sequence.
+    #[inline(always)]
+    fn publish(&self, index: u32, record: R) -> WrId {
         let slot = &self.slots[index as usize];
         // We popped the slot, so nobody else can claim it until we complete
         // it; the last writer of `seq` happened-before our pop (its push was
@@ -164,7 +184,7 @@ impl<R: Copy> TokenPool<R> {
             unsafe { p.write(record) }
         });
         store_u32(&slot.seq, seq, PUBLISH);
-        Ok(make_wr_id(seq, index))
+        make_wr_id(seq, index)
     }
 
     /// Completes the attempt named by `wr_id` and returns its record,
@@ -177,6 +197,16 @@ impl<R: Copy> TokenPool<R> {
     /// nothing; see the module docs for the table.
     #[inline]
     pub fn complete(&self, wr_id: WrId) -> Result<R, TokenError> {
+        let (index, record) = self.take(wr_id)?;
+        self.push(index);
+        Ok(record)
+    }
+
+    /// The exactly-once step of a completion: wins the slot's odd sequence
+    /// and reads the record. The slot is then owned by the caller, who must
+    /// return it to a free list (the pool's, or a cache's).
+    #[inline(always)]
+    fn take(&self, wr_id: WrId) -> Result<(u32, R), TokenError> {
         let index = wr_id as u32;
         let seq = (wr_id >> 32) as u32;
         let slot = self
@@ -199,8 +229,7 @@ impl<R: Copy> TokenPool<R> {
                     // Release store that our AcqRel CAS read.
                     unsafe { p.read() }
                 });
-                self.push(index);
-                Ok(record)
+                Ok((index, record))
             }
             Err(current) => Err(classify_miss(current, seq)),
         }
@@ -225,14 +254,47 @@ impl<R: Copy> TokenPool<R> {
         })
     }
 
+    /// A free slot from the single list, else from the depot (taking one
+    /// slot of its top batch and returning the rest as a batch). Exhausted
+    /// only if both were empty at one instant: the single list's head (its
+    /// tag moves on every push and pop) is read on both sides of the depot.
     #[inline(always)]
     fn pop(&self) -> Result<u32, TokenError> {
+        let mut seen = match self.pop_single() {
+            Ok(i) => return Ok(i),
+            Err(head) => head,
+        };
+        loop {
+            if let Some((first, len)) = self.pop_batch() {
+                if len > 1 {
+                    let (rest, followed) = self.skip(first, 1);
+                    if followed == 1 && rest != NIL {
+                        self.push_batch(rest, len - 1);
+                    }
+                }
+                return Ok(first);
+            }
+            match self.pop_single() {
+                Ok(i) => return Ok(i),
+                Err(head) if head == seen => {
+                    self.flush_epoch.fetch_add(1, Ordering::Relaxed);
+                    return Err(TokenError::Exhausted);
+                }
+                Err(head) => seen = head,
+            }
+        }
+    }
+
+    /// Pops one slot off the single free list; on an empty list returns the
+    /// (empty) head it saw.
+    #[inline(always)]
+    fn pop_single(&self) -> Result<u32, u64> {
         let mut head = self.head.load(Ordering::Acquire);
         let mut backoff = Backoff::new();
         loop {
             let index = head_index(head);
             if index == NIL {
-                return Err(TokenError::Exhausted);
+                return Err(head);
             }
             // May be stale if another thread pops this slot meanwhile; then
             // the head's tag has moved and our CAS fails.
@@ -270,6 +332,300 @@ impl<R: Copy> TokenPool<R> {
                 }
             }
         }
+    }
+}
+
+impl<R: Copy> TokenPool<R> {
+    /// Ordering that publishes a batch's links with the depot push. The
+    /// broken twin (loom only) pushes with `Relaxed`, so a refilling cache
+    /// can read stale links.
+    #[cfg(not(all(railyard_loom, railyard_broken = "token_cache_relaxed_batch")))]
+    const BATCH_PUBLISH: Ordering = Ordering::Release;
+    #[cfg(all(railyard_loom, railyard_broken = "token_cache_relaxed_batch"))]
+    const BATCH_PUBLISH: Ordering = Ordering::Relaxed;
+
+    /// Pops the top batch of the depot: `(first slot, length)`.
+    #[inline]
+    fn pop_batch(&self) -> Option<(u32, u32)> {
+        let mut head = self.depot.load(Ordering::Acquire);
+        let mut backoff = Backoff::new();
+        loop {
+            let index = head_index(head);
+            let link = self.batch_link.get(index as usize)?;
+            // May be stale if another thread pops this batch meanwhile; then
+            // the depot's tag has moved and our CAS fails.
+            let meta = link.load(Ordering::Relaxed);
+            let new = pack_head(next_tag(head_tag(head)), meta as u32);
+            match self
+                .depot
+                .compare_exchange_weak(head, new, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => return Some((index, ((meta >> 32) as u32).max(1))),
+                Err(actual) => {
+                    backoff.spin();
+                    head = actual;
+                }
+            }
+        }
+    }
+
+    /// Pushes the chain starting at `first` (linked through the slots'
+    /// `next`, `len` slots, all owned by the caller) as one batch.
+    #[inline]
+    fn push_batch(&self, first: u32, len: u32) {
+        let Some(link) = self.batch_link.get(first as usize) else {
+            return;
+        };
+        let mut head = self.depot.load(Ordering::Relaxed);
+        let mut backoff = Backoff::new();
+        loop {
+            link.store(
+                (u64::from(len) << 32) | u64::from(head_index(head)),
+                Ordering::Relaxed,
+            );
+            let new = pack_head(next_tag(head_tag(head)), first);
+            match self.depot.compare_exchange_weak(
+                head,
+                new,
+                Self::BATCH_PUBLISH,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => {
+                    backoff.spin();
+                    head = actual;
+                }
+            }
+        }
+    }
+
+    /// Follows `n` links from `from` in an owned chain: the slot reached and
+    /// how many links were followed (fewer if the chain ended).
+    #[inline]
+    fn skip(&self, from: u32, n: u32) -> (u32, u32) {
+        let mut at = from;
+        for k in 0..n {
+            match self.slots.get(at as usize) {
+                Some(s) => at = s.next.load(Ordering::Relaxed),
+                None => return (NIL, k),
+            }
+        }
+        (at, n)
+    }
+
+    /// Links the owned slots `chain` in order (the last one ends the chain).
+    #[inline]
+    fn link(&self, chain: &[u32]) {
+        for w in chain.windows(2) {
+            self.slots[w[0] as usize]
+                .next
+                .store(w[1], Ordering::Relaxed);
+        }
+        if let Some(&last) = chain.last() {
+            self.slots[last as usize].next.store(NIL, Ordering::Relaxed);
+        }
+    }
+
+    /// A per-worker cache of free tokens over this pool; see [`TokenCache`].
+    pub fn cache<const N: usize>(&self) -> TokenCache<'_, R, N> {
+        TokenCache::new(self)
+    }
+}
+
+/// A per-worker cache of free tokens: claims and completions through it
+/// touch no shared cache line until it runs dry or full, and then move
+/// tokens to and from the pool in batches of `N / 2` with one CAS.
+///
+/// The `wr_id` layout, the exactly-once completion (the slot's sequence
+/// CAS) and every typed error are the pool's own: a cache only changes
+/// where *free* slots wait. A token may be claimed through one cache (or the
+/// pool) and completed through another (the dedicated-poller model: one
+/// poller completes what several posters claimed): the slot then joins the
+/// completer's cache, which returns whole batches to the pool's depot when it
+/// fills, where the posters' caches refill from.
+///
+/// ## Exhaustion stays visible
+///
+/// A cache holds at most `N` free tokens. A claim through a cache returns
+/// [`TokenError::Exhausted`] only when the cache, the pool's depot and its
+/// single free list are all empty; at that instant the tokens hidden from it
+/// are at most `N` per *other* live cache, so a thread always sees at least
+/// `capacity − in_flight − N × (caches − 1)` tokens. Every `Exhausted`
+/// (through a cache or the pool) also asks each cache to return all its
+/// free tokens at its next call (`claim`, `complete` or [`flush`]), and a
+/// cache returns them when dropped; a worker that parks should call
+/// [`flush`] first.
+///
+/// [`flush`]: TokenCache::flush
+///
+/// ```
+/// use railyard_core::token::{TokenError, TokenPool, TokenRecord};
+///
+/// let pool: TokenPool = TokenPool::new(64).unwrap();
+/// let mut poster = pool.cache::<16>();
+/// let mut poller = pool.cache::<16>();
+/// let rec = TokenRecord { bytes: 4096, ..TokenRecord::default() };
+/// let wr_id = poster.claim(rec).unwrap();
+/// // ... ibv_post_send; the poller thread polls the completion:
+/// assert_eq!(poller.complete(wr_id), Ok(rec));
+/// assert_eq!(poller.complete(wr_id), Err(TokenError::Duplicate));
+/// drop((poster, poller)); // caches return their tokens
+/// assert_eq!(pool.in_use(), 0);
+/// ```
+///
+/// `N` must be even and at least 2 (checked at compile time):
+///
+/// ```compile_fail
+/// let pool = railyard_core::token::TokenPool::<u64>::new(8).unwrap();
+/// let _odd = pool.cache::<3>();
+/// ```
+pub struct TokenCache<'p, R: Copy = TokenRecord, const N: usize = 64> {
+    pool: &'p TokenPool<R>,
+    free: heapless::Vec<u32, N>,
+    /// The pool's flush epoch this cache has answered.
+    seen_flush: u32,
+}
+
+impl<R: Copy, const N: usize> fmt::Debug for TokenCache<'_, R, N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenCache")
+            .field("cached", &self.free.len())
+            .finish()
+    }
+}
+
+impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
+    /// Tokens moved per batch.
+    const BATCH: usize = {
+        assert!(
+            N >= 2 && N % 2 == 0,
+            "a TokenCache holds an even N >= 2 tokens"
+        );
+        assert!(N / 2 <= u32::MAX as usize);
+        N / 2
+    };
+
+    /// An empty cache over `pool` (same as [`TokenPool::cache`]).
+    pub fn new(pool: &'p TokenPool<R>) -> Self {
+        let _ = Self::BATCH;
+        Self {
+            pool,
+            free: heapless::Vec::new(),
+            seen_flush: pool.flush_epoch.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Free tokens held by this cache right now.
+    pub fn cached(&self) -> usize {
+        self.free.len()
+    }
+
+    /// [`TokenPool::claim`] through the cache: the same `wr_id` and errors.
+    #[inline]
+    pub fn claim(&mut self, record: R) -> Result<WrId, TokenError> {
+        self.answer_flush();
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => self.refill()?,
+        };
+        Ok(self.pool.publish(index, record))
+    }
+
+    /// [`TokenPool::complete`] through the cache: the same exactly-once
+    /// record and errors; the freed slot stays in this cache.
+    #[inline]
+    pub fn complete(&mut self, wr_id: WrId) -> Result<R, TokenError> {
+        let (index, record) = self.pool.take(wr_id)?;
+        if self.answer_flush() {
+            self.pool.push(index);
+            return Ok(record);
+        }
+        if self.free.is_full() {
+            self.flush_oldest(Self::BATCH);
+        }
+        // Cannot fail: not full after the flush.
+        let _ = self.free.push(index);
+        Ok(record)
+    }
+
+    /// Returns every cached token to the pool.
+    pub fn flush(&mut self) {
+        while self.free.len() >= Self::BATCH {
+            self.flush_oldest(Self::BATCH);
+        }
+        while let Some(i) = self.free.pop() {
+            self.pool.push(i);
+        }
+    }
+
+    /// If the pool asked caches to return their tokens since we last
+    /// looked, does so (and says so).
+    #[inline(always)]
+    fn answer_flush(&mut self) -> bool {
+        let e = self.pool.flush_epoch.load(Ordering::Relaxed);
+        if e == self.seen_flush {
+            return false;
+        }
+        self.seen_flush = e;
+        self.flush();
+        true
+    }
+
+    /// Returns the `n` oldest (coldest) cached tokens as one batch.
+    #[inline(never)]
+    fn flush_oldest(&mut self, n: usize) {
+        let n = n.min(self.free.len());
+        if n == 0 {
+            return;
+        }
+        let batch = &self.free[..n];
+        self.pool.link(batch);
+        self.pool.push_batch(batch[0], n as u32);
+        let len = self.free.len();
+        self.free.copy_within(n..len, 0);
+        self.free.truncate(len - n);
+    }
+
+    /// An empty cache takes a batch from the depot (keeping all of it), or
+    /// else up to a batch of single free slots; returns one of them.
+    #[inline(never)]
+    fn refill(&mut self) -> Result<u32, TokenError> {
+        if let Some((first, len)) = self.pool.pop_batch() {
+            let keep = (len as usize).min(Self::BATCH * 2);
+            let mut at = first;
+            let mut taken = 0;
+            while taken < keep {
+                let Some(slot) = self.pool.slots.get(at as usize) else {
+                    break;
+                };
+                let next = slot.next.load(Ordering::Relaxed);
+                let _ = self.free.push(at);
+                taken += 1;
+                at = next;
+            }
+            if taken < len as usize && at != NIL {
+                self.pool.push_batch(at, len - taken as u32);
+            }
+            if let Some(i) = self.free.pop() {
+                return Ok(i);
+            }
+        }
+        let first = self.pool.pop()?;
+        while self.free.len() + 1 < Self::BATCH {
+            match self.pool.pop_single() {
+                Ok(i) => {
+                    let _ = self.free.push(i);
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(first)
+    }
+}
+
+impl<R: Copy, const N: usize> Drop for TokenCache<'_, R, N> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -311,6 +667,7 @@ fn classify_miss(current: u32, wr_id_seq: u32) -> TokenError {
 #[cfg(all(test, not(railyard_loom)))]
 mod tests {
     use super::*;
+    use alloc::vec;
 
     fn rec(bytes: u32) -> TokenRecord {
         TokenRecord {
@@ -402,6 +759,104 @@ mod tests {
         pool.complete(a).unwrap();
         let b = pool.claim(rec(1)).unwrap();
         assert_eq!(a as u32, b as u32);
+    }
+
+    #[test]
+    fn cache_round_trip_has_the_pools_ids_and_errors() {
+        let pool: TokenPool = TokenPool::new(4).unwrap();
+        let mut c = pool.cache::<4>();
+        let a = c.claim(rec(1)).unwrap();
+        assert_eq!(c.complete(a), Ok(rec(1)));
+        assert_eq!(c.complete(a), Err(TokenError::Duplicate));
+        assert_eq!(pool.complete(a), Err(TokenError::Duplicate));
+        assert_eq!(c.complete(5), Err(TokenError::OutOfRange));
+        assert_eq!(c.complete(a + (1 << 32)), Err(TokenError::Forged));
+        let b = c.claim(rec(2)).unwrap();
+        assert_eq!(a as u32, b as u32, "the hottest slot is reused");
+        assert_eq!(c.complete(a), Err(TokenError::Stale));
+        // A cache-claimed token completes through the pool too, and back.
+        assert_eq!(pool.complete(b), Ok(rec(2)));
+        let d = pool.claim(rec(3)).unwrap();
+        assert_eq!(c.complete(d), Ok(rec(3)));
+    }
+
+    #[test]
+    fn completions_on_another_cache_come_back_in_batches() {
+        // Dedicated-poller shape: the poster claims, the poller completes.
+        let pool: TokenPool = TokenPool::new(16).unwrap();
+        let mut poster = pool.cache::<4>();
+        let mut poller = pool.cache::<4>();
+        for round in 0..50u32 {
+            let ids: Vec<_> = (0..6)
+                .map(|i| poster.claim(rec(round * 10 + i)).unwrap())
+                .collect();
+            for (i, id) in ids.iter().enumerate() {
+                assert_eq!(poller.complete(*id), Ok(rec(round * 10 + i as u32)));
+            }
+            assert!(poller.cached() <= 4, "bounded: {}", poller.cached());
+            assert!(poster.cached() <= 4);
+            assert_eq!(pool.in_use(), 0);
+        }
+        drop(poster);
+        drop(poller);
+        let all: Vec<_> = (0..16).map(|i| pool.claim(rec(i)).unwrap()).collect();
+        let mut idx: Vec<u32> = all.iter().map(|&w| w as u32).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        assert_eq!(idx.len(), 16, "every slot exactly once");
+        assert_eq!(pool.claim(rec(0)), Err(TokenError::Exhausted));
+    }
+
+    #[test]
+    fn a_cache_never_hides_tokens_for_long() {
+        let pool: TokenPool = TokenPool::new(8).unwrap();
+        let mut a = pool.cache::<4>();
+        let x = a.claim(rec(1)).unwrap();
+        a.complete(x).unwrap();
+        let z = a.claim(rec(1)).unwrap();
+        let hidden = a.cached();
+        assert!((1..=4).contains(&hidden), "{hidden}");
+        let mut b = pool.cache::<4>();
+        let mut got = vec![];
+        while let Ok(w) = b.claim(rec(2)) {
+            got.push(w);
+        }
+        assert_eq!(
+            got.len(),
+            8 - 1 - hidden,
+            "everything not live or cached elsewhere"
+        );
+        // That Exhausted asked every cache to give its tokens back: `a`
+        // does at its next call, and `b` then finds them.
+        a.complete(z).unwrap();
+        assert_eq!(a.cached(), 0);
+        while let Ok(w) = b.claim(rec(2)) {
+            got.push(w);
+        }
+        assert_eq!(got.len(), 8);
+        for w in got {
+            b.complete(w).unwrap();
+        }
+    }
+
+    #[test]
+    fn the_plain_pool_claims_from_the_depot() {
+        let pool: TokenPool = TokenPool::new(4).unwrap();
+        let ids: Vec<_> = (0..4).map(|i| pool.claim(rec(i)).unwrap()).collect();
+        let mut c = pool.cache::<4>();
+        for id in &ids {
+            c.complete(*id).unwrap();
+        }
+        // Full at 4: the next completion would flush; flush explicitly.
+        c.flush();
+        assert_eq!(c.cached(), 0);
+        // All four are in the depot as batches, none on the single list.
+        let again: Vec<_> = (0..4).map(|i| pool.claim(rec(i)).unwrap()).collect();
+        assert_eq!(pool.claim(rec(9)), Err(TokenError::Exhausted));
+        for id in again {
+            pool.complete(id).unwrap();
+        }
+        assert_eq!(pool.in_use(), 0);
     }
 
     #[test]

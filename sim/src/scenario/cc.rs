@@ -17,7 +17,7 @@ use crate::report::Table;
 use crate::report::{percentile, us};
 use crate::stack::HealthChange;
 use crate::stack::StackConfig;
-use railyard_core::cc::{health::arrow_exists, CcConfig, Health, Mode};
+use railyard_core::cc::{health::arrow_exists, CcConfig, Health, Mode, TargetMode};
 use railyard_core::time::NS_PER_MS;
 
 fn bulk_stream(transfer: u64, slice: u32, outstanding: u32) -> Stream {
@@ -179,6 +179,36 @@ pub fn bulk_config(o: &Opts, cc: CcConfig) -> SimConfig {
         ..SimConfig::default()
     }
 }
+
+/// Healthy bulk on a path that is slower and farther than the default
+/// fabric (25 Gb/s NICs and ports, 50 µs per link: a 200 µs round trip),
+/// 64 KiB slices, up to 8 MiB in flight. Nothing is congested, but every
+/// slice takes longer than RFC 4162's absolute 200 µs target to drain. The
+/// run lasts 250 ms (never less than 100 ms) so that the steady state after
+/// [`SLOW_PATH_WARMUP_MS`] can be told from the controller's first descent.
+pub fn slow_path_config(o: &Opts, cc: CcConfig) -> SimConfig {
+    SimConfig {
+        seed: o.seed,
+        net: NetConfig {
+            line_rate: 3_125_000_000,
+            prop_ns: 50_000,
+            ..NetConfig::default()
+        },
+        senders: 1,
+        receivers: vec![fast_receiver()],
+        streams: vec![bulk_stream(4 << 20, 64 << 10, 2)],
+        stack: StackConfig {
+            window_ops: 128,
+            cc,
+            ..StackConfig::default()
+        },
+        duration_ns: o.duration_ms.unwrap_or(250).max(100) * NS_PER_MS,
+        ..SimConfig::default()
+    }
+}
+
+/// Where the slow-path part's steady state starts.
+pub const SLOW_PATH_WARMUP_MS: u64 = 50;
 
 fn series<'a>(r: &'a RunResult, name: &str) -> &'a [(u64, f64)] {
     &r.series
@@ -375,6 +405,73 @@ pub fn run(o: &Opts) -> Outcome {
     );
     out.tables.push(t);
 
+    // 2b. A slower, farther path: the target judged against the path.
+    let mut t = Table::new(
+        "cc: healthy bulk on a slower, farther path (25 Gb/s, 50 us links), 64 KiB slices",
+        &[
+            "Arm",
+            "Throughput",
+            &format!("Steady ({SLOW_PATH_WARMUP_MS} ms+)"),
+            "Steady delta vs off",
+            "Window at end",
+            "Base drain",
+        ],
+    );
+    let fixed = CcConfig {
+        target_mode: TargetMode::Fixed,
+        ..cc_config(Mode::Enforce)
+    };
+    let slow_arms = [
+        ("off", arms[0]),
+        ("enforce, fixed 200 us target", fixed),
+        ("enforce (adaptive target, default)", arms[1]),
+    ];
+    let mut slow = vec![];
+    for (arm, cc) in slow_arms {
+        let cfg = slow_path_config(o, cc);
+        let r = Sim::new(cfg.clone()).expect("valid").run();
+        out.run_invariants(&format!("slow path {arm}"), &r);
+        transitions_ok(&mut out, &format!("slow path {arm}"), &r);
+        let g = gbps(&r, &cfg);
+        let steady = phase_gbps(&r, SLOW_PATH_WARMUP_MS, cfg.duration_ns / NS_PER_MS);
+        slow.push(steady);
+        let window = series(&r, "cc window, sender 0 route 0")
+            .last()
+            .map_or(0.0, |p| p.1);
+        let base = r.stack.get("sender0_route0_base_drain_us");
+        t.row(vec![
+            arm.into(),
+            format!("{g:.3} GB/s"),
+            format!("{steady:.3} GB/s"),
+            format!("{:+.2}%", crate::report::delta_pct(slow[0], steady)),
+            format!("{window:.2} MiB"),
+            if base > 0.0 {
+                format!("{base:.0} us")
+            } else {
+                "-".into()
+            },
+        ]);
+        out.row(SlowPathRow {
+            part: "slow-path-bulk",
+            arm,
+            seed: o.seed,
+            throughput_gbytes_per_s: g,
+            steady_gbytes_per_s: steady,
+            window_end_mib: window,
+            base_drain_us: base,
+            events: r.counters.events,
+        });
+    }
+    out.check(
+        "slow path: enforce (adaptive target) within 3% of off in steady state",
+        slow[2] >= slow[0] * 0.97,
+        format!(
+            "off {:.3}, fixed target {:.3}, adaptive {:.3} GB/s",
+            slow[0], slow[1], slow[2]
+        ),
+    );
+    out.tables.push(t);
+
     // 3. Route failure and its timeline.
     let mut t = Table::new(
         "cc: route failure (NIC0 route blackholed 10..40 ms, 2 NICs, cooldown 5 ms)",
@@ -557,8 +654,9 @@ pub fn run(o: &Opts) -> Outcome {
     out.tables.push(t);
     out.figure = figure(o, &incast_runs, &route_runs, route_states, &multi_runs);
     out.summary = format!(
-        "bulk enforce {:+.2}% vs off; incast mean queue {:.1} -> {:.1} MiB",
+        "bulk enforce {:+.2}% vs off (slow path {:+.2}%); incast mean queue {:.1} -> {:.1} MiB",
         crate::report::delta_pct(bulk[0], bulk[1]),
+        crate::report::delta_pct(slow[0], slow[2]),
         inc[0].1,
         inc[1].1
     );
@@ -589,6 +687,19 @@ struct BulkRow {
     arm: &'static str,
     seed: u64,
     throughput_gbytes_per_s: f64,
+    events: u64,
+}
+
+/// JSON row: healthy bulk on the slower, farther path, one arm.
+#[derive(Serialize)]
+struct SlowPathRow {
+    part: &'static str,
+    arm: &'static str,
+    seed: u64,
+    throughput_gbytes_per_s: f64,
+    steady_gbytes_per_s: f64,
+    window_end_mib: f64,
+    base_drain_us: f64,
     events: u64,
 }
 

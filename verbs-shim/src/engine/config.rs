@@ -511,6 +511,7 @@ impl EngineConfig {
 fn cc_error(e: CcError, var: &impl Fn(&str) -> Option<String>) -> ConfigError {
     let (p, expected) = match e {
         CcError::InvalidMode => (Param::Mode, "off, observe or enforce"),
+        CcError::InvalidTargetMode => (Param::TargetMode, "adaptive or fixed"),
         CcError::NotANumber(p) => (p, "a decimal integer"),
         CcError::Zero(p) => (p, "a positive integer"),
         CcError::TooLarge(p) => (p, "a smaller integer (see railyard_core::cc::config)"),
