@@ -3,7 +3,9 @@
 #
 # 1. scripts/rxe-vm --setup: packages + cached kernel/initramfs (cold: ~20 s).
 # 2. Builds railyard-verbs' test binaries on the host (cargo test --no-run),
-#    and the C ABI's engine example (examples/c/engine.c, ry_engine_c).
+#    the C ABI's engine example (examples/c/engine.c, ry_engine_c) and the
+#    C++ transport loop on the composed hot path (examples/verbs,
+#    ry_hotpath_cpp).
 # 3. Boots one qemu guest with rxe0 and, inside it, runs every test binary with
 #    RAILYARD_REQUIRE_RDMA=1 (a missing device fails instead of skipping; the
 #    engine tests, rxe_engine, run twice: MC_RDMA_DEDICATED_POLLER=0 and =1, both
@@ -65,6 +67,14 @@ c_engine="$tdir/debug/ry_engine_c"
   examples/c/engine.c "$tdir/debug/librailyard_ffi.a" -lpthread -ldl -lm -libverbs -lrdmacm -o "$c_engine" \
   || { echo "rxe: FAIL: building the C engine example" >&2; exit 1; }
 bins+=("$c_engine")
+# The C++ transport loop over libibverbs on the composed hot path
+# (examples/verbs/hotpath_loopback.cpp, issue #13): RC loopback with an
+# injected wrong-rkey fault; it must print its pass line in the guest.
+cpp_hotpath="$tdir/debug/ry_hotpath_cpp"
+"${CXX:-c++}" -std=c++17 -Wall -Wextra -Werror -pedantic -I ffi/include \
+  examples/verbs/hotpath_loopback.cpp "$tdir/debug/librailyard_ffi.a" -libverbs -lrdmacm -lpthread -ldl -lm -o "$cpp_hotpath" \
+  || { echo "rxe: FAIL: building the C++ hot-path example" >&2; exit 1; }
+bins+=("$cpp_hotpath")
 # railyard bench (the CLI with real verbs): a server and a client on rxe0 in
 # the guest, the client's --json checked below.
 timeout 900 cargo build -p railyard-cli --features verbs >&2 || { echo "rxe: FAIL: building railyard-cli --features verbs" >&2; exit 1; }
@@ -224,6 +234,7 @@ for model in Shared DedicatedPoller; do
   grep -q "RAN engine_.*($model," "$log" || { echo "rxe: FAIL: engine tests did not run in the $model worker model" >&2; fail=1; }
 done
 grep -q 'ry_engine_c: all checks passed' "$log" || { echo "rxe: FAIL: the C engine example (ry_engine_c) did not pass" >&2; fail=1; }
+grep -q 'ry_hotpath_cpp: all checks passed' "$log" || { echo "rxe: FAIL: the C++ hot-path example (ry_hotpath_cpp) did not pass" >&2; fail=1; }
 grep -q 'rxe-guest: railyard bench: OK' "$log" || { echo "rxe: FAIL: railyard bench (server + client) did not pass" >&2; fail=1; }
 for model in Shared DedicatedPoller; do
   grep -q "FAULT s7_retire_races_posts model=$model " "$log" || { echo "rxe: FAIL: fault matrix did not run in the $model worker model" >&2; fail=1; }

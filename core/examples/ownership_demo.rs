@@ -4,7 +4,8 @@
 //!
 //! Run: `cargo run -p railyard-core --example ownership_demo`
 
-use railyard_core::completion::{Owner, PostRequest, WcOutcome};
+use railyard_core::classify::wc;
+use railyard_core::completion::{Owner, PostRequest};
 use railyard_core::endpoint::{EndpointConfig, EndpointTable, RetireReason};
 use railyard_core::slice::SliceTable;
 use railyard_core::token::TokenPool;
@@ -23,7 +24,8 @@ fn main() {
     println!("----------------------------------+------------------------------------------");
     let wr1 = owner
         .post(PostRequest::new(s1, nic_a, 0, 65536, 0))
-        .expect("post");
+        .expect("post")
+        .wr_id;
     println!(
         "post slice 0 attempt {} on A       | wr_id {wr1:#018x}",
         s1.attempt
@@ -35,18 +37,19 @@ fn main() {
         .expect("attempt");
     let wr2 = owner
         .post(PostRequest::new(s2, nic_b, 0, 65536, 10))
-        .expect("post");
+        .expect("post")
+        .wr_id;
     println!(
         "timeout: retry as attempt {} on B  | wr_id {wr2:#018x}",
         s2.attempt
     );
-    let late = owner.complete(wr1, WcOutcome::Success).expect("complete");
+    let late = owner.complete(wr1, wc::SUCCESS, 0, 0).expect("complete");
     println!("old attempt's WC arrives (success) | {:?}", late.slice);
     println!(
         "same wr_id again                   | {:?}",
-        owner.complete(wr1, WcOutcome::Success).unwrap_err()
+        owner.complete(wr1, wc::SUCCESS, 0, 0).unwrap_err()
     );
-    let done = owner.complete(wr2, WcOutcome::Success).expect("complete");
+    let done = owner.complete(wr2, wc::SUCCESS, 0, 0).expect("complete");
     println!("current attempt's WC arrives       | {:?}", done.slice);
     eps.retire(nic_a, RetireReason::CqError, 20)
         .expect("retire");

@@ -12,6 +12,32 @@
 //! The numeric values are those of `enum ibv_wc_status` and
 //! `enum ibv_event_type` in `<infiniband/verbs.h>`; see [`wc`] and [`event`].
 //!
+//! ## What a completion does to its slice: [`wc_outcome`]
+//!
+//! This is the **only** mapping from a work completion to what completion
+//! ownership (RFC 3136) does with the slice, and every integrator gets it
+//! through [`completion::Owner::complete`](crate::completion::Owner::complete)
+//! (the engine, the simulator, the C ABI). It is derived row by row from
+//! the "Current-object handling" column of RFC 4162's WC table, read as
+//! what happens to the *operation* (the slice attempt) on that object:
+//!
+//! | WC status | class / scope | current-object handling (RFC 4162) | slice ([`WcOutcome`]) |
+//! |---|---|---|---|
+//! | `SUCCESS` | Success / operation | complete normally, release the permit | `Success`: settle succeeded |
+//! | `RNR_RETRY_EXC_ERR` | ReceiverPressure / QP | reconnect or rebuild the current QP | `Retryable`: a new attempt on the rebuilt QP |
+//! | `RETRY_EXC_ERR`, `RESP_TIMEOUT_ERR` | RouteTimeout / QP | the QP is no longer safe to reuse: rebuild it | `Retryable` |
+//! | `LOC_LEN_ERR`, `LOC_PROT_ERR`, `MW_BIND_ERR`, `LOC_ACCESS_ERR` | LocalConfiguration / operation | **fail the operation**, fix length / MR / PD / access / binding | `Fatal`: settle failed (the same WR fails again) |
+//! | `LOC_QP_OP_ERR`, `LOC_EEC_OP_ERR`, `LOC_RDD_VIOL_ERR`, `INV_EECN_ERR`, `INV_EEC_STATE_ERR` | LocalConfiguration / QP | stop reusing and rebuild the incorrect local *object* | `Retryable`: the object was wrong, not the operation; the attempt goes again on the rebuilt object |
+//! | `BAD_RESP_ERR`, `REM_INV_REQ_ERR`, `REM_ACCESS_ERR`, `REM_OP_ERR`, `REM_INV_RD_REQ_ERR`, `REM_ABORT_ERR` | RemoteMetadata / operation | refresh address, rkey, permissions, endpoint generation, *then the existing retry path runs* | `Retryable` |
+//! | `WR_FLUSH_ERR` | DerivedFlush / QP | teardown cleanup, release the permit once; inherits the root cause | `Retryable`: the flushed WR never executed |
+//! | `FATAL_ERR`, `GENERAL_ERR`, `TM_ERR`, `TM_RNDV_INCOMPLETE` | Fatal / QP | immediately stop reusing the *object*, keep `vendor_err` | `Retryable`: on a new object, within the slice's budget (RFC 3136: retry behaviour across failover is preserved) |
+//! | unknown status | Fatal / QP | **fail closed**, stop reusing the object, keep the raw status | `Fatal`: settle failed |
+//!
+//! `Retryable` always means *within the slice's retry budget*: the slice
+//! table turns an exhausted budget into a failure, exactly once. A
+//! completion of a stale attempt never reaches the slice at all (it only
+//! releases what its token owned); the outcome then only decides nothing.
+//!
 //! ```
 //! use railyard_core::classify::{classify_wc, wc, Effect, FailureClass, FailureScope};
 //!
@@ -313,6 +339,45 @@ impl WcClassification {
     pub const fn reason(&self) -> Option<Reason> {
         class_reason(self.class)
     }
+}
+
+/// What completion ownership does with the slice whose attempt completed:
+/// the one WC → slice mapping (see the module docs' table).
+///
+/// ```
+/// use railyard_core::classify::{classify_wc, wc, wc_outcome, WcOutcome};
+///
+/// assert_eq!(wc_outcome(&classify_wc(wc::SUCCESS, 0)), WcOutcome::Success);
+/// assert_eq!(wc_outcome(&classify_wc(wc::RETRY_EXC_ERR, 0)), WcOutcome::Retryable);
+/// assert_eq!(wc_outcome(&classify_wc(wc::LOC_LEN_ERR, 0)), WcOutcome::Fatal);
+/// assert_eq!(wc_outcome(&classify_wc(wc::FATAL_ERR, 0)), WcOutcome::Retryable);
+/// assert_eq!(wc_outcome(&classify_wc(9999, 0)), WcOutcome::Fatal); // fail closed
+/// ```
+#[inline]
+pub const fn wc_outcome(c: &WcClassification) -> WcOutcome {
+    if !c.known {
+        // Unknown status: fail closed.
+        return WcOutcome::Fatal;
+    }
+    match c.handling {
+        ObjectHandling::CompleteNormally => WcOutcome::Success,
+        ObjectHandling::FailOperation => WcOutcome::Fatal,
+        // The object is rebuilt / refreshed / torn down; the operation goes
+        // again on its replacement.
+        _ => WcOutcome::Retryable,
+    }
+}
+
+/// How a work completion ends for the slice attempt it completed, reduced
+/// to what completion ownership needs. Produced only by [`wc_outcome`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WcOutcome {
+    /// `IBV_WC_SUCCESS`: settle the slice succeeded.
+    Success,
+    /// Retry the slice on a new attempt, within its retry budget.
+    Retryable,
+    /// Settle the slice failed.
+    Fatal,
 }
 
 /// Classifies a work completion. Total over `u32`; `vendor_err` is evidence

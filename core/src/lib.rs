@@ -13,7 +13,7 @@
 //! | [`token`] | 3136 | wr_id names one posted *attempt* from a fixed pool |
 //! | [`slice`](mod@slice) | 3136 | slice attempt identity; exactly one terminal state |
 //! | [`endpoint`] | 3136 | endpoint generations and the one retire API |
-//! | `completion` | 3136 | the ownership protocol composed (needs `alloc`) |
+//! | `completion` | all four | **the one composed hot path**: token + slice + endpoint + CC permit + rail charge + credit, admitted in one fixed order and released once; the one WC → slice mapping applied (needs `alloc`) |
 //! | [`cc`] | 4162 | byte-window AIMD admission and path health |
 //! | [`classify`] | 4162 | WC status / async event / signal classification |
 //! | [`evidence`] | 4162 | per-task anomaly evidence |

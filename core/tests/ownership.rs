@@ -16,7 +16,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use railyard_core::completion::{Owner, PostError, PostRequest, SliceEffect, WcOutcome};
+use railyard_core::classify::wc;
+use railyard_core::completion::{Owner, PostRequest, Refusal, SliceEffect};
 use railyard_core::endpoint::{
     EndpointConfig, EndpointError, EndpointHandle, EndpointTable, Phase, ReclaimEvent, RetireReason,
 };
@@ -28,7 +29,7 @@ use railyard_core::token::{TokenPool, WrId};
 /// refuses to go negative.
 #[derive(Default)]
 struct FakeCq {
-    queue: VecDeque<(WrId, WcOutcome)>,
+    queue: VecDeque<(WrId, u32)>,
     /// wr_id -> still expected to complete on this CQ.
     posted: HashMap<WrId, bool>,
     underflows: u32,
@@ -45,17 +46,17 @@ impl FakeCq {
             "wr_id reused while live"
         );
     }
-    /// Script: `wr` completes with `outcome` next.
-    fn script(&mut self, wr: WrId, outcome: WcOutcome) {
-        self.queue.push_back((wr, outcome));
+    /// Script: `wr` completes with WC status `status` next.
+    fn script(&mut self, wr: WrId, status: u32) {
+        self.queue.push_back((wr, status));
     }
     /// Script: the QP went to ERR; every live wr flushes (retryable).
     fn flush_all(&mut self, wrs: &[WrId]) {
         for &w in wrs {
-            self.script(w, WcOutcome::Retryable);
+            self.script(w, wc::WR_FLUSH_ERR);
         }
     }
-    fn poll(&mut self) -> Option<(WrId, WcOutcome)> {
+    fn poll(&mut self) -> Option<(WrId, u32)> {
         let (wr, o) = self.queue.pop_front()?;
         match self.posted.get_mut(&wr) {
             Some(live @ true) => *live = false,
@@ -103,8 +104,11 @@ impl World {
         Owner::new(&self.tokens, &self.slices, &self.eps).with_max_retries(3)
     }
 
-    fn post(&mut self, s: SliceRef, ep: EndpointHandle, qp: u16) -> Result<WrId, PostError> {
-        let wr = self.owner().post(PostRequest::new(s, ep, qp, 4096, 0))?;
+    fn post(&mut self, s: SliceRef, ep: EndpointHandle, qp: u16) -> Result<WrId, Refusal> {
+        let wr = self
+            .owner()
+            .post(PostRequest::new(s, ep, qp, 4096, 0))?
+            .wr_id;
         self.cq.accept(wr);
         Ok(wr)
     }
@@ -115,9 +119,9 @@ impl World {
         let before = self.slices.status(0).ok();
         let done = self
             .owner()
-            .complete(wr, outcome)
+            .complete(wr, outcome, 0, 0)
             .expect("each wr completes once");
-        assert_ne!(done.endpoint, Err(EndpointError::Underflow));
+        assert_ne!(done.released.endpoint, Err(EndpointError::Underflow));
         let idx = done.record.slice.index;
         match done.slice {
             SliceEffect::Settled(st) => self.terminal.entry(idx).or_default().push(st),
@@ -187,7 +191,7 @@ fn post_then_retry_then_old_completion_arrives() {
     let new = w.post(a2, ep2, 0).unwrap();
     let ep2_before = w.eps.state(ep2).unwrap();
     // The old completion arrives (as success!) and may only release.
-    w.cq.script(old, WcOutcome::Success);
+    w.cq.script(old, wc::SUCCESS);
     assert_eq!(w.poll(), Some(SliceEffect::StaleReleaseOnly));
     assert_eq!(
         w.eps.state(ep2).unwrap(),
@@ -196,8 +200,8 @@ fn post_then_retry_then_old_completion_arrives() {
     );
     assert_eq!(w.slices.status(0).unwrap().state, SliceState::Pending);
     // A stale post is refused too.
-    assert!(matches!(w.post(a1, ep1, 0), Err(PostError::Slice(_))));
-    w.cq.script(new, WcOutcome::Success);
+    assert!(matches!(w.post(a1, ep1, 0), Err(Refusal::Slice(_))));
+    w.cq.script(new, wc::SUCCESS);
     assert_eq!(w.poll(), Some(SliceEffect::Settled(SliceState::Succeeded)));
     w.check(2);
 }
@@ -210,7 +214,12 @@ fn partial_post_with_bad_wr_chain_releases_only_unposted() {
     // Build a chain of 4 WRs: tokens claimed and admitted for all.
     let chain: Vec<WrId> = refs
         .iter()
-        .map(|&s| w.owner().post(PostRequest::new(s, ep, 1, 4096, 0)).unwrap())
+        .map(|&s| {
+            w.owner()
+                .post(PostRequest::new(s, ep, 1, 4096, 0))
+                .unwrap()
+                .wr_id
+        })
         .collect();
     assert_eq!(w.eps.qp_depth(ep, 1), Ok(4));
     // ibv_post_send returned bad_wr = chain[2]: 0 and 1 reached the NIC.
@@ -219,7 +228,7 @@ fn partial_post_with_bad_wr_chain_releases_only_unposted() {
         w.cq.accept(wr);
     }
     for &wr in &chain[bad..] {
-        let rec = w.owner().unposted(wr).unwrap();
+        let rec = w.owner().unposted(wr, 0).map(|(r, _)| r).unwrap();
         assert!(
             w.slices.is_current(rec.slice),
             "unposted slice stays current"
@@ -232,14 +241,14 @@ fn partial_post_with_bad_wr_chain_releases_only_unposted() {
         "only the unposted depth returned"
     );
     // Unposted ids are dead now.
-    assert!(w.owner().complete(chain[2], WcOutcome::Success).is_err());
+    assert!(w.owner().complete(chain[2], wc::SUCCESS, 0, 0).is_err());
     // Posted ones complete; unposted slices are re-posted with the same attempt.
-    w.cq.script(chain[0], WcOutcome::Success);
-    w.cq.script(chain[1], WcOutcome::Success);
+    w.cq.script(chain[0], wc::SUCCESS);
+    w.cq.script(chain[1], wc::SUCCESS);
     w.drain();
     for &s in &refs[bad..] {
         let wr = w.post(s, ep, 1).unwrap();
-        w.cq.script(wr, WcOutcome::Success);
+        w.cq.script(wr, wc::SUCCESS);
     }
     w.drain();
     for i in 0..4 {
@@ -259,19 +268,22 @@ fn completion_error_retires_endpoint_while_another_worker_posts() {
     let sb = w.slices.open(1).unwrap();
     let wa = w.post(sa, ep, 0).unwrap();
     let wb = w.post(sb, ep, 1).unwrap();
-    w.cq.script(wa, WcOutcome::Retryable);
+    w.cq.script(wa, wc::WR_FLUSH_ERR);
     let SliceEffect::Retry(sa2) = w.poll().unwrap() else {
         panic!("retry expected")
     };
     w.eps.retire(ep, RetireReason::CqError, 0).unwrap();
-    assert_eq!(
+    assert!(matches!(
         w.post(sa2, ep, 0),
-        Err(PostError::Endpoint(EndpointError::Retired))
-    );
+        Err(Refusal::Endpoint {
+            error: EndpointError::Retired,
+            ..
+        })
+    ));
     assert!(w.reclaim(1).is_empty(), "B's post still outstanding");
     let wa2 = w.post(sa2, spare, 0).unwrap();
-    w.cq.script(wb, WcOutcome::Success);
-    w.cq.script(wa2, WcOutcome::Success);
+    w.cq.script(wb, wc::SUCCESS);
+    w.cq.script(wa2, wc::SUCCESS);
     w.drain();
     assert!(matches!(w.reclaim(2)[..], [ReclaimEvent::Reclaimed { .. }]));
     w.check(1);
@@ -300,13 +312,17 @@ fn retire_while_another_thread_posts_threaded() {
             loop {
                 let r = slices.open(0).unwrap();
                 match owner.post(PostRequest::new(r, ep, 0, 64, 0)) {
-                    Ok(wr) => {
+                    Ok(posted) => {
+                        let wr = posted.wr_id;
                         if retired.load(Ordering::SeqCst) {
                             posted_after_retire_seen.fetch_add(1, Ordering::SeqCst);
                         }
                         inflight.push_back(wr);
                     }
-                    Err(PostError::Endpoint(EndpointError::Retired)) => {
+                    Err(Refusal::Endpoint {
+                        error: EndpointError::Retired,
+                        ..
+                    }) => {
                         slices
                             .settle(r, railyard_core::slice::Outcome::Canceled)
                             .unwrap();
@@ -315,7 +331,7 @@ fn retire_while_another_thread_posts_threaded() {
                     Err(e) => panic!("unexpected {e}"),
                 }
                 while let Some(wr) = inflight.pop_front() {
-                    let d = owner.complete(wr, WcOutcome::Success).unwrap();
+                    let d = owner.complete(wr, wc::SUCCESS, 0, 0).unwrap();
                     assert_eq!(d.slice, SliceEffect::Settled(SliceState::Succeeded));
                     completed.fetch_add(1, Ordering::SeqCst);
                 }
@@ -362,7 +378,7 @@ fn async_qp_fatal_races_completion_both_orders() {
         };
         let mut next = None;
         if completion_first {
-            w.cq.script(wr, WcOutcome::Success);
+            w.cq.script(wr, wc::SUCCESS);
             assert_eq!(w.poll(), Some(SliceEffect::Settled(SliceState::Succeeded)));
             assert_eq!(fatal(&mut w), None);
         } else {
@@ -373,7 +389,7 @@ fn async_qp_fatal_races_completion_both_orders() {
         }
         if let Some(s2) = next {
             let wr2 = w.post(s2, spare, 0).unwrap();
-            w.cq.script(wr2, WcOutcome::Success);
+            w.cq.script(wr2, wc::SUCCESS);
             w.drain();
         }
         assert_eq!(w.slices.status(0).unwrap().state, SliceState::Succeeded);
@@ -391,9 +407,12 @@ fn async_qp_fatal_races_completion_threaded() {
         let ep = eps.open(()).unwrap();
         let owner = Owner::new(&tokens, &slices, &eps);
         let s1 = slices.open(0).unwrap();
-        let wr = owner.post(PostRequest::new(s1, ep, 0, 64, 0)).unwrap();
+        let wr = owner
+            .post(PostRequest::new(s1, ep, 0, 64, 0))
+            .unwrap()
+            .wr_id;
         let (done, retried) = std::thread::scope(|s| {
-            let poller = s.spawn(|| owner.complete(wr, WcOutcome::Success).unwrap().slice);
+            let poller = s.spawn(|| owner.complete(wr, wc::SUCCESS, 0, 0).unwrap().slice);
             let async_thread = s.spawn(|| {
                 eps.retire(ep, RetireReason::QpFatal, 0).unwrap();
                 slices.retry(s1, 3).ok()
@@ -481,17 +500,17 @@ fn reclaim_abandons_after_bound_and_late_completions_only_release_tokens() {
     let wr2 = w.post(s2, ep2, 0).unwrap();
     let before = (w.eps.state(ep2).unwrap(), w.eps.qp_depth(ep2, 0).unwrap());
     // The late completion of the abandoned generation arrives.
-    w.cq.script(wr, WcOutcome::Success);
+    w.cq.script(wr, wc::SUCCESS);
     let (late, _) = w.cq.poll().unwrap();
-    let done = w.owner().complete(late, WcOutcome::Success).unwrap();
-    assert_eq!(done.endpoint, Err(EndpointError::StaleGeneration));
+    let done = w.owner().complete(late, wc::SUCCESS, 0, 0).unwrap();
+    assert_eq!(done.released.endpoint, Err(EndpointError::StaleGeneration));
     assert_eq!(
         (w.eps.state(ep2).unwrap(), w.eps.qp_depth(ep2, 0).unwrap()),
         before,
         "new generation untouched"
     );
     w.terminal.entry(0).or_default().push(SliceState::Succeeded);
-    w.cq.script(wr2, WcOutcome::Success);
+    w.cq.script(wr2, wc::SUCCESS);
     w.drain();
     w.check(1);
 }
@@ -520,9 +539,9 @@ fn local_nic_handoff_while_old_flushes_drain() {
     let b_before = w.eps.state(nic_b).unwrap();
     // Old flushes interleave with new successes.
     for (i, (_, old)) in olds.iter().enumerate() {
-        w.cq.script(*old, WcOutcome::Retryable);
+        w.cq.script(*old, wc::WR_FLUSH_ERR);
         if i % 2 == 0 {
-            w.cq.script(news[i], WcOutcome::Success);
+            w.cq.script(news[i], wc::SUCCESS);
         }
     }
     let mut stale = 0;
@@ -542,7 +561,7 @@ fn local_nic_handoff_while_old_flushes_drain() {
         "flushes of old attempts spent no retries"
     );
     for i in [1usize, 3] {
-        w.cq.script(news[i], WcOutcome::Success);
+        w.cq.script(news[i], wc::SUCCESS);
     }
     w.drain();
     assert!(matches!(w.reclaim(1)[..], [ReclaimEvent::Reclaimed { .. }]));

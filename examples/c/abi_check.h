@@ -95,6 +95,21 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_WORKER_MODEL, ry_engine_worker_model);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_OP, ry_engine_op);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_TASK_STATE, ry_engine_task_state);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_HOTPATH, ry_hotpath);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_HOTPATH_CONFIG, ry_hotpath_config);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENDPOINT, ry_endpoint);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_SLICE_REF, ry_slice_ref);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_PATH, ry_path);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_CREDIT_USE, ry_credit_use);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_POST_REQUEST, ry_post_request);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_REFUSAL, ry_refusal);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_POST_RESULT, ry_post_result);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_SLICE_EFFECT, ry_slice_effect);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_SLICE_STATE, ry_slice_state);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_COMPLETION, ry_completion);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_RECLAIM_KIND, ry_reclaim_kind);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_RECLAIM_EVENT, ry_reclaim_event);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_HOTPATH_STATS, ry_hotpath_stats);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

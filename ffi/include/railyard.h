@@ -17,10 +17,14 @@
 
 // The ABI version of this header; bumped on any incompatible change.
 // Compare with `ry_abi_version()` at startup.
-#define RY_ABI_VERSION 1
+//
+// 2: `ry_engine_stats` gained `invalid_posts`, the handshake counters and
+// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
+// and -130..-160 were added; the composed hot path (`ry_hotpath_*`).
+#define RY_ABI_VERSION 2
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 66
+#define RY_ABI_TYPE_COUNT 81
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -51,6 +55,12 @@
 // creation); more are handled by the core's eviction rules and counted in
 // `ry_task_detail.dropped`.
 #define RY_TASK_EVIDENCE_CAPACITY 8
+
+// Most candidate paths one post may name.
+#define RY_HOTPATH_MAX_PATHS 64
+
+// Route value meaning "no route" in `ry_hotpath_async_event`.
+#define RY_HOTPATH_NO_ROUTE UINT32_MAX
 
 // Largest number of candidate devices a selector accepts.
 #define RY_RAIL_MAX_DEVICES 64
@@ -155,6 +165,8 @@ enum ry_status
   RY_STATUS_RAIL_PEER_ACCOUNTING = -43,
   // Rail release: the charge / record holds no rail charge.
   RY_STATUS_RAIL_NOT_HELD = -44,
+  // Rail choice: no candidate device is usable.
+  RY_STATUS_RAIL_NO_CANDIDATE = -45,
   // Credit: peer index out of range for the table.
   RY_STATUS_CREDIT_UNKNOWN_PEER = -50,
   // Credit: QoS class out of range for the table.
@@ -290,6 +302,44 @@ enum ry_status
   // queued or posted on it); nothing changed, try again once they
   // finished.
   RY_STATUS_ENGINE_MEMORY_BUSY = -124,
+  // Hot path: the post was refused (backpressure, a full window, a
+  // quarantined path, a refused endpoint, a stale slice attempt);
+  // `ry_post_result.refusal` names the source. Nothing is held.
+  RY_STATUS_POST_REFUSED = -130,
+  // Hot path: the configuration cannot be built (the message says why).
+  RY_STATUS_HOTPATH_CONFIG = -131,
+  // Endpoint: the handle names a reclaimed generation.
+  RY_STATUS_ENDPOINT_STALE_GENERATION = -140,
+  // Endpoint: retired; no new posts.
+  RY_STATUS_ENDPOINT_RETIRED = -141,
+  // Endpoint: already retired (a second retire is harmless).
+  RY_STATUS_ENDPOINT_ALREADY_RETIRED = -142,
+  // Endpoint: slot beyond the table.
+  RY_STATUS_ENDPOINT_OUT_OF_RANGE = -143,
+  // Endpoint: QP index beyond the endpoint's QPs.
+  RY_STATUS_ENDPOINT_BAD_QP = -144,
+  // Endpoint: the QP's send queue is full (backpressure).
+  RY_STATUS_ENDPOINT_QP_FULL = -145,
+  // Endpoint: the outstanding-post counter is at its limit.
+  RY_STATUS_ENDPOINT_SATURATED = -146,
+  // Endpoint: a release with nothing outstanding (refused).
+  RY_STATUS_ENDPOINT_UNDERFLOW = -147,
+  // Endpoint: every slot holds a live or draining endpoint.
+  RY_STATUS_ENDPOINT_TABLE_FULL = -148,
+  // Endpoint: invalid table configuration.
+  RY_STATUS_ENDPOINT_INVALID_CONFIG = -149,
+  // Slice: the attempt is not the current one.
+  RY_STATUS_SLICE_STALE_ATTEMPT = -155,
+  // Slice: the current attempt already reached a terminal state.
+  RY_STATUS_SLICE_ALREADY_TERMINAL = -156,
+  // Slice: the slot is open (pending) and cannot be reopened.
+  RY_STATUS_SLICE_BUSY = -157,
+  // Slice: the slot was never opened.
+  RY_STATUS_SLICE_NOT_OPEN = -158,
+  // Slice: index beyond the table.
+  RY_STATUS_SLICE_OUT_OF_RANGE = -159,
+  // Slice: invalid table capacity.
+  RY_STATUS_SLICE_INVALID_CAPACITY = -160,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -931,6 +981,36 @@ enum ry_abi_type
   RY_ABI_TYPE_ENGINE_OP = 64,
   // `ry_engine_task_state`.
   RY_ABI_TYPE_ENGINE_TASK_STATE = 65,
+  // `ry_hotpath`.
+  RY_ABI_TYPE_HOTPATH = 66,
+  // `ry_hotpath_config`.
+  RY_ABI_TYPE_HOTPATH_CONFIG = 67,
+  // `ry_endpoint`.
+  RY_ABI_TYPE_ENDPOINT = 68,
+  // `ry_slice_ref`.
+  RY_ABI_TYPE_SLICE_REF = 69,
+  // `ry_path`.
+  RY_ABI_TYPE_PATH = 70,
+  // `ry_credit_use`.
+  RY_ABI_TYPE_CREDIT_USE = 71,
+  // `ry_post_request`.
+  RY_ABI_TYPE_POST_REQUEST = 72,
+  // `ry_refusal`.
+  RY_ABI_TYPE_REFUSAL = 73,
+  // `ry_post_result`.
+  RY_ABI_TYPE_POST_RESULT = 74,
+  // `ry_slice_effect`.
+  RY_ABI_TYPE_SLICE_EFFECT = 75,
+  // `ry_slice_state`.
+  RY_ABI_TYPE_SLICE_STATE = 76,
+  // `ry_completion`.
+  RY_ABI_TYPE_COMPLETION = 77,
+  // `ry_reclaim_kind`.
+  RY_ABI_TYPE_RECLAIM_KIND = 78,
+  // `ry_reclaim_event`.
+  RY_ABI_TYPE_RECLAIM_EVENT = 79,
+  // `ry_hotpath_stats`.
+  RY_ABI_TYPE_HOTPATH_STATS = 80,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1080,6 +1160,129 @@ enum ry_engine_worker_model
 typedef enum ry_engine_worker_model ry_engine_worker_model;
 #else
 typedef uint32_t ry_engine_worker_model;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Who refused a post (`RY_REFUSAL_NONE` when it was posted).
+enum ry_refusal
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Posted.
+  RY_REFUSAL_NONE = 0,
+  // The slice attempt is not current (or the slice is terminal).
+  RY_REFUSAL_SLICE = 1,
+  // No candidate path is usable at all.
+  RY_REFUSAL_NO_USABLE_PATH = 2,
+  // The endpoint refused (retired, stale generation, QP full):
+  // `detail_status` is its `RY_STATUS_ENDPOINT_*`.
+  RY_REFUSAL_ENDPOINT = 3,
+  // CC deferred (`BYTE_WINDOW`): `domain`, `window`, `in_flight`.
+  RY_REFUSAL_DEFERRED = 4,
+  // CC avoided a quarantined path (`PATH_QUARANTINED`): `domain`.
+  RY_REFUSAL_AVOIDED = 5,
+  // Receiver credit is short or not open: `exhausted`, `peer`, `class`.
+  RY_REFUSAL_BACKPRESSURE = 6,
+  // No token is free.
+  RY_REFUSAL_TOKEN = 7,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_refusal ry_refusal;
+#else
+typedef uint32_t ry_refusal;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// What a completion did to its slice.
+enum ry_slice_effect
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The slice settled: `slice_state` says how.
+  RY_SLICE_EFFECT_SETTLED = 0,
+  // Retry: re-queue the slice as `next_slice` (a new attempt).
+  RY_SLICE_EFFECT_RETRY = 1,
+  // A stale attempt's completion: it released its own resources only.
+  RY_SLICE_EFFECT_STALE_RELEASE_ONLY = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_slice_effect ry_slice_effect;
+#else
+typedef uint32_t ry_slice_effect;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// A slice's state (`ry_completion.slice_state`).
+enum ry_slice_state
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Never opened, or reset.
+  RY_SLICE_STATE_IDLE = 0,
+  // Open.
+  RY_SLICE_STATE_PENDING = 1,
+  // Succeeded.
+  RY_SLICE_STATE_SUCCEEDED = 2,
+  // Failed.
+  RY_SLICE_STATE_FAILED = 3,
+  // Timed out.
+  RY_SLICE_STATE_TIMED_OUT = 4,
+  // Canceled.
+  RY_SLICE_STATE_CANCELED = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_slice_state ry_slice_state;
+#else
+typedef uint32_t ry_slice_state;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// What `ry_hotpath_poll_reclaim` reports about one endpoint.
+enum ry_reclaim_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // The drain timed out: move the endpoint's QPs to ERR now (the NIC
+  // then flushes its posted work).
+  RY_RECLAIM_KIND_FORCE_FLUSH = 0,
+  // Drained: destroy the QPs; the slot is free.
+  RY_RECLAIM_KIND_RECLAIMED = 1,
+  // Never drained: reclaimed anyway (late completions get stale).
+  RY_RECLAIM_KIND_ABANDONED = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_reclaim_kind ry_reclaim_kind;
+#else
+typedef uint32_t ry_reclaim_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// What a post consumes of receiver credit (RFC 2849).
+enum ry_credit_use
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Not credit-gated (a READ, or credit off).
+  RY_CREDIT_USE_NONE = 0,
+  // A direct WRITE: DATA_BYTES + REQUEST_SLOT + CONSUMER_SLOT.
+  RY_CREDIT_USE_DIRECT_WRITE = 1,
+  // A staged WRITE: the direct charge plus a STAGING_SLOT.
+  RY_CREDIT_USE_STAGED_WRITE = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_credit_use ry_credit_use;
+#else
+typedef uint32_t ry_credit_use;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -1739,6 +1942,205 @@ typedef struct {
   // Nonzero: per-decision trace for TTL calibration.
   uint8_t trace;
 } ry_rail_config;
+
+// How to build a hot path. Fill with `ry_hotpath_config_default`, then
+// edit.
+typedef struct {
+  // The congestion controller (mode off keeps it off).
+  ry_cc_config cc;
+  // The rail selector, used when `rail_enabled` is nonzero.
+  ry_rail_config rail;
+  // The sender credit ledger, used when `credit_enabled` is nonzero.
+  ry_credit_ledger_config credit;
+  // How long a retired endpoint may drain before a forced flush (ns).
+  uint64_t drain_timeout_ns;
+  // Every device's nominal link rate for the rail selector (bytes/s).
+  uint64_t nominal_bps;
+  // Token pool capacity: posted attempts in flight at once.
+  uint32_t tokens;
+  // Slice table capacity (slice indices are `0..slices`).
+  uint32_t slices;
+  // Endpoint table capacity.
+  uint32_t endpoints;
+  // Send-queue depth per QP (posts outstanding per QP at most).
+  uint32_t max_wr_per_qp;
+  // QPs per endpoint.
+  uint16_t qps_per_endpoint;
+  // Retry budget per slice.
+  uint16_t max_retries;
+  // Local devices (device domains, rails).
+  uint16_t devices;
+  // Nonzero: the rail selector chooses among a post's candidate paths.
+  uint8_t rail_enabled;
+  // Nonzero: posts may consume receiver credit (RFC 2849).
+  uint8_t credit_enabled;
+} ry_hotpath_config;
+
+// A hot-path handle. Zero is never valid.
+typedef struct {
+  // Opaque handle bits.
+  uint64_t bits;
+} ry_hotpath;
+
+// An endpoint handle: slot and generation (a reclaimed slot is reused
+// only with a new generation, so an old handle can never act on its
+// replacement).
+typedef struct {
+  // Slot in the endpoint table.
+  uint32_t slot;
+  // Generation of the slot.
+  uint32_t generation;
+} ry_endpoint;
+
+// One reclaim event.
+typedef struct {
+  // The endpoint's cookie.
+  uint64_t cookie;
+  // The endpoint.
+  ry_endpoint endpoint;
+  // `ry_reclaim_kind`.
+  uint32_t kind;
+  // Posts still outstanding (for ForceFlush / Abandoned).
+  uint32_t outstanding;
+} ry_reclaim_event;
+
+// A reclaim callback: called once per event, on the calling thread.
+typedef void (*ry_reclaim_fn)(void *user, const ry_reclaim_event *ev);
+
+// A slice and the attempt the caller believes current.
+typedef struct {
+  // Slice index (`0..slices`).
+  uint32_t index;
+  // Attempt id.
+  uint32_t attempt;
+} ry_slice_ref;
+
+// One resolved RDMA path: device (rail), route domain, endpoint, QP.
+typedef struct {
+  // The endpoint carrying the path.
+  ry_endpoint endpoint;
+  // Route domain (local device × remote NIC).
+  uint32_t route;
+  // Local device (rail).
+  uint16_t device;
+  // QP index within the endpoint.
+  uint16_t qp;
+} ry_path;
+
+// One post: the slice attempt, its bytes, its peer and the candidate
+// paths (one = the caller resolved it; several = the rail layer chooses,
+// never a quarantined one while another is usable).
+typedef struct {
+  // The caller's clock (ns).
+  uint64_t now_ns;
+  // `n_paths` candidate paths (1..=`RY_HOTPATH_MAX_PATHS`).
+  const ry_path *paths;
+  // Number of candidates.
+  size_t n_paths;
+  // The slice attempt.
+  ry_slice_ref slice;
+  // Bytes in this work request (nonzero).
+  uint32_t bytes;
+  // Remote peer (segment id), meaningful if `has_peer`.
+  uint32_t peer;
+  // Credit QoS class, with `credit_use` other than NONE.
+  uint32_t credit_class;
+  // `ry_credit_use`.
+  uint32_t credit_use;
+  // Nonzero if `peer` is known (peer 0 is a real peer).
+  uint8_t has_peer;
+  // Reserved, zero.
+  uint8_t reserved[7];
+} ry_post_request;
+
+// The result of `ry_hotpath_post`.
+typedef struct {
+  // The work-request id to post with (when posted).
+  uint64_t wr_id;
+  // `ry_domain_kind` window of a deferral: its window.
+  uint64_t window;
+  // In-flight bytes of the deferring domain.
+  uint64_t in_flight;
+  // `ry_refusal`.
+  uint32_t refusal;
+  // `ry_reason` recorded as task evidence, or `RY_REASON_NONE`.
+  uint32_t reason;
+  // The status of the refusing layer (`RY_STATUS_ENDPOINT_*`,
+  // `RY_STATUS_SLICE_*`, `RY_STATUS_TOKEN_*`), 0 if none.
+  int32_t detail_status;
+  // Index in `paths` of the path posted on (or refused on).
+  uint32_t path_index;
+  // `ry_domain_kind` of a deferral or avoidance.
+  uint32_t domain;
+  // Credit backpressure: exhausted resources (`RY_RESOURCE_*` bits).
+  uint32_t exhausted;
+  // Credit backpressure: the peer and class.
+  uint32_t credit_peer;
+  // Credit backpressure: the QoS class.
+  uint32_t credit_class;
+  // `RY_HOLDS_*` bits the posted record holds.
+  uint8_t holds;
+  // Candidates dropped before the one admitted (quarantined, refused endpoint).
+  uint8_t skipped;
+  // The rail layer's choice was a probe.
+  uint8_t rail_probe;
+  // The rail layer fell back to NIC-scope feedback.
+  uint8_t rail_fallback;
+} ry_post_result;
+
+// The result of `ry_hotpath_complete`.
+typedef struct {
+  // The record the token owned (holds all released by now).
+  ry_token_record record;
+  // The WC's classification (computed once, here).
+  ry_wc_classification wc;
+  // The next attempt, with `effect == RY_SLICE_EFFECT_RETRY`.
+  ry_slice_ref next_slice;
+  // `ry_slice_effect`.
+  uint32_t effect;
+  // `ry_slice_state` with `effect == RY_SLICE_EFFECT_SETTLED`.
+  uint32_t slice_state;
+  // `RY_HOLDS_*` bits the record held.
+  uint8_t held;
+  // This completion drained a retired endpoint: run `ry_hotpath_poll_reclaim`.
+  uint8_t drained;
+  // The endpoint had been abandoned and reclaimed (a late completion).
+  uint8_t endpoint_stale;
+  // The CC permit came from an older route generation (accounting only).
+  uint8_t cc_stale;
+  // Layers that refused their release (`RY_FAULT_*` bits; 0 when correct).
+  uint8_t faults;
+  // Reserved, zero.
+  uint8_t reserved[3];
+} ry_completion;
+
+// The hot path's counters and leak gauges.
+typedef struct {
+  // Posts admitted.
+  uint64_t posts;
+  // Posts refused, by `ry_refusal` (index 0 unused).
+  uint64_t refusals[8];
+  // Completions processed.
+  uint64_t completions;
+  // Completions of stale attempts (released only their own holds).
+  uint64_t stale_completions;
+  // Completions that started a retry.
+  uint64_t retries;
+  // `wr_id`s refused by the token pool (duplicate, stale, forged).
+  uint64_t bad_wr_ids;
+  // Unposted releases (`bad_wr` tails).
+  uint64_t unposted;
+  // Releases a layer refused (must stay 0).
+  uint64_t faults;
+  // Tokens owned by posted attempts now.
+  uint64_t tokens_in_use;
+  // Posts counted in endpoints now.
+  uint64_t endpoint_outstanding;
+  // Bytes in flight in every CC domain (device + route).
+  uint64_t cc_in_flight;
+  // Bytes charged to every rail and not released.
+  uint64_t rail_in_flight;
+} ry_hotpath_stats;
 
 // One candidate device.
 typedef struct {
@@ -2967,6 +3369,232 @@ ry_status ry_cc_route_observation(ry_cc cc,
                                   uint32_t reason,
                                   uint64_t now_ns,
                                   ry_observation *out);
+
+// Writes a default configuration: 4096 tokens and slices, 256 endpoints
+// of 2 QPs × 256 WRs, 5 s drain timeout, one device, CC off (RFC 4162
+// defaults otherwise), rail and credit off.
+//
+// Ownership: writes plain data to `*out`. Thread-safety: pure.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_hotpath_config_default(ry_hotpath_config *out);
+
+// Builds a hot path. `route_devices[r]` is the device route domain `r` is
+// bound to (`n_routes` routes). Every table is allocated here; nothing on
+// the data path allocates afterwards. An invalid configuration is a typed
+// error naming the part (`RY_STATUS_CC_CONFIG_*`, `RY_STATUS_RAIL_CONFIG`,
+// `RY_STATUS_CREDIT_CONFIG`, `RY_STATUS_HOTPATH_CONFIG`) and builds nothing.
+//
+// Ownership: `*out` is the caller's; destroy it with `ry_hotpath_destroy`.
+// Thread-safety: any thread.
+//
+// # Safety
+// `cfg` is valid for reads; `route_devices` holds `n_routes` values (NULL
+// only with `n_routes == 0`); `out` is valid for writes.
+ry_status ry_hotpath_create(const ry_hotpath_config *cfg,
+                            const uint16_t *route_devices,
+                            size_t n_routes,
+                            ry_hotpath *out);
+
+// Destroys a hot path. Posted attempts still in flight are forgotten:
+// destroy only after every QP is drained or destroyed.
+//
+// Ownership: consumes the handle; every copy becomes invalid.
+// Thread-safety: any thread; calls racing on other threads finish on the
+// old object, later ones get `RY_STATUS_INVALID_HANDLE`.
+ry_status ry_hotpath_destroy(ry_hotpath hp);
+
+// Opens an endpoint (one connected QP set) carrying `cookie` (your
+// endpoint pointer or id; handed back in completions and reclaim events).
+//
+// Ownership: writes `*out`. Thread-safety: any thread (control path).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_hotpath_endpoint_open(ry_hotpath hp, uint64_t cookie, ry_endpoint *out);
+
+// Retires an endpoint: the one teardown API (CQ error, QP fatal, device
+// fatal, GID change, passive-handshake stale, eviction, shutdown). From
+// this call on it admits no post; its posted work drains; destroy its QPs
+// only when `ry_hotpath_poll_reclaim` reports it reclaimed. `reason` is
+// 1..=7 (`CQ_ERROR`, `QP_FATAL`, `CONTEXT_FATAL`, `GID_CHANGE`,
+// `PASSIVE_HANDSHAKE_STALE`, `STORE_EVICTION`, `SHUTDOWN`).
+//
+// Ownership: none. Thread-safety: any thread.
+ry_status ry_hotpath_endpoint_retire(ry_hotpath hp,
+                                     ry_endpoint endpoint,
+                                     uint32_t reason,
+                                     uint64_t now_ns);
+
+// Runs endpoint reclamation at `now_ns` (monitor thread): calls `cb(user,
+// event)` for every endpoint that drained (destroy its QPs), whose drain
+// timed out (move its QPs to ERR) or that was abandoned. Writes how many
+// were reclaimed to `*reclaimed_out` (optional).
+//
+// Ownership: the event pointer is valid during the callback only.
+// Thread-safety: any thread; meant for one monitor thread.
+//
+// # Safety
+// `cb` is NULL or a function safe to call with `user`; `reclaimed_out` is
+// NULL or valid for writes.
+ry_status ry_hotpath_poll_reclaim(ry_hotpath hp,
+                                  uint64_t now_ns,
+                                  ry_reclaim_fn cb,
+                                  void *user,
+                                  uint32_t *reclaimed_out);
+
+// Opens slice `index` (a fragment of a transfer) as a new attempt and
+// names the `ry_task` its anomaly evidence goes to (`task.bits == 0`:
+// none). Writes the attempt to `*out`.
+//
+// Ownership: the task handle is not owned; keep it alive while the slice
+// is open. Thread-safety: any thread.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_hotpath_slice_open(ry_hotpath hp, uint32_t index, ry_task task, ry_slice_ref *out);
+
+// Settles a slice's current attempt by the caller's decision: `outcome`
+// 0 = canceled, 1 = timed out, 2 = failed. A posted attempt of it still
+// completes later, releasing only its own holds.
+//
+// Ownership: none. Thread-safety: any thread.
+ry_status ry_hotpath_slice_settle(ry_hotpath hp, ry_slice_ref slice, uint32_t outcome);
+
+// Admits and tokenizes one post, right before `ibv_post_send`, through
+// the one composed hot path: slice attempt → rail choice → endpoint →
+// rail charge → CC → credit → token. Returns `RY_STATUS_OK` with
+// `out->wr_id` to post with; or `RY_STATUS_POST_REFUSED` with the typed
+// refusal in `*out` (nothing held; the refusal's evidence is recorded in
+// the slice's task); or a typed error for invalid input (nothing held).
+//
+// Ownership: reads `*req` and its paths during the call; writes `*out`.
+// Thread-safety: any thread, concurrently (lock-free; never allocates).
+//
+// # Safety
+// `req` is valid for reads and `req->paths` holds `req->n_paths` paths;
+// `out` is valid for writes.
+ry_status ry_hotpath_post(ry_hotpath hp, const ry_post_request *req, ry_post_result *out);
+
+// Releases a tokenized work request that never reached the NIC (the
+// `bad_wr` tail of a partially posted chain): its token and every hold
+// its record names, without feedback. The slice's attempt stays current:
+// re-queue it as it is. A duplicate or stale `wr_id` is a typed error and
+// changes nothing.
+//
+// Ownership: none. Thread-safety: any thread.
+ry_status ry_hotpath_unposted(ry_hotpath hp, uint64_t wr_id, uint64_t now_ns);
+
+// Processes one polled completion: hands the token's record back exactly
+// once, classifies the WC once (RFC 4162's table), releases every hold in
+// reverse admission order (the endpoint last), and settles or retries the
+// slice only if the attempt is current (RFC 3136). Evidence goes to the
+// slice's task: a success resolves it, an error records its class.
+//
+// A duplicate, stale, forged or out-of-range `wr_id` gets its
+// `RY_STATUS_TOKEN_*` and changes nothing.
+//
+// Ownership: writes `*out`. Thread-safety: any thread, concurrently.
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_hotpath_complete(ry_hotpath hp,
+                              uint64_t wr_id,
+                              uint32_t status,
+                              uint32_t vendor_err,
+                              uint64_t now_ns,
+                              ry_completion *out);
+
+// One control epoch at `now_ns` (the monitor thread): AIMD, hysteresis,
+// the health state machine, cooldowns and pending software timeouts
+// (suppressed when `poller` is `RY_POLLER_STATUS_STALLED`).
+// `*report_out` is optional.
+//
+// Ownership: writes `*report_out`. Thread-safety: serialised by an
+// internal mutex the data path never takes.
+//
+// # Safety
+// `report_out` is NULL or valid for writes.
+ry_status ry_hotpath_on_epoch(ry_hotpath hp,
+                              uint64_t now_ns,
+                              uint32_t poller,
+                              ry_epoch_report *report_out);
+
+// An async event (`ibv_async_event.event_type`) on local `device`
+// (`route`: the route of the event's QP, or `RY_HOTPATH_NO_ROUTE`):
+// classified (RFC 4162's async-event table) and applied to the
+// controller at its scope and no wider — QP / CQ / route scope to `route`,
+// port scope to every route bound to `device`, device scope to the device
+// domain. Retiring the affected endpoints is the caller's (through
+// `ry_hotpath_endpoint_retire`), at the classification's scope.
+// `*out` (optional) gets the classification.
+//
+// Ownership: writes `*out`. Thread-safety: any thread.
+//
+// # Safety
+// `out` is NULL or valid for writes.
+ry_status ry_hotpath_async_event(ry_hotpath hp,
+                                 uint32_t event_type,
+                                 uint16_t device,
+                                 uint32_t route,
+                                 ry_event_classification *out);
+
+// The transport replaced `route`'s QPs (a reconnect): the route moves to
+// a new generation, its state kept; late completions of the old QPs only
+// settle accounting. Writes the new generation to `*out` (optional).
+//
+// Ownership: writes `*out`. Thread-safety: any thread.
+//
+// # Safety
+// `out` is NULL or valid for writes.
+ry_status ry_hotpath_new_generation(ry_hotpath hp, uint32_t route, uint32_t *out);
+
+// Binds `peer` to a receiver session and epoch (after capability
+// negotiation, or on a new session / epoch): older epochs' commits and
+// completions are fenced from then on.
+//
+// Ownership: none. Thread-safety: control path (internal mutex).
+ry_status ry_hotpath_credit_bind(ry_hotpath hp,
+                                 uint32_t peer,
+                                 ry_session_id session,
+                                 uint64_t epoch);
+
+// Applies a receiver's credit update for `peer` (identity from the
+// endpoint, never the payload). `*outcome_out` is optional.
+//
+// Ownership: reads `*update`. Thread-safety: control path.
+//
+// # Safety
+// `update` is valid for reads; `outcome_out` is NULL or valid for writes.
+ry_status ry_hotpath_credit_apply_update(ry_hotpath hp,
+                                         uint32_t peer,
+                                         const ry_credit_update *update,
+                                         uint64_t now_ns,
+                                         ry_update_outcome *outcome_out);
+
+// Builds `(peer, class)`'s usage report (cumulative consumed, released
+// and returned totals) for the receiver, with an optional pending demand.
+//
+// Ownership: writes `*out`. Thread-safety: control path.
+//
+// # Safety
+// `pending_demand` is NULL or valid for reads; `out` is valid for writes.
+ry_status ry_hotpath_credit_usage_report(ry_hotpath hp,
+                                         uint32_t peer,
+                                         uint32_t class_,
+                                         const ry_charge *pending_demand,
+                                         ry_credit_usage *out);
+
+// The hot path's counters and leak gauges (every gauge is 0 when nothing
+// is in flight).
+//
+// Ownership: writes `*out`. Thread-safety: any thread (a snapshot of
+// independent counters).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_hotpath_stats_get(ry_hotpath hp, ry_hotpath_stats *out);
 
 // Writes the default selector configuration.
 //

@@ -7,7 +7,11 @@ use crate::ptr::write_out;
 
 /// The ABI version of this header; bumped on any incompatible change.
 /// Compare with `ry_abi_version()` at startup.
-pub const RY_ABI_VERSION: u32 = 1;
+///
+/// 2: `ry_engine_stats` gained `invalid_posts`, the handshake counters and
+/// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
+/// and -130..-160 were added; the composed hot path (`ry_hotpath_*`).
+pub const RY_ABI_VERSION: u32 = 2;
 
 /// The ABI version the library was built with.
 ///
@@ -154,10 +158,40 @@ pub enum ry_abi_type {
     EngineOp = 64,
     /// `ry_engine_task_state`.
     EngineTaskState = 65,
+    /// `ry_hotpath`.
+    Hotpath = 66,
+    /// `ry_hotpath_config`.
+    HotpathConfig = 67,
+    /// `ry_endpoint`.
+    Endpoint = 68,
+    /// `ry_slice_ref`.
+    SliceRef = 69,
+    /// `ry_path`.
+    Path = 70,
+    /// `ry_credit_use`.
+    CreditUse = 71,
+    /// `ry_post_request`.
+    PostRequest = 72,
+    /// `ry_refusal`.
+    Refusal = 73,
+    /// `ry_post_result`.
+    PostResult = 74,
+    /// `ry_slice_effect`.
+    SliceEffect = 75,
+    /// `ry_slice_state`.
+    SliceState = 76,
+    /// `ry_completion`.
+    Completion = 77,
+    /// `ry_reclaim_kind`.
+    ReclaimKind = 78,
+    /// `ry_reclaim_event`.
+    ReclaimEvent = 79,
+    /// `ry_hotpath_stats`.
+    HotpathStats = 80,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 66;
+pub const RY_ABI_TYPE_COUNT: u32 = 81;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -444,6 +478,66 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             65 => (
                 size_of::<crate::engine::ry_engine_task_state>(),
                 align_of::<crate::engine::ry_engine_task_state>(),
+            ),
+            66 => (
+                size_of::<crate::hotpath::ry_hotpath>(),
+                align_of::<crate::hotpath::ry_hotpath>(),
+            ),
+            67 => (
+                size_of::<crate::hotpath::ry_hotpath_config>(),
+                align_of::<crate::hotpath::ry_hotpath_config>(),
+            ),
+            68 => (
+                size_of::<crate::hotpath::ry_endpoint>(),
+                align_of::<crate::hotpath::ry_endpoint>(),
+            ),
+            69 => (
+                size_of::<crate::hotpath::ry_slice_ref>(),
+                align_of::<crate::hotpath::ry_slice_ref>(),
+            ),
+            70 => (
+                size_of::<crate::hotpath::ry_path>(),
+                align_of::<crate::hotpath::ry_path>(),
+            ),
+            71 => (
+                size_of::<crate::hotpath::ry_credit_use>(),
+                align_of::<crate::hotpath::ry_credit_use>(),
+            ),
+            72 => (
+                size_of::<crate::hotpath::ry_post_request>(),
+                align_of::<crate::hotpath::ry_post_request>(),
+            ),
+            73 => (
+                size_of::<crate::hotpath::ry_refusal>(),
+                align_of::<crate::hotpath::ry_refusal>(),
+            ),
+            74 => (
+                size_of::<crate::hotpath::ry_post_result>(),
+                align_of::<crate::hotpath::ry_post_result>(),
+            ),
+            75 => (
+                size_of::<crate::hotpath::ry_slice_effect>(),
+                align_of::<crate::hotpath::ry_slice_effect>(),
+            ),
+            76 => (
+                size_of::<crate::hotpath::ry_slice_state>(),
+                align_of::<crate::hotpath::ry_slice_state>(),
+            ),
+            77 => (
+                size_of::<crate::hotpath::ry_completion>(),
+                align_of::<crate::hotpath::ry_completion>(),
+            ),
+            78 => (
+                size_of::<crate::hotpath::ry_reclaim_kind>(),
+                align_of::<crate::hotpath::ry_reclaim_kind>(),
+            ),
+            79 => (
+                size_of::<crate::hotpath::ry_reclaim_event>(),
+                align_of::<crate::hotpath::ry_reclaim_event>(),
+            ),
+            80 => (
+                size_of::<crate::hotpath::ry_hotpath_stats>(),
+                align_of::<crate::hotpath::ry_hotpath_stats>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

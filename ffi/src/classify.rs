@@ -95,8 +95,15 @@ pub unsafe extern "C" fn ry_classify_wc(
     out: *mut ry_wc_classification,
 ) -> RyStatus {
     guard(|| {
-        let c = classify_wc(status, vendor_err);
-        let row = ry_wc_classification {
+        let row = ry_wc_classification::from(&classify_wc(status, vendor_err));
+        // SAFETY: caller contract: valid for writes.
+        unsafe { write_out(out, row, "out") }
+    })
+}
+
+impl From<&railyard_core::classify::WcClassification> for ry_wc_classification {
+    fn from(c: &railyard_core::classify::WcClassification) -> Self {
+        ry_wc_classification {
             status: c.status,
             vendor_err: c.vendor_err,
             class_: c.class.into(),
@@ -108,10 +115,22 @@ pub unsafe extern "C" fn ry_classify_wc(
                 .map_or(RY_REASON_NONE, |r| ry_reason::from(r) as u32),
             known: c.known,
             counts_hard_error: c.counts_hard_error(),
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, row, "out") }
-    })
+        }
+    }
+}
+
+impl From<&railyard_core::classify::EventClassification> for ry_event_classification {
+    fn from(c: &railyard_core::classify::EventClassification) -> Self {
+        ry_event_classification {
+            event: c.event,
+            class_: c.class.into(),
+            scope: c.scope.into(),
+            handling: c.handling.into(),
+            effect: c.effect.into(),
+            known: c.known,
+            counts_hard_error: c.counts_hard_error(),
+        }
+    }
 }
 
 /// Classifies an async event (`ibv_async_event.event_type`). Total over
@@ -127,16 +146,7 @@ pub unsafe extern "C" fn ry_classify_event(
     out: *mut ry_event_classification,
 ) -> RyStatus {
     guard(|| {
-        let c = classify_event(event_type);
-        let row = ry_event_classification {
-            event: c.event,
-            class_: c.class.into(),
-            scope: c.scope.into(),
-            handling: c.handling.into(),
-            effect: c.effect.into(),
-            known: c.known,
-            counts_hard_error: c.counts_hard_error(),
-        };
+        let row = ry_event_classification::from(&classify_event(event_type));
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, row, "out") }
     })

@@ -32,8 +32,7 @@
 //!
 //! Deregistration is refused (`RY_STATUS_ENGINE_MEMORY_BUSY`) while any
 //! transfer may still touch the region, so no posted work outlives its
-//! memory. Not covered: custom post gates and classifiers
-//! (`Engine::with_seams`).
+//! memory.
 
 use std::ffi::c_char;
 

@@ -11,7 +11,9 @@ use railyard_core::credit::{
     AllocError, CommitError, ConfigError as CreditConfigError, KeyError, RecordError,
     ReleaseError as CreditReleaseError, ReserveError, UpdateError,
 };
+use railyard_core::endpoint::EndpointError;
 use railyard_core::rail::{ConfigError as RailConfigError, RailError};
+use railyard_core::slice::SliceError;
 use railyard_core::token::TokenError;
 use railyard_core::wire::credit::{DecodeError, EncodeError};
 
@@ -96,6 +98,8 @@ pub enum RyStatus {
     RailPeerAccounting = -43,
     /// Rail release: the charge / record holds no rail charge.
     RailNotHeld = -44,
+    /// Rail choice: no candidate device is usable.
+    RailNoCandidate = -45,
 
     /// Credit: peer index out of range for the table.
     CreditUnknownPeer = -50,
@@ -234,6 +238,47 @@ pub enum RyStatus {
     /// queued or posted on it); nothing changed, try again once they
     /// finished.
     EngineMemoryBusy = -124,
+
+    /// Hot path: the post was refused (backpressure, a full window, a
+    /// quarantined path, a refused endpoint, a stale slice attempt);
+    /// `ry_post_result.refusal` names the source. Nothing is held.
+    PostRefused = -130,
+    /// Hot path: the configuration cannot be built (the message says why).
+    HotpathConfig = -131,
+
+    /// Endpoint: the handle names a reclaimed generation.
+    EndpointStaleGeneration = -140,
+    /// Endpoint: retired; no new posts.
+    EndpointRetired = -141,
+    /// Endpoint: already retired (a second retire is harmless).
+    EndpointAlreadyRetired = -142,
+    /// Endpoint: slot beyond the table.
+    EndpointOutOfRange = -143,
+    /// Endpoint: QP index beyond the endpoint's QPs.
+    EndpointBadQp = -144,
+    /// Endpoint: the QP's send queue is full (backpressure).
+    EndpointQpFull = -145,
+    /// Endpoint: the outstanding-post counter is at its limit.
+    EndpointSaturated = -146,
+    /// Endpoint: a release with nothing outstanding (refused).
+    EndpointUnderflow = -147,
+    /// Endpoint: every slot holds a live or draining endpoint.
+    EndpointTableFull = -148,
+    /// Endpoint: invalid table configuration.
+    EndpointInvalidConfig = -149,
+
+    /// Slice: the attempt is not the current one.
+    SliceStaleAttempt = -155,
+    /// Slice: the current attempt already reached a terminal state.
+    SliceAlreadyTerminal = -156,
+    /// Slice: the slot is open (pending) and cannot be reopened.
+    SliceBusy = -157,
+    /// Slice: the slot was never opened.
+    SliceNotOpen = -158,
+    /// Slice: index beyond the table.
+    SliceOutOfRange = -159,
+    /// Slice: invalid table capacity.
+    SliceInvalidCapacity = -160,
 }
 
 /// The Rust-side error of an entry point: a status and its message.
@@ -275,6 +320,40 @@ impl From<TokenError> for Error {
     }
 }
 
+impl From<EndpointError> for Error {
+    fn from(e: EndpointError) -> Self {
+        let s = match e {
+            EndpointError::StaleGeneration => RyStatus::EndpointStaleGeneration,
+            EndpointError::Retired => RyStatus::EndpointRetired,
+            EndpointError::AlreadyRetired => RyStatus::EndpointAlreadyRetired,
+            EndpointError::OutOfRange => RyStatus::EndpointOutOfRange,
+            EndpointError::BadQp => RyStatus::EndpointBadQp,
+            EndpointError::QpFull => RyStatus::EndpointQpFull,
+            EndpointError::Saturated => RyStatus::EndpointSaturated,
+            EndpointError::Underflow => RyStatus::EndpointUnderflow,
+            EndpointError::TableFull => RyStatus::EndpointTableFull,
+            EndpointError::InvalidConfig | EndpointError::ForeignGuard => {
+                RyStatus::EndpointInvalidConfig
+            }
+        };
+        Error::new(s, e)
+    }
+}
+
+impl From<SliceError> for Error {
+    fn from(e: SliceError) -> Self {
+        let s = match e {
+            SliceError::StaleAttempt => RyStatus::SliceStaleAttempt,
+            SliceError::AlreadyTerminal => RyStatus::SliceAlreadyTerminal,
+            SliceError::Busy => RyStatus::SliceBusy,
+            SliceError::NotOpen => RyStatus::SliceNotOpen,
+            SliceError::OutOfRange => RyStatus::SliceOutOfRange,
+            SliceError::InvalidCapacity => RyStatus::SliceInvalidCapacity,
+        };
+        Error::new(s, e)
+    }
+}
+
 impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Self {
         let s = match e {
@@ -296,6 +375,7 @@ impl From<AcquireError> for Error {
     fn from(e: AcquireError) -> Self {
         let s = match e {
             AcquireError::ZeroBytes => RyStatus::CcZeroBytes,
+            AcquireError::AlreadyHeld => RyStatus::CcAlreadyHeld,
             AcquireError::NoSuchDevice(_) => RyStatus::CcNoSuchDevice,
             AcquireError::NoSuchRoute(_) => RyStatus::CcNoSuchRoute,
             AcquireError::WrongDevice { .. } => RyStatus::CcWrongDevice,
@@ -329,6 +409,7 @@ impl From<RailError> for Error {
             RailError::NicUnderflow { .. } => RyStatus::RailNicUnderflow,
             RailError::PeerAccounting { .. } => RyStatus::RailPeerAccounting,
             RailError::NotHeld => RyStatus::RailNotHeld,
+            RailError::NoCandidate => RyStatus::RailNoCandidate,
             RailError::CountsTooShort { .. } => RyStatus::BufferTooSmall,
         };
         Error::new(s, e)
@@ -569,6 +650,7 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         RailNicUnderflow => c"RY_STATUS_RAIL_NIC_UNDERFLOW",
         RailPeerAccounting => c"RY_STATUS_RAIL_PEER_ACCOUNTING",
         RailNotHeld => c"RY_STATUS_RAIL_NOT_HELD",
+        RailNoCandidate => c"RY_STATUS_RAIL_NO_CANDIDATE",
         CreditUnknownPeer => c"RY_STATUS_CREDIT_UNKNOWN_PEER",
         CreditUnknownClass => c"RY_STATUS_CREDIT_UNKNOWN_CLASS",
         CreditUnknownResource => c"RY_STATUS_CREDIT_UNKNOWN_RESOURCE",
@@ -627,6 +709,24 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         EngineRegionOverlap => c"RY_STATUS_ENGINE_REGION_OVERLAP",
         EngineNoSuchRegion => c"RY_STATUS_ENGINE_NO_SUCH_REGION",
         EngineMemoryBusy => c"RY_STATUS_ENGINE_MEMORY_BUSY",
+        PostRefused => c"RY_STATUS_POST_REFUSED",
+        HotpathConfig => c"RY_STATUS_HOTPATH_CONFIG",
+        EndpointStaleGeneration => c"RY_STATUS_ENDPOINT_STALE_GENERATION",
+        EndpointRetired => c"RY_STATUS_ENDPOINT_RETIRED",
+        EndpointAlreadyRetired => c"RY_STATUS_ENDPOINT_ALREADY_RETIRED",
+        EndpointOutOfRange => c"RY_STATUS_ENDPOINT_OUT_OF_RANGE",
+        EndpointBadQp => c"RY_STATUS_ENDPOINT_BAD_QP",
+        EndpointQpFull => c"RY_STATUS_ENDPOINT_QP_FULL",
+        EndpointSaturated => c"RY_STATUS_ENDPOINT_SATURATED",
+        EndpointUnderflow => c"RY_STATUS_ENDPOINT_UNDERFLOW",
+        EndpointTableFull => c"RY_STATUS_ENDPOINT_TABLE_FULL",
+        EndpointInvalidConfig => c"RY_STATUS_ENDPOINT_INVALID_CONFIG",
+        SliceStaleAttempt => c"RY_STATUS_SLICE_STALE_ATTEMPT",
+        SliceAlreadyTerminal => c"RY_STATUS_SLICE_ALREADY_TERMINAL",
+        SliceBusy => c"RY_STATUS_SLICE_BUSY",
+        SliceNotOpen => c"RY_STATUS_SLICE_NOT_OPEN",
+        SliceOutOfRange => c"RY_STATUS_SLICE_OUT_OF_RANGE",
+        SliceInvalidCapacity => c"RY_STATUS_SLICE_INVALID_CAPACITY",
     );
     c"RY_STATUS_UNKNOWN".as_ptr()
 }

@@ -187,7 +187,7 @@ pub struct ry_task {
 
 static TASKS: Registry<Mutex<TaskEvidence<8>>> = Registry::new(3, "task evidence");
 
-fn with_task<R>(t: ry_task, f: impl FnOnce(&mut TaskEvidence<8>) -> R) -> Result<R> {
+pub(crate) fn with_task<R>(t: ry_task, f: impl FnOnce(&mut TaskEvidence<8>) -> R) -> Result<R> {
     let e = TASKS.get(t.bits)?;
     let mut g = e.lock().unwrap_or_else(|p| p.into_inner());
     Ok(f(&mut g))

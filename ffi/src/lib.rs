@@ -17,6 +17,7 @@
 //!
 //! | module | covers |
 //! |---|---|
+//! | [`hotpath`] | **the composed hot path**: the one way a C/C++ transport integrates (post → `wr_id` or a typed refusal, complete → settle / retry / stale, unposted, async events, reclaim, epochs, anomaly evidence) |
 //! | [`token`] | the posted-attempt token pool (RFC 3136) |
 //! | [`cc`] | controller config (struct / environment), admission, permits, release, feedback, route state, epoch tick (RFC 4162) |
 //! | [`classify`] | WC, async-event and signal classifiers |
@@ -49,6 +50,7 @@ pub mod classify;
 pub mod credit;
 pub mod engine;
 pub mod evidence;
+pub mod hotpath;
 pub mod rail;
 pub mod token;
 pub mod wire;

@@ -79,7 +79,7 @@ impl From<&RailConfig> for ry_rail_config {
 }
 
 impl ry_rail_config {
-    fn to_core(self) -> Result<RailConfig> {
+    pub(crate) fn to_core(self) -> Result<RailConfig> {
         Ok(RailConfig {
             peer_accounting: self.peer_accounting != 0,
             variant: ry_variant::to_core(self.variant, "variant")?,

@@ -45,6 +45,9 @@ fn every_entry_point_runs_under_the_panic_guard() {
         let all: Vec<&str> = text.lines().collect();
         let mut lines = text.lines().enumerate();
         while let Some((at, l)) = lines.next() {
+            if l.trim_start().starts_with("#[cfg(test)]") {
+                break; // unit tests (their C callbacks are not entry points)
+            }
             let Some(rest) = l.split("extern \"C\" fn ").nth(1) else {
                 continue;
             };

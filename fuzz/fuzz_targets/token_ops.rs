@@ -36,9 +36,9 @@ enum Op {
 
 fn outcome(b: u8) -> WcOutcome {
     match b % 3 {
-        0 => WcOutcome::Success,
-        1 => WcOutcome::Retryable,
-        _ => WcOutcome::Fatal,
+        0 => wc::SUCCESS,
+        1 => wc::WR_FLUSH_ERR,
+        _ => wc::LOC_LEN_ERR,
     }
 }
 
@@ -103,7 +103,9 @@ fuzz_target!(|ops: Vec<Op>| {
                 }
                 let (wr, rec) = live.swap_remove(pick as usize % live.len());
                 let before = slices.status(rec.slice.index).unwrap();
-                let d = owner.complete(wr, outcome(o)).expect("live wr completes");
+                let d = owner
+                    .complete(wr, outcome(o), 0, 0)
+                    .expect("live wr completes");
                 assert_eq!(
                     d.record, rec,
                     "completion returned another attempt's record"
@@ -134,7 +136,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     continue;
                 }
                 let before = (tokens.in_use(), eps.outstanding_total());
-                assert!(owner.complete(wr, WcOutcome::Success).is_err());
+                assert!(owner.complete(wr, wc::SUCCESS, 0, 0).is_err());
                 assert_eq!((tokens.in_use(), eps.outstanding_total()), before);
             }
             Op::Unposted(pick) => {
@@ -142,7 +144,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     continue;
                 }
                 let (wr, rec) = live.swap_remove(pick as usize % live.len());
-                assert_eq!(owner.unposted(wr), Ok(rec));
+                assert_eq!(owner.unposted(wr, 0).map(|(r, _)| r), Ok(rec));
                 dead.push(wr);
             }
             Op::Retry(i) | Op::Handoff(i) => {
@@ -238,7 +240,7 @@ fuzz_target!(|ops: Vec<Op>| {
     // Drain: everything completes, nothing leaks.
     for (wr, rec) in live.drain(..) {
         assert_eq!(
-            owner.complete(wr, WcOutcome::Fatal).map(|d| d.record),
+            owner.complete(wr, wc::LOC_LEN_ERR, 0, 0).map(|d| d.record),
             Ok(rec)
         );
     }

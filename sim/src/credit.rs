@@ -5,10 +5,11 @@
 //!
 //! * Negotiation at start: the receiver `open`s each sender (epoch 1), the
 //!   sender `bind`s to the receiver's session and epoch.
-//! * Dispatch: `try_reserve(Charge::direct_write(bytes))` right before the
-//!   post (after rail and cc admitted the slice), `commit` on handoff,
-//!   `CommittedCharge::record_into` the token record. Short of credit: the
-//!   slice stays queued and the sender sends its demand.
+//! * Dispatch: the composed hot path (`core::completion`) reserves
+//!   `Charge::direct_write(bytes)` in the sender's ledger after rail and CC
+//!   admitted the slice, names it in the token record and commits it once
+//!   the token is claimed. Short of credit (typed backpressure): the slice
+//!   stays queued and the sender sends its demand ([`CreditPlane::stalled`]).
 //! * The receiver grants lease batches (`lease_batch` × the charge of one
 //!   WR, less if less is free) round robin over demanding senders with
 //!   `ReceiverAllocator::grant`; the sender applies the cumulative update
@@ -17,7 +18,7 @@
 //!   free pool when its consumer has consumed the WR
 //!   (`ReceiverAllocator::consumed`, [`ReturnPath::ReceiverConsumption`]):
 //!   that is the receiver capacity the RFC's incast bounds. REQUEST_SLOTS
-//!   return through the sender's completion (`SenderLedger::release_record`)
+//!   return through the sender's completion (released by the hot path)
 //!   reported in usage (`SenderControl::usage` → `ReceiverAllocator::on_usage`,
 //!   sent once per control epoch when something changed).
 //! * At the end every sender returns its unused credit
@@ -28,8 +29,8 @@ use std::collections::VecDeque;
 
 use railyard_core::credit::{
     AllocatorConfig, Charge, CommittedCharge, CreditUpdate, CreditUsage, LedgerConfig,
-    ReceiverAllocator, ReleaseOutcome, Reservation, ReserveError, Resource, ReturnPath,
-    SenderControl, SenderLedger, SessionId, RESOURCES,
+    ReceiverAllocator, ReleaseOutcome, Resource, ReturnPath, SenderControl, SenderLedger,
+    SessionId, RESOURCES,
 };
 use railyard_core::token::TokenRecord;
 
@@ -179,49 +180,23 @@ impl CreditPlane {
         })
     }
 
-    /// Reserves the charge of one direct WRITE of `bytes` to `rx`
-    /// (all-or-nothing; dropping the reservation rolls it back).
-    /// `Err(Some(msg))`: short of credit, send `msg` (the demand).
-    pub fn try_reserve(
-        &mut self,
-        sender: u32,
-        rx: u32,
-        bytes: u32,
-    ) -> Result<Reservation<'_>, Option<CreditMsg>> {
-        let s = &mut self.senders[sender as usize];
-        let Ok(entry) = s.ledger.entry(rx, 0) else {
-            self.counters.errors += 1;
-            return Err(None);
-        };
-        match s.ledger.try_reserve(entry, &Charge::direct_write(bytes)) {
-            Ok(r) => Ok(r),
-            // Closed: bound but no update of this epoch yet (the entry
-            // opens on the first grant); Insufficient: out of credit.
-            Err(ReserveError::Insufficient(_) | ReserveError::Closed) => {
-                self.counters.stalls += 1;
-                if s.demand_sent[rx as usize] {
-                    return Err(None);
-                }
-                s.demand_sent[rx as usize] = true;
-                Err(Some(CreditMsg::Demand { sender, rx }))
-            }
-            Err(_) => {
-                self.counters.errors += 1;
-                Err(None)
-            }
-        }
+    /// `sender`'s ledger: the credit layer of its composed hot path.
+    pub fn ledger(&self, sender: u32) -> &SenderLedger {
+        &self.senders[sender as usize].ledger
     }
 
-    /// Commits `r` on handoff and records it into `rec` (`rec.bytes` must
-    /// be the reserved bytes). `false`: nothing is held (an error, counted
-    /// by the caller with [`CreditPlane::count_error`]).
-    pub fn commit_into(r: Reservation<'_>, ledger_rec: &mut TokenRecord) -> bool {
-        // A refused record hands the charge back; it stays outstanding and
-        // the caller's error count makes the run's leak check fail.
-        match r.commit() {
-            Ok(c) => c.record_into(ledger_rec).is_ok(),
-            Err(_) => false,
+    /// A post of `sender` to `rx` was refused for credit (the composed hot
+    /// path's typed backpressure): counts the stall; the first stall since
+    /// the last grant returns the demand message to send.
+    pub fn stalled(&mut self, sender: u32, rx: u32) -> Option<CreditMsg> {
+        self.counters.stalls += 1;
+        let s = &mut self.senders[sender as usize];
+        let sent = s.demand_sent.get_mut(rx as usize)?;
+        if *sent {
+            return None;
         }
+        *sent = true;
+        Some(CreditMsg::Demand { sender, rx })
     }
 
     /// Counts an error of the credit API.
@@ -229,29 +204,14 @@ impl CreditPlane {
         self.counters.errors += 1;
     }
 
-    /// The post was refused after the commit: the sender releases its
-    /// charge and the receiver is told the WR will never arrive (its
-    /// consumption-returned resources come back at once).
-    pub fn refused_after_commit(&mut self, sender: u32, rx: u32, rec: &mut TokenRecord) {
-        self.counters.refused_after_commit += 1;
-        // The receiver side reads the charge from the record before the
-        // sender's release clears its hold bit.
-        self.never_consumed(sender, rx, rec);
-        self.on_completion(sender, rec);
-    }
-
-    /// A completion (any status) of a WR holding credit: the sender
-    /// releases it (reported in the next usage report) and the record's
-    /// `HOLDS_CREDIT` bit is cleared.
-    pub fn on_completion(&mut self, sender: u32, rec: &mut TokenRecord) {
-        if rec.holds & TokenRecord::HOLDS_CREDIT == 0 {
-            return;
-        }
-        let s = &mut self.senders[sender as usize];
-        match s.ledger.release_record(rec) {
-            Ok(ReleaseOutcome::Released) => {
-                if let Some(rx) = rec.peer {
-                    s.dirty[rx as usize] = true;
+    /// A completion (any status) of a WR holding credit: the composed hot
+    /// path released it (`outcome`); it is reported in the next usage
+    /// report.
+    pub fn released(&mut self, sender: u32, rx: u32, outcome: Option<ReleaseOutcome>) {
+        match outcome {
+            Some(ReleaseOutcome::Released) => {
+                if let Some(d) = self.senders[sender as usize].dirty.get_mut(rx as usize) {
+                    *d = true;
                 }
             }
             _ => self.counters.errors += 1,

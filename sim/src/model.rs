@@ -5,12 +5,14 @@
 
 use std::collections::VecDeque;
 
-use railyard_core::classify::classify_wc;
-use railyard_core::completion::{Owner, PostError, PostRequest, SliceEffect};
+use railyard_core::completion::{
+    CreditDemand, Layers, Owner, Path, PathChoice, PostRequest, Refusal, SliceEffect,
+};
+use railyard_core::credit::Charge;
 use railyard_core::endpoint::{
     EndpointConfig, EndpointHandle, EndpointLocal, EndpointTable, RetireReason,
 };
-use railyard_core::evidence::{Observation, TaskEvidence, TaskState};
+use railyard_core::evidence::{Observation, Reason, TaskEvidence, TaskState};
 use railyard_core::slice::{SliceRef, SliceState, SliceTable};
 use railyard_core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
 use railyard_core::token::{TokenPool, TokenRecord, WrId};
@@ -933,65 +935,91 @@ impl Sim {
                         && matches!(s.routes[rx * n + k], EpState::Up(_))
                 })
                 .collect();
-            // 2. receiver credit, 3. rail, 4. cc.
-            let admitted = admit_all(
-                &mut self.credit,
-                &mut self.stack,
-                sender,
-                rx as u32,
-                bytes,
-                &usable,
-                now,
-            );
-            if let Some(reason) = self.stack.take_admission_reason() {
-                self.record_evidence(sender, slice, reason);
+            // 2-5. the composed hot path (core::completion): rail choice
+            // among the usable NICs (a quarantined one is never chosen while
+            // another is usable), endpoint, rail charge, CC, receiver
+            // credit, token — the same composition the engine and the C
+            // ABI use.
+            let paths: Vec<Path> = (0..n)
+                .filter(|&k| usable[k])
+                .filter_map(|k| match self.senders[si].routes[rx * n + k] {
+                    EpState::Up(ep) => Some(Path {
+                        device: k as u16,
+                        qp: 0,
+                        route: (rx * n + k) as u32,
+                        endpoint: ep,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            if paths.is_empty() {
+                self.record_evidence(sender, slice, Reason::NoUsablePath);
+                return;
             }
-            let (mut rec, credited) = match admitted {
-                Admitted::Yes(rec, credited) => (rec, credited),
-                Admitted::No(demand) => {
-                    if let Some(m) = demand {
-                        self.send_credit(m);
-                    }
-                    return;
-                }
-                Admitted::CreditError => {
-                    if let Some(cp) = self.credit.as_mut() {
-                        cp.count_error();
-                    }
-                    return;
-                }
-            };
-            let k = rec.device as usize;
-            let route = (rx * n + k) as u32;
-            let EpState::Up(ep) = self.senders[si].routes[route as usize] else {
-                unreachable!("stack admitted an unusable NIC");
-            };
-            // 5. endpoint admission + token: the real ownership protocol.
-            rec.slice = slice;
-            rec.endpoint = ep;
-            rec.qp = 0;
-            rec.bytes = bytes;
-            rec.post_ns = now;
-            rec.peer = rec.peer.or(Some(rx as u32));
+            let credit = self.credit.as_ref().map(|cp| cp.ledger(sender));
+            let demand = credit.and_then(|l| {
+                Some(CreditDemand {
+                    entry: l.entry(rx as u32, 0).ok()?,
+                    charge: Charge::direct_write(bytes),
+                })
+            });
             let s = &self.senders[si];
-            let owner = Owner::new(&s.tokens, &s.slices, &s.eps);
-            let wr_id = match owner.post(PostRequest { record: rec }) {
-                Ok(w) => w,
-                Err(e) => {
-                    match e {
-                        PostError::Token(_) => self.counters.token_refusals += 1,
-                        PostError::Endpoint(_) => self.counters.endpoint_refusals += 1,
-                        PostError::Slice(_) => {}
+            let (cc, rail) = self.stack.layers(sender);
+            let owner =
+                Owner::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
+            // A single candidate (the topology rule) is charged without a
+            // rail decision.
+            let choice = match paths.as_slice() {
+                [one] => PathChoice::Fixed(*one),
+                many => PathChoice::Pick(many),
+            };
+            let req = PostRequest {
+                slice,
+                bytes,
+                peer: Some(rx as u32),
+                credit: demand,
+                path: choice,
+                now,
+            };
+            let posted = owner.post(req);
+            let refusal_obs = match &posted {
+                Err(r) => owner.refusal_observation(r, now).map(|o| o.reason),
+                Ok(_) => None,
+            };
+            let p = match posted {
+                Ok(p) => p,
+                Err(r) => {
+                    self.stack.on_refusal(&r);
+                    if let Some(reason) = refusal_obs {
+                        self.record_evidence(sender, slice, reason);
                     }
-                    self.stack.unwind(sender, &mut rec, now);
-                    if credited {
-                        if let Some(cp) = self.credit.as_mut() {
-                            cp.refused_after_commit(sender, rx as u32, &mut rec);
+                    match r {
+                        Refusal::Token(_) => self.counters.token_refusals += 1,
+                        Refusal::Endpoint { .. } => self.counters.endpoint_refusals += 1,
+                        Refusal::Backpressure(_) => {
+                            if let Some(m) = self
+                                .credit
+                                .as_mut()
+                                .and_then(|cp| cp.stalled(sender, rx as u32))
+                            {
+                                self.send_credit(m);
+                            }
                         }
+                        Refusal::Invalid(_) => {
+                            if let Some(cp) = self.credit.as_mut() {
+                                cp.count_error();
+                            }
+                        }
+                        _ => {}
                     }
                     return;
                 }
             };
+            self.stack.on_posted(sender, &p);
+            let k = usize::from(p.path.device);
+            let route = p.path.route;
+            let wr_id = p.wr_id;
+            let credited = p.holds & TokenRecord::HOLDS_CREDIT != 0;
             let s = &mut self.senders[si];
             s.queue.pop_front();
             s.outstanding_wrs += 1;
@@ -1047,28 +1075,29 @@ impl Sim {
             }
         }
         let si = sender as usize;
-        let outcome = self.stack.wc_outcome(status);
         let s = &self.senders[si];
-        let owner = Owner::new(&s.tokens, &s.slices, &s.eps);
+        let credit = self.credit.as_ref().map(|cp| cp.ledger(sender));
+        let (cc, rail) = self.stack.layers(sender);
+        let owner =
+            Owner::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
         let done = owner
-            .complete(wr_id, outcome)
+            .complete(wr_id, u32::from(status), 0, now)
             .expect("every CQE names a live token exactly once");
-        let mut rec = done.record;
+        let obs = owner.completion_observation(&done, now).map(|o| o.reason);
+        let rec = done.record;
         if credited {
             if let Some(cp) = self.credit.as_mut() {
-                // Read the charge for the receiver side before the sender's
-                // release clears the record's hold bit.
+                cp.released(sender, rx, done.released.credit());
                 if status != WC_SUCCESS {
                     cp.never_consumed(sender, rx, &rec);
                 }
-                cp.on_completion(sender, &mut rec);
             }
             if status != WC_SUCCESS {
                 self.flush_credit(rx);
             }
         }
-        self.stack.on_completion(sender, &mut rec, status, now);
-        match classify_wc(u32::from(status), 0).reason() {
+        self.stack.on_completion(sender, &done, now);
+        match obs {
             Some(reason) => self.record_evidence(sender, rec.slice, reason),
             None => {
                 if let Some(tid) = self.find_transfer_of(sender, rec.slice.index) {
@@ -1659,51 +1688,6 @@ impl Sim {
             series: self.series,
             stack,
             credit: credit.map(|c| c.2).unwrap_or_default(),
-        }
-    }
-}
-
-enum Admitted {
-    Yes(TokenRecord, bool),
-    No(Option<CreditMsg>),
-    CreditError,
-}
-
-/// Receiver credit (RFC 2849; only remote-receiver-consuming WRITEs)
-/// first: the whole charge is reserved, and rolled back (dropped) if the
-/// rail selector or the controller then refuse; committed into the record
-/// just before the post.
-#[allow(clippy::too_many_arguments)]
-fn admit_all(
-    credit: &mut Option<CreditPlane>,
-    stack: &mut Stack,
-    sender: u32,
-    rx: u32,
-    bytes: u32,
-    usable: &[bool],
-    now: u64,
-) -> Admitted {
-    let reservation = match credit.as_mut() {
-        None => None,
-        Some(cp) => match cp.try_reserve(sender, rx, bytes) {
-            Ok(r) => Some(r),
-            Err(demand) => return Admitted::No(demand),
-        },
-    };
-    let Some(mut rec) = stack.admit(sender, rx, bytes, usable, now) else {
-        return Admitted::No(None); // the reservation rolls back on drop
-    };
-    match reservation {
-        None => Admitted::Yes(rec, false),
-        Some(r) => {
-            rec.bytes = bytes;
-            rec.peer = Some(rx);
-            if CreditPlane::commit_into(r, &mut rec) {
-                Admitted::Yes(rec, true)
-            } else {
-                stack.unwind(sender, &mut rec, now);
-                Admitted::CreditError
-            }
         }
     }
 }

@@ -1,27 +1,22 @@
-//! The sender stack between a queued slice and the token pool: local
-//! window, receiver credit, rail selection (`core::rail`) and congestion
-//! control (`core::cc` + `core::classify`).
+//! The sender stack's policy layers and what the simulator observes of
+//! them: one congestion controller (`core::cc`) and one rail selector
+//! (`core::rail`) per sender host.
 //!
-//! The simulator's [`Sim`](crate::model::Sim) calls the stack at the same
-//! boundaries a real engine does (`shared/design/slice-lifecycle.md`):
-//! [`Stack::admit`] right before `Owner::post` (rail pick, then
-//! `Controller::try_acquire`; the permit and the rail charge are recorded
-//! into the `TokenRecord`), [`Stack::unwind`] when the post is refused,
-//! [`Stack::on_completion`] with the record `Owner::complete` handed back
-//! (`classify_wc` → `release_record` on both), and
-//! [`Stack::on_async_event`] / [`Stack::on_epoch`] from the "monitor".
+//! The simulator's [`Sim`](crate::model::Sim) posts and completes every
+//! work request through the composed hot path (`core::completion::Owner`)
+//! with these layers — the same composition, admission order and WC
+//! mapping the engine and the C ABI use — and reports to the stack what
+//! happened ([`Stack::on_posted`], [`Stack::on_refusal`],
+//! [`Stack::on_completion`]); [`Stack::on_async_event`] /
+//! [`Stack::on_epoch`] come from the "monitor".
 
-use railyard_core::cc::{
-    Admission, CcConfig, Controller, Health, Mode, Monitor, PollerStatus, Settlement,
-};
-use railyard_core::classify::{classify_event, classify_wc, Effect, FailureClass, FailureScope};
-use railyard_core::completion::WcOutcome;
-use railyard_core::evidence::Reason;
+use railyard_core::cc::{CcConfig, Controller, Health, Mode, Monitor, PollerStatus, Settlement};
+use railyard_core::classify::{classify_event, FailureScope};
+use railyard_core::completion::{Completed, Posted, Refusal};
 use railyard_core::rail::{
-    bandwidth_sample, ewma_step, sample_state, DeviceSpec, Outcome as RailOutcome, RailConfig,
-    SampleState, Score, Selector, TtlCalibrator,
+    bandwidth_sample, ewma_step, sample_state, DeviceSpec, RailConfig, SampleState, Selector,
+    TtlCalibrator,
 };
-use railyard_core::token::TokenRecord;
 
 use crate::model::{Series, SimConfig};
 
@@ -112,9 +107,9 @@ pub struct Stack {
     stale_settlements: u64,
     release_errors: u64,
     rail_fallbacks: u64,
+    posts_on_quarantined: u64,
     calibrator: Option<Box<TtlCalibrator<65536>>>,
     attribution: Option<Attribution>,
-    admission_reason: Option<Reason>,
 }
 
 /// RFC 4534 attribution error: the bandwidth estimate the selector's
@@ -128,27 +123,6 @@ struct Attribution {
     err_sum: f64,
     samples: u64,
     bytes_per_device: Vec<u64>,
-}
-
-fn score_min(
-    sel: &Selector,
-    cands: impl Iterator<Item = usize>,
-    peer: u32,
-    bytes: u32,
-) -> Option<usize> {
-    let mut best: Option<(usize, Score)> = None;
-    for d in cands {
-        let Some(s) = sel.score_of(d, Some(peer), bytes, false) else {
-            continue;
-        };
-        if match best {
-            None => true,
-            Some((_, b)) => s.better_than(b),
-        } {
-            best = Some((d, s));
-        }
-    }
-    best.map(|(d, _)| d)
 }
 
 impl Stack {
@@ -181,6 +155,7 @@ impl Stack {
             stale_settlements: 0,
             release_errors: 0,
             rail_fallbacks: 0,
+            posts_on_quarantined: 0,
             calibrator: cfg.stack.rail.trace.then(|| Box::new(TtlCalibrator::new())),
             attribution: cfg.stack.attribution.map(|(device, peer)| Attribution {
                 device,
@@ -191,7 +166,6 @@ impl Stack {
                 samples: 0,
                 bytes_per_device: vec![0; n],
             }),
-            admission_reason: None,
         })
     }
 
@@ -223,135 +197,60 @@ impl Stack {
         ]
     }
 
-    fn route(&self, rx: u32, k: usize) -> u32 {
-        (rx as usize * self.nics + k) as u32
+    /// The layers of `sender`'s composed hot path: its controller and its
+    /// rail selector.
+    pub fn layers(&self, sender: u32) -> (&Controller, &Selector) {
+        let s = &self.senders[sender as usize];
+        (&s.cc, &s.rail)
     }
 
-    /// Admission of one slice of `bytes` to receiver `rx` over one of the
-    /// `usable` NICs: the rail selector picks (and charges) a NIC, the
-    /// controller admits the slice on that device × route. A quarantined
-    /// path (`Avoid`) or an unusable NIC moves to the next-best NIC; a full
-    /// window (`Defer`) leaves the slice queued. Returns the record holding
-    /// the permit and the rail charge, or `None` with nothing held.
-    pub fn admit(
-        &mut self,
-        sender: u32,
-        rx: u32,
-        bytes: u32,
-        usable: &[bool],
-        now: u64,
-    ) -> Option<TokenRecord> {
-        let n = self.nics;
-        let routes: Vec<u32> = (0..n).map(|k| self.route(rx, k)).collect();
-        let s = &self.senders[sender as usize];
-        let cands = usable.iter().filter(|&&u| u).count();
-        if cands == 0 {
-            self.admission_reason = Some(Reason::NoUsablePath);
-            return None;
+    /// A post of `sender` went through: counts the rail's fallback and
+    /// feeds its decision trace to the TTL calibrator; candidates the
+    /// composition dropped (quarantined) count as avoids; a post on a path
+    /// quarantined at that moment is counted (in enforce mode the rail
+    /// never chooses one while another is usable).
+    pub fn on_posted(&mut self, sender: u32, p: &Posted) {
+        self.avoids += u64::from(p.skipped);
+        let cc = &self.senders[sender as usize].cc;
+        let quarantined = |h: Option<railyard_core::cc::DomainSnapshot>| {
+            h.is_some_and(|h| h.health == Health::Quarantined)
+        };
+        if quarantined(cc.route_snapshot(p.path.route))
+            || quarantined(cc.device_snapshot(p.path.device))
+        {
+            self.posts_on_quarantined += 1;
         }
-        let mut tried = vec![false; n];
-        let mut charge = if cands == 1 {
-            // A single candidate (topology rule): charge it, no decision.
-            let d = usable.iter().position(|&u| u)?;
-            s.rail.charge(d as u16, Some(rx), bytes, now).ok()?
-        } else {
-            let p = s.rail.pick(Some(rx), bytes, now);
-            if p.fallback {
+        if let Some(c) = p.rail {
+            if c.fallback {
                 self.rail_fallbacks += 1;
             }
-            if let Some(c) = self.calibrator.as_mut() {
-                c.observe(p.trace);
+            if let Some(cal) = self.calibrator.as_mut() {
+                cal.observe(c.trace);
             }
-            p.charge
-        };
-        loop {
-            let k = usize::from(charge.device());
-            if usable[k] {
-                match s.cc.try_acquire(k as u16, routes[k], bytes, now) {
-                    Ok(Admission::Admit(permit)) => {
-                        let mut rec = TokenRecord {
-                            peer: Some(rx),
-                            ..TokenRecord::default()
-                        };
-                        if let Err(p) = permit.record_into(&mut rec) {
-                            let _ = s.cc.release(p, Effect::None);
-                            let _ = s.rail.release(charge, RailOutcome::Failed, now);
-                            self.release_errors += 1;
-                            return None;
-                        }
-                        charge.record_into(&mut rec);
-                        return Some(rec);
-                    }
-                    Ok(Admission::Defer(_)) => {
-                        self.defers += 1;
-                        self.admission_reason = Some(Reason::ByteWindow);
-                        let _ = s.rail.release(charge, RailOutcome::Failed, now);
-                        return None;
-                    }
-                    Ok(Admission::Avoid(_)) => {
-                        self.avoids += 1;
-                        self.admission_reason = Some(Reason::PathQuarantined);
-                    }
-                    Err(_) => self.release_errors += 1,
-                }
-            }
-            let _ = s.rail.release(charge, RailOutcome::Failed, now);
-            tried[k] = true;
-            let next = score_min(
-                &s.rail,
-                (0..n).filter(|&d| usable[d] && !tried[d]),
-                rx,
-                bytes,
-            )?;
-            charge = s.rail.charge(next as u16, Some(rx), bytes, now).ok()?;
         }
     }
 
-    /// The evidence reason of the last admission's refusal or avoidance
-    /// (`BYTE_WINDOW`, `PATH_QUARANTINED`, `NO_USABLE_PATH`), once.
-    pub fn take_admission_reason(&mut self) -> Option<Reason> {
-        self.admission_reason.take()
-    }
-
-    /// The post was refused after [`Stack::admit`]: give back what `rec`
-    /// holds (the permit rolls back, the rail charge is released unsampled).
-    pub fn unwind(&mut self, sender: u32, rec: &mut TokenRecord, now: u64) {
-        let s = &self.senders[sender as usize];
-        if rec.holds & TokenRecord::HOLDS_PERMIT != 0
-            && s.cc.release_record(rec, Effect::None).is_err()
-        {
-            self.release_errors += 1;
-        }
-        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0
-            && s.rail.release_record(rec, false, now).is_err()
-        {
-            self.release_errors += 1;
+    /// The composed hot path refused a post (it gave everything back).
+    pub fn on_refusal(&mut self, r: &Refusal) {
+        match r {
+            Refusal::Deferred { .. } => self.defers += 1,
+            Refusal::Avoided { .. } => self.avoids += 1,
+            Refusal::Invalid(_) => self.release_errors += 1,
+            _ => {}
         }
     }
 
-    /// Ownership outcome of a WC status, from the classifier: success
-    /// settles, a local configuration error fails the slice, everything
-    /// else (route timeout, flush, receiver pressure, remote metadata,
-    /// fatal QP) is retried within the slice's budget on a fresh attempt.
-    pub fn wc_outcome(&self, status: u16) -> WcOutcome {
-        let c = classify_wc(u32::from(status), 0);
-        match c.class {
-            FailureClass::Success => WcOutcome::Success,
-            FailureClass::LocalConfiguration => WcOutcome::Fatal,
-            _ => WcOutcome::Retryable,
-        }
-    }
-
-    /// A completion: classify, release the permit (applying the effect
-    /// to the current generation only) and the rail charge (a success
-    /// feeds the bandwidth EWMAs).
-    pub fn on_completion(&mut self, sender: u32, rec: &mut TokenRecord, status: u16, now: u64) {
-        let c = classify_wc(u32::from(status), 0);
+    /// A completion the composed hot path processed: what its release
+    /// settled (stale CC feedback, refused releases) and, for RFC 4534's
+    /// attribution error, the oracle EWMA of the attributed peer.
+    pub fn on_completion(&mut self, sender: u32, done: &Completed, now: u64) {
+        let rec = &done.record;
+        let ok = done.wc.status == railyard_core::classify::wc::SUCCESS;
         if let Some(a) = self.attribution.as_mut() {
-            if sender == 0 && status == 0 && rec.peer == Some(a.peer) {
+            if sender == 0 && ok && rec.peer == Some(a.peer) {
                 a.bytes_per_device[usize::from(rec.device)] += u64::from(rec.bytes);
             }
-            if sender == 0 && status == 0 && rec.device == a.device && rec.peer == Some(a.peer) {
+            if sender == 0 && ok && rec.device == a.device && rec.peer == Some(a.peer) {
                 let rc = self.senders[0].rail.config();
                 let sample =
                     bandwidth_sample(u64::from(rec.bytes), now.saturating_sub(rec.post_ns));
@@ -365,19 +264,10 @@ impl Stack {
                 );
             }
         }
-        let s = &self.senders[sender as usize];
-        if rec.holds & TokenRecord::HOLDS_PERMIT != 0 {
-            match s.cc.release_record(rec, c.effect) {
-                Ok(Settlement::Stale) => self.stale_settlements += 1,
-                Ok(Settlement::Current) => {}
-                Err(_) => self.release_errors += 1,
-            }
+        if done.released.cc() == Some(Settlement::Stale) {
+            self.stale_settlements += 1;
         }
-        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0
-            && s.rail.release_record(rec, status == 0, now).is_err()
-        {
-            self.release_errors += 1;
-        }
+        self.release_errors += u64::from(done.faults().count());
         self.observe(sender, now);
     }
 
@@ -535,6 +425,7 @@ impl Stack {
             ("cc_stale_feedback", stale),
             ("cc_defers", self.defers),
             ("cc_avoids", self.avoids),
+            ("posts_on_quarantined", self.posts_on_quarantined),
             ("stale_settlements", self.stale_settlements),
             ("release_errors", self.release_errors),
             ("rail_decisions", decisions),

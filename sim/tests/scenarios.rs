@@ -167,14 +167,18 @@ fn the_real_core_layers_are_exercised() {
         "byte-window deferrals are task evidence"
     );
     assert!(r.leaks.is_clean(), "{:?}", r.leaks);
-    // Two NICs: the selector decides, the controller avoids the
-    // quarantined path.
+    // Two NICs: the selector decides, the controller quarantines the
+    // failing path and the rail never chooses it while NIC1 is usable.
     let r = Sim::new(cc::route_failure_config(&o, cc::cc_config(Mode::Enforce)))
         .unwrap()
         .run();
     assert!(r.stack.get("rail_decisions") > 0.0);
-    assert!(r.stack.get("cc_avoids") > 0.0);
-    assert!(r.task_worst[3] > 0, "PATH_QUARANTINED is task evidence");
+    assert!(r
+        .stack
+        .timeline
+        .iter()
+        .any(|c| c.route == 0 && c.to == Health::Quarantined));
+    assert_eq!(r.stack.get("posts_on_quarantined"), 0.0);
     assert!(r.leaks.is_clean(), "{:?}", r.leaks);
     // incast with credit: grants and usage reports flow through the real
     // ledger and allocator, and the allocator is whole at the end.

@@ -25,13 +25,11 @@
 
 use railyard_core::classify::{classify_wc, wc};
 use railyard_verbs::engine::{
-    BatchId, CcMode, DefaultClassifier, Engine, EngineConfig, Health, Op, SegmentId, TaskState,
-    Transfer,
+    BatchId, CcMode, Engine, EngineConfig, Health, Op, SegmentId, TaskState, Transfer,
 };
 use railyard_verbs::MemoryRegion;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const ENGINE_PORT: u16 = 18610;
@@ -231,9 +229,8 @@ fn check(cond: bool, what: String) -> Res<()> {
 
 fn initiator(peer: &str, down_ms: u64) -> Res<()> {
     let cfg = config()?;
-    let gate = Arc::new(Tracer::new(&cfg).map_err(|e| e.to_string())?);
-    let a = Engine::with_seams(cfg.clone(), gate.clone(), Arc::new(DefaultClassifier))
-        .map_err(|e| e.to_string())?;
+    let a = Engine::new(cfg.clone()).map_err(|e| e.to_string())?;
+    let gate = Tracer::install(&a);
     let mem = a.alloc_memory(2 * LEN).map_err(|e| e.to_string())?;
     let local = Engine::new(cfg).map_err(|e| e.to_string())?;
     let local_mem = local.alloc_memory(2 * LEN).map_err(|e| e.to_string())?;

@@ -4,8 +4,8 @@
 //!
 //! * the classification against RFC 4162's WC / async-event tables,
 //! * that the failure scope does not widen,
-//! * the path state machine's arrows (a tracing gate around the real
-//!   [`CcGate`] records every (health, generation) change of every route),
+//! * the path state machine's arrows (a tracer hooked into the engine's
+//!   controller records every (health, generation) change of every route),
 //! * that afterwards every token, permit, QP-depth and CQ-outstanding
 //!   counter is zero (receiver credits do not exist in the engine yet, #4),
 //!   and completed data reads back,
@@ -21,8 +21,8 @@
 
 use railyard_core::classify::{classify_event, classify_wc, wc, Effect};
 use railyard_verbs::engine::{
-    AnomalyState, BatchId, CcMode, DefaultClassifier, Engine, EngineConfig, EngineError, Health,
-    Op, SegmentId, TaskState, Transfer, WorkerModel,
+    AnomalyState, BatchId, CcMode, Engine, EngineConfig, EngineError, Health, Op, SegmentId,
+    TaskState, Transfer, WorkerModel,
 };
 use railyard_verbs::MemoryRegion;
 use std::collections::BTreeMap;
@@ -67,8 +67,8 @@ struct Node {
 }
 
 fn node(cfg: EngineConfig, mem: usize) -> Result<Node, EngineError> {
-    let gate = Arc::new(Tracer::new(&cfg).expect("valid CC config"));
-    let e = Engine::with_seams(cfg, gate.clone(), Arc::new(DefaultClassifier))?;
+    let e = Engine::new(cfg)?;
+    let gate = Tracer::install(&e);
     let mem = e.alloc_memory(mem)?;
     Ok(Node { e, gate, mem })
 }
@@ -485,18 +485,17 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
     assert_eq!(an_b, AnomalyState::LongUnavailable);
     a.e.free_batch(batch).unwrap();
     // Threshold reached on the refreshed generation: QUARANTINED. Its
-    // retries were avoided (re-queued, not posted) until the cooldown
-    // moved the route to PROBING, then found no endpoint.
+    // retries were never posted again: the composed hot path admits the
+    // endpoint before the CC permit, so a retry finds the dead peer's
+    // endpoint retired (refused, the reconnect finds nobody → no usable
+    // path) or, if a fresh endpoint is already up, is avoided by CC until
+    // the cooldown. Which one depends on timing; (c) checks the avoidance.
     let path = a.gate.route_path(route);
     assert!(
         path.contains(&(Health::Quarantined, g1)),
         "no QUARANTINED on the refreshed generation: {path:?}"
     );
     let avoided_b = a.e.stats().avoids - avoids_b0;
-    assert!(
-        avoided_b > 0,
-        "posts on the QUARANTINED route were not avoided"
-    );
     wait_for("the failed auto-reconnect", || {
         !a.e.segment_info(seg).unwrap().reconnecting
     });

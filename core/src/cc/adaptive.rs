@@ -412,6 +412,23 @@ impl Controller {
         )))
     }
 
+    /// Whether either domain of `device` × `route` is QUARANTINED: the path
+    /// would be avoided in enforce mode. Two loads, no side effect; an
+    /// out-of-range index reads as not quarantined (admission then refuses
+    /// it with a typed error). For rail selection before admission.
+    #[inline]
+    pub fn is_quarantined(&self, device: u16, route: u32) -> bool {
+        if self.mode == Mode::Off {
+            return false;
+        }
+        match self.domains(device, route) {
+            Ok((d, r)) => {
+                r.word().health() == Health::Quarantined || d.word().health() == Health::Quarantined
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Whether `permit` was admitted on the route's current generation. A
     /// permit that is no longer current must not be posted: release it with
     /// [`Effect::None`] (both reservations roll back) and resolve the path again.

@@ -314,6 +314,8 @@ impl Admission {
 pub enum AcquireError {
     /// A slice of zero bytes is not a valid slice.
     ZeroBytes,
+    /// The token record already holds a permit: one attempt never holds two.
+    AlreadyHeld,
     /// The device index is out of range.
     NoSuchDevice(u16),
     /// The route index is out of range.
@@ -333,6 +335,7 @@ impl fmt::Display for AcquireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             AcquireError::ZeroBytes => f.write_str("zero-byte slice"),
+            AcquireError::AlreadyHeld => f.write_str("the token record already holds a permit"),
             AcquireError::NoSuchDevice(d) => write!(f, "no device domain {d}"),
             AcquireError::NoSuchRoute(r) => write!(f, "no route domain {r}"),
             AcquireError::WrongDevice {

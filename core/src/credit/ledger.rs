@@ -95,8 +95,8 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use super::{
-    Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource, ResourceSet, SessionId,
-    Totals, ZeroField, RESOURCES,
+    BackpressureInfo, Charge, CreditKey, CreditUpdate, CreditUsage, KeyError, Resource,
+    ResourceSet, SessionId, Totals, ZeroField, RESOURCES,
 };
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::token::TokenRecord;
@@ -656,6 +656,21 @@ impl SenderLedger {
         Ok(EntryId(peer * self.max_classes + class))
     }
 
+    /// The `(peer, class)` an entry id names (the inverse of [`entry`](Self::entry)).
+    #[inline]
+    pub fn peer_class(&self, entry: EntryId) -> (u32, u32) {
+        let c = self.max_classes.max(1);
+        (entry.0 / c, entry.0 % c)
+    }
+
+    /// Typed receiver-credit backpressure for `entry` short of `exhausted`
+    /// (empty: the entry is not open).
+    #[inline]
+    pub(crate) fn backpressure(&self, entry: EntryId, exhausted: ResourceSet) -> BackpressureInfo {
+        let (peer, class) = self.peer_class(entry);
+        BackpressureInfo::receiver_credit(peer, class, exhausted, 0, false)
+    }
+
     #[inline]
     fn get(&self, entry: u32) -> Result<&Entry, KeyError> {
         self.entries
@@ -856,7 +871,7 @@ impl SenderLedger {
     }
 
     /// Records how long a dispatch stayed credit-stalled (the caller times
-    /// stalls with its own clock; see [`BackpressureInfo`](super::BackpressureInfo)).
+    /// stalls with its own clock; see [`BackpressureInfo`]).
     #[inline]
     pub fn record_stall(&self, entry: EntryId, stalled_ns: u64) {
         if let Ok(e) = self.get(entry.0) {
@@ -969,6 +984,18 @@ impl Reservation<'_> {
     /// The reserved charge.
     pub fn charge(&self) -> Charge {
         self.charge
+    }
+
+    /// Names the charge this reservation will commit in `rec` (`credit_key`,
+    /// `HOLDS_CREDIT`), *before* the commit: the composed hot path claims
+    /// the token with the record, then commits, so a refused claim only
+    /// rolls the reservation back. The checks are those of
+    /// [`CommittedCharge::record_into`]; on a refusal `rec` is untouched.
+    #[inline]
+    pub fn record_into(&self, rec: &mut TokenRecord) -> Result<(), RecordError> {
+        CommittedCharge::new_unchecked(self.entry, self.generation, self.charge)
+            .record_into(rec)
+            .map_err(|(e, _)| e)
     }
 
     /// Commits on handoff to the transport. After this there is no rollback:

@@ -80,7 +80,7 @@ mod variant;
 
 pub use calibrate::{CalibrationError, TtlCalibrator};
 #[cfg(feature = "alloc")]
-pub use selector::{Pick, PlanInfo, Selector};
+pub use selector::{Choice, Pick, PlanInfo, Selector};
 pub use variant::{
     bandwidth_sample, clamp_bw, ewma_step, needs_fallback, sample_state, score_input, NicView,
     PeerView, SampleState, Score, ScoreInput, Variant,
@@ -389,6 +389,8 @@ pub enum RailError {
     },
     /// The record holds no rail charge (already released, or never charged).
     NotHeld,
+    /// No candidate device is usable (an empty candidate mask).
+    NoCandidate,
     /// The `counts` buffer is shorter than the candidate list.
     CountsTooShort {
         /// Candidates in the selector.
@@ -415,6 +417,7 @@ impl fmt::Display for RailError {
                 )
             }
             RailError::NotHeld => write!(f, "record holds no rail charge"),
+            RailError::NoCandidate => write!(f, "no usable rail candidate"),
             RailError::CountsTooShort { need } => write!(f, "counts buffer needs {need} entries"),
         }
     }

@@ -52,6 +52,60 @@ struct Counters {
 #[repr(align(64))]
 struct DecisionClock(AtomicU64);
 
+/// The worst possible score (placeholder before the first candidate).
+const WORST: Score = Score {
+    num: u64::MAX,
+    den: 1,
+};
+
+/// Whether device `d` is in candidate mask `mask`.
+#[inline(always)]
+fn in_mask(mask: u64, d: usize) -> bool {
+    d < 64 && mask & (1u64 << d) != 0
+}
+
+/// Peer-sample counts one decision saw, counted once it is carried out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    missing: u8,
+    expired: u8,
+    fallback: bool,
+}
+
+/// What [`Selector::choose`] chose for one slice (nothing charged or
+/// counted yet: [`Selector::chosen`] counts it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// The chosen local device (rail).
+    pub device: u16,
+    /// The choice was a probe of a non-best device.
+    pub probe: bool,
+    /// V2/V3 fell back to NIC-scope feedback for the candidate set.
+    pub fallback: bool,
+    /// With [`RailConfig::trace`] and the ledger on, for a known peer: the
+    /// largest candidate sample age, `Some(None)` for a cold decision
+    /// (feed it to [`TtlCalibrator::observe`](super::TtlCalibrator::observe)).
+    pub trace: Option<Option<Nanos>>,
+    pub(crate) tally: Tally,
+}
+
+impl Choice {
+    /// A choice of `device` made without a selector (rail layer off).
+    pub const fn plain(device: u16) -> Self {
+        Choice {
+            device,
+            probe: false,
+            fallback: false,
+            trace: None,
+            tally: Tally {
+                missing: 0,
+                expired: 0,
+                fallback: false,
+            },
+        }
+    }
+}
+
 /// The result of a single-slice decision.
 #[derive(Debug)]
 #[must_use = "the charge must be released exactly once"]
@@ -191,8 +245,39 @@ impl Selector {
     #[inline]
     fn tick(&self) -> (u64, bool) {
         let n = self.clock.0.fetch_add(1, Ordering::Relaxed);
+        (n, self.probe_due(n))
+    }
+
+    /// The next decision's number and whether it is due to probe, without
+    /// counting it (a choice counts once it is carried out: [`Selector::chosen`]).
+    #[inline]
+    fn peek(&self) -> (u64, bool) {
+        let n = self.clock.0.load(Ordering::Relaxed);
+        (n, self.probe_due(n))
+    }
+
+    #[inline]
+    fn probe_due(&self, n: u64) -> bool {
         let iv = u64::from(self.cfg.probe_interval);
-        (n, iv != 0 && n & (iv - 1) == iv - 1)
+        iv != 0 && n & (iv - 1) == iv - 1
+    }
+
+    /// Adds a decision's sample tally to the counters.
+    #[inline]
+    fn count(&self, t: Tally) {
+        if t.missing > 0 {
+            self.counters
+                .missing
+                .fetch_add(u64::from(t.missing), Ordering::Relaxed);
+        }
+        if t.expired > 0 {
+            self.counters
+                .expired
+                .fetch_add(u64::from(t.expired), Ordering::Relaxed);
+        }
+        if t.fallback {
+            self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The scoring mode of a decision for `peer`: `Some(view source)` if
@@ -241,15 +326,20 @@ impl Selector {
     /// The whole-set feedback decision for `peer`: whether V2/V3 fall back,
     /// counting missing/expired samples; and the trace (max sample age).
     #[inline]
-    fn feedback_state(&self, _peer: Option<u32>, _now_ns: Nanos) -> (bool, Option<Option<Nanos>>) {
+    fn feedback_state(
+        &self,
+        _peer: Option<u32>,
+        _now_ns: Nanos,
+        _mask: u64,
+    ) -> (bool, Option<Option<Nanos>>, Tally) {
         #[cfg(feature = "peer-feedback")]
         if let Some((l, p, v)) = self.peer_mode(_peer) {
             let trace = self.cfg.trace;
             if !v.uses_peer_feedback() && !trace {
-                return (false, None);
+                return (false, None, Tally::default());
             }
             let (mut missing, mut expired, mut max_age) = (0u64, 0u64, Some(0u64));
-            for d in 0..self.devices.len() {
+            for d in (0..self.devices.len()).filter(|&d| in_mask(_mask, d)) {
                 let view = l.view(d, p);
                 match sample_state(view.as_ref(), _now_ns, self.cfg.peer_ttl_ns) {
                     SampleState::Fresh => {}
@@ -264,36 +354,33 @@ impl Selector {
                 };
             }
             let fallback = v.uses_peer_feedback() && missing + expired > 0;
-            if v.uses_peer_feedback() {
-                if missing > 0 {
-                    self.counters.missing.fetch_add(missing, Ordering::Relaxed);
+            let tally = if v.uses_peer_feedback() {
+                Tally {
+                    missing: missing as u8,
+                    expired: expired as u8,
+                    fallback,
                 }
-                if expired > 0 {
-                    self.counters.expired.fetch_add(expired, Ordering::Relaxed);
-                }
-                if fallback {
-                    self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            return (fallback, trace.then_some(max_age));
+            } else {
+                Tally::default()
+            };
+            return (fallback, trace.then_some(max_age), tally);
         }
-        (false, None)
+        (false, None, Tally::default())
     }
 
     /// Lowest score over all candidates (lowest index on ties).
     #[cfg(feature = "peer-feedback")]
     #[inline]
-    fn best(&self, peer: Option<u32>, bytes: u64, fallback: bool) -> (usize, Score) {
-        let mut best = 0;
-        let mut best_score = self.score(0, peer, bytes, fallback);
-        for d in 1..self.devices.len() {
+    fn best(&self, peer: Option<u32>, bytes: u64, fallback: bool, mask: u64) -> (usize, Score) {
+        let mut best: Option<(usize, Score)> = None;
+        for d in (0..self.devices.len()).filter(|&d| in_mask(mask, d)) {
             let s = self.score(d, peer, bytes, fallback);
-            if s.better_than(best_score) {
-                best = d;
-                best_score = s;
+            if best.map_or(true, |(_, b)| s.better_than(b)) {
+                best = Some((d, s));
             }
         }
-        (best, best_score)
+        // `mask` is non-empty (checked by the callers).
+        best.unwrap_or((0, WORST))
     }
 
     /// The single-slice decision: best device, its score, whole-set
@@ -304,17 +391,18 @@ impl Selector {
         _peer: Option<u32>,
         b: u64,
         _now_ns: Nanos,
-    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        mask: u64,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>, Tally) {
         #[cfg(feature = "peer-feedback")]
         if let Some(l) = &self.ledger {
-            return self.decide_with_ledger(l, _peer, b, _now_ns);
+            return self.decide_with_ledger(l, _peer, b, _now_ns, mask);
         }
         // No ledger (flag off or not compiled): NIC in-flight, NIC EWMA.
-        let (d, s) = self.best_by(b, |dev| ScoreInput {
+        let (d, s) = self.best_by(b, mask, |dev| ScoreInput {
             inflight: dev.inflight.load(Ordering::Relaxed),
             bw: dev.bw.load(Ordering::Relaxed),
         });
-        (d, s, false, None)
+        (d, s, false, None, Tally::default())
     }
 
     /// The decision with the peer ledger switched on. Kept out of line so
@@ -328,39 +416,48 @@ impl Selector {
         _peer: Option<u32>,
         b: u64,
         _now_ns: Nanos,
-    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        mask: u64,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>, Tally) {
         let v = self.cfg.variant;
         if let (Some(p), true, false) = (_peer, v.uses_peer_feedback(), self.cfg.trace) {
-            return self.decide_peer_feedback(l, p, v, b, _now_ns);
+            return self.decide_peer_feedback(l, p, v, b, _now_ns, mask);
         }
-        let (fallback, trace) = self.feedback_state(_peer, _now_ns);
+        let (fallback, trace, tally) = self.feedback_state(_peer, _now_ns, mask);
         let (d, s) = match v {
-            Variant::V0 => self.best_by(b, |dev| ScoreInput {
+            Variant::V0 => self.best_by(b, mask, |dev| ScoreInput {
                 inflight: 0,
                 bw: dev.nominal,
             }),
-            Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback),
-            _ => self.best_by(b, |dev| ScoreInput {
+            Variant::V2 | Variant::V3 if _peer.is_some() => self.best(_peer, b, fallback, mask),
+            _ => self.best_by(b, mask, |dev| ScoreInput {
                 inflight: dev.inflight.load(Ordering::Relaxed),
                 bw: dev.bw.load(Ordering::Relaxed),
             }),
         };
-        (d, s, fallback, trace)
+        (d, s, fallback, trace, tally)
     }
 
     /// Lowest score over all candidates with inputs from `input` (no
     /// ledger in the loop); lowest index on ties.
     #[inline(always)]
-    fn best_by(&self, b: u64, input: impl Fn(&DeviceState) -> ScoreInput) -> (usize, Score) {
-        let first = &self.devices[0];
-        let mut best = (0, Score::new(input(first), b, first.tier_q8));
-        for (d, dev) in self.devices.iter().enumerate().skip(1) {
+    fn best_by(
+        &self,
+        b: u64,
+        mask: u64,
+        input: impl Fn(&DeviceState) -> ScoreInput,
+    ) -> (usize, Score) {
+        let mut best: Option<(usize, Score)> = None;
+        for (d, dev) in self.devices.iter().enumerate() {
+            if !in_mask(mask, d) {
+                continue;
+            }
             let s = Score::new(input(dev), b, dev.tier_q8);
-            if s.better_than(best.1) {
-                best = (d, s);
+            if best.map_or(true, |(_, x)| s.better_than(x)) {
+                best = Some((d, s));
             }
         }
-        best
+        // `mask` is non-empty (checked by the callers).
+        best.unwrap_or((0, WORST))
     }
 
     /// V2/V3 in one pass over the candidates: one ledger read per device,
@@ -375,14 +472,15 @@ impl Selector {
         v: Variant,
         b: u64,
         now_ns: Nanos,
-    ) -> (usize, Score, bool, Option<Option<Nanos>>) {
+        mask: u64,
+    ) -> (usize, Score, bool, Option<Option<Nanos>>, Tally) {
         let (mut missing, mut expired) = (0u64, 0u64);
-        let worst = Score {
-            num: u64::MAX,
-            den: 1,
-        };
-        let (mut best_p, mut best_f) = ((0, worst), (0, worst));
+        let (mut best_p, mut best_f) = ((0, WORST), (0, WORST));
+        let mut first = true;
         for (d, dev) in self.devices.iter().enumerate() {
+            if !in_mask(mask, d) {
+                continue;
+            }
             let nic = dev.nic_view();
             let view = l.view(d, p);
             match sample_state(view.as_ref(), now_ns, self.cfg.peer_ttl_ns) {
@@ -392,29 +490,29 @@ impl Selector {
             }
             let sp = Score::new(score_input(v, &nic, view.as_ref(), false), b, dev.tier_q8);
             let sf = Score::new(score_input(v, &nic, view.as_ref(), true), b, dev.tier_q8);
-            if d == 0 || sp.better_than(best_p.1) {
+            if first || sp.better_than(best_p.1) {
                 best_p = (d, sp);
             }
-            if d == 0 || sf.better_than(best_f.1) {
+            if first || sf.better_than(best_f.1) {
                 best_f = (d, sf);
             }
+            first = false;
         }
         if missing + expired == 0 {
-            return (best_p.0, best_p.1, false, None);
+            return (best_p.0, best_p.1, false, None, Tally::default());
         }
-        self.counters.fallbacks.fetch_add(1, Ordering::Relaxed);
-        if missing > 0 {
-            self.counters.missing.fetch_add(missing, Ordering::Relaxed);
-        }
-        if expired > 0 {
-            self.counters.expired.fetch_add(expired, Ordering::Relaxed);
-        }
-        (best_f.0, best_f.1, true, None)
+        let tally = Tally {
+            missing: missing as u8,
+            expired: expired as u8,
+            fallback: true,
+        };
+        (best_f.0, best_f.1, true, None, tally)
     }
 
     /// The probe target for decision `n`: the next device in round-robin
     /// order, other than `best`, whose score is within the probe bound.
     #[cold]
+    #[allow(clippy::too_many_arguments)]
     fn probe_target(
         &self,
         n: u64,
@@ -423,11 +521,13 @@ impl Selector {
         peer: Option<u32>,
         bytes: u64,
         fb: bool,
+        mask: u64,
     ) -> Option<usize> {
         let len = self.devices.len();
         let start = ((n / u64::from(self.cfg.probe_interval)) % len as u64) as usize;
         (0..len).map(|k| (start + k) % len).find(|&d| {
             d != best
+                && in_mask(mask, d)
                 && self
                     .score(d, peer, bytes, fb)
                     .within(best_score, self.cfg.probe_bound_q8)
@@ -440,22 +540,92 @@ impl Selector {
     /// peer 0). `now_ns` is read only with the ledger on.
     #[inline]
     pub fn pick(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos) -> Pick {
-        let (n, probe_due) = self.tick();
+        let c = self.choose_in(peer, bytes, now_ns, self.all());
+        self.chosen(&c);
+        Pick {
+            charge: self.charge_unchecked(usize::from(c.device), peer, bytes, now_ns),
+            probe: c.probe,
+            fallback: c.fallback,
+            trace: c.trace,
+        }
+    }
+
+    /// Chooses a device for one slice of `bytes` to `peer` among the
+    /// candidates in `mask` (bit `d` set: device `d` may be chosen; bits
+    /// beyond [`len`](Self::len) are ignored) and charges **nothing** and
+    /// counts nothing: once the rest of the path admitted the choice, charge
+    /// it with [`Selector::charge`] and count it with [`Selector::chosen`]
+    /// (a choice whose post was refused — a full window, no credit — is
+    /// simply dropped, so it neither counts as a decision nor uses up the
+    /// probe schedule).
+    ///
+    /// The composed hot path passes the devices whose route is not
+    /// quarantined, so a quarantined rail is never chosen while another
+    /// usable one exists. [`RailError::NoCandidate`] if `mask` names none.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, RailError, Selector};
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
+    /// assert_eq!(sel.choose(None, 65536, 0, 0b10).unwrap().device, 1); // device 0 excluded
+    /// assert_eq!(sel.choose(None, 65536, 0, 0), Err(RailError::NoCandidate));
+    /// assert_eq!(sel.nic_inflight(1), Some(0)); // nothing charged
+    /// ```
+    #[inline]
+    pub fn choose(
+        &self,
+        peer: Option<u32>,
+        bytes: u32,
+        now_ns: Nanos,
+        mask: u64,
+    ) -> Result<Choice, RailError> {
+        let mask = mask & self.all();
+        if mask == 0 {
+            return Err(RailError::NoCandidate);
+        }
+        Ok(self.choose_in(peer, bytes, now_ns, mask))
+    }
+
+    /// [`choose`](Self::choose) over a non-empty `mask`.
+    #[inline]
+    fn choose_in(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos, mask: u64) -> Choice {
+        let (n, probe_due) = self.peek();
         let b = u64::from(bytes);
-        let (mut device, score, fallback, trace) = self.decide(peer, b, now_ns);
+        let (mut device, score, fallback, trace, tally) = self.decide(peer, b, now_ns, mask);
         let mut probe = false;
         if probe_due {
-            if let Some(d) = self.probe_target(n, device, score, peer, b, fallback) {
+            if let Some(d) = self.probe_target(n, device, score, peer, b, fallback, mask) {
                 device = d;
                 probe = true;
-                self.counters.probes.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Pick {
-            charge: self.charge_unchecked(device, peer, bytes, now_ns),
+        Choice {
+            device: device as u16,
             probe,
             fallback,
             trace,
+            tally,
+        }
+    }
+
+    /// Counts a [`choose`](Self::choose) decision that was carried out:
+    /// one decision (the probe schedule advances), a probe if it probed,
+    /// and the missing / expired peer samples and the fallback it saw.
+    #[inline]
+    pub fn chosen(&self, c: &Choice) {
+        self.clock.0.fetch_add(1, Ordering::Relaxed);
+        if c.probe {
+            self.counters.probes.fetch_add(1, Ordering::Relaxed);
+        }
+        self.count(c.tally);
+    }
+
+    /// Every candidate device, as a mask.
+    #[inline]
+    fn all(&self) -> u64 {
+        match self.devices.len() {
+            64.. => u64::MAX,
+            n => (1u64 << n) - 1,
         }
     }
 
@@ -497,26 +667,60 @@ impl Selector {
         now_ns: Nanos,
         counts: &mut [u32],
     ) -> Result<PlanInfo, RailError> {
+        self.plan_among(peer, slices, slice_bytes, now_ns, self.all(), counts)
+    }
+
+    /// [`plan`](Self::plan) over the candidates in `mask` only (bit `d`:
+    /// device `d`); the others get 0 slices. [`RailError::NoCandidate`] if
+    /// `mask` names none of the selector's devices.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    ///
+    /// let cfg = RailConfig { probe_interval: 0, ..RailConfig::default() };
+    /// let sel = Selector::new(&[DeviceSpec::new(10_000_000_000); 4], cfg).unwrap();
+    /// let mut counts = [0u32; 4];
+    /// sel.plan_among(Some(1), 32, 65536, 0, 0b1011, &mut counts).unwrap(); // device 2 quarantined
+    /// assert_eq!(counts[2], 0);
+    /// assert_eq!(counts.iter().sum::<u32>(), 32);
+    /// ```
+    pub fn plan_among(
+        &self,
+        peer: Option<u32>,
+        slices: u32,
+        slice_bytes: u32,
+        now_ns: Nanos,
+        mask: u64,
+        counts: &mut [u32],
+    ) -> Result<PlanInfo, RailError> {
         let len = self.devices.len();
         let Some(counts) = counts.get_mut(..len) else {
             return Err(RailError::CountsTooShort { need: len });
         };
+        let mask = mask & self.all();
+        if mask == 0 {
+            return Err(RailError::NoCandidate);
+        }
         counts.fill(0);
         let (n, probe_due) = self.tick();
-        let (fallback, trace) = self.feedback_state(peer, now_ns);
+        let (fallback, trace, tally) = self.feedback_state(peer, now_ns, mask);
+        self.count(tally);
         let b = u64::from(slice_bytes);
         let mut inv = [0u64; MAX_DEVICES];
         let mut sum: u128 = 0;
-        let (mut best, mut best_score) = (0, self.score(0, peer, b, fallback));
+        let mut best_of: Option<(usize, Score)> = None;
         for (d, w) in inv.iter_mut().enumerate().take(len) {
+            if !in_mask(mask, d) {
+                continue;
+            }
             let s = self.score(d, peer, b, fallback);
-            if s.better_than(best_score) {
-                best = d;
-                best_score = s;
+            if best_of.map_or(true, |(_, x)| s.better_than(x)) {
+                best_of = Some((d, s));
             }
             *w = s.inverse_q32().max(1);
             sum += u128::from(*w);
         }
+        let (best, best_score) = best_of.unwrap_or((0, WORST));
         let mut given: u32 = 0;
         for (c, &w) in counts.iter_mut().zip(&inv[..len]) {
             // share <= slices, since w <= sum.
@@ -527,7 +731,7 @@ impl Selector {
         counts[best] += slices - given;
         let mut probe = None;
         if probe_due && counts[best] > 0 {
-            if let Some(d) = self.probe_target(n, best, best_score, peer, b, fallback) {
+            if let Some(d) = self.probe_target(n, best, best_score, peer, b, fallback, mask) {
                 counts[best] -= 1;
                 counts[d] += 1;
                 probe = Some(d as u16);

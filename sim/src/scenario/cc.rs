@@ -460,9 +460,9 @@ pub fn run(o: &Opts) -> Outcome {
                 format!("{} changes on route 0", timeline.rows.len()),
             );
             out.check(
-                "route failure enforce: callers could see LONG_UNAVAILABLE during quarantine",
-                r.task_worst[3] > 0,
-                task_counts(&r.task_worst),
+                "route failure enforce: nothing is posted on the quarantined path while NIC1 is usable",
+                r.stack.get("posts_on_quarantined") == 0.0,
+                format!("{} posts on a quarantined path", r.stack.get("posts_on_quarantined")),
             );
             out.check(
                 "route failure enforce: the healthy route (NIC1) is never quarantined",

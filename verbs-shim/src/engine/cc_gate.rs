@@ -1,33 +1,36 @@
-//! [`CcGate`]: the RFC 4162 congestion controller
-//! ([`railyard_core::cc::Controller`]) behind the engine's [`PostGate`].
+//! [`CcGate`]: the engine's congestion-control layer (RFC 4162): the core
+//! [`Controller`] as the CC layer of the composed hot path
+//! (`railyard_core::completion`), with the engine's permit counters, plus
+//! the control-plane duties the engine's monitor, event and reconnect
+//! paths call (epochs, feedback, generations, snapshots).
 //!
 //! | engine event | controller call |
 //! |---|---|
-//! | `admit(rec)` | `try_acquire(rec.device, rec.route, rec.bytes, now)`: `Admit` → `Permit::record_into(rec)`; `Defer` → [`GateDecision::Defer`]; `Avoid` → [`GateDecision::Avoid`] (nothing held) |
-//! | `release(rec, Some(status))` | `release_record(rec, classify_wc(status).effect)` |
-//! | `release(rec, None)` (refused by ownership, `bad_wr` tail) | `release_record(rec, Effect::None)`: accounting only, no feedback |
-//! | monitor tick | `Monitor::on_epoch(now, poller)` |
-//! | async event on a QP / route | `route_feedback(route, generation, effect)` |
-//! | async event on the port / device | `quarantine_device(device)` for `Effect::Quarantine` |
+//! | a post (inside `Owner::post`) | [`CcLayer::acquire`]: `try_acquire(rec.device, rec.route, rec.bytes, now)`, permit recorded |
+//! | a completion (inside `Owner::complete`) | [`CcLayer::release`]: `release_record(rec, classify_wc(status).effect)` |
+//! | refused or unposted work | [`CcLayer::release`] with `Effect::None`: accounting only |
+//! | monitor tick | [`CcGate::on_epoch`] → `Monitor::on_epoch(now, poller)` |
+//! | async event on a QP / route | [`CcGate::event_feedback`] → `route_feedback(route, generation, effect)` |
+//! | async event on the port / device | [`CcGate::device_feedback`] → `quarantine_device(device)` |
+//! | reconnect | [`CcGate::new_generation`] → `advance_generation(route)` |
 //!
-//! **Numbering.** Device domain = the engine's local device (one per engine,
-//! index 0). Route domain = one per (local device, remote NIC) pair: the
-//! engine gives each distinct peer GID/LID it connects to a route index
-//! ([`Engine`](super::Engine) keeps the map), so every segment to the same
-//! remote NIC shares one route window. `max_endpoints` route domains exist.
+//! **Numbering.** Device domain = the engine's local device (rail) index.
+//! Route domain = one per (local device, remote NIC) pair, allocated in
+//! per-device blocks of `max_endpoints` ([`CcGate::route_index`]), so
+//! every segment to the same remote NIC shares one route window.
 //!
 //! **Accounting checks.** `admitted` / `released` count permits (each on its
-//! own cache line); `acquire_errors` / `release_errors` count refusals of
-//! the controller (a bad route index, a double release, an underflow) and
-//! must stay zero. In `Mode::Off` permits are still counted, but the
-//! controller keeps no byte accounting.
+//! own cache line); `release_errors` counts refusals of the controller (a
+//! double release, an underflow) and must stay zero. In `Mode::Off`
+//! permits are still counted, but the controller keeps no byte accounting.
 
-use super::gate::{GateDecision, PostGate};
 use railyard_core::cc::{
-    Admission, CcConfig, ConfigError, Controller, Mode, Monitor, PollerStatus,
+    CcConfig, ConfigError, Controller, Mode, Monitor, PollerStatus, ReleaseError, Settlement,
 };
-use railyard_core::classify::{classify_wc, Effect};
-use railyard_core::evidence::{Observation, Observed, PathId, Reason};
+use railyard_core::classify::Effect;
+use railyard_core::completion::{CcLayer, CcRefusal};
+use railyard_core::evidence::{Observation, PathId, Reason};
+use railyard_core::time::Nanos;
 use railyard_core::token::TokenRecord;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -36,11 +39,10 @@ use std::sync::Mutex;
 #[derive(Default)]
 struct Padded(AtomicU64);
 
-/// Counters of a [`CcGate`] (and what any gate reports through
-/// [`PostGate::stats`]).
+/// Counters of a [`CcGate`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GateStats {
-    /// Whether a controller is in the gate and not in `Mode::Off`.
+    /// Whether the controller is not in `Mode::Off`.
     pub enabled: bool,
     /// Permits admitted.
     pub admitted: u64,
@@ -48,12 +50,15 @@ pub struct GateStats {
     pub released: u64,
     /// In-flight bytes summed over every device and route domain.
     pub in_flight_bytes: u64,
-    /// `try_acquire` errors (bad device/route index): admitted without a permit.
+    /// Admissions refused as invalid (bad device / route index): the slice
+    /// is failed, never posted without a permit.
     pub acquire_errors: u64,
     /// `release_record` refusals (not held, underflow, bad index).
     pub release_errors: u64,
     /// Control epochs run.
     pub epochs: u64,
+    /// Control epochs that saw the pollers stalled.
+    pub stalled_epochs: u64,
     /// Software route timeouts (task deadlines) the control epochs counted
     /// as route hard errors (RFC 4162: poller progressing).
     pub route_timeouts: u64,
@@ -61,7 +66,7 @@ pub struct GateStats {
     pub suppressed_timeouts: u64,
 }
 
-/// The congestion-controller post gate (RFC 4162).
+/// The engine's congestion-control layer (RFC 4162).
 pub struct CcGate {
     ctl: Controller,
     monitor: Mutex<Monitor>,
@@ -71,8 +76,13 @@ pub struct CcGate {
     acquire_errors: AtomicU64,
     release_errors: AtomicU64,
     epochs: AtomicU64,
+    stalled_epochs: AtomicU64,
     route_timeouts: AtomicU64,
     suppressed_timeouts: AtomicU64,
+    /// Test hook (`fault-injection`): admissions on this device are
+    /// avoided although it reads as usable (device + 1; 0 = none).
+    #[cfg(feature = "fault-injection")]
+    avoid_device: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for CcGate {
@@ -106,7 +116,8 @@ impl CcGate {
     }
 
     /// Like [`with_devices`](Self::with_devices), but an invalid `cfg`
-    /// leaves the controller off and hands the error back.
+    /// leaves the controller off (RFC 4162: never partially defaulted) and
+    /// hands the error back so the caller can surface it.
     pub fn new_or_off_devices(
         cfg: &CcConfig,
         devices: u16,
@@ -115,6 +126,12 @@ impl CcGate {
         let (ctl, monitor, err) =
             Controller::new_or_off(cfg, devices, &Self::topology(devices, routes_per_device));
         (Self::from_parts(ctl, monitor, routes_per_device), err)
+    }
+
+    /// Like [`new`](Self::new), but an invalid `cfg` leaves the controller
+    /// off and hands the error back.
+    pub fn new_or_off(cfg: &CcConfig, routes: u32) -> (Self, Option<ConfigError>) {
+        Self::new_or_off_devices(cfg, 1, routes)
     }
 
     fn topology(devices: u16, routes_per_device: u32) -> Vec<u16> {
@@ -129,13 +146,6 @@ impl CcGate {
         u32::from(device) * self.routes_per_device + k
     }
 
-    /// Like [`new`](Self::new), but an invalid `cfg` leaves the controller
-    /// off (RFC 4162: never partially defaulted) and hands the error back
-    /// so the caller can surface it ([`Controller::new_or_off`]).
-    pub fn new_or_off(cfg: &CcConfig, routes: u32) -> (Self, Option<ConfigError>) {
-        Self::new_or_off_devices(cfg, 1, routes)
-    }
-
     fn from_parts(ctl: Controller, monitor: Monitor, routes_per_device: u32) -> Self {
         Self {
             ctl,
@@ -146,8 +156,11 @@ impl CcGate {
             acquire_errors: AtomicU64::new(0),
             release_errors: AtomicU64::new(0),
             epochs: AtomicU64::new(0),
+            stalled_epochs: AtomicU64::new(0),
             route_timeouts: AtomicU64::new(0),
             suppressed_timeouts: AtomicU64::new(0),
+            #[cfg(feature = "fault-injection")]
+            avoid_device: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -161,6 +174,12 @@ impl CcGate {
         self.ctl.mode()
     }
 
+    /// Whether the controller is on (not `Mode::Off`). With it off, the
+    /// engine's task anomaly query reports UNKNOWN (RFC 4162).
+    pub fn enabled(&self) -> bool {
+        self.ctl.mode() != Mode::Off
+    }
+
     fn in_flight_total(&self) -> u64 {
         let d = (0..self.ctl.devices() as u16)
             .filter_map(|d| self.ctl.device_snapshot(d))
@@ -170,60 +189,16 @@ impl CcGate {
             .map(|s| s.in_flight);
         d.chain(r).fold(0u64, u64::saturating_add)
     }
-}
 
-impl PostGate for CcGate {
-    #[inline]
-    fn admit(&self, rec: &mut TokenRecord, now_ns: u64) -> GateDecision {
-        // `rec.device` is the rail the engine picked; `rec.route` is a
-        // route domain of that device.
-        match self
-            .ctl
-            .try_acquire(rec.device, rec.route, rec.bytes, now_ns)
-        {
-            Ok(Admission::Admit(p)) => {
-                if let Err(p) = p.record_into(rec) {
-                    // The record already held a permit: give this one back.
-                    let _ = self.ctl.release(p, Effect::None);
-                    self.acquire_errors.fetch_add(1, Ordering::Relaxed);
-                    return GateDecision::Admit;
-                }
-                self.admitted.0.fetch_add(1, Ordering::Relaxed);
-                GateDecision::Admit
-            }
-            Ok(Admission::Defer(_)) => GateDecision::Defer,
-            Ok(Admission::Avoid(_)) => GateDecision::Avoid,
-            Err(_) => {
-                // A bad index is an engine bug: fail open (post without a
-                // permit, like CC off) and count it rather than stall.
-                self.acquire_errors.fetch_add(1, Ordering::Relaxed);
-                GateDecision::Admit
-            }
-        }
-    }
-
-    #[inline]
-    fn release(&self, rec: &TokenRecord, wc_status: Option<u32>, _now_ns: u64) {
-        if rec.holds & TokenRecord::HOLDS_PERMIT == 0 {
-            // Admitted without a permit (counted at admission).
-            return;
-        }
-        let effect = wc_status.map_or(Effect::None, |s| classify_wc(s, 0).effect);
-        let mut r = *rec;
-        match self.ctl.release_record(&mut r, effect) {
-            Ok(_) => {
-                self.released.0.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(_) => {
-                self.release_errors.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    }
-
-    fn on_epoch(&self, now_ns: u64, poller: PollerStatus) {
+    /// One control epoch (the engine's monitor thread, every tick; never
+    /// the data path). `poller` says whether the CQ pollers made progress.
+    pub fn on_epoch(&self, now_ns: u64, poller: PollerStatus) {
         if let Ok(mut m) = self.monitor.lock() {
             let r = m.on_epoch(&self.ctl, now_ns, poller);
             self.epochs.fetch_add(1, Ordering::Relaxed);
+            if poller == PollerStatus::Stalled {
+                self.stalled_epochs.fetch_add(1, Ordering::Relaxed);
+            }
             self.route_timeouts
                 .fetch_add(r.counted_timeouts, Ordering::Relaxed);
             self.suppressed_timeouts
@@ -231,7 +206,10 @@ impl PostGate for CcGate {
         }
     }
 
-    fn event_feedback(&self, route: Option<u32>, effect: Effect) {
+    /// Controller feedback not carried by a permit: an effect at route
+    /// scope (`Some(route)`: QP / route events, software timeouts) or at
+    /// device 0's scope (`None`).
+    pub fn event_feedback(&self, route: Option<u32>, effect: Effect) {
         if effect == Effect::None {
             return;
         }
@@ -245,61 +223,54 @@ impl PostGate for CcGate {
         }
     }
 
-    fn device_feedback(&self, device: u16, effect: Effect) {
+    /// Device-scope feedback (port / device events) for local device
+    /// `device` (rail).
+    pub fn device_feedback(&self, device: u16, effect: Effect) {
         if effect == Effect::Quarantine {
             let _ = self.ctl.quarantine_device(device);
         }
     }
 
-    fn usable(&self, device: u16, route: u32) -> bool {
-        if !self.enabled() {
-            return true;
-        }
-        let q = |s: Option<railyard_core::cc::DomainSnapshot>| {
-            s.is_some_and(|s| s.health == railyard_core::cc::Health::Quarantined)
-        };
-        !q(self.ctl.device_snapshot(device)) && !q(self.ctl.route_snapshot(route))
+    /// Whether new work may be steered to `device` × `route` (rail
+    /// selection avoids a quarantined device or route, RFC 4162 `kAvoid`).
+    pub fn usable(&self, device: u16, route: u32) -> bool {
+        CcLayer::usable(self, device, route)
     }
 
-    fn observe(&self, rec: &TokenRecord, reason: Reason, now_ns: u64) -> Observation {
+    /// Task evidence for `rec`'s path (slow path): the route's generation,
+    /// window, in-flight bytes and cooldown when the controller is on.
+    pub fn observe(&self, rec: &TokenRecord, reason: Reason, now_ns: u64) -> Observation {
         let path = PathId {
             device: rec.device,
             route: rec.route,
         };
-        // GateDecision does not say which domain refused; the route is the
-        // caller-relevant one (the device domain is shared by every route).
-        let snap = self.ctl.route_snapshot(rec.route);
-        match snap {
-            Some(s) => s.observation(reason, path, now_ns),
-            None => {
-                let mut o = Observation::new(reason, now_ns);
-                o.path = Observed::Value(path);
-                o
-            }
-        }
+        CcLayer::observation(self, path, reason, now_ns)
     }
 
-    fn enabled(&self) -> bool {
-        self.ctl.mode() != Mode::Off
-    }
-
-    fn new_generation(&self, route: u32) -> Option<u32> {
+    /// The transport replaced the route's endpoint (reconnect): the route
+    /// moves to a new generation, its state kept (late feedback of the old
+    /// generation settles accounting only). Returns the new generation.
+    pub fn new_generation(&self, route: u32) -> Option<u32> {
         self.ctl.advance_generation(route).ok()
     }
 
-    fn route_snapshot(&self, route: u32) -> Option<railyard_core::cc::DomainSnapshot> {
+    /// A read-only snapshot of route `route`. Slow path.
+    pub fn route_snapshot(&self, route: u32) -> Option<railyard_core::cc::DomainSnapshot> {
         self.ctl.route_snapshot(route)
     }
 
-    fn device_snapshot(&self, device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
+    /// A read-only snapshot of local device `device`'s domain.
+    pub fn device_snapshot(&self, device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
         self.ctl.device_snapshot(device)
     }
 
-    fn cc_stats(&self) -> Option<railyard_core::cc::CcStats> {
-        Some(self.ctl.stats())
+    /// The controller's counters (stale feedback, illegal transitions, ...).
+    pub fn cc_stats(&self) -> railyard_core::cc::CcStats {
+        self.ctl.stats()
     }
 
-    fn stats(&self) -> GateStats {
+    /// Counters and the in-flight gauge.
+    pub fn stats(&self) -> GateStats {
         GateStats {
             enabled: self.enabled(),
             admitted: self.admitted.0.load(Ordering::Relaxed),
@@ -308,9 +279,66 @@ impl PostGate for CcGate {
             acquire_errors: self.acquire_errors.load(Ordering::Relaxed),
             release_errors: self.release_errors.load(Ordering::Relaxed),
             epochs: self.epochs.load(Ordering::Relaxed),
+            stalled_epochs: self.stalled_epochs.load(Ordering::Relaxed),
             route_timeouts: self.route_timeouts.load(Ordering::Relaxed),
             suppressed_timeouts: self.suppressed_timeouts.load(Ordering::Relaxed),
         }
+    }
+
+    /// Test hook: from now on every admission on `device` is avoided
+    /// (`PATH_QUARANTINED`) while [`usable`](Self::usable) still says yes,
+    /// as a quarantine racing the planner would; `None` turns it off.
+    #[cfg(feature = "fault-injection")]
+    pub fn fault_avoid_device(&self, device: Option<u16>) {
+        self.avoid_device
+            .store(device.map_or(0, |d| u32::from(d) + 1), Ordering::Release);
+    }
+}
+
+/// The CC layer of the engine's composed hot path.
+impl CcLayer for CcGate {
+    #[inline(always)]
+    fn usable(&self, device: u16, route: u32) -> bool {
+        CcLayer::usable(&self.ctl, device, route)
+    }
+
+    #[inline(always)]
+    fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), CcRefusal> {
+        #[cfg(feature = "fault-injection")]
+        if self.avoid_device.load(Ordering::Acquire) == u32::from(rec.device) + 1 {
+            return Err(CcRefusal::Avoided(
+                railyard_core::cc::Avoidance::quarantined(railyard_core::cc::DomainKind::Route),
+            ));
+        }
+        match self.ctl.acquire(rec, now) {
+            Ok(()) => {
+                self.admitted.0.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e @ CcRefusal::Invalid(_)) => {
+                self.acquire_errors.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    #[inline(always)]
+    fn release(&self, rec: &mut TokenRecord, effect: Effect) -> Result<Settlement, ReleaseError> {
+        match self.ctl.release_record(rec, effect) {
+            Ok(s) => {
+                self.released.0.fetch_add(1, Ordering::Relaxed);
+                Ok(s)
+            }
+            Err(e) => {
+                self.release_errors.fetch_add(1, Ordering::Relaxed);
+                Err(e)
+            }
+        }
+    }
+
+    fn observation(&self, path: PathId, reason: Reason, now: Nanos) -> Observation {
+        CcLayer::observation(&self.ctl, path, reason, now)
     }
 }
 
@@ -319,7 +347,8 @@ impl PostGate for CcGate {
 #[cfg_attr(not(feature = "adaptive-cc"), allow(dead_code, unused_imports))]
 mod tests {
     use super::*;
-    use railyard_core::classify::wc;
+    use railyard_core::classify::{classify_wc, wc};
+    use railyard_core::evidence::Observed;
     use railyard_core::slice::SliceRef;
 
     fn enforce(max: u64, routes: u32) -> CcGate {
@@ -341,6 +370,15 @@ mod tests {
         }
     }
 
+    fn admit(g: &CcGate, r: &mut TokenRecord) -> Result<(), CcRefusal> {
+        CcLayer::acquire(g, r, 1)
+    }
+
+    fn release(g: &CcGate, r: &mut TokenRecord, status: Option<u32>) {
+        let effect = status.map_or(Effect::None, |s| classify_wc(s, 0).effect);
+        let _ = CcLayer::release(g, r, effect);
+    }
+
     #[cfg(feature = "adaptive-cc")]
     #[test]
     fn admit_records_the_permit_and_release_returns_it_once() {
@@ -349,28 +387,25 @@ mod tests {
         // 4 × 64 KiB fill route 0's window; the 5th defers, holding nothing.
         for i in 0..4 {
             let mut r = rec(0, 65536, i);
-            assert_eq!(g.admit(&mut r, 1), GateDecision::Admit);
+            assert_eq!(admit(&g, &mut r), Ok(()));
             assert_ne!(r.holds & TokenRecord::HOLDS_PERMIT, 0);
-            assert_eq!((r.device, r.route), (0, 0));
             held.push(r);
         }
         let mut r = rec(0, 65536, 9);
-        assert_eq!(g.admit(&mut r, 1), GateDecision::Defer);
+        assert!(matches!(admit(&g, &mut r), Err(CcRefusal::Deferred(_))));
         assert_eq!(r.holds, 0);
         assert_eq!(
             g.controller().route_snapshot(0).unwrap().in_flight,
             4 * 65536
         );
-        // Route 1 has its own window but shares the device domain.
         let mut r1 = rec(1, 65536, 10);
-        let d = g.admit(&mut r1, 1);
-        // Release: two completions, one flush, one unposted.
-        g.release(&held[0], Some(wc::SUCCESS), 2);
-        g.release(&held[1], Some(wc::WR_FLUSH_ERR), 2);
-        g.release(&held[2], Some(wc::REM_ACCESS_ERR), 2);
-        g.release(&held[3], None, 2);
-        if d == GateDecision::Admit {
-            g.release(&r1, Some(wc::SUCCESS), 2);
+        let d = admit(&g, &mut r1);
+        release(&g, &mut held[0], Some(wc::SUCCESS));
+        release(&g, &mut held[1], Some(wc::WR_FLUSH_ERR));
+        release(&g, &mut held[2], Some(wc::REM_ACCESS_ERR));
+        release(&g, &mut held[3], None);
+        if d.is_ok() {
+            release(&g, &mut r1, Some(wc::SUCCESS));
         }
         let s = g.stats();
         assert!(s.enabled);
@@ -379,16 +414,11 @@ mod tests {
         assert_eq!((s.acquire_errors, s.release_errors), (0, 0));
         // A second release of the same record is refused, counted, and
         // changes no accounting.
-        g.release(&held[0], Some(wc::SUCCESS), 3);
+        release(&g, &mut held[0], Some(wc::SUCCESS));
         let s2 = g.stats();
         assert_eq!(s2.release_errors, 1);
         assert_eq!(s2.released, s.released);
         assert_eq!(s2.in_flight_bytes, 0);
-        // Now there is room again.
-        let mut r = rec(0, 65536, 9);
-        assert_eq!(g.admit(&mut r, 4), GateDecision::Admit);
-        g.release(&r, Some(wc::SUCCESS), 5);
-        assert_eq!(g.stats().in_flight_bytes, 0);
     }
 
     #[cfg(feature = "adaptive-cc")]
@@ -397,7 +427,7 @@ mod tests {
         let g = enforce(1 << 20, 1);
         g.event_feedback(None, Effect::Quarantine);
         let mut r = rec(0, 4096, 0);
-        assert_eq!(g.admit(&mut r, 1), GateDecision::Avoid);
+        assert!(matches!(admit(&g, &mut r), Err(CcRefusal::Avoided(_))));
         assert_eq!(r.holds, 0);
         let o = g.observe(&r, Reason::PathQuarantined, 7);
         assert_eq!(
@@ -412,21 +442,18 @@ mod tests {
             o.task_state(),
             railyard_core::evidence::TaskState::LongUnavailable
         );
-        // Epochs run through the gate.
         g.on_epoch(10, PollerStatus::Progressing);
-        g.on_epoch(20, PollerStatus::Progressing);
-        assert_eq!(g.stats().epochs, 2);
-        assert_eq!(g.stats().in_flight_bytes, 0);
+        g.on_epoch(20, PollerStatus::Stalled);
+        assert_eq!((g.stats().epochs, g.stats().stalled_epochs), (2, 1));
     }
 
     #[cfg(feature = "adaptive-cc")]
     #[test]
-    fn bad_route_fails_open_and_is_counted() {
+    fn a_bad_route_is_a_typed_refusal_and_counted() {
         let g = enforce(1 << 20, 1);
         let mut r = rec(5, 4096, 0);
-        assert_eq!(g.admit(&mut r, 1), GateDecision::Admit);
+        assert!(matches!(admit(&g, &mut r), Err(CcRefusal::Invalid(_))));
         assert_eq!(r.holds & TokenRecord::HOLDS_PERMIT, 0);
-        g.release(&r, Some(wc::SUCCESS), 2);
         let s = g.stats();
         assert_eq!((s.admitted, s.released, s.acquire_errors), (0, 0, 1));
     }
@@ -445,8 +472,8 @@ mod tests {
         assert_eq!(g.mode(), Mode::Off);
         assert!(!g.enabled());
         let mut r = rec(0, 1 << 30, 0);
-        assert_eq!(g.admit(&mut r, 1), GateDecision::Admit);
-        g.release(&r, Some(wc::SUCCESS), 2);
+        assert_eq!(admit(&g, &mut r), Ok(()));
+        release(&g, &mut r, Some(wc::SUCCESS));
         let s = g.stats();
         assert_eq!((s.admitted, s.released, s.release_errors), (1, 1, 0));
     }
@@ -463,18 +490,16 @@ mod tests {
         assert_eq!((g.route_index(0, 3), g.route_index(1, 0)), (3, 4));
         let mut r1 = rec(g.route_index(1, 0), 4096, 1);
         r1.device = 1;
-        assert_eq!(g.admit(&mut r1, 1), GateDecision::Admit);
-        assert_eq!(r1.device, 1);
+        assert_eq!(admit(&g, &mut r1), Ok(()));
         assert_eq!(g.controller().device_snapshot(1).unwrap().in_flight, 4096);
-        g.release(&r1, Some(wc::SUCCESS), 2);
-        // Quarantining device 1 avoids it and leaves device 0 alone.
+        release(&g, &mut r1, Some(wc::SUCCESS));
         g.device_feedback(1, Effect::Quarantine);
         let mut r1 = rec(g.route_index(1, 0), 4096, 2);
         r1.device = 1;
-        assert_eq!(g.admit(&mut r1, 3), GateDecision::Avoid);
+        assert!(matches!(admit(&g, &mut r1), Err(CcRefusal::Avoided(_))));
         let mut r0 = rec(g.route_index(0, 0), 4096, 3);
-        assert_eq!(g.admit(&mut r0, 3), GateDecision::Admit);
-        g.release(&r0, Some(wc::SUCCESS), 4);
+        assert_eq!(admit(&g, &mut r0), Ok(()));
+        release(&g, &mut r0, Some(wc::SUCCESS));
         assert!(g.usable(0, 0) && !g.usable(1, 4));
         assert_eq!(g.stats().in_flight_bytes, 0);
     }
@@ -483,27 +508,22 @@ mod tests {
     #[test]
     fn software_route_timeouts_are_counted_or_suppressed_per_epoch() {
         for mode in [Mode::Enforce, Mode::Observe] {
-            software_route_timeouts_in(mode);
+            let cfg = CcConfig {
+                mode,
+                ..CcConfig::default()
+            };
+            let g = CcGate::new(&cfg, 2).unwrap();
+            g.event_feedback(Some(1), Effect::Timeout);
+            g.on_epoch(1_000_000, PollerStatus::Progressing);
+            let s = g.stats();
+            assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 0));
+            assert_eq!(g.controller().route_snapshot(1).unwrap().errors, 1);
+            assert_eq!(g.controller().route_snapshot(0).unwrap().errors, 0);
+            g.event_feedback(Some(1), Effect::Timeout);
+            g.on_epoch(2_000_000, PollerStatus::Stalled);
+            let s = g.stats();
+            assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 1));
         }
-    }
-
-    #[cfg(feature = "adaptive-cc")]
-    fn software_route_timeouts_in(mode: Mode) {
-        let cfg = CcConfig {
-            mode,
-            ..CcConfig::default()
-        };
-        let g = CcGate::new(&cfg, 2).unwrap();
-        g.event_feedback(Some(1), Effect::Timeout);
-        g.on_epoch(1_000_000, PollerStatus::Progressing);
-        let s = g.stats();
-        assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 0));
-        assert_eq!(g.controller().route_snapshot(1).unwrap().errors, 1);
-        assert_eq!(g.controller().route_snapshot(0).unwrap().errors, 0);
-        g.event_feedback(Some(1), Effect::Timeout);
-        g.on_epoch(2_000_000, PollerStatus::Stalled);
-        let s = g.stats();
-        assert_eq!((s.route_timeouts, s.suppressed_timeouts), (1, 1));
     }
 
     #[test]
@@ -526,24 +546,24 @@ mod tests {
             let mut held: Vec<TokenRecord> = Vec::new();
             for (i, (route, bytes, status, release_first)) in ops.into_iter().enumerate() {
                 if release_first && !held.is_empty() {
-                    let r = held.swap_remove(i % held.len());
+                    let mut r = held.swap_remove(i % held.len());
                     let st = if status == 29 { None } else { Some(status) };
-                    g.release(&r, st, i as u64);
+                    release(&g, &mut r, st);
                 }
                 let mut r = rec(route, bytes, i as u32);
-                match g.admit(&mut r, i as u64) {
-                    GateDecision::Admit => {
+                match admit(&g, &mut r) {
+                    Ok(()) => {
                         proptest::prop_assert_ne!(r.holds & TokenRecord::HOLDS_PERMIT, 0);
                         held.push(r);
                     }
-                    _ => proptest::prop_assert_eq!(r.holds, 0),
+                    Err(_) => proptest::prop_assert_eq!(r.holds, 0),
                 }
                 if i % 16 == 0 {
                     g.on_epoch(i as u64 * 1_000_000, PollerStatus::Progressing);
                 }
             }
-            for r in held.drain(..) {
-                g.release(&r, Some(wc::SUCCESS), 1 << 40);
+            for mut r in held.drain(..) {
+                release(&g, &mut r, Some(wc::SUCCESS));
             }
             let s = g.stats();
             proptest::prop_assert_eq!(s.admitted, s.released);

@@ -19,9 +19,31 @@ use railyard_core::endpoint::EndpointHandle;
 #[cfg(feature = "fault-injection")]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// What the CC trace hook ([`Engine::fault_trace_cc`]) sees, right after
+/// the controller processed it (fault-injection builds only; without the
+/// feature the calls compile away).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TraceEvent {
+    /// A completion with this WC status went through the composed hot path.
+    Completion(u32),
+    /// A control epoch ran with this poller status.
+    Epoch(railyard_core::cc::PollerStatus),
+    /// Async-event or timeout feedback: route (`None`: the device) and effect.
+    Feedback(Option<u32>, railyard_core::classify::Effect),
+    /// A reconnect moved this route to a new generation.
+    NewGeneration(u32),
+}
+
+/// The trace hook's type.
+#[cfg(feature = "fault-injection")]
+pub(crate) type TraceHook = Box<dyn Fn(&super::CcGate, TraceEvent) + Send + Sync>;
+
 /// Fault state shared with the workers (empty without the feature).
 #[derive(Default)]
 pub(crate) struct FaultState {
+    /// The CC trace hook, if a test installed one.
+    #[cfg(feature = "fault-injection")]
+    trace: std::sync::OnceLock<TraceHook>,
     #[cfg(feature = "fault-injection")]
     polling_paused: AtomicBool,
     /// Endpoint (encoded + 1) whose posts carry a corrupted rkey; 0 = none.
@@ -35,6 +57,16 @@ pub(crate) struct FaultState {
 }
 
 impl FaultState {
+    /// Calls the CC trace hook, if one is installed (never without the
+    /// feature: the call compiles away).
+    #[inline(always)]
+    pub(crate) fn trace(&self, _cc: &super::CcGate, _ev: TraceEvent) {
+        #[cfg(feature = "fault-injection")]
+        if let Some(f) = self.trace.get() {
+            f(_cc, _ev);
+        }
+    }
+
     /// Whether CQ polling is paused.
     #[inline(always)]
     pub(crate) fn polling_paused(&self) -> bool {
@@ -86,6 +118,26 @@ impl FaultState {
 
 #[cfg(feature = "fault-injection")]
 impl Engine {
+    /// Installs a hook called right after the congestion controller
+    /// processed a completion, a control epoch, event / timeout feedback or
+    /// a reconnect's new generation, with the controller to read state from
+    /// (the fault matrix traces every route's path through the state
+    /// machine with it). One hook per engine; a second install is refused
+    /// (`false`).
+    pub fn fault_trace_cc(
+        &self,
+        f: impl Fn(&super::CcGate, TraceEvent) + Send + Sync + 'static,
+    ) -> bool {
+        self.shared.fault.trace.set(Box::new(f)).is_ok()
+    }
+
+    /// Every admission on local `device` is avoided (`PATH_QUARANTINED`)
+    /// while the planner still finds it usable, as a quarantine racing the
+    /// planner would; `None` turns it off.
+    pub fn fault_avoid_device(&self, device: Option<u16>) {
+        self.shared.gate.fault_avoid_device(device);
+    }
+
     fn fault_handle(&self, seg: SegmentId) -> Result<EndpointHandle, EngineError> {
         Ok(self.segment_info(seg)?.endpoint)
     }

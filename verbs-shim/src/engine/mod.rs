@@ -5,9 +5,9 @@
 //! ```text
 //!  submit(batch, transfers)          worker (posts shard s)                 poller (CQ of shard s)
 //!  ───────────────────────           ───────────────────────                ───────────────────────
-//!  validate ranges, cut slices  ──►  gate.admit(rec)           (PostGate)   poll CQ → wr_id
-//!  (64 KiB, tail rule), open         Owner::post(rec) → wr_id  (token)      Owner::complete(wr_id)
-//!  slice attempts, queue them        ibv_post_send(chain)                   gate.release(rec, status)
+//!  validate ranges, cut slices  ──►  Owner::post(slice, path)               poll CQ → wr_id, status
+//!  (64 KiB, tail rule), open           endpoint, rail, CC, token → wr_id    Owner::complete(wr_id, status)
+//!  slice attempts, queue them        ibv_post_send(chain)                     classified once, holds released
 //!                                    bad_wr tail → Owner::unposted          settle task / re-queue retry
 //! ```
 //!
@@ -38,11 +38,14 @@
 //!   (CQ error, async event, shutdown). Its QPs are moved to ERR when the
 //!   drain times out and destroyed only when crossbeam-epoch drops the
 //!   endpoint's resource.
-//! * **Congestion control** (RFC 4162): [`Engine::new`] puts a [`CcGate`]
-//!   (the core controller, `MC_ADAPTIVE_CC_*`, off by default) in the
-//!   [`PostGate`] seam right before `ibv_post_send`; the monitor runs its
-//!   control epoch every tick; [`DefaultClassifier`] is `core::classify`.
-//!   Route domains: one per (local device, remote NIC), see [`CcGate`].
+//! * **The composed hot path** (`railyard_core::completion::Owner`, the
+//!   same composition the simulator and the C ABI use): every post and
+//!   every completion go through it; its layers are the rail selector and
+//!   [`CcGate`] (the RFC 4162 controller, `MC_ADAPTIVE_CC_*`, off by
+//!   default), admitted right before `ibv_post_send`. A completion is
+//!   classified once, in core, and core's one WC mapping decides settle /
+//!   retry. The monitor runs the control epoch every tick. Route domains:
+//!   one per (local device, remote NIC), see [`CcGate`].
 //!
 //! * **Rails** (several devices, RFC 4534): `MC_RDMA_DEVICE=rxe0,rxe1`
 //!   (or [`EngineConfig::devices`]) opens every device with its own
@@ -96,19 +99,18 @@
 
 mod cc_gate;
 mod config;
+mod events;
 mod fault;
-mod gate;
 mod memory;
 mod rail_diag;
 mod reconnect;
 mod worker;
 
-pub use cc_gate::CcGate;
+pub use cc_gate::{CcGate, GateStats};
 pub use config::{slice_count, ConfigError, EngineConfig, WorkerModel, MAX_RAILS};
-pub use gate::{
-    Classifier, DefaultClassifier, EventAction, GateDecision, GateStats, OpenGate, PostGate,
-    WC_RETRY_EXC_ERR, WC_RNR_RETRY_EXC_ERR,
-};
+pub use events::{event_action, EventAction};
+#[cfg(feature = "fault-injection")]
+pub use fault::TraceEvent;
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
 pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
 pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
@@ -443,6 +445,9 @@ pub struct EngineStats {
     /// Slices moved to another rail of their segment: their rail's device
     /// or route was quarantined (`Avoid`), or its endpoint was retired.
     pub rail_moves: u64,
+    /// Posts the composed hot path refused as invalid input (an engine
+    /// bug; the slice failed instead of posting without its holds): 0.
+    pub invalid_posts: u64,
     /// How the handshake listener ended each connection it accepted.
     pub handshakes: HandshakeStats,
     /// Memory regions registered now.
@@ -624,6 +629,14 @@ pub(crate) struct Dev {
     qp_cfg: QpConfig,
 }
 
+/// The engine's composed hot path: its tables, its rail selector and its
+/// CC layer.
+pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
+    'a,
+    EpResource,
+    railyard_core::completion::Layers<(), &'a Selector, &'a CcGate>,
+>;
+
 /// An endpoint handle packed into one word (generation high, slot low), as
 /// [`SliceMeta::ep`] holds it.
 pub(crate) fn ep_word(h: EndpointHandle) -> u64 {
@@ -741,6 +754,8 @@ pub(crate) struct WorkerCounters {
     pub(crate) retries: AtomicU64,
     /// Slices moved to another rail (`Shared::re_rail`).
     pub(crate) rail_moves: AtomicU64,
+    /// Posts the hot path refused as invalid (an engine bug: must stay 0).
+    pub(crate) invalid: AtomicU64,
     /// Poll rounds (the control epoch's poller heartbeat).
     pub(crate) polls: AtomicU64,
 }
@@ -762,8 +777,9 @@ pub(crate) struct Shared {
     pub(crate) tokens: TokenPool,
     pub(crate) slices: SliceTable,
     pub(crate) endpoints: EndpointTable<EpResource>,
-    pub(crate) gate: Arc<dyn PostGate>,
-    pub(crate) classifier: Arc<dyn Classifier>,
+    /// The congestion controller: the CC layer of the composed hot path,
+    /// and its control-plane duties.
+    pub(crate) gate: CcGate,
     /// Why the configured controller stayed off, if it did.
     cc_error: Option<railyard_core::cc::ConfigError>,
     /// CC route index per (local device, peer NIC GID, LID); at most
@@ -826,16 +842,19 @@ impl Shared {
         }
     }
 
-    /// Gives back what an attempt's record holds besides its token: the
-    /// gate's permit and the rail charge (each exactly once: the record
-    /// came out of the token pool, which hands it out once).
-    pub(crate) fn release_holds(&self, rec: &TokenRecord, wc_status: Option<u32>, now: u64) {
-        self.gate.release(rec, wc_status, now);
-        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0 {
-            let mut r = *rec;
-            let ok = wc_status == Some(crate::WC_SUCCESS);
-            let _ = self.rails.release_record(&mut r, ok, now);
-        }
+    /// The composed hot path (`railyard_core::completion`) over this
+    /// engine's tables and layers: the rail selector and the congestion
+    /// controller (receiver credit is not wired into the engine yet). Every
+    /// post and every completion goes through it; nothing else takes or
+    /// releases a permit or a rail charge, or maps a WC status.
+    #[inline(always)]
+    pub(crate) fn owner(&self) -> HotPath<'_> {
+        railyard_core::completion::Owner::new(&self.tokens, &self.slices, &self.endpoints)
+            .with_layers(railyard_core::completion::Layers {
+                credit: (),
+                rail: &self.rails,
+                cc: &self.gate,
+            })
     }
 
     /// Accounts a slice that reached a terminal state through the caller
@@ -1453,6 +1472,7 @@ impl Shared {
             s.unposted += l(&c.unposted);
             s.retries += l(&c.retries);
             s.rail_moves += l(&c.rail_moves);
+            s.invalid_posts += l(&c.invalid);
         }
         s
     }
@@ -1467,7 +1487,7 @@ impl Shared {
 /// their inverse scores (NIC in-flight bytes over the completion EWMA, with
 /// periodic probes). Runs planned for a device that is not one of `rails`,
 /// or whose device or route the controller has quarantined
-/// ([`PostGate::usable`]), go to the best-scoring usable rail. If no rail
+/// ([`CcGate::usable`]), go to the best-scoring usable rail. If no rail
 /// is usable, the best-scoring rail is used anyway (the gate then says
 /// `Avoid` and the task records `PATH_QUARANTINED`). Runs are interleaved
 /// over the chosen devices. Nothing is charged here: each slice charges
@@ -1475,7 +1495,7 @@ impl Shared {
 /// plan's trace (`PlanInfo::trace`; `None` without a plan).
 pub(crate) fn plan_rails(
     sel: &Selector,
-    gate: &dyn PostGate,
+    gate: &impl railyard_core::completion::CcLayer,
     seg: SegmentId,
     rails: &[(u16, u32)],
     runs: u64,
@@ -1579,33 +1599,13 @@ impl fmt::Debug for Engine {
 impl Engine {
     /// Opens the device and starts the workers, the monitor, the
     /// async-event thread and the handshake listener, with the congestion
-    /// controller of `cfg.cc` ([`CcGate`], `max_endpoints` route domains)
-    /// and the [`DefaultClassifier`]. A `cfg.cc` that does not validate
-    /// leaves the controller off ([`Engine::cc_config_error`] says why).
+    /// controller of `cfg.cc` ([`CcGate`], `max_endpoints` route domains
+    /// per device). A `cfg.cc` that does not validate leaves the controller
+    /// off ([`Engine::cc_config_error`] says why).
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
         cfg.validate()?;
-        let (gate, err) =
+        let (gate, cc_error) =
             CcGate::new_or_off_devices(&cfg.cc, cfg.rails() as u16, cfg.max_endpoints);
-        Self::build(cfg, Arc::new(gate), Arc::new(DefaultClassifier), err)
-    }
-
-    /// As [`new`](Self::new), with another gate (e.g. [`OpenGate`]) and
-    /// classifier plugged in; `cfg.cc` is then not used.
-    pub fn with_seams(
-        cfg: EngineConfig,
-        gate: Arc<dyn PostGate>,
-        classifier: Arc<dyn Classifier>,
-    ) -> Result<Self, EngineError> {
-        Self::build(cfg, gate, classifier, None)
-    }
-
-    fn build(
-        cfg: EngineConfig,
-        gate: Arc<dyn PostGate>,
-        classifier: Arc<dyn Classifier>,
-        cc_error: Option<railyard_core::cc::ConfigError>,
-    ) -> Result<Self, EngineError> {
-        cfg.validate()?;
         let spd = match cfg.worker_model {
             WorkerModel::Shared => usize::from(cfg.workers),
             WorkerModel::DedicatedPoller => usize::from(cfg.workers) - 1,
@@ -1692,7 +1692,6 @@ impl Engine {
             slices,
             endpoints,
             gate,
-            classifier,
             cc_error,
             routes: Mutex::new(HashMap::new()),
             mem: memory::MemTable::new(inflight as usize),
@@ -2092,7 +2091,7 @@ impl Engine {
             let keys: Vec<(u16, u32)> = p.rails.iter().map(|r| (r.dev, r.route)).collect();
             let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
             let (run_rail, trace) =
-                plan_rails(&sh.rails, &*sh.gate, t.segment, &keys, runs, run_bytes, now);
+                plan_rails(&sh.rails, &sh.gate, t.segment, &keys, runs, run_bytes, now);
             sh.rail_trace.record(trace);
             let mut entry = TaskEntry {
                 task,
@@ -2444,15 +2443,25 @@ mod tests {
         assert_eq!(off.winner, d.winner);
     }
 
-    /// A gate that marks some devices unusable (as a quarantine would).
+    /// A CC layer that marks some devices unusable (as a quarantine would).
     struct Unusable(&'static [u16]);
-    impl PostGate for Unusable {
-        fn admit(&self, _rec: &mut TokenRecord, _now_ns: u64) -> GateDecision {
-            GateDecision::Admit
-        }
-        fn release(&self, _rec: &TokenRecord, _wc: Option<u32>, _now_ns: u64) {}
+    impl railyard_core::completion::CcLayer for Unusable {
         fn usable(&self, device: u16, _route: u32) -> bool {
             !self.0.contains(&device)
+        }
+        fn acquire(
+            &self,
+            _rec: &mut TokenRecord,
+            _now: u64,
+        ) -> Result<(), railyard_core::completion::CcRefusal> {
+            Ok(())
+        }
+        fn release(
+            &self,
+            _rec: &mut TokenRecord,
+            _e: railyard_core::classify::Effect,
+        ) -> Result<railyard_core::cc::Settlement, railyard_core::cc::ReleaseError> {
+            Ok(railyard_core::cc::Settlement::Current)
         }
     }
 
@@ -2471,7 +2480,7 @@ mod tests {
         let seg = SegmentId(3);
         let run = 8 * 65536;
         // Idle, equal rails: an even split, interleaved.
-        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0).0;
+        let p = plan_rails(&sel, &(), seg, &rails, 16, run, 0).0;
         assert_eq!(p.len(), 16);
         assert_eq!(p.iter().filter(|&&r| r == 1).count(), 8);
         assert_eq!(&p[..4], &[0, 1, 0, 1]);
@@ -2479,7 +2488,7 @@ mod tests {
         let held: Vec<_> = (0..64)
             .map(|_| sel.charge(0, Some(3), 65536, 0).unwrap())
             .collect();
-        let p = plan_rails(&sel, &OpenGate, seg, &rails, 16, run, 0).0;
+        let p = plan_rails(&sel, &(), seg, &rails, 16, run, 0).0;
         assert!(p.iter().filter(|&&r| r == 1).count() > 8, "{p:?}");
         for c in held {
             sel.release(c, railyard_core::rail::Outcome::Failed, 1)
@@ -2495,7 +2504,7 @@ mod tests {
         assert_eq!(p.len(), 4);
         // A segment with only device 1 (peer with one NIC... on our rail 1):
         // index 0 of its rails, always.
-        let p = plan_rails(&sel, &OpenGate, seg, &[(1, 64)], 5, run, 0).0;
+        let p = plan_rails(&sel, &(), seg, &[(1, 64)], 5, run, 0).0;
         assert_eq!(p, vec![0; 5]);
         // Nothing was charged by planning.
         assert_eq!(
@@ -2519,24 +2528,16 @@ mod tests {
         };
         let sel = Selector::new(&[DeviceSpec::new(NOMINAL_RAIL_BPS); 2], cfg).unwrap();
         let rails = [(0u16, 0u32), (1, 64)];
-        let (_, t) = plan_rails(&sel, &OpenGate, SegmentId(3), &rails, 4, 1 << 19, 10);
+        let (_, t) = plan_rails(&sel, &(), SegmentId(3), &rails, 4, 1 << 19, 10);
         assert_eq!(t, Some(None), "no samples yet: cold");
         for (d, done) in [(0u16, 1_000u64), (1, 4_000)] {
             let c = sel.charge(d, Some(3), 65536, 0).unwrap();
             sel.release(c, RailOutcome::Completed { post_ns: 0 }, done)
                 .unwrap();
         }
-        let (_, t) = plan_rails(&sel, &OpenGate, SegmentId(3), &rails, 4, 1 << 19, 5_000);
+        let (_, t) = plan_rails(&sel, &(), SegmentId(3), &rails, 4, 1 << 19, 5_000);
         assert_eq!(t, Some(Some(4_000)), "the oldest candidate sample");
-        let (_, t) = plan_rails(
-            &sel,
-            &OpenGate,
-            SegmentId(3),
-            &rails[..1],
-            4,
-            1 << 19,
-            5_000,
-        );
+        let (_, t) = plan_rails(&sel, &(), SegmentId(3), &rails[..1], 4, 1 << 19, 5_000);
         assert_eq!(t, None);
     }
 

@@ -11,7 +11,7 @@
 //! * **How**: the old endpoint (if still active) is retired through the one
 //!   retire API, the handshake runs again (fresh descriptors: rkeys,
 //!   addresses), the route moves to a new generation
-//!   ([`PostGate::new_generation`](super::PostGate::new_generation)), and
+//!   ([`CcGate::new_generation`](super::CcGate::new_generation)), and
 //!   only then is the new endpoint published under the same [`SegmentId`].
 //!   The new descriptor names the connection it replaces (the peer's
 //!   rail-0 QP number, `PeerDescriptor::replaces`), so the peer retires
@@ -212,6 +212,8 @@ impl Shared {
         // post on a new endpoint is admitted on an old generation.
         for x in &new {
             let _ = self.gate.new_generation(x.route);
+            self.fault
+                .trace(&self.gate, super::fault::TraceEvent::NewGeneration(x.route));
         }
         let generation = new.first().map_or(0, |x| x.handle.generation);
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
@@ -303,6 +305,6 @@ impl Engine {
     /// The controller's counters (stale feedback, illegal transitions, ...),
     /// or `None` without a controller.
     pub fn cc_stats(&self) -> Option<CcStats> {
-        self.shared.gate.cc_stats()
+        Some(self.shared.gate.cc_stats())
     }
 }

@@ -3,26 +3,25 @@
 //! async-event thread and the handshake listener.
 //!
 //! A worker's post path, per work request, is exactly: read the slice's
-//! description → [`PostGate::admit`](super::PostGate::admit) →
-//! `Owner::post` (slice attempt, endpoint generation + QP depth, token =
-//! wr_id) → `ibv_post_send` of up to [`MAX_POST_BATCH`] requests of one QP.
-//! On a `bad_wr` only `wrs[posted..]` are released (`Owner::unposted` and
-//! the gate's release with no status) and re-queued. Its poll path is
-//! `ibv_poll_cq` → `Owner::complete(wr_id, class)` → gate release →
-//! task accounting or re-queue of the new attempt. No pointer ever travels
-//! through a `wr_id`.
+//! description → the composed hot path's `Owner::post` (slice attempt,
+//! endpoint generation + QP depth, rail charge, CC permit, token = wr_id;
+//! any refusal gives back everything) → `ibv_post_send` of up to
+//! [`MAX_POST_BATCH`] requests of one QP. On a `bad_wr` only
+//! `wrs[posted..]` are released (`Owner::unposted`) and re-queued. Its
+//! poll path is `ibv_poll_cq` → `Owner::complete(wr_id, status,
+//! vendor_err)` (classified once, every hold released, the slice settled or
+//! retried by core's one WC mapping) → task accounting or re-queue of the
+//! new attempt. No pointer ever travels through a `wr_id`.
 
-use super::{EpResource, Shared};
-use crate::engine::gate::{EventAction, GateDecision};
+use super::{HotPath, Shared};
+use crate::engine::events::{event_action, EventAction};
 use crate::handshake::{serve, ListenLimits};
 use crate::wire::PeerDescriptor;
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS};
 use railyard_core::cc::PollerStatus;
-use railyard_core::classify::{classify_wc, FailureScope, Signal};
-use railyard_core::completion::{Owner, PostError as OwnerError, PostRequest, SliceEffect};
-use railyard_core::endpoint::{
-    EndpointError, EndpointGuard, EndpointHandle, ReclaimEvent, RetireReason,
-};
+use railyard_core::classify::{classify_event, FailureScope, Signal};
+use railyard_core::completion::{Path, PostRequest, Refusal, SliceEffect};
+use railyard_core::endpoint::{EndpointGuard, EndpointHandle, ReclaimEvent, RetireReason};
 use railyard_core::evidence::{Observed, Reason};
 use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenRecord, WrId};
@@ -108,7 +107,7 @@ fn roles(sh: &Shared, w: usize) -> (Option<usize>, Vec<usize>) {
 fn worker(sh: &Shared, w: usize) {
     let (post_shard, poll_all) = roles(sh, w);
     let local = sh.endpoints.register();
-    let owner = Owner::new(&sh.tokens, &sh.slices, &sh.endpoints);
+    let owner = sh.owner();
     let c = &sh.counters[w];
     let mut wcs = [WorkCompletion::default(); 64];
     let mut idle = 0u32;
@@ -167,7 +166,7 @@ fn has_work(sh: &Shared, post_shard: Option<usize>, poll: &[usize]) -> bool {
 struct Pending {
     wr_id: WrId,
     slice: SliceRef,
-    rec: TokenRecord,
+    path: Path,
     /// The memory region this post pinned (and only it is posted from).
     mem: u32,
 }
@@ -176,7 +175,7 @@ struct Pending {
 /// them, chained per QP. Returns how many were handled.
 fn post_round(
     sh: &Shared,
-    owner: &Owner<'_, EpResource>,
+    owner: &HotPath<'_>,
     local: &railyard_core::endpoint::EndpointLocal,
     shard: usize,
     c: &super::WorkerCounters,
@@ -205,35 +204,72 @@ fn post_round(
             key = Some((ep, qp));
         }
         let now = sh.now();
-        let mut rec = TokenRecord {
-            slice: r,
-            endpoint: super::ep_from_word(ep),
-            post_ns: now,
-            bytes: m.len.load(Ordering::Relaxed),
-            peer: Some(m.segment.load(Ordering::Relaxed)),
-            route: m.route.load(Ordering::Relaxed),
+        let path = Path {
             device: m.dev.load(Ordering::Relaxed) as u16,
             qp: qp as u16,
+            route: m.route.load(Ordering::Relaxed),
+            endpoint: super::ep_from_word(ep),
+        };
+        let req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now)
+            .to_peer(m.segment.load(Ordering::Relaxed));
+        // The memory pin of this post (memory.rs): held until its token
+        // ends. Refused only for a stale queued reference (its slice
+        // settled and its region was deregistered; the settle is then a
+        // no-op): nothing to post, nothing held yet.
+        let mem = m.mem.load(Ordering::Relaxed);
+        if !sh.mem.pin_post(mem as usize) {
+            sh.settle(r, Outcome::Failure);
+            continue;
+        }
+        // Owned by a token from the claim on: a deadline then finds it in
+        // flight (cleared if the post or the chain refuses it).
+        m.posted.store(r.attempt, Ordering::Release);
+        let refusal = match owner.post(req) {
+            Ok(p) => {
+                sh.mem.token_holds(p.wr_id, mem);
+                // `chain` was flushed above if full.
+                let _ = chain.push(Pending {
+                    wr_id: p.wr_id,
+                    slice: r,
+                    path: p.path,
+                    mem,
+                });
+                continue;
+            }
+            Err(e) => e,
+        };
+        m.posted.store(0, Ordering::Release);
+        sh.mem.unpin(mem as usize, 1);
+        let rec = TokenRecord {
+            slice: r,
+            endpoint: path.endpoint,
+            bytes: req.bytes,
+            route: path.route,
+            peer: req.peer,
+            qp: path.qp,
+            device: path.device,
             ..TokenRecord::default()
         };
-        // (1) the post gate, (2) ownership admission + token.
-        match sh.gate.admit(&mut rec, now) {
-            GateDecision::Admit => {}
+        match refusal {
             // Not now: the slice goes back to its queue and this round
             // stops (the window frees only when a completion is polled, so
             // popping on would only spin pop → defer → push and steal the
             // CPU the NIC — on Soft-RoCE — and the poller need). A deferral
             // is not progress: the worker's idle back-off applies.
-            GateDecision::Defer => {
+            Refusal::Deferred { .. } => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
-                sh.note_if_current(r, || sh.gate.observe(&rec, Reason::ByteWindow, now));
+                if let Some(o) = owner.refusal_observation(&refusal, now) {
+                    sh.note_if_current(r, || o);
+                }
                 sh.requeue(r);
                 handled -= 1;
                 break;
             }
-            GateDecision::Avoid => {
+            Refusal::Avoided { .. } => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
-                sh.note_if_current(r, || sh.gate.observe(&rec, Reason::PathQuarantined, now));
+                if let Some(o) = owner.refusal_observation(&refusal, now) {
+                    sh.note_if_current(r, || o);
+                }
                 // Another rail if there is one; else wait for the cooldown.
                 if sh.re_rail(r) {
                     c.rail_moves.fetch_add(1, Ordering::Relaxed);
@@ -243,83 +279,43 @@ fn post_round(
                 handled -= 1;
                 break;
             }
-        }
-        // (1b) the rail charge: the slice's actual bytes on its device (and
-        // its peer, with the ledger on), held by the record until released.
-        if let Ok(charge) = sh.rails.charge(rec.device, rec.peer, rec.bytes, now) {
-            charge.record_into(&mut rec);
-        }
-        // (1c) the memory pin of this post (memory.rs): held until its
-        // token ends. Refused only for a stale queued reference (its slice
-        // settled and its region was deregistered; the settle below is then
-        // a no-op): nothing to post.
-        let mem = m.mem.load(Ordering::Relaxed);
-        if !sh.mem.pin_post(mem as usize) {
-            sh.release_holds(&rec, None, now);
-            sh.settle(r, Outcome::Failure);
-            continue;
-        }
-        // Owned by a token from the claim on: a deadline then finds it in
-        // flight (cleared if the claim or the chain refuses it).
-        m.posted.store(r.attempt, Ordering::Release);
-        match owner.post(PostRequest { record: rec }) {
-            Ok(wr_id) => {
-                sh.mem.token_holds(wr_id, mem);
-                // `chain` was flushed above if full.
-                let _ = chain.push(Pending {
-                    wr_id,
-                    slice: r,
-                    rec,
-                    mem,
-                });
+            _ if refusal.is_backpressure() => {
+                c.backpressure.fetch_add(1, Ordering::Relaxed);
+                sh.requeue(r);
             }
-            Err(e) => {
-                m.posted.store(0, Ordering::Release);
-                sh.mem.unpin(mem as usize, 1);
-                sh.release_holds(&rec, None, now);
-                match e {
-                    OwnerError::Token(_)
-                    | OwnerError::Endpoint(EndpointError::QpFull)
-                    | OwnerError::Endpoint(EndpointError::Saturated) => {
-                        c.backpressure.fetch_add(1, Ordering::Relaxed);
-                        sh.requeue(r);
-                    }
-                    // Timed out or canceled meanwhile: nothing to do.
-                    OwnerError::Slice(_) => {}
-                    // Retired or reclaimed endpoint: its rail's new
-                    // endpoint, or wait for the segment's reconnect, or
-                    // another live rail (rail failover); else
-                    // NO_USABLE_PATH.
-                    OwnerError::Endpoint(_) => match sh.retry_route(r) {
-                        super::reconnect::RetryRoute::Repointed => sh.requeue(r),
-                        super::reconnect::RetryRoute::Moved => {
-                            c.rail_moves.fetch_add(1, Ordering::Relaxed);
-                        }
-                        super::reconnect::RetryRoute::Wait => {
-                            sh.requeue(r);
-                            handled -= 1;
-                            break;
-                        }
-                        // Retired by its owner: teardown, no new root
-                        // failure; like its flushes, DERIVED_FLUSH
-                        // (UNKNOWN without other evidence).
-                        super::reconnect::RetryRoute::NoPath { teardown: true } => {
-                            let mut o = sh.gate.observe(&rec, Reason::DerivedFlush, now);
-                            o.scope = Observed::Value(FailureScope::Qp);
-                            sh.note(r, o);
-                            sh.settle(r, Outcome::Failure)
-                        }
-                        super::reconnect::RetryRoute::NoPath { teardown: false } => {
-                            let sig = railyard_core::classify::classify_signal(
-                                Signal::AllRailsUnavailable,
-                            );
-                            let mut o = sh.gate.observe(&rec, sig.reason, now);
-                            o.scope = Observed::Value(sig.scope);
-                            sh.note(r, o);
-                            sh.settle(r, Outcome::Failure)
-                        }
-                    },
+            // Timed out or canceled meanwhile: nothing to do.
+            Refusal::Slice(_) => {}
+            // Retired or reclaimed endpoint: its rail's new endpoint, or
+            // wait for the segment's reconnect, or another live rail (rail
+            // failover); else NO_USABLE_PATH.
+            Refusal::Endpoint { .. } => match sh.retry_route(r) {
+                super::reconnect::RetryRoute::Repointed => sh.requeue(r),
+                super::reconnect::RetryRoute::Moved => {
+                    c.rail_moves.fetch_add(1, Ordering::Relaxed);
                 }
+                super::reconnect::RetryRoute::Wait => {
+                    sh.requeue(r);
+                    handled -= 1;
+                    break;
+                }
+                // Retired by its owner: teardown, no new root failure; like
+                // its flushes, DERIVED_FLUSH (UNKNOWN without other evidence).
+                super::reconnect::RetryRoute::NoPath { teardown: true } => {
+                    let mut o = sh.gate.observe(&rec, Reason::DerivedFlush, now);
+                    o.scope = Observed::Value(FailureScope::Qp);
+                    sh.note(r, o);
+                    sh.settle(r, Outcome::Failure)
+                }
+                super::reconnect::RetryRoute::NoPath { teardown: false } => {
+                    no_usable_path(sh, r, &rec, now);
+                }
+            },
+            Refusal::NoUsablePath => no_usable_path(sh, r, &rec, now),
+            // A bad index or a forged record: an engine bug. The slice
+            // fails (never posted without its holds), and it is counted.
+            Refusal::Invalid(_) | Refusal::Backpressure(_) | Refusal::Token(_) => {
+                c.invalid.fetch_add(1, Ordering::Relaxed);
+                sh.settle(r, Outcome::Failure);
             }
         }
     }
@@ -327,11 +323,21 @@ fn post_round(
     handled
 }
 
+/// Settles slice attempt `r` failed as NO_USABLE_PATH (RFC 4162: every
+/// RDMA rail unavailable; LONG_UNAVAILABLE with the path evidence).
+fn no_usable_path(sh: &Shared, r: SliceRef, rec: &TokenRecord, now: u64) {
+    let sig = railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
+    let mut o = sh.gate.observe(rec, sig.reason, now);
+    o.scope = Observed::Value(sig.scope);
+    sh.note(r, o);
+    sh.settle(r, Outcome::Failure)
+}
+
 /// (3) `ibv_post_send` of one QP's chain; on `bad_wr`, releases only the
 /// unposted tail and re-queues its slices.
 fn flush_chain(
     sh: &Shared,
-    owner: &Owner<'_, EpResource>,
+    owner: &HotPath<'_>,
     guard: &EndpointGuard,
     chain: &mut heapless::Vec<Pending, MAX_POST_BATCH>,
     c: &super::WorkerCounters,
@@ -339,13 +345,12 @@ fn flush_chain(
     let Some(first) = chain.first().copied() else {
         return;
     };
-    let h = first.rec.endpoint;
-    let qp_idx = usize::from(first.rec.qp);
+    let h = first.path.endpoint;
+    let qp_idx = usize::from(first.path.qp);
     let release_from = |from: usize, requeue: bool, chain: &[Pending]| {
         let now = sh.now();
         for p in &chain[from..] {
-            if let Ok(rec) = owner.unposted(p.wr_id) {
-                sh.release_holds(&rec, None, now);
+            if owner.unposted(p.wr_id, now).is_ok() {
                 sh.mem.unpin(p.mem as usize, 1);
             }
             sh.meta[p.slice.index as usize]
@@ -379,7 +384,7 @@ fn flush_chain(
     for p in chain.iter() {
         let m = &sh.meta[p.slice.index as usize];
         let mi = p.mem as usize;
-        let dev = usize::from(p.rec.device);
+        let dev = usize::from(p.path.device);
         // Pinned by this post (`pin_post`), so the entry is live.
         let mem = sh
             .mem
@@ -458,7 +463,7 @@ fn flush_chain(
 /// Polls one CQ and resolves every completion through its token.
 fn poll_cq(
     sh: &Shared,
-    owner: &Owner<'_, EpResource>,
+    owner: &HotPath<'_>,
     cq: usize,
     wcs: &mut [WorkCompletion],
     c: &super::WorkerCounters,
@@ -473,21 +478,23 @@ fn poll_cq(
     let now = sh.now();
     c.completions.fetch_add(n as u64, Ordering::Relaxed);
     for wc in &wcs[..n] {
-        let class = sh.classifier.wc(wc.status);
         // The region this token pinned, read while the token is still
         // live (after `complete` its slot may belong to another post).
         let pinned = sh.mem.token_region(wc.wr_id);
-        let done = match owner.complete(wc.wr_id, class) {
+        // Classified once, every hold released, the slice settled or
+        // retried: all inside the composed hot path.
+        let done = match owner.complete(wc.wr_id, wc.status, wc.vendor_err, now) {
             Ok(d) => d,
             Err(_) => {
                 c.bad.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
         };
-        sh.release_holds(&done.record, Some(wc.status), now);
         if let Some(m) = pinned {
             sh.mem.unpin(m, 1);
         }
+        sh.fault
+            .trace(&sh.gate, super::fault::TraceEvent::Completion(wc.status));
         if wc.status != WC_SUCCESS {
             // The QP is in ERR now: retire its endpoint (one API). For a
             // flush this is a no-op unless the QP went to ERR behind the
@@ -496,18 +503,9 @@ fn poll_cq(
         }
         // Task evidence, for the slice's current attempt only (a stale
         // completion's slice slot may already belong to another task).
-        let evidence = |sh: &Shared| {
-            if wc.status == WC_SUCCESS {
-                sh.resolve(done.record.slice, now);
-                return;
-            }
-            let k = classify_wc(wc.status, wc.vendor_err);
-            if let Some(reason) = k.reason() {
-                let mut o = sh.gate.observe(&done.record, reason, now);
-                o.scope = Observed::Value(k.scope);
-                o.generation = Observed::Value(done.record.route_generation);
-                sh.note(done.record.slice, o);
-            }
+        let evidence = |sh: &Shared| match owner.completion_observation(&done, now) {
+            None => sh.resolve(done.record.slice, now),
+            Some(o) => sh.note(done.record.slice, o),
         };
         match done.slice {
             SliceEffect::Settled(s) => {
@@ -578,6 +576,8 @@ fn monitor(sh: &Shared) {
         };
         last_polls = polls;
         sh.gate.on_epoch(now, poller);
+        sh.fault
+            .trace(&sh.gate, super::fault::TraceEvent::Epoch(poller));
         {
             let guard = local.pin();
             let mut events = Vec::new();
@@ -713,8 +713,8 @@ pub(crate) fn handle_async_event(
     });
     let cq_shard =
         cq.and_then(|id| (dev * sh.spd..(dev + 1) * sh.spd).find(|&s| sh.cqs[s].id() == id));
-    let k = sh.classifier.event_class(event_type);
-    let action = sh.classifier.event(event_type);
+    let k = classify_event(event_type);
+    let action = event_action(event_type);
     let reason = match action {
         EventAction::RetireQp(r) | EventAction::RetireAll(r) => r,
         EventAction::Ignore => RetireReason::ContextFatal,
@@ -722,9 +722,15 @@ pub(crate) fn handle_async_event(
     let t = event_targets(d16, k.scope, action, qp_ep, cq_shard, &sh.rail_endpoints());
     for &r in &t.routes {
         sh.gate.event_feedback(Some(r), k.effect);
+        sh.fault.trace(
+            &sh.gate,
+            super::fault::TraceEvent::Feedback(Some(r), k.effect),
+        );
     }
     if t.device {
         sh.gate.device_feedback(d16, k.effect);
+        sh.fault
+            .trace(&sh.gate, super::fault::TraceEvent::Feedback(None, k.effect));
     }
     for h in t.retire {
         sh.retire(h, reason);
@@ -752,8 +758,6 @@ fn listen(sh: &Shared, listener: TcpListener) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::gate::Classifier;
-    use crate::engine::DefaultClassifier;
     use crate::verbs::{EVENT_CQ_ERR, EVENT_DEVICE_FATAL, EVENT_PORT_ERR, EVENT_QP_FATAL};
 
     fn h(slot: u32) -> EndpointHandle {
@@ -777,8 +781,14 @@ mod tests {
     }
 
     fn targets(ev: u32, qp: Option<EndpointHandle>, cq: Option<usize>, dev: u16) -> EventTargets {
-        let c = DefaultClassifier;
-        event_targets(dev, c.event_class(ev).scope, c.event(ev), qp, cq, &eps())
+        event_targets(
+            dev,
+            classify_event(ev).scope,
+            event_action(ev),
+            qp,
+            cq,
+            &eps(),
+        )
     }
 
     #[test]
@@ -792,7 +802,7 @@ mod tests {
         // Fatal route evidence (RFC 4162: "immediately fatal evidence for
         // the route").
         assert_eq!(
-            DefaultClassifier.event_class(EVENT_CQ_ERR).effect,
+            classify_event(EVENT_CQ_ERR).effect,
             railyard_core::classify::Effect::Quarantine
         );
         // A CQ the engine does not know: the device's endpoints, no

@@ -1,21 +1,22 @@
-//! The tracing gate shared by the fault matrix (`tests/rxe_faults.rs`)
-//! and its two-guest scenario (`examples/fault_link_down.rs`, which
-//! includes this file with `#[path]`): the real controller, plus a record
-//! of what it saw, and names for what it recorded.
+//! The CC tracer shared by the fault matrix (`tests/rxe_faults.rs`) and
+//! its two-guest scenario (`examples/fault_link_down.rs`, which includes
+//! this file with `#[path]`): hooked into the engine's controller through
+//! the `fault-injection` trace hook, it records what the controller saw,
+//! and names for what it recorded.
 
+use railyard_core::cc::PollerStatus;
 use railyard_core::classify::{wc, Effect};
-use railyard_core::token::TokenRecord;
-use railyard_verbs::engine::{CcGate, EngineConfig, GateDecision, GateStats, Health, PostGate};
+use railyard_verbs::engine::{CcGate, Engine, Health, TraceEvent};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-/// Delegates everything to a [`CcGate`] and records every work-completion
-/// status, every poller status of the control epoch, and every change of
-/// (health, generation) of routes 0..8 and of the device.
+/// Records every work-completion status, every poller status of the
+/// control epoch, every event / timeout feedback, and every change of
+/// (health, generation) of routes 0..8 and of device 0, as the engine's
+/// controller processes them.
+#[derive(Default)]
 pub struct Tracer {
-    /// The real controller gate.
-    pub inner: CcGate,
     /// Completions seen, per WC status.
     pub wc: Mutex<BTreeMap<u32, u64>>,
     path: Mutex<Vec<(u32, Health, u32)>>,
@@ -30,24 +31,35 @@ pub struct Tracer {
 pub const DEV: u32 = u32::MAX;
 
 impl Tracer {
-    /// A tracer around the controller `cfg` describes.
-    pub fn new(cfg: &EngineConfig) -> Result<Self, railyard_core::cc::ConfigError> {
-        let t = Self {
-            inner: CcGate::new(&cfg.cc, cfg.max_endpoints)?,
-            wc: Mutex::new(BTreeMap::new()),
-            path: Mutex::new(Vec::new()),
-            dev_path: Mutex::new(Vec::new()),
-            stalled_epochs: AtomicU64::new(0),
-            events: Mutex::new(Vec::new()),
-        };
-        t.note();
-        Ok(t)
+    /// A tracer hooked into `engine`'s controller (before any traffic).
+    pub fn install(engine: &Engine) -> Arc<Self> {
+        let t = Arc::new(Tracer::default());
+        let t2 = t.clone();
+        assert!(
+            engine.fault_trace_cc(move |cc, ev| t2.on(cc, ev)),
+            "a CC trace hook was already installed"
+        );
+        t
     }
 
-    pub fn note(&self) {
+    fn on(&self, cc: &CcGate, ev: TraceEvent) {
+        match ev {
+            TraceEvent::Completion(s) => *self.wc.lock().unwrap().entry(s).or_default() += 1,
+            TraceEvent::Epoch(p) => {
+                if p == PollerStatus::Stalled {
+                    self.stalled_epochs.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            TraceEvent::Feedback(_, effect) => self.events.lock().unwrap().push(effect),
+            TraceEvent::NewGeneration(_) => {}
+        }
+        self.note(cc);
+    }
+
+    fn note(&self, cc: &CcGate) {
         let mut p = self.path.lock().unwrap();
         for r in 0..8u32 {
-            let Some(s) = self.inner.route_snapshot(r) else {
+            let Some(s) = cc.route_snapshot(r) else {
                 continue;
             };
             let last = p
@@ -59,7 +71,7 @@ impl Tracer {
                 p.push((r, s.health, s.generation));
             }
         }
-        if let Some(s) = self.inner.device_snapshot(0) {
+        if let Some(s) = cc.device_snapshot(0) {
             let mut d = self.dev_path.lock().unwrap();
             if d.last() != Some(&(s.health, s.generation)) {
                 d.push((s.health, s.generation));
@@ -81,6 +93,8 @@ impl Tracer {
             .collect()
     }
 
+    /// (health, generation) of `route` (or of device 0, [`DEV`]) each time
+    /// it changed; the first entry is the state at the first trace event.
     pub fn route_path(&self, route: u32) -> Vec<(Health, u32)> {
         if route == DEV {
             return self.dev_path.lock().unwrap().clone();
@@ -100,62 +114,6 @@ impl Tracer {
             .map(|(h, g)| format!("{}@g{g}", health_name(*h)))
             .collect::<Vec<_>>()
             .join(">")
-    }
-}
-
-impl PostGate for Tracer {
-    fn admit(&self, rec: &mut TokenRecord, now_ns: u64) -> GateDecision {
-        self.inner.admit(rec, now_ns)
-    }
-    fn release(&self, rec: &TokenRecord, wc_status: Option<u32>, now_ns: u64) {
-        self.inner.release(rec, wc_status, now_ns);
-        if let Some(s) = wc_status {
-            *self.wc.lock().unwrap().entry(s).or_default() += 1;
-            self.note();
-        }
-    }
-    fn on_epoch(&self, now_ns: u64, poller: railyard_core::cc::PollerStatus) {
-        if poller == railyard_core::cc::PollerStatus::Stalled {
-            self.stalled_epochs.fetch_add(1, Ordering::Relaxed);
-        }
-        self.inner.on_epoch(now_ns, poller);
-        self.note();
-    }
-    fn event_feedback(&self, route: Option<u32>, effect: Effect) {
-        self.events.lock().unwrap().push(effect);
-        self.inner.event_feedback(route, effect);
-        self.note();
-    }
-    fn observe(
-        &self,
-        rec: &TokenRecord,
-        reason: railyard_core::evidence::Reason,
-        now_ns: u64,
-    ) -> railyard_core::evidence::Observation {
-        self.inner.observe(rec, reason, now_ns)
-    }
-    fn new_generation(&self, route: u32) -> Option<u32> {
-        let g = self.inner.new_generation(route);
-        self.note();
-        g
-    }
-    fn route_snapshot(&self, route: u32) -> Option<railyard_core::cc::DomainSnapshot> {
-        self.inner.route_snapshot(route)
-    }
-    fn device_snapshot(&self, device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
-        self.inner.device_snapshot(device)
-    }
-    fn usable(&self, device: u16, route: u32) -> bool {
-        self.inner.usable(device, route)
-    }
-    fn cc_stats(&self) -> Option<railyard_core::cc::CcStats> {
-        self.inner.cc_stats()
-    }
-    fn enabled(&self) -> bool {
-        self.inner.enabled()
-    }
-    fn stats(&self) -> GateStats {
-        self.inner.stats()
     }
 }
 

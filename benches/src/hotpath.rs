@@ -1,0 +1,324 @@
+//! The composed hot path (`completion::Owner` with its layers) against the
+//! same work composed by hand from the layers' own APIs, as integrators did
+//! before the composition existed. Shared by the criterion bench
+//! (`benches/hotpath.rs`) and the callgrind driver
+//! (`examples/hotpath_icount.rs`), so both measure exactly the same code.
+//!
+//! One op = one slice: open the slice, admit and post it (token claimed),
+//! complete it with `IBV_WC_SUCCESS` (classified, every hold released, the
+//! slice settled). Two layer sets:
+//!
+//! * `enforce`: CC in enforce mode, rail and credit off;
+//! * `all`: CC enforce + rail charge (2 devices, ledger off) + receiver
+//!   credit (DATA_BYTES + REQUEST_SLOT; the control half refills the grant
+//!   every [`REFILL_EVERY`] ops, identically for both arms).
+
+use std::hint::black_box;
+
+use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Monitor};
+use railyard_core::classify::{classify_wc, wc, wc_outcome, WcOutcome};
+use railyard_core::completion::{CreditDemand, Layers, Owner, Path, PostRequest, SliceEffect};
+use railyard_core::credit::{
+    Charge, CreditUpdate, EntryId, LedgerConfig, SenderControl, SenderLedger, SessionId, Totals,
+};
+use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+use railyard_core::slice::{Outcome, SliceTable};
+use railyard_core::token::{TokenPool, TokenRecord};
+
+/// Slice bytes.
+pub const BYTES: u32 = 64 * 1024;
+/// Ops between two credit refills.
+pub const REFILL_EVERY: u64 = 1024;
+const SESSION: SessionId = SessionId(9);
+
+/// What an integrator reads after a completion (the slice, the path, the
+/// status, whether the slice settled, whether the endpoint drained), folded
+/// so that both arms consume the same outputs the same way.
+#[inline(always)]
+fn use_completion(
+    rec: &TokenRecord,
+    status: u32,
+    settled: bool,
+    drained: Result<bool, railyard_core::endpoint::EndpointError>,
+) -> u64 {
+    u64::from(rec.slice.index)
+        ^ u64::from(rec.device) << 32
+        ^ u64::from(status) << 16
+        ^ u64::from(settled) << 48
+        ^ u64::from(drained == Ok(true)) << 49
+}
+
+/// The tables and layers, built once.
+pub struct Fixture {
+    tokens: TokenPool,
+    slices: SliceTable,
+    eps: EndpointTable<()>,
+    cc: Controller,
+    _monitor: Monitor,
+    rails: Selector,
+    ledger: SenderLedger,
+    ctl: SenderControl,
+    entry: EntryId,
+    path: Path,
+    seq: u64,
+    granted: u64,
+    ops: u64,
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fixture {
+    /// Builds everything (allocates here only).
+    pub fn new() -> Self {
+        let cfg = CcConfig {
+            mode: Mode::Enforce,
+            ..CcConfig::default()
+        };
+        let (cc, monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+        let rails = Selector::new(
+            &[DeviceSpec::new(100_000_000_000); 2],
+            RailConfig::default(),
+        )
+        .unwrap();
+        let eps = EndpointTable::new(EndpointConfig::default()).unwrap();
+        let path = Path {
+            device: 1,
+            qp: 0,
+            route: 1,
+            endpoint: eps.open(()).unwrap(),
+        };
+        let (ledger, mut ctl) = SenderLedger::new(LedgerConfig {
+            max_peers: 1,
+            max_classes: 1,
+            window: [u32::MAX as u64, (1 << 20) - 1, 0, 0],
+        })
+        .unwrap();
+        ctl.bind(&ledger, 0, SESSION, 1).unwrap();
+        let entry = ledger.entry(0, 0).unwrap();
+        let mut f = Fixture {
+            tokens: TokenPool::new(1024).unwrap(),
+            slices: SliceTable::new(64).unwrap(),
+            eps,
+            cc,
+            _monitor: monitor,
+            rails,
+            ledger,
+            ctl,
+            entry,
+            path,
+            seq: 0,
+            granted: 0,
+            ops: 0,
+        };
+        f.refill();
+        f
+    }
+
+    fn charge() -> Charge {
+        Charge([u64::from(BYTES), 1, 0, 0])
+    }
+
+    /// Control half: drain the released credit and grant more.
+    fn refill(&mut self) {
+        self.granted += 2 * REFILL_EVERY;
+        self.seq += 1;
+        self.ctl.usage(&self.ledger, 0, 0, Charge::ZERO).unwrap();
+        let u = CreditUpdate {
+            receiver_session: SESSION,
+            epoch: 1,
+            sequence: self.seq,
+            grants: Totals::from_charge(&Charge([
+                self.granted * u64::from(BYTES),
+                self.granted,
+                0,
+                0,
+            ])),
+            ..Default::default()
+        };
+        self.ctl.apply_update(&self.ledger, 0, &u, 0).unwrap();
+    }
+
+    #[inline]
+    fn tick(&mut self) {
+        self.ops += 1;
+        if self.ops.is_multiple_of(REFILL_EVERY) {
+            self.refill();
+        }
+    }
+
+    /// One op through the composition, CC only.
+    #[inline]
+    pub fn composed_enforce(&mut self, now: u64) {
+        let owner = Owner::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
+            credit: (),
+            rail: (),
+            cc: &self.cc,
+        });
+        let s = self.slices.open(0).unwrap();
+        let p = owner
+            .post(PostRequest::on(s, self.path, black_box(BYTES), now))
+            .unwrap();
+        let d = owner
+            .complete(black_box(p.wr_id), black_box(wc::SUCCESS), 0, now + 1)
+            .unwrap();
+        black_box(use_completion(
+            &d.record,
+            d.wc.status,
+            matches!(d.slice, SliceEffect::Settled(_)),
+            d.released.endpoint,
+        ));
+    }
+
+    /// The same op composed by hand, CC only.
+    #[inline]
+    pub fn hand_enforce(&mut self, now: u64) {
+        let s = self.slices.open(0).unwrap();
+        // post
+        assert!(self.slices.is_current(s));
+        let mut rec = TokenRecord {
+            slice: s,
+            endpoint: self.path.endpoint,
+            post_ns: now,
+            bytes: black_box(BYTES),
+            route: self.path.route,
+            qp: self.path.qp,
+            device: self.path.device,
+            ..TokenRecord::default()
+        };
+        self.eps.admit_post(rec.endpoint, rec.qp).unwrap();
+        rec.holds |= TokenRecord::HOLDS_OUTSTANDING;
+        let Ok(Admission::Admit(permit)) =
+            self.cc.try_acquire(rec.device, rec.route, rec.bytes, now)
+        else {
+            panic!("not admitted")
+        };
+        permit.record_into(&mut rec).unwrap();
+        let wr = self.tokens.claim(rec).unwrap();
+        // complete
+        let mut rec = self.tokens.complete(black_box(wr)).unwrap();
+        let c = classify_wc(black_box(wc::SUCCESS), 0);
+        self.cc.release_record(&mut rec, c.effect).unwrap();
+        let drained = self.eps.release_post(rec.endpoint, rec.qp);
+        let out = match wc_outcome(&c) {
+            WcOutcome::Success => Outcome::Success,
+            _ => Outcome::Failure,
+        };
+        let settled = self.slices.settle(rec.slice, out);
+        // What the caller goes on with (as the composition returns it).
+        black_box(use_completion(&rec, c.status, settled.is_ok(), drained));
+    }
+
+    /// One op through the composition, every layer on.
+    #[inline]
+    pub fn composed_all(&mut self, now: u64) {
+        let owner = Owner::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
+            credit: &self.ledger,
+            rail: &self.rails,
+            cc: &self.cc,
+        });
+        let demand = CreditDemand {
+            entry: self.entry,
+            charge: Self::charge(),
+        };
+        let s = self.slices.open(0).unwrap();
+        let p = owner
+            .post(
+                PostRequest::on(s, self.path, black_box(BYTES), now)
+                    .to_peer(0)
+                    .with_credit(demand),
+            )
+            .unwrap();
+        let d = owner
+            .complete(black_box(p.wr_id), black_box(wc::SUCCESS), 0, now + 1)
+            .unwrap();
+        black_box(use_completion(
+            &d.record,
+            d.wc.status,
+            matches!(d.slice, SliceEffect::Settled(_)),
+            d.released.endpoint,
+        ));
+        self.tick();
+    }
+
+    /// The same op composed by hand, every layer on.
+    #[inline]
+    pub fn hand_all(&mut self, now: u64) {
+        let s = self.slices.open(0).unwrap();
+        assert!(self.slices.is_current(s));
+        let mut rec = TokenRecord {
+            slice: s,
+            endpoint: self.path.endpoint,
+            post_ns: now,
+            bytes: black_box(BYTES),
+            route: self.path.route,
+            peer: Some(0),
+            qp: self.path.qp,
+            device: self.path.device,
+            ..TokenRecord::default()
+        };
+        self.eps.admit_post(rec.endpoint, rec.qp).unwrap();
+        rec.holds |= TokenRecord::HOLDS_OUTSTANDING;
+        self.rails
+            .charge(rec.device, rec.peer, rec.bytes, now)
+            .unwrap()
+            .record_into(&mut rec);
+        let Ok(Admission::Admit(permit)) =
+            self.cc.try_acquire(rec.device, rec.route, rec.bytes, now)
+        else {
+            panic!("not admitted")
+        };
+        permit.record_into(&mut rec).unwrap();
+        let r = self
+            .ledger
+            .try_reserve(self.entry, black_box(&Self::charge()))
+            .unwrap();
+        r.record_into(&mut rec).unwrap();
+        let wr = self.tokens.claim(rec).unwrap();
+        let _committed = r.commit().unwrap();
+        // complete
+        let mut rec = self.tokens.complete(black_box(wr)).unwrap();
+        let c = classify_wc(black_box(wc::SUCCESS), 0);
+        self.ledger.release_record(&mut rec).unwrap();
+        self.cc.release_record(&mut rec, c.effect).unwrap();
+        self.rails
+            .release_record(&mut rec, c.status == wc::SUCCESS, now + 1)
+            .unwrap();
+        let drained = self.eps.release_post(rec.endpoint, rec.qp);
+        let out = match wc_outcome(&c) {
+            WcOutcome::Success => Outcome::Success,
+            _ => Outcome::Failure,
+        };
+        let settled = self.slices.settle(rec.slice, out);
+        black_box(use_completion(&rec, c.status, settled.is_ok(), drained));
+        self.tick();
+    }
+
+    /// Nothing is held between ops.
+    pub fn check_idle(&self) {
+        assert_eq!(self.tokens.in_use(), 0);
+        assert_eq!(self.eps.outstanding_total(), 0);
+        assert_eq!(self.rails.nic_inflight(1), Some(0));
+        assert_eq!(self.cc.route_snapshot(1).unwrap().in_flight, 0);
+    }
+
+    /// Runs `n` ops of arm `which` (`hand_enforce`, `composed_enforce`,
+    /// `hand_all`, `composed_all`).
+    pub fn run(&mut self, which: &str, n: u64) {
+        let f: fn(&mut Self, u64) = match which {
+            "hand_enforce" => Self::hand_enforce,
+            "composed_enforce" => Self::composed_enforce,
+            "hand_all" => Self::hand_all,
+            "composed_all" => Self::composed_all,
+            other => panic!("unknown arm {other}"),
+        };
+        for i in 0..n {
+            f(self, i * 1000);
+        }
+        self.check_idle();
+    }
+}

@@ -1,0 +1,959 @@
+//! The one composed hot path: admission and completion of every posted
+//! work request, for every integrator (the engine, the simulator, the C
+//! ABI), composed once here from [`token`](crate::token),
+//! [`slice`](crate::slice), [`endpoint`](crate::endpoint) and the three
+//! policy layers — receiver credit ([`credit`](crate::credit)), rail
+//! selection ([`rail`](crate::rail)) and congestion control
+//! ([`cc`](crate::cc)) — with [`classify`](crate::classify) deciding what a
+//! completion means.
+//!
+//! Nobody outside this module takes a permit, a rail charge or a credit for
+//! a posted attempt, or maps a WC status to a slice outcome
+//! ([`classify::wc_outcome`](crate::classify::wc_outcome) is that mapping).
+//!
+//! ## Admission: [`Owner::post`]
+//!
+//! One fixed order for every caller; a refusal at any step gives back
+//! everything taken before it, in reverse, and returns one typed
+//! [`Refusal`] naming its source:
+//!
+//! | step | what | refusal |
+//! |---|---|---|
+//! | 1 | the slice attempt is current | [`Refusal::Slice`] |
+//! | 2 | rail: choose a device among the usable candidates (CC-quarantined ones excluded) | [`Refusal::NoUsablePath`] / [`Refusal::Avoided`] |
+//! | 3 | endpoint: generation, phase, QP depth (counts the post) | [`Refusal::Endpoint`] |
+//! | 4 | rail: charge the slice's bytes to the chosen NIC (and peer) | — |
+//! | 5 | CC: device + route byte permit | [`Refusal::Deferred`] / [`Refusal::Avoided`] |
+//! | 6 | credit: all-or-nothing reserve of the charge vector | [`Refusal::Backpressure`] |
+//! | 7 | token: claim the `wr_id`, publishing the record of everything held; then commit the credit | [`Refusal::Token`] (and [`Refusal::Backpressure`] if the receiver's epoch changed in between) |
+//!
+//! Why this order:
+//!
+//! * **The endpoint is admitted before any policy hold**, and released
+//!   after every hold on completion. An endpoint therefore drains (and
+//!   [`EndpointTable::poll_reclaim`] reports it reclaimed) only when no
+//!   attempt posted on it holds a permit, a charge or a credit any more:
+//!   "reclaimed" means "settled", with no window in between (the loom model
+//!   `hotpath_reclaim_implies_released` checks it; its broken twin releases
+//!   the endpoint first). It is also the cheapest hard refusal (a retired
+//!   endpoint or a full QP) and must not consume window or credit.
+//! * **The rail is chosen before the endpoint** because the device decides
+//!   which endpoint and route the slice uses; it is *charged* only once
+//!   the endpoint admitted it, so a refused endpoint holds nothing.
+//! * **CC comes before credit.** Receiver credit is owned by the receiver
+//!   and shared by every worker of this sender towards it; taking it for
+//!   work the local byte window would defer would take receiver capacity
+//!   away for a local reason and make the other workers stall spuriously
+//!   (RFC 2849: effective dispatch = local window AND scheduler eligibility
+//!   AND receiver credit; the reserve is the last gate before handoff).
+//!   CC is still "immediately before posting" (RFC 4162): only the credit
+//!   CAS and the token claim separate it from `ibv_post_send`.
+//! * **The token is last**: the claim publishes the record, which must
+//!   already name every hold so the completion can release exactly those.
+//!
+//! The credit charge is *reserved* at step 6 (named in the record) and
+//! *committed* — handed to the transport, visible to the receiver's
+//! accounting — only after the token claim succeeded, so every refusal of
+//! a post only rolls a local reservation back. An unposted `bad_wr` tail
+//! was committed: it is reported released (the receiver gets it back
+//! through the next usage report); the sender never mints credit locally.
+//!
+//! With several candidate paths ([`PathChoice::Pick`]), a path that avoids
+//! (quarantined) or whose endpoint refuses is dropped and the rail chooses
+//! again among the rest; a full window ([`Refusal::Deferred`]), credit
+//! backpressure and token exhaustion stop the post (they are backpressure,
+//! not a broken path).
+//!
+//! ## Completion: [`Owner::complete`]
+//!
+//! `complete(wr_id, status, vendor_err, now)` hands the token's record back
+//! exactly once (a duplicate, stale, forged or out-of-range `wr_id` gets the
+//! token pool's typed error and changes nothing), classifies the WC **once**
+//! ([`classify_wc`]), releases every hold the record names in reverse
+//! admission order — credit, CC (applying the class's effect to the route's
+//! current generation only), rail (a success feeds the bandwidth estimate),
+//! then the endpoint — and only then applies
+//! [`wc_outcome`] to the slice, if the
+//! attempt is still current (RFC 3136's four rules):
+//!
+//! 1. release the resources the posted attempt owned — always, exactly once;
+//! 2. check whether the token's attempt is still the slice's current one;
+//! 3. mutate slice status, retry count or retry only if it is;
+//! 4. otherwise treat the completion as a resource-release event only.
+//!
+//! [`Owner::unposted`] gives back a `bad_wr` tail the same way, without
+//! feedback and without touching the slice.
+//!
+//! ## Layers and cost
+//!
+//! The layers are type parameters ([`Layers`]): `()` is a layer that is
+//! off and compiles away, `Option<L>` chooses at run time, and the real
+//! types are [`SenderLedger`](crate::credit::SenderLedger),
+//! [`Selector`](crate::rail::Selector) and
+//! [`Controller`](crate::cc::Controller). Static dispatch; post and
+//! complete never allocate (`tests/no_alloc.rs`).
+//!
+//! ```
+//! use railyard_core::cc::{CcConfig, Controller, Mode};
+//! use railyard_core::classify::wc;
+//! use railyard_core::completion::{Layers, Owner, Path, PostRequest, SliceEffect};
+//! use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+//! use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+//! use railyard_core::slice::{SliceState, SliceTable};
+//! use railyard_core::token::TokenPool;
+//!
+//! let tokens: TokenPool = TokenPool::new(8).unwrap();
+//! let slices = SliceTable::new(8).unwrap();
+//! let eps = EndpointTable::new(EndpointConfig::default()).unwrap();
+//! let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+//! let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap(); // route r on device r
+//! let rails = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
+//! let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers {
+//!     credit: (),   // receiver credit off
+//!     rail: &rails,
+//!     cc: &cc,
+//! });
+//!
+//! let paths = [
+//!     Path { device: 0, qp: 0, route: 0, endpoint: eps.open(()).unwrap() },
+//!     Path { device: 1, qp: 0, route: 1, endpoint: eps.open(()).unwrap() },
+//! ];
+//! let s = slices.open(0).unwrap();
+//! let posted = owner.post(PostRequest::pick(s, &paths, 65536, 0).to_peer(7)).unwrap();
+//! // ibv_post_send(..., wr.wr_id = posted.wr_id, ...); then, polled:
+//! let done = owner.complete(posted.wr_id, wc::SUCCESS, 0, 10_000).unwrap();
+//! assert_eq!(done.slice, SliceEffect::Settled(SliceState::Succeeded));
+//! assert_eq!(done.faults().count(), 0);
+//! assert_eq!(tokens.in_use(), 0);
+//! assert_eq!(rails.nic_inflight(usize::from(posted.path.device)), Some(0));
+//! // (no snapshot when the controller is compiled out: `adaptive-cc` off)
+//! assert_eq!(cc.route_snapshot(posted.path.route).map_or(0, |r| r.in_flight), 0);
+//! ```
+
+use core::fmt;
+
+mod layer;
+mod stack;
+
+pub use layer::{CcLayer, CcRefusal, CreditDemand, CreditLayer, CreditRefusal, RailLayer};
+pub use stack::{Stack, StackConfig, StackControl, StackError, StackLayers};
+
+use crate::cc::{AcquireError, Avoidance, Deferral, DomainKind, Settlement};
+pub use crate::classify::WcOutcome;
+use crate::classify::{classify_wc, wc_outcome, Effect, WcClassification};
+use crate::credit::{BackpressureInfo, KeyError, RecordError, ReleaseOutcome};
+use crate::endpoint::{EndpointError, EndpointHandle, EndpointTable};
+use crate::evidence::{Observation, Observed, PathId, Reason};
+use crate::rail::{Choice as RailChoice, RailError};
+use crate::slice::{Outcome, Retry, SliceError, SliceRef, SliceState, SliceTable};
+use crate::time::Nanos;
+use crate::token::{TokenError, TokenPool, TokenRecord, WrId};
+
+/// One resolved RDMA path for a slice: the local device (rail), the route
+/// domain (local device × remote NIC) and the endpoint and QP that carry it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Path {
+    /// Local device (device domain / rail index).
+    pub device: u16,
+    /// QP index within the endpoint.
+    pub qp: u16,
+    /// Route domain index.
+    pub route: u32,
+    /// The endpoint (slot + generation).
+    pub endpoint: EndpointHandle,
+}
+
+impl Path {
+    /// The evidence path id (device, route).
+    #[inline]
+    pub const fn id(&self) -> PathId {
+        PathId {
+            device: self.device,
+            route: self.route,
+        }
+    }
+}
+
+/// Where a slice may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathChoice<'p> {
+    /// The caller resolved the path: the rail layer only charges it, and a
+    /// quarantined path is [`Refusal::Avoided`].
+    Fixed(Path),
+    /// The rail layer chooses among these candidates (distinct devices, at
+    /// most 64), skipping the ones CC has quarantined.
+    Pick(&'p [Path]),
+}
+
+/// What to post: the current attempt of a slice, its bytes, its peer, the
+/// credit it consumes (if any) and where it may go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PostRequest<'p> {
+    /// The slice and the attempt the caller believes current.
+    pub slice: SliceRef,
+    /// Bytes in this work request (non-zero).
+    pub bytes: u32,
+    /// Remote peer (segment id), if known: the rail's per-peer ledger and
+    /// the record's `peer`. `None` is distinct from peer 0.
+    pub peer: Option<u32>,
+    /// Receiver credit this work consumes (a direct WRITE with credit on);
+    /// `None` for work that is not credit-gated (a READ, or credit off).
+    pub credit: Option<CreditDemand>,
+    /// The path, or the candidates to choose from.
+    pub path: PathChoice<'p>,
+    /// The caller's clock.
+    pub now: Nanos,
+}
+
+impl PostRequest<'static> {
+    /// A request on QP `qp` of endpoint `endpoint`, device 0, route 0.
+    pub fn new(slice: SliceRef, endpoint: EndpointHandle, qp: u16, bytes: u32, now: Nanos) -> Self {
+        Self::on(
+            slice,
+            Path {
+                device: 0,
+                qp,
+                route: 0,
+                endpoint,
+            },
+            bytes,
+            now,
+        )
+    }
+
+    /// A request on a resolved `path`.
+    pub fn on(slice: SliceRef, path: Path, bytes: u32, now: Nanos) -> Self {
+        PostRequest {
+            slice,
+            bytes,
+            peer: None,
+            credit: None,
+            path: PathChoice::Fixed(path),
+            now,
+        }
+    }
+}
+
+impl<'p> PostRequest<'p> {
+    /// A request the rail layer places on one of `paths`.
+    pub fn pick(slice: SliceRef, paths: &'p [Path], bytes: u32, now: Nanos) -> Self {
+        PostRequest {
+            slice,
+            bytes,
+            peer: None,
+            credit: None,
+            path: PathChoice::Pick(paths),
+            now,
+        }
+    }
+
+    /// Names the remote peer.
+    #[must_use]
+    pub fn to_peer(mut self, peer: u32) -> Self {
+        self.peer = Some(peer);
+        self
+    }
+
+    /// Makes the post consume receiver credit.
+    #[must_use]
+    pub fn with_credit(mut self, demand: CreditDemand) -> Self {
+        self.credit = Some(demand);
+        self
+    }
+}
+
+/// A posted attempt: the `wr_id` to hand to `ibv_post_send`, the path it
+/// was admitted on, and what its record holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Posted {
+    /// The work-request id (names this attempt, never a pointer).
+    pub wr_id: WrId,
+    /// The path the attempt was admitted on (for a [`PathChoice::Pick`]
+    /// request, the one the rail layer chose).
+    pub path: Path,
+    /// The `HOLDS_*` bits of the record the token holds.
+    pub holds: u8,
+    /// Candidates dropped before this one was admitted (quarantined path,
+    /// refused endpoint).
+    pub skipped: u8,
+    /// What the rail layer chose, for a [`PathChoice::Pick`] request.
+    pub rail: Option<RailChoice>,
+}
+
+/// Invalid post input (a bug in the caller, or a forged request): typed,
+/// and nothing is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InvalidPost {
+    /// A work request of zero bytes.
+    ZeroBytes,
+    /// [`PathChoice::Pick`] with no candidates.
+    NoCandidates,
+    /// Two candidates name the same device, or a device index ≥ 64.
+    BadCandidate(u16),
+    /// The controller refused the device / route indices.
+    Cc(AcquireError),
+    /// The rail selector refused the device index.
+    Rail(RailError),
+    /// The credit demand is invalid for the ledger.
+    Credit(KeyError),
+    /// The credit charge cannot be named in a token record.
+    CreditRecord(RecordError),
+}
+
+/// Why a post was refused, naming its source. Nothing is held after a
+/// refusal: every hold taken before it was given back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The slice attempt is not current (or the slice is terminal).
+    Slice(SliceError),
+    /// No candidate path at all is usable (every one was refused).
+    NoUsablePath,
+    /// The endpoint of `path` refused admission (retired, stale
+    /// generation, QP full, ...).
+    Endpoint {
+        /// The path.
+        path: Path,
+        /// Why.
+        error: EndpointError,
+    },
+    /// CC deferred (`BYTE_WINDOW`): the slice stays queued.
+    Deferred {
+        /// The path.
+        path: Path,
+        /// Which domain, its window and in-flight bytes.
+        deferral: Deferral,
+    },
+    /// CC avoided a quarantined path (`PATH_QUARANTINED`) and no other
+    /// candidate was usable.
+    Avoided {
+        /// The path.
+        path: Path,
+        /// Which domain.
+        avoidance: Avoidance,
+    },
+    /// Receiver credit is short or not open (RFC 2849 typed backpressure).
+    Backpressure(BackpressureInfo),
+    /// No token is free: backpressure.
+    Token(TokenError),
+    /// The request is invalid.
+    Invalid(InvalidPost),
+}
+
+impl Refusal {
+    /// The task-evidence reason of this refusal, if it is an anomaly the
+    /// caller's task should record (RFC 4162 non-WC table): `BYTE_WINDOW`,
+    /// `PATH_QUARANTINED`, `NO_USABLE_PATH`, receiver pressure for credit
+    /// backpressure, `GENERATION_CHANGED` for a retired / stale endpoint.
+    pub const fn reason(&self) -> Option<Reason> {
+        match self {
+            Refusal::Deferred { .. } => Some(Reason::ByteWindow),
+            Refusal::Avoided { .. } => Some(Reason::PathQuarantined),
+            Refusal::NoUsablePath => Some(Reason::NoUsablePath),
+            Refusal::Backpressure(_) => Some(Reason::ReceiverPressure),
+            Refusal::Endpoint {
+                error: EndpointError::Retired | EndpointError::StaleGeneration,
+                ..
+            } => Some(Reason::GenerationChanged),
+            _ => None,
+        }
+    }
+
+    /// Whether this is backpressure (try again later, unchanged): a full
+    /// window, a full QP, credit, or no token.
+    pub const fn is_backpressure(&self) -> bool {
+        matches!(
+            self,
+            Refusal::Deferred { .. }
+                | Refusal::Backpressure(_)
+                | Refusal::Token(TokenError::Exhausted)
+                | Refusal::Endpoint {
+                    error: EndpointError::QpFull | EndpointError::Saturated,
+                    ..
+                }
+        )
+    }
+
+    /// The path the refusal concerns, if one was resolved.
+    pub const fn path(&self) -> Option<Path> {
+        match self {
+            Refusal::Endpoint { path, .. }
+            | Refusal::Deferred { path, .. }
+            | Refusal::Avoided { path, .. } => Some(*path),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Slice(e) => write!(f, "post refused by slice: {e}"),
+            Refusal::NoUsablePath => f.write_str("post refused: no usable path"),
+            Refusal::Endpoint { path, error } => write!(
+                f,
+                "post refused by endpoint {}:{} (device {}): {error}",
+                path.endpoint.slot, path.endpoint.generation, path.device
+            ),
+            Refusal::Deferred { path, deferral } => write!(
+                f,
+                "post deferred by {:?} window on device {} route {} (window {}, in flight {})",
+                deferral.domain, path.device, path.route, deferral.window, deferral.in_flight
+            ),
+            Refusal::Avoided { path, avoidance } => write!(
+                f,
+                "post avoided: {:?} domain of device {} route {} is quarantined",
+                avoidance.domain, path.device, path.route
+            ),
+            Refusal::Backpressure(b) => write!(f, "post refused: {b}"),
+            Refusal::Token(e) => write!(f, "post refused by token pool: {e}"),
+            Refusal::Invalid(e) => write!(f, "invalid post: {e:?}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for Refusal {}
+
+/// What a completion did to its slice.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SliceEffect {
+    /// The current attempt settled the slice in this terminal state.
+    Settled(SliceState),
+    /// The current attempt failed and a new attempt was started: re-enqueue
+    /// the slice with this reference.
+    Retry(SliceRef),
+    /// The completion belonged to a stale attempt (or the slice was already
+    /// terminal): it released its own resources and changed nothing else.
+    StaleReleaseOnly,
+}
+
+/// Holds whose release was refused by their layer (a forged or corrupted
+/// record; in a correct integration always empty). The hold bit is cleared
+/// either way, so nothing is retried or released twice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Faults(u8);
+
+impl Faults {
+    /// The credit ledger refused the release.
+    pub const CREDIT: u8 = 1 << 0;
+    /// The controller refused the release (underflow, bad index).
+    pub const CC: u8 = 1 << 1;
+    /// The rail selector refused the release.
+    pub const RAIL: u8 = 1 << 2;
+
+    /// The raw bits.
+    #[inline]
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// How many layers refused.
+    #[inline]
+    pub const fn count(self) -> u32 {
+        self.0.count_ones()
+    }
+}
+
+/// What giving back one record's holds did: one flag byte and the
+/// endpoint release (kept small: the completion path returns it by value).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Released {
+    /// The endpoint release: `Ok(true)` when it drained a retired endpoint
+    /// (run reclaim), `Ok(false)` otherwise or when no admission was held,
+    /// `Err(StaleGeneration)` when the endpoint had been abandoned and
+    /// reclaimed.
+    pub endpoint: Result<bool, EndpointError>,
+    flags: u8,
+}
+
+impl Released {
+    const CC_HELD: u8 = 1 << 3;
+    const CC_STALE: u8 = 1 << 4;
+    const CREDIT_HELD: u8 = 1 << 5;
+    const CREDIT_FENCED: u8 = 1 << 6;
+    const FAULTS: u8 = Faults::CREDIT | Faults::CC | Faults::RAIL;
+
+    /// The CC permit's settlement (`None`: no permit was held, or its
+    /// release was refused — see [`faults`](Self::faults)).
+    #[inline]
+    pub const fn cc(&self) -> Option<Settlement> {
+        if self.flags & Self::CC_HELD == 0 || self.flags & Faults::CC != 0 {
+            None
+        } else if self.flags & Self::CC_STALE != 0 {
+            Some(Settlement::Stale)
+        } else {
+            Some(Settlement::Current)
+        }
+    }
+
+    /// The credit release (`None`: no credit was held, or the ledger refused
+    /// the release — see [`faults`](Self::faults)).
+    #[inline]
+    pub const fn credit(&self) -> Option<ReleaseOutcome> {
+        if self.flags & Self::CREDIT_HELD == 0 || self.flags & Faults::CREDIT != 0 {
+            None
+        } else if self.flags & Self::CREDIT_FENCED != 0 {
+            Some(ReleaseOutcome::Fenced)
+        } else {
+            Some(ReleaseOutcome::Released)
+        }
+    }
+
+    /// Layers that refused their release (always empty in a correct
+    /// integration).
+    #[inline]
+    pub const fn faults(&self) -> Faults {
+        Faults(self.flags & Self::FAULTS)
+    }
+}
+
+/// The result of processing one completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completed {
+    /// The record the token owned, as it was posted: `holds` names what
+    /// it held (all released by now).
+    pub record: TokenRecord,
+    /// The WC's classification (computed once, here).
+    pub wc: WcClassification,
+    /// What happened to the slice.
+    pub slice: SliceEffect,
+    /// What the release of the record's holds did.
+    pub released: Released,
+}
+
+impl Completed {
+    /// The path the attempt was posted on.
+    #[inline]
+    pub const fn path(&self) -> Path {
+        Path {
+            device: self.record.device,
+            qp: self.record.qp,
+            route: self.record.route,
+            endpoint: self.record.endpoint,
+        }
+    }
+
+    /// Layers that refused their release (always empty in a correct integration).
+    #[inline]
+    pub const fn faults(&self) -> Faults {
+        self.released.faults()
+    }
+}
+
+#[inline]
+fn credit_refusal(c: CreditRefusal) -> Refusal {
+    match c {
+        CreditRefusal::Backpressure(b) => Refusal::Backpressure(b),
+        CreditRefusal::Invalid(k) => Refusal::Invalid(InvalidPost::Credit(k)),
+        CreditRefusal::Unrecordable(e) => Refusal::Invalid(InvalidPost::CreditRecord(e)),
+    }
+}
+
+/// The three policy layers in their fixed order of admission (credit is
+/// the last gate before the token, rail the first; see the module docs).
+/// `()` switches a layer off; `Option<L>` chooses at run time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layers<Cr = (), Ra = (), Cc = ()> {
+    /// Receiver credit (RFC 2849).
+    pub credit: Cr,
+    /// Rail selection (RFC 4534).
+    pub rail: Ra,
+    /// Congestion control (RFC 4162).
+    pub cc: Cc,
+}
+
+/// The composed hot path: borrowed handles on the ownership tables and the
+/// policy layers. Cheap to copy; share one per worker.
+pub struct Owner<'a, R: Send + Sync + 'static = (), L = Layers> {
+    tokens: &'a TokenPool,
+    slices: &'a SliceTable,
+    endpoints: &'a EndpointTable<R>,
+    max_retries: u16,
+    layers: L,
+}
+
+impl<R: Send + Sync + 'static, L: Copy> Clone for Owner<'_, R, L> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R: Send + Sync + 'static, L: Copy> Copy for Owner<'_, R, L> {}
+
+impl<R: Send + Sync + 'static, L> fmt::Debug for Owner<'_, R, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Owner")
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
+}
+
+/// Default retry budget per slice.
+pub const DEFAULT_MAX_RETRIES: u16 = 8;
+
+impl<'a, R: Send + Sync + 'static> Owner<'a, R> {
+    /// Composes the three ownership tables with every policy layer off, and
+    /// [`DEFAULT_MAX_RETRIES`].
+    pub fn new(
+        tokens: &'a TokenPool,
+        slices: &'a SliceTable,
+        endpoints: &'a EndpointTable<R>,
+    ) -> Self {
+        Self {
+            tokens,
+            slices,
+            endpoints,
+            max_retries: DEFAULT_MAX_RETRIES,
+            layers: Layers::default(),
+        }
+    }
+}
+
+impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
+    /// The same tables with `layers` as the policy layers.
+    pub fn with_layers<M>(self, layers: M) -> Owner<'a, R, M> {
+        Owner {
+            tokens: self.tokens,
+            slices: self.slices,
+            endpoints: self.endpoints,
+            max_retries: self.max_retries,
+            layers,
+        }
+    }
+
+    /// Sets the retry budget per slice.
+    pub fn with_max_retries(mut self, max_retries: u16) -> Self {
+        self.max_retries = max_retries;
+        self
+    }
+
+    /// The policy layers.
+    pub fn layers(&self) -> &L {
+        &self.layers
+    }
+}
+
+impl<'a, R, Cr, Ra, Cc> Owner<'a, R, Layers<Cr, Ra, Cc>>
+where
+    R: Send + Sync + 'static,
+    Cr: CreditLayer,
+    Ra: RailLayer,
+    Cc: CcLayer,
+{
+    /// Admits and tokenizes one post, in the fixed order of the module docs:
+    /// slice attempt → rail choice → endpoint → rail charge → CC → credit →
+    /// token. On any refusal everything taken is given back and the typed
+    /// [`Refusal`] names the source. Returns the `wr_id` to post with and
+    /// the record of what it holds.
+    ///
+    /// Always inlined: an integrator calls it from one place (its post
+    /// loop), and the layer types are known there.
+    #[inline(always)]
+    pub fn post(&self, req: PostRequest<'_>) -> Result<Posted, Refusal> {
+        if req.bytes == 0 {
+            return Err(Refusal::Invalid(InvalidPost::ZeroBytes));
+        }
+        if !self.slices.is_current(req.slice) {
+            return Err(Refusal::Slice(self.why_not_current(req.slice)));
+        }
+        match req.path {
+            PathChoice::Fixed(path) => self.post_on(&req, path, None, 0),
+            PathChoice::Pick(paths) => self.post_pick(&req, paths),
+        }
+    }
+
+    #[cold]
+    fn why_not_current(&self, r: SliceRef) -> SliceError {
+        match self.slices.status(r.index) {
+            Err(e) => e,
+            Ok(s) if s.attempt != r.attempt => SliceError::StaleAttempt,
+            Ok(_) => SliceError::AlreadyTerminal,
+        }
+    }
+
+    /// The [`PathChoice::Pick`] loop: choose among the usable candidates,
+    /// drop the ones that avoid or whose endpoint refuses, choose again.
+    fn post_pick(&self, req: &PostRequest<'_>, paths: &[Path]) -> Result<Posted, Refusal> {
+        if paths.is_empty() {
+            return Err(Refusal::Invalid(InvalidPost::NoCandidates));
+        }
+        let mut mask = 0u64;
+        let mut usable = 0u64;
+        for p in paths {
+            let bit = match 1u64.checked_shl(u32::from(p.device)) {
+                Some(b) if p.device < 64 && mask & b == 0 => b,
+                _ => return Err(Refusal::Invalid(InvalidPost::BadCandidate(p.device))),
+            };
+            mask |= bit;
+            if self.layers.cc.usable(p.device, p.route) {
+                usable |= bit;
+            }
+        }
+        if usable == 0 {
+            // Every candidate is quarantined: PATH_QUARANTINED on the first.
+            return Err(Refusal::Avoided {
+                path: paths[0],
+                avoidance: Avoidance::quarantined(DomainKind::Route),
+            });
+        }
+        let mut skipped = 0u8;
+        let mut last = Refusal::NoUsablePath;
+        while usable != 0 {
+            let choice = self
+                .layers
+                .rail
+                .choose(req.peer, req.bytes, req.now, usable)
+                .map_err(|e| Refusal::Invalid(InvalidPost::Rail(e)))?;
+            let bit = 1u64 << (choice.device & 63);
+            let Some(path) = paths.iter().find(|p| p.device == choice.device) else {
+                // A rail layer chose outside the mask: refuse, never guess.
+                return Err(Refusal::Invalid(InvalidPost::BadCandidate(choice.device)));
+            };
+            match self.post_on(req, *path, Some(choice), skipped) {
+                Ok(p) => {
+                    self.layers.rail.chosen(&choice);
+                    return Ok(p);
+                }
+                Err(r @ (Refusal::Avoided { .. } | Refusal::Endpoint { .. })) => {
+                    usable &= !bit;
+                    skipped = skipped.saturating_add(1);
+                    last = r;
+                }
+                Err(r) => return Err(r),
+            }
+        }
+        Err(last)
+    }
+
+    /// Steps 3–7 on one resolved path.
+    #[inline(always)]
+    fn post_on(
+        &self,
+        req: &PostRequest<'_>,
+        path: Path,
+        rail: Option<RailChoice>,
+        skipped: u8,
+    ) -> Result<Posted, Refusal> {
+        let now = req.now;
+        let mut rec = TokenRecord {
+            slice: req.slice,
+            endpoint: path.endpoint,
+            post_ns: now,
+            bytes: req.bytes,
+            route: path.route,
+            peer: req.peer,
+            qp: path.qp,
+            device: path.device,
+            ..TokenRecord::default()
+        };
+        // (3) endpoint admission, counted before any policy hold.
+        if let Err(error) = self.endpoints.admit_post(path.endpoint, path.qp) {
+            return Err(Refusal::Endpoint { path, error });
+        }
+        rec.holds |= TokenRecord::HOLDS_OUTSTANDING;
+        // (4) rail charge.
+        if let Err(e) = self.layers.rail.charge(&mut rec, now) {
+            self.give_back(&mut rec, now);
+            return Err(Refusal::Invalid(InvalidPost::Rail(e)));
+        }
+        // (5) CC permit.
+        if let Err(c) = self.layers.cc.acquire(&mut rec, now) {
+            self.give_back(&mut rec, now);
+            return Err(match c {
+                CcRefusal::Deferred(deferral) => Refusal::Deferred { path, deferral },
+                CcRefusal::Avoided(avoidance) => Refusal::Avoided { path, avoidance },
+                CcRefusal::Invalid(e) => Refusal::Invalid(InvalidPost::Cc(e)),
+            });
+        }
+        // (6) receiver credit, the last gate before handoff: reserved and
+        // named in the record now, committed once the token is claimed.
+        let reserved = match &req.credit {
+            None => None,
+            Some(demand) => match self.layers.credit.reserve(demand, &mut rec) {
+                Ok(r) => Some(r),
+                Err(c) => {
+                    self.give_back(&mut rec, now);
+                    return Err(credit_refusal(c));
+                }
+            },
+        };
+        // (7) the token publishes the record of everything held.
+        let wr_id = match self.tokens.claim(rec) {
+            Ok(w) => w,
+            Err(e) => {
+                // Dropping the reservation rolls it back: the receiver
+                // never sees it.
+                drop(reserved);
+                rec.holds &= !TokenRecord::HOLDS_CREDIT;
+                self.give_back(&mut rec, now);
+                return Err(Refusal::Token(e));
+            }
+        };
+        if let Some(r) = reserved {
+            if let Err(c) = self.layers.credit.commit(r) {
+                // The receiver's epoch changed under us: take the token
+                // back (its wr_id was never handed out) and give back the
+                // rest; the reservation is gone with the old epoch.
+                let _ = self.tokens.complete(wr_id);
+                rec.holds &= !TokenRecord::HOLDS_CREDIT;
+                self.give_back(&mut rec, now);
+                return Err(credit_refusal(c));
+            }
+        }
+        Ok(Posted {
+            wr_id,
+            path,
+            holds: rec.holds,
+            skipped,
+            rail,
+        })
+    }
+
+    /// Releases work that was tokenized but never reached the NIC (the
+    /// `bad_wr` tail of a partially posted chain): the token and every hold
+    /// it names, without feedback; the slice is untouched and its attempt
+    /// stays current, to be re-queued. Returns the record as posted.
+    pub fn unposted(&self, wr_id: WrId, now: Nanos) -> Result<(TokenRecord, Released), TokenError> {
+        let record = self.tokens.complete(wr_id)?;
+        let mut rec = record;
+        let released = self.release(&mut rec, None, now);
+        Ok((record, released))
+    }
+
+    /// Processes one polled completion: hands the token's record back
+    /// exactly once, classifies the WC once, releases every hold in reverse
+    /// admission order (the endpoint last), then mutates the slice only if
+    /// the attempt is current.
+    ///
+    /// A duplicate, stale, forged or out-of-range `wr_id` gets the token
+    /// pool's typed error and changes nothing.
+    ///
+    /// Always inlined, like [`post`](Self::post).
+    #[inline(always)]
+    pub fn complete(
+        &self,
+        wr_id: WrId,
+        status: u32,
+        vendor_err: u32,
+        now: Nanos,
+    ) -> Result<Completed, TokenError> {
+        let record = self.tokens.complete(wr_id)?;
+        let wc = classify_wc(status, vendor_err);
+        let mut rec = record;
+        let released = self.release(&mut rec, Some(&wc), now);
+        let r = record.slice;
+        let settled = match wc_outcome(&wc) {
+            WcOutcome::Success => self
+                .slices
+                .settle(r, Outcome::Success)
+                .map(SliceEffect::Settled),
+            WcOutcome::Fatal => self
+                .slices
+                .settle(r, Outcome::Failure)
+                .map(SliceEffect::Settled),
+            WcOutcome::Retryable => self.slices.retry(r, self.max_retries).map(|x| match x {
+                Retry::NewAttempt(n) => SliceEffect::Retry(n),
+                Retry::Exhausted => SliceEffect::Settled(SliceState::Failed),
+            }),
+        };
+        Ok(Completed {
+            record,
+            wc,
+            slice: settled.unwrap_or(SliceEffect::StaleReleaseOnly),
+            released,
+        })
+    }
+
+    /// Evidence for a refusal (RFC 4162 non-WC table), with the path and the
+    /// controller's view of its route when the layer has one; `None` when
+    /// the refusal is not a task anomaly ([`Refusal::reason`]).
+    pub fn refusal_observation(&self, refusal: &Refusal, now: Nanos) -> Option<Observation> {
+        let reason = refusal.reason()?;
+        let mut o = match refusal.path() {
+            Some(p) => self.layers.cc.observation(p.id(), reason, now),
+            None => Observation::new(reason, now),
+        };
+        if let Refusal::Deferred { deferral, .. } = refusal {
+            o.window = Observed::Value(deferral.window);
+            o.in_flight = Observed::Value(deferral.in_flight);
+        }
+        Some(o)
+    }
+
+    /// Evidence for an error completion: its class's reason, scope, path
+    /// and the route generation it was posted on; `None` for a success (the
+    /// caller resolves the slice's evidence instead).
+    pub fn completion_observation(&self, done: &Completed, now: Nanos) -> Option<Observation> {
+        let reason = done.wc.reason()?;
+        let mut o = self.layers.cc.observation(done.path().id(), reason, now);
+        o.scope = Observed::Value(done.wc.scope);
+        o.generation = Observed::Value(done.record.route_generation);
+        Some(o)
+    }
+
+    /// Gives back everything `rec` holds, without feedback (a refusal
+    /// after partial admission).
+    #[inline]
+    fn give_back(&self, rec: &mut TokenRecord, now: Nanos) {
+        let _ = self.release(rec, None, now);
+    }
+
+    /// Releases every hold `rec` names, in reverse admission order: credit,
+    /// CC, rail, then the endpoint. `wc` is the completion's classification
+    /// (`None`: the work never reached the NIC; no feedback).
+    #[inline(always)]
+    fn release(
+        &self,
+        rec: &mut TokenRecord,
+        wc: Option<&WcClassification>,
+        now: Nanos,
+    ) -> Released {
+        // BROKEN twin (loom only): the endpoint drains before the holds are
+        // released, so a reclaimer can see it reclaimed with holds left.
+        #[cfg(railyard_broken = "hotpath_endpoint_first")]
+        let early = self.release_endpoint(rec);
+        let mut flags = 0u8;
+        if rec.holds & TokenRecord::HOLDS_CREDIT != 0 {
+            flags |= Released::CREDIT_HELD;
+            match self.layers.credit.release(rec) {
+                Ok(ReleaseOutcome::Released) => {}
+                Ok(ReleaseOutcome::Fenced) => flags |= Released::CREDIT_FENCED,
+                Err(_) => flags |= Faults::CREDIT,
+            }
+            rec.holds &= !TokenRecord::HOLDS_CREDIT;
+        }
+        if rec.holds & TokenRecord::HOLDS_PERMIT != 0 {
+            flags |= Released::CC_HELD;
+            let effect = match wc {
+                Some(c) => c.effect,
+                None => Effect::None,
+            };
+            match self.layers.cc.release(rec, effect) {
+                Ok(Settlement::Current) => {}
+                Ok(Settlement::Stale) => flags |= Released::CC_STALE,
+                Err(_) => flags |= Faults::CC,
+            }
+            rec.holds &= !TokenRecord::HOLDS_PERMIT;
+        }
+        if rec.holds & TokenRecord::HOLDS_RAIL_CHARGE != 0 {
+            let success = matches!(wc, Some(c) if c.status == crate::classify::wc::SUCCESS);
+            if self.layers.rail.release(rec, success, now).is_err() {
+                flags |= Faults::RAIL;
+            }
+            rec.holds &= !(TokenRecord::HOLDS_RAIL_CHARGE | TokenRecord::HOLDS_RAIL_PEER_CHARGE);
+        }
+        #[cfg(not(railyard_broken = "hotpath_endpoint_first"))]
+        let endpoint = self.release_endpoint(rec);
+        #[cfg(railyard_broken = "hotpath_endpoint_first")]
+        let endpoint = early;
+        Released { endpoint, flags }
+    }
+
+    #[inline]
+    fn release_endpoint(&self, rec: &mut TokenRecord) -> Result<bool, EndpointError> {
+        if rec.holds & TokenRecord::HOLDS_OUTSTANDING == 0 {
+            return Ok(false);
+        }
+        rec.holds &= !TokenRecord::HOLDS_OUTSTANDING;
+        self.endpoints.release_post(rec.endpoint, rec.qp)
+    }
+}

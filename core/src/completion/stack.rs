@@ -1,0 +1,220 @@
+//! [`Stack`]: the composed hot path with its tables and layers owned, built
+//! from one configuration, for integrators that do not already own the
+//! tables (the C ABI is one). Layers are chosen at run time
+//! (`Option<&L>`), so one type serves every configuration.
+
+use alloc::vec::Vec;
+use core::fmt;
+
+use super::{Layers, Owner};
+use crate::cc::{CcConfig, ConfigError as CcConfigError, Controller, Monitor};
+use crate::credit::{ConfigError as CreditConfigError, LedgerConfig, SenderControl, SenderLedger};
+use crate::endpoint::{EndpointConfig, EndpointError, EndpointTable};
+use crate::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Selector};
+use crate::slice::{SliceError, SliceTable};
+use crate::token::{TokenError, TokenPool};
+
+/// How to build a [`Stack`].
+#[derive(Clone, Debug)]
+pub struct StackConfig {
+    /// Token pool capacity (posted attempts in flight at once).
+    pub tokens: usize,
+    /// Slice table capacity.
+    pub slices: usize,
+    /// The endpoint table.
+    pub endpoints: EndpointConfig,
+    /// Retry budget per slice.
+    pub max_retries: u16,
+    /// The congestion controller (`mode: Off` keeps it off).
+    pub cc: CcConfig,
+    /// Local devices (device domains).
+    pub devices: u16,
+    /// Route domains: `route_devices[r]` is the device route `r` is bound to.
+    pub route_devices: Vec<u16>,
+    /// The rail layer (`None`: off; the caller's path decides the device).
+    /// The device specs must number `devices`.
+    pub rail: Option<(RailConfig, Vec<DeviceSpec>)>,
+    /// Receiver credit (`None`: off).
+    pub credit: Option<LedgerConfig>,
+}
+
+impl Default for StackConfig {
+    fn default() -> Self {
+        StackConfig {
+            tokens: 4096,
+            slices: 4096,
+            endpoints: EndpointConfig::default(),
+            max_retries: super::DEFAULT_MAX_RETRIES,
+            cc: CcConfig::default(),
+            devices: 1,
+            route_devices: alloc::vec![0],
+            rail: None,
+            credit: None,
+        }
+    }
+}
+
+/// Why a [`Stack`] could not be built (nothing is left allocated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackError {
+    /// Token pool capacity.
+    Tokens(TokenError),
+    /// Slice table capacity.
+    Slices(SliceError),
+    /// Endpoint table configuration.
+    Endpoints(EndpointError),
+    /// Congestion-control configuration or topology.
+    Cc(CcConfigError),
+    /// Rail configuration, or device specs that do not number `devices`.
+    Rail(RailConfigError),
+    /// Credit ledger configuration.
+    Credit(CreditConfigError),
+    /// The rail device list does not have one spec per device.
+    RailDevices {
+        /// `devices`.
+        devices: u16,
+        /// Specs given.
+        specs: usize,
+    },
+}
+
+impl fmt::Display for StackError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StackError::Tokens(e) => write!(f, "token pool: {e}"),
+            StackError::Slices(e) => write!(f, "slice table: {e}"),
+            StackError::Endpoints(e) => write!(f, "endpoint table: {e}"),
+            StackError::Cc(e) => write!(f, "congestion control: {e}"),
+            StackError::Rail(e) => write!(f, "rail selector: {e}"),
+            StackError::Credit(e) => write!(f, "credit ledger: {e}"),
+            StackError::RailDevices { devices, specs } => {
+                write!(f, "rail: {specs} device specs for {devices} devices")
+            }
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for StackError {}
+
+/// The composed hot path with everything it needs, owned. The data path
+/// (`&self`, any thread) goes through [`Stack::owner`]; the control-plane
+/// halves that need `&mut` (the CC monitor, the credit control half) are
+/// handed out separately by [`Stack::new`] as [`StackControl`], for the
+/// caller's one control thread.
+///
+/// ```
+/// use railyard_core::cc::{CcConfig, Mode, PollerStatus};
+/// use railyard_core::classify::wc;
+/// use railyard_core::completion::{Path, PostRequest, SliceEffect, Stack, StackConfig};
+///
+/// let cfg = StackConfig {
+///     cc: CcConfig { mode: Mode::Enforce, ..CcConfig::default() },
+///     ..StackConfig::default()
+/// };
+/// let (stack, mut control) = Stack::<()>::new(&cfg).unwrap();
+/// let ep = stack.endpoints.open(()).unwrap();
+/// let path = Path { device: 0, qp: 0, route: 0, endpoint: ep };
+/// let owner = stack.owner();
+/// let s = stack.slices.open(0).unwrap();
+/// let p = owner.post(PostRequest::on(s, path, 65536, 0)).unwrap();
+/// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1_000).unwrap();
+/// assert!(matches!(done.slice, SliceEffect::Settled(_)));
+/// control.monitor.on_epoch(&stack.cc, 2_000, PollerStatus::Progressing);
+/// assert_eq!(stack.tokens.in_use(), 0);
+/// ```
+pub struct Stack<R: Send + Sync + 'static = ()> {
+    /// The posted-attempt token pool.
+    pub tokens: TokenPool,
+    /// Slice attempts.
+    pub slices: SliceTable,
+    /// Endpoints (resources `R`: the caller's QPs, or a cookie).
+    pub endpoints: EndpointTable<R>,
+    /// The congestion controller (mode `Off` when configured off).
+    pub cc: Controller,
+    /// The rail selector, if on.
+    pub rail: Option<Selector>,
+    /// The sender credit ledger's data half, if on.
+    pub credit: Option<SenderLedger>,
+    max_retries: u16,
+}
+
+/// The control-plane halves of a [`Stack`] (one control thread owns them).
+pub struct StackControl {
+    /// The CC monitor: run [`Monitor::on_epoch`] once per control epoch.
+    pub monitor: Monitor,
+    /// The credit ledger's control half (grants, usage reports, epochs), if
+    /// credit is on.
+    pub credit: Option<SenderControl>,
+}
+
+impl<R: Send + Sync + 'static> fmt::Debug for Stack<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stack")
+            .field("tokens_in_use", &self.tokens.in_use())
+            .field("cc_mode", &self.cc.mode())
+            .field("rail", &self.rail.is_some())
+            .field("credit", &self.credit.is_some())
+            .finish()
+    }
+}
+
+/// The layer types of a [`Stack`]'s owner.
+pub type StackLayers<'a> = Layers<Option<&'a SenderLedger>, Option<&'a Selector>, &'a Controller>;
+
+impl<R: Send + Sync + 'static> Stack<R> {
+    /// Builds every table and layer (all allocation happens here).
+    pub fn new(cfg: &StackConfig) -> Result<(Self, StackControl), StackError> {
+        let tokens = TokenPool::new(cfg.tokens).map_err(StackError::Tokens)?;
+        let slices = SliceTable::new(cfg.slices).map_err(StackError::Slices)?;
+        let endpoints = EndpointTable::new(cfg.endpoints).map_err(StackError::Endpoints)?;
+        let (cc, monitor) =
+            Controller::new(&cfg.cc, cfg.devices, &cfg.route_devices).map_err(StackError::Cc)?;
+        let rail = match &cfg.rail {
+            None => None,
+            Some((rc, specs)) => {
+                if specs.len() != usize::from(cfg.devices) {
+                    return Err(StackError::RailDevices {
+                        devices: cfg.devices,
+                        specs: specs.len(),
+                    });
+                }
+                Some(Selector::new(specs, *rc).map_err(StackError::Rail)?)
+            }
+        };
+        let (credit, credit_control) = match cfg.credit {
+            None => (None, None),
+            Some(lc) => {
+                let (l, c) = SenderLedger::new(lc).map_err(StackError::Credit)?;
+                (Some(l), Some(c))
+            }
+        };
+        Ok((
+            Stack {
+                tokens,
+                slices,
+                endpoints,
+                cc,
+                rail,
+                credit,
+                max_retries: cfg.max_retries,
+            },
+            StackControl {
+                monitor,
+                credit: credit_control,
+            },
+        ))
+    }
+
+    /// The composed hot path over this stack's tables and layers.
+    #[inline(always)]
+    pub fn owner(&self) -> Owner<'_, R, StackLayers<'_>> {
+        Owner::new(&self.tokens, &self.slices, &self.endpoints)
+            .with_max_retries(self.max_retries)
+            .with_layers(Layers {
+                credit: self.credit.as_ref(),
+                rail: self.rail.as_ref(),
+                cc: &self.cc,
+            })
+    }
+}
