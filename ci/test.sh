@@ -93,6 +93,12 @@ bash ci/broken-guard.sh
 step "real verbs on Soft-RoCE (qemu guests)"
 bash ci/rxe.sh
 
+step "mixed-fault soak on Soft-RoCE, short (ci/soak.sh; SOAK_CI_SECS, default 90 s)"
+# Two guests, both worker models, CC enforce, wrong rkey / QP to ERR /
+# poller pause / port down-up / peer restart under read-back verification;
+# every counter back to zero. The full run is `SOAK_SECS=600 bash ci/soak.sh`.
+SOAK_SECS="${SOAK_CI_SECS:-90}" SOAK_FAULT_EVERY=8 bash ci/soak.sh
+
 step "python: the wheel in a fresh venv, pytest on the host and in Soft-RoCE guests"
 bash ci/python.sh
 
