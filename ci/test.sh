@@ -62,6 +62,12 @@ bash ci/loom.sh
 step "real verbs on Soft-RoCE (qemu guests)"
 bash ci/rxe.sh
 
+step "Mooncake TE on railyard (integrations/mooncake, Soft-RoCE guest)"
+# Builds stock and patched Mooncake from ../shared/third_party (cached in
+# target/mooncake) and runs the patched build with read-back; fails without
+# the fixture unless MOONCAKE_CI=0.
+bash ci/mooncake.sh
+
 step "fuzz"
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}" bash ci/fuzz.sh
 
