@@ -14,7 +14,8 @@
 #    harness and give a same-guest baseline. The fault matrix (rxe_faults,
 #    issue #7) runs once per worker model too, allowed to take rxe0's netdev
 #    down and up (RAILYARD_FAULT_NETDEV=1), plus scenario 7 once under valgrind
-#    memcheck (dedicated poller) when valgrind is installed.
+#    memcheck (dedicated poller) when valgrind is installed, and `railyard
+#    bench` as server + client on rxe0 (its --json must report transfers).
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
 #    across them (target on node 1, initiator on node 0), then fault scenario 5
 #    (examples/fault_link_down: the peer guest's link goes down mid-transfer);
@@ -23,6 +24,13 @@
 #    two-rail engine test (rxe_rails) with RAILYARD_REQUIRE_RAILS=1, once per
 #    worker model; RXE_CI_RAILS=0 skips it. (rxe_rails is left out of step 3:
 #    with one device it would print SKIP.)
+# 4c. RFC 4534's evaluation at CI size (scripts/rfc4534-eval.sh --ci): two
+#    guests with two rxe devices each and a tbf-shaped link between them (one
+#    sender, a fast peer over loopback on both rails, a slow peer across the
+#    shaped link on rail 0), one small paired block of baseline/V1/V2/V3 after
+#    the TTL calibration. Asserts invariants only: every request completes,
+#    every slot reads back, charges and ledger in-flight bytes return to zero,
+#    the TTL follows the RFC's rule. RXE_CI_RFC4534=0 skips it.
 # 5. Fails if any test failed, any test printed SKIP, no device test ran, or
 #    the two-node run failed.
 #
@@ -67,6 +75,10 @@ cpp_hotpath="$tdir/debug/ry_hotpath_cpp"
   examples/verbs/hotpath_loopback.cpp "$tdir/debug/librailyard_ffi.a" -libverbs -lrdmacm -lpthread -ldl -lm -o "$cpp_hotpath" \
   || { echo "rxe: FAIL: building the C++ hot-path example" >&2; exit 1; }
 bins+=("$cpp_hotpath")
+# railyard bench (the CLI with real verbs): a server and a client on rxe0 in
+# the guest, the client's --json checked below.
+timeout 900 cargo build -p railyard-cli --features verbs >&2 || { echo "rxe: FAIL: building railyard-cli --features verbs" >&2; exit 1; }
+bins+=("$tdir/debug/railyard")
 linkdown="$tdir/debug/examples/fault_link_down"
 # A target dir outside the checkout must be shared into the guest too.
 share=()
@@ -99,6 +111,18 @@ for b in "$@"; do
       faults_bin=$b
       run_one "$(basename "$b") [shared workers]" "$b" MC_RDMA_DEDICATED_POLLER=0 RAILYARD_FAULT_NETDEV=1
       run_one "$(basename "$b") [dedicated poller]" "$b" MC_RDMA_DEDICATED_POLLER=1 RAILYARD_FAULT_NETDEV=1 ;;
+    # railyard bench: server and client on rxe0, 2 threads, 2 s, --json.
+    railyard)
+      echo "=== railyard bench: server + client on rxe0 (-s 64K -D 2 --threads 2 --json)"
+      "$b" bench -d rxe0 -x 1 --listen 127.0.0.1 --quiet > /tmp/bench-server.log 2>&1 &
+      bsrv=$!
+      if timeout 120 "$b" bench -d rxe0 -x 1 -s 64K -D 2 --threads 2 --json 127.0.0.1 > /tmp/bench.json \
+           && wait "$bsrv" && grep -q '"iterations":[1-9]' /tmp/bench.json && grep -q '"cpu_sys_s":' /tmp/bench.json; then
+        cat /tmp/bench.json
+        echo "rxe-guest: railyard bench: OK"
+      else
+        echo "rxe-guest: FAILED: railyard bench"; cat /tmp/bench.json /tmp/bench-server.log; rc=1
+      fi ;;
     *) run_one "$(basename "$b")" "$b" ;;
   esac
 done
@@ -187,6 +211,20 @@ if [[ "${RXE_CI_RAILS:-1}" == 1 ]]; then
   fi
   echo "rxe: two-rail guest run took $(( $(date +%s) - t ))s"
 fi
+if [[ "${RXE_CI_RFC4534:-1}" == 1 ]]; then
+  t=$(date +%s)
+  if bash scripts/rfc4534-eval.sh --ci 2>&1 | tee "$CACHE/ci-rfc4534.log"; then
+    grep -q '^rfc4534_eval sender: OK' "$CACHE/ci-rfc4534.log" \
+      || { echo "rxe: FAIL: the RFC 4534 evaluation did not report OK" >&2; fail=1; }
+    [[ $(grep -c 'rfc4534_eval target: OK' "$CACHE/ci-rfc4534.log") == 2 ]] \
+      || { echo "rxe: FAIL: the RFC 4534 evaluation's two targets did not both end OK" >&2; fail=1; }
+    grep -q '^rfc4534_eval: TTL [0-9]* ms from [1-9][0-9]* non-cold V1 decisions' "$CACHE/ci-rfc4534.log" \
+      || { echo "rxe: FAIL: the RFC 4534 evaluation calibrated no TTL" >&2; fail=1; }
+  else
+    echo "rxe: FAIL: the RFC 4534 evaluation (scripts/rfc4534-eval.sh --ci)" >&2; fail=1
+  fi
+  echo "rxe: RFC 4534 evaluation (CI size) took $(( $(date +%s) - t ))s"
+fi
 if grep -q 'SKIP ' "$log"; then
   echo "rxe: FAIL: tests skipped inside the guest:" >&2; grep 'SKIP ' "$log" >&2; fail=1
 fi
@@ -197,6 +235,7 @@ for model in Shared DedicatedPoller; do
 done
 grep -q 'ry_engine_c: all checks passed' "$log" || { echo "rxe: FAIL: the C engine example (ry_engine_c) did not pass" >&2; fail=1; }
 grep -q 'ry_hotpath_cpp: all checks passed' "$log" || { echo "rxe: FAIL: the C++ hot-path example (ry_hotpath_cpp) did not pass" >&2; fail=1; }
+grep -q 'rxe-guest: railyard bench: OK' "$log" || { echo "rxe: FAIL: railyard bench (server + client) did not pass" >&2; fail=1; }
 for model in Shared DedicatedPoller; do
   grep -q "FAULT s7_retire_races_posts model=$model " "$log" || { echo "rxe: FAIL: fault matrix did not run in the $model worker model" >&2; fail=1; }
 done

@@ -9,7 +9,8 @@ step() { echo; echo "=== $* ($(( $(date +%s) - start ))s)"; }
 step "setup"
 export PATH="$HOME/.cargo/bin:$PATH"
 # Build dependencies of railyard-verbs (rdma-sys runs bindgen on the headers).
-pkgs=(libibverbs-dev librdmacm-dev libclang-dev pkg-config clang bc valgrind)
+# cmake: the README's C++ example consumes the installed package with it.
+pkgs=(libibverbs-dev librdmacm-dev libclang-dev pkg-config clang bc valgrind cmake)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -44,6 +45,10 @@ cargo test --workspace
 # device part; ci/rxe.sh runs it on Soft-RoCE).
 cargo test -p railyard-ffi --features engine
 cargo clippy -p railyard-ffi --all-targets --features engine -- -D warnings
+# railyard bench with real verbs (the workspace run builds the CLI without):
+# its argument and report tests, and clippy; ci/rxe.sh runs it on Soft-RoCE.
+cargo test -p railyard-cli --features verbs --bins
+cargo clippy -p railyard-cli --all-targets --features verbs -- -D warnings
 # Core on its own feature sets (the workspace run unifies in the sim's
 # std + peer-feedback): default, std + the RFC 4534 peer ledger, and the
 # controller compiled out.
@@ -52,6 +57,16 @@ cargo test -p railyard-core --features std,peer-feedback
 cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
 cargo test -p railyard-core --no-default-features --features alloc
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,peer-feedback
+# The verbs shim with the RFC 4534 peer ledger (no workspace member turns its
+# `peer-feedback` on): its unit tests (no device needed) and clippy over every
+# target, including examples/rfc4534_eval.rs, which requires the feature.
+cargo test -p railyard-verbs --features peer-feedback --lib --example rfc4534_eval
+cargo clippy -p railyard-verbs --all-targets --features peer-feedback -- -D warnings
+
+step "README commands, exactly as written"
+# The main job, cargo install, the C library's install + pkg-config link
+# lines (shared and static) and the CMake C++ example (ci/readme.sh).
+bash ci/readme.sh
 
 step "benches compile"
 cargo bench -p railyard-benches --no-run

@@ -7,8 +7,8 @@
 # Each round runs railyard twice, with MC_ADAPTIVE_CC_MODE=off and =enforce
 # (RFC 4162 controller in the post gate), then ib_write_bw once; a ratio per
 # CC mode. Both run as loopback server + client on rxe0 (two processes each):
-#   railyard bench target    --listen 127.0.0.1:18515 -s 65536 &
-#   railyard bench initiator --peer 127.0.0.1:18515 -s 65536 --op write
+#   railyard bench -d rxe0 -x 1 --listen 127.0.0.1 --quiet &
+#   railyard bench -d rxe0 -x 1 -s 65536 --op write -D SECS --json 127.0.0.1
 #   ib_write_bw -d rxe0 -x 1 -s 65536 -D SECS &
 #   ib_write_bw -d rxe0 -x 1 -s 65536 -D SECS 127.0.0.1
 # ib_write_bw's "BW average[MB/sec]" is MiB/s (perftest: 1 MB = 2^20 B),
@@ -44,7 +44,7 @@
 # ratios say more about Soft-RoCE scheduling than about the engine.
 #
 # Env: BENCH_SECS (default 5), BENCH_ROUNDS (default 3), BENCH_TIMEOUT (guest limit, default 400),
-#      BENCH_ARGS (extra railyard initiator args, e.g. "--batch 64 --depth 4"),
+#      BENCH_ARGS (extra railyard client args, e.g. "--batch_size 64 --depth 4 --threads 2"),
 #      MC_* engine settings (passed into the guest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -75,20 +75,15 @@ ratios_enf=""
 # sides; sets ry (MiB/s, empty on failure).
 run_ry() {
   echo "=== round \$round: railyard bench --op write -s 65536 (${SECS} s, CC \$1)"
-  MC_ADAPTIVE_CC_MODE=\$1 $bin bench target --listen 127.0.0.1:18515 -d rxe0 -s 65536 --duration $SECS > /tmp/ry-target.log 2>&1 &
+  MC_ADAPTIVE_CC_MODE=\$1 $bin bench -d rxe0 -x 1 --listen 127.0.0.1 --quiet > /tmp/ry-target.log 2>&1 &
   tpid=\$!
-  # The target may need more than a second to open rxe0 under TCG: retry
-  # the initiator while the listener is not up yet (connection refused).
-  for attempt in 1 2 3 4 5; do
-    sleep 1
-    MC_ADAPTIVE_CC_MODE=\$1 timeout \$(( $SECS + 90 )) $bin bench initiator --peer 127.0.0.1:18515 -d rxe0 -s 65536 --op write --duration $SECS $EXTRA > /tmp/ry.log 2>&1
-    rc=\$?
-    grep -q "Connection refused" /tmp/ry.log || break
-  done
-  echo "railyard initiator exit code \$rc"
-  sed -n '/^summary/,\$p' /tmp/ry.log
-  kill \$tpid 2>/dev/null; wait \$tpid 2>/dev/null
-  ry=\$(sed -n 's/^railyard-bench-result mib_per_s=\([0-9.]*\).*/\1/p' /tmp/ry.log)
+  # The client retries while the server is not listening yet.
+  MC_ADAPTIVE_CC_MODE=\$1 timeout \$(( $SECS + 90 )) $bin bench -d rxe0 -x 1 -s 65536 --op write -D $SECS --json $EXTRA 127.0.0.1 > /tmp/ry.json 2> /tmp/ry.log
+  rc=\$?
+  echo "railyard client exit code \$rc"
+  cat /tmp/ry.json
+  wait \$tpid 2>/dev/null
+  ry=\$(sed -n 's/.*"bw_average_mib_per_s":\([0-9.]*\).*/\1/p' /tmp/ry.json)
   if [ -z "\$ry" ]; then
     echo "--- railyard initiator log:"; tail -n 20 /tmp/ry.log
     echo "--- railyard target log:"; tail -n 5 /tmp/ry-target.log

@@ -1,48 +1,42 @@
-//! `railyard`: the project's command line. A thin dispatcher: each
-//! subcommand lives in its own module and parses its own arguments.
-//!
-//! ```text
-//! railyard sim <scenario>|all [options] # the deterministic fabric simulator
-//! railyard bench target    [options]   # serve memory for a benchmark peer
-//! railyard bench initiator [options]   # drive READ/WRITE traffic and report
-//! ```
+//! `railyard`: the project's command line (clap derive). The help texts
+//! are the doc comments of the argument structs: `railyard_sim::cli::SimArgs`
+//! for `railyard sim`, [`bench::BenchArgs`] for `railyard bench`; the
+//! README quotes `--help` and a test keeps the two in step.
 #![deny(missing_docs)]
 
 mod bench;
+mod error;
 
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: railyard <command> [args]
+use clap::{Parser, Subcommand};
 
-commands:
-  sim      deterministic fabric simulator driving the real core:
-           `railyard sim <incast|slowdown|cc|peer-feedback|all>
-           [--senders N] [--seed S] [--json] [--plot FILE]`
-  bench    RDMA READ/WRITE benchmark over the railyard engine
-           (like ib_write_bw / Mooncake transfer_engine_bench;
-           needs the `verbs` feature). `railyard bench --help`.
-";
+/// railyard: the hot path of an RDMA transfer engine, its simulator and its benchmark.
+#[derive(Debug, Parser)]
+#[command(name = "railyard", version, propagate_version = true, term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    // The help of each command is the doc comment of its argument struct.
+    Sim(railyard_sim::cli::SimArgs),
+    Bench(bench::BenchArgs),
+}
 
 fn main() -> ExitCode {
-    let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        Some("sim") => {
-            let args: Vec<String> = args.collect();
-            let code = railyard_sim::cli_main(&args);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return error::exit_with(&e, &args),
+    };
+    match cli.command {
+        Command::Sim(a) => {
+            let code = railyard_sim::cli::run(&a, &mut std::io::stdout(), &mut std::io::stderr());
             ExitCode::from(u8::try_from(code).unwrap_or(1))
         }
-        Some("bench") => bench::main(args.collect()),
-        Some("-h") | Some("--help") | Some("help") => {
-            print!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        Some(other) => {
-            eprint!("railyard: unknown command {other:?}\n\n{USAGE}");
-            ExitCode::from(2)
-        }
-        None => {
-            eprint!("{USAGE}");
-            ExitCode::from(2)
-        }
+        Command::Bench(a) => bench::main(a),
     }
 }

@@ -2,6 +2,10 @@
 //! fixed admission order, rollback on every refusal source, the rail
 //! never choosing a quarantined rail while another is usable, and the
 //! completion releasing exactly what the record names, once.
+//!
+//! The controller must be compiled in (`adaptive-cc`): the tests quarantine
+//! routes and read its in-flight bytes.
+#![cfg(feature = "adaptive-cc")]
 
 use railyard_core::cc::{CcConfig, Controller, DomainKind, Health, Mode, Monitor};
 use railyard_core::classify::{classify_wc, wc, wc_outcome, Effect, WcOutcome};

@@ -330,6 +330,27 @@ fn v1_trace_feeds_the_ttl_calibrator_with_cold_decisions_apart() {
     sel.release(p.charge, Outcome::Failed, 0).unwrap();
     assert_eq!(cal.cold(), 1);
     assert_eq!(cal.ttl_ns(), Ok(3_000_000));
+    // An aggregate decision (plan) carries the same trace, and plans for
+    // an anonymous request (no peer scope) carry none.
+    let mut counts = [0u32; 2];
+    let info = sel
+        .plan(Some(1), 32, SLICE, 4_000_000, &mut counts)
+        .unwrap();
+    assert_eq!(
+        info.trace,
+        Some(Some(3_000_000)),
+        "plan: max over candidates"
+    );
+    let info = sel
+        .plan(Some(2), 32, SLICE, 4_000_000, &mut counts)
+        .unwrap();
+    assert_eq!(
+        info.trace,
+        Some(None),
+        "plan: a peer without samples is cold"
+    );
+    let info = sel.plan(None, 32, SLICE, 4_000_000, &mut counts).unwrap();
+    assert_eq!(info.trace, None);
     // Without trace: nothing.
     let (quiet, held) = history(Variant::V1);
     let p = quiet.pick(Some(1), SLICE, 0);

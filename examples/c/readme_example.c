@@ -1,5 +1,7 @@
-/* The README's C example (between the markers), compiled and run by the
- * test suite, followed by test-only checks of what it did. */
+/* The README's example (between the markers; cli/tests/readme.rs checks
+ * that the README quotes it verbatim), compiled and run by the test suite
+ * and by the README's own link lines in CI, followed by test-only checks of
+ * what it did. */
 #include <stdio.h>
 #include "railyard.h"
 

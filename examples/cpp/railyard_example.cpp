@@ -1,4 +1,4 @@
-// railyard from C++17: RAII owners over the C handles, and a transport-like
+// railyard from C++17: RAII owners over the C handles (railyard.hpp), and a transport-like
 // post/complete loop across two threads. Every resource an attempt takes
 // (rail charge, CC permit, token) travels in its token record and is
 // released exactly once from the completion; at the end every counter is
@@ -14,68 +14,72 @@
 
 #include "abi_check.h"
 #include "check.h"
-#include "railyard.h"
+#include "railyard.hpp"
 
 namespace {
 
-// Throws on any error status, with the library's message.
+// Throws ry::Error on any error status, naming the call.
 void ry_try(ry_status st, const char* what) {
-  if (st != RY_STATUS_OK) {
-    throw std::runtime_error(std::string(what) + ": " + ry_status_name(st) +
-                             ": " + ry_last_error_message());
+  try {
+    ry::check(st);
+  } catch (const ry::Error& e) {
+    throw std::runtime_error(std::string(what) + ": " + e.what());
   }
 }
 
-// A move-only owner of one handle kind.
-template <typename H, ry_status (*Destroy)(H)>
-class Owned {
- public:
-  Owned() = default;
-  explicit Owned(H h) : h_(h) {}
-  Owned(Owned&& o) noexcept : h_(o.h_) { o.h_ = H{}; }
-  Owned& operator=(Owned&&) = delete;
-  Owned(const Owned&) = delete;
-  Owned& operator=(const Owned&) = delete;
-  ~Owned() {
-    if (h_.bits != 0) {
-      Destroy(h_);
-    }
-  }
-  H get() const { return h_; }
+using Pool = ry::TokenPool;
+using Cc = ry::Cc;
+using Rail = ry::Rail;
 
- private:
-  H h_{};
-};
-
-using Pool = Owned<ry_token_pool, ry_token_pool_destroy>;
-using Cc = Owned<ry_cc, ry_cc_destroy>;
-using Rail = Owned<ry_rail, ry_rail_destroy>;
-
-Pool make_pool(uint32_t capacity) {
-  ry_token_pool p{};
-  ry_try(ry_token_pool_create(capacity, &p), "ry_token_pool_create");
-  return Pool(p);
-}
+Pool make_pool(uint32_t capacity) { return ry::make_token_pool(capacity).value(); }
 
 Cc make_cc(uint16_t devices) {
   ry_cc_config cfg{};
-  ry_try(ry_cc_config_default(&cfg), "ry_cc_config_default");
+  ry::check(ry_cc_config_default(&cfg));
   cfg.mode = RY_MODE_ENFORCE;
   cfg.min_window_bytes = 1 << 20;
   cfg.max_window_bytes = 4 << 20;
   // One route per device: route i on device i.
   std::vector<uint16_t> routes;
   for (uint16_t d = 0; d < devices; d++) routes.push_back(d);
-  ry_cc cc{};
-  ry_try(ry_cc_create(&cfg, devices, routes.data(), routes.size(), &cc), "ry_cc_create");
-  return Cc(cc);
+  return ry::make_cc(cfg, devices, routes).value();
 }
 
 Rail make_rail(uint16_t devices) {
-  std::vector<ry_device_spec> nics(devices, ry_device_spec{25000000000ULL, 256});
-  ry_rail r{};
-  ry_try(ry_rail_create(nics.data(), nics.size(), nullptr, &r), "ry_rail_create");
-  return Rail(r);
+  return ry::make_rail(std::vector<ry_device_spec>(devices, ry_device_spec{25000000000ULL, 256}))
+      .value();
+}
+
+// railyard.hpp's error paths: an expected-like result that holds the
+// error, value() throwing it, and check() on a destroyed handle.
+void error_paths() {
+  ry::Result<Pool> bad = ry::make_token_pool(0);
+  CHECK(!bad.ok() && bad.error().status() != RY_STATUS_OK);
+  bool threw = false;
+  try {
+    (void)std::move(bad).value();
+  } catch (const ry::Error& e) {
+    threw = e.status() == bad.error().status() && std::string(e.what()).find(e.name()) == 0;
+  }
+  CHECK(threw);
+  ry_token_pool stale{};
+  {
+    Pool p = make_pool(4);
+    stale = p.get();
+    CHECK(static_cast<bool>(p));
+  }  // destroyed here
+  uint32_t n = 0;
+  threw = false;
+  try {
+    ry::check(ry_token_pool_in_use(stale, &n));
+  } catch (const ry::Error& e) {
+    threw = e.status() == RY_STATUS_INVALID_HANDLE;
+  }
+  CHECK(threw);
+  // Moving transfers ownership: the source owns nothing afterwards.
+  Pool a = make_pool(4);
+  Pool b = std::move(a);
+  CHECK(!a && b);  // NOLINT(bugprone-use-after-move): checking the moved-from state
 }
 
 struct Stats {
@@ -143,8 +147,8 @@ void wire_and_replay() {
   ry_credit_allocator_config acfg{};
   const ry_session_id session{42, 7};
   ry_try(ry_credit_allocator_config_init(session, 1, 1, &capacity, &acfg), "alloc_config");
-  ry_credit_receiver rx{};
-  ry_try(ry_credit_receiver_create(&acfg, &rx), "receiver_create");
+  ry::CreditReceiver receiver = ry::make_credit_receiver(acfg).value();
+  const ry_credit_receiver rx = receiver.get();
   uint64_t epoch = 0;
   ry_try(ry_credit_receiver_open(rx, 0, &epoch), "open");
   ry_wire_message msg{};
@@ -163,8 +167,8 @@ void wire_and_replay() {
 
   ry_credit_ledger_config lcfg{};
   ry_try(ry_credit_ledger_config_default(&lcfg), "ledger_config");
-  ry_credit_sender tx{};
-  ry_try(ry_credit_sender_create(&lcfg, &tx), "sender_create");
+  ry::CreditSender sender = ry::make_credit_sender(lcfg).value();
+  const ry_credit_sender tx = sender.get();
   ry_try(ry_credit_bind(tx, 0, session, epoch), "bind");
   ry_update_outcome first{}, replay{};
   ry_try(ry_credit_apply_update(tx, 0, &back.update, 0, &first, nullptr), "apply");
@@ -175,14 +179,13 @@ void wire_and_replay() {
   CHECK(avail.v[RY_RESOURCE_DATA_BYTES] == 65536 && avail.v[RY_RESOURCE_REQUEST_SLOTS] == 2);
   // One byte short: a typed error, nothing decoded.
   CHECK(ry_wire_decode(bytes.data(), bytes.size() - 1, &back) == RY_STATUS_WIRE_TRUNCATED);
-  ry_try(ry_credit_sender_destroy(tx), "sender_destroy");
-  ry_try(ry_credit_receiver_destroy(rx), "receiver_destroy");
-}
+}  // sender and receiver are destroyed here
 
 }  // namespace
 
 int main() {
   ry_check_abi();
+  error_paths();
   wire_and_replay();
   constexpr uint16_t kDevices = 2;
   constexpr int kThreads = 2;

@@ -447,6 +447,7 @@ mod imp {
                 device: (!device.is_empty() && devices.is_empty()).then_some(device),
                 devices,
                 rail: Default::default(),
+                rail_nominal_bps: railyard_verbs::engine::NOMINAL_RAIL_BPS,
                 port: self.port,
                 gid_index: self.gid_index,
                 qp_timeout: self.qp_timeout,

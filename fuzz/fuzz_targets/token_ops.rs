@@ -103,7 +103,9 @@ fuzz_target!(|ops: Vec<Op>| {
                 }
                 let (wr, rec) = live.swap_remove(pick as usize % live.len());
                 let before = slices.status(rec.slice.index).unwrap();
-                let d = owner.complete(wr, outcome(o), 0, 0).expect("live wr completes");
+                let d = owner
+                    .complete(wr, outcome(o), 0, 0)
+                    .expect("live wr completes");
                 assert_eq!(
                     d.record, rec,
                     "completion returned another attempt's record"

@@ -1,192 +1,281 @@
-//! `railyard sim ...`: argument parsing by hand (no dependency).
+//! `railyard sim`: its arguments ([`SimArgs`], clap derive; the
+//! `railyard` command embeds them, so `railyard sim --help` is generated
+//! from the doc comments here) and [`run`].
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::report::svg;
-use crate::scenario::{self, Opts, ALL};
+use clap::{Parser, ValueEnum};
 
-const USAGE: &str = "usage: railyard sim <incast|slowdown|cc|peer-feedback|all> \
-[--senders N] [--seed S] [--duration-ms D] [--json] [--plot FILE]";
+use crate::plot::render_svg;
+use crate::scenario::{self, Opts, Outcome, ALL};
 
-/// Parsed command line.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Args {
-    scenario: String,
-    opts: Opts,
-    json: bool,
-    plot: Option<String>,
+/// Which scenario to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    /// RFC 2849: 1/4/16 senders into an 8-slot receiver, fixed window vs receiver credit
+    Incast,
+    /// RFC 2849: 16 senders, +5 ms consumer commit, 64 slots, fixed vs credit
+    Slowdown,
+    /// RFC 4162: incast, healthy bulk, route failure and multi-NIC failure, controller off vs enforce
+    Cc,
+    /// RFC 4534: two peers, one slow; where the rail selector sends the healthy peer's bytes
+    PeerFeedback,
+    /// Every scenario, one line each
+    All,
 }
 
-fn parse(args: &[String]) -> Result<Args, String> {
-    let mut it = args.iter().peekable();
-    if it.peek().map(|s| s.as_str()) == Some("sim") {
-        it.next();
+impl Scenario {
+    /// The scenario's name as typed (`peer-feedback`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Incast => "incast",
+            Scenario::Slowdown => "slowdown",
+            Scenario::Cc => "cc",
+            Scenario::PeerFeedback => "peer-feedback",
+            Scenario::All => "all",
+        }
     }
-    let scenario = it.next().ok_or("missing scenario")?.clone();
-    if scenario != "all" && !ALL.contains(&scenario.as_str()) {
-        return Err(format!("unknown scenario '{scenario}'"));
+}
+
+/// A value parser for an integer in `min..=max` whose errors say which:
+/// `not a number` or `out of range`.
+///
+/// ```
+/// let p = railyard_sim::cli::int_in(1, 256);
+/// assert_eq!(p("16"), Ok(16));
+/// assert!(p("0").unwrap_err().starts_with("out of range"));
+/// assert!(p("99999999999999999999999").unwrap_err().starts_with("out of range"));
+/// assert!(p("x").unwrap_err().starts_with("not a number"));
+/// ```
+pub fn int_in(min: u64, max: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync {
+    move |s: &str| {
+        let t = s.trim();
+        match t.parse::<u64>() {
+            Ok(v) if (min..=max).contains(&v) => Ok(v),
+            Ok(_) => Err(format!("out of range: expected {min}..={max}")),
+            Err(_) if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) => {
+                Err(format!("out of range: expected {min}..={max}"))
+            }
+            Err(_) if t.starts_with('-') && t[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                Err(format!("out of range: expected {min}..={max}"))
+            }
+            Err(_) => Err(format!(
+                "not a number: expected an integer in {min}..={max}"
+            )),
+        }
     }
-    let mut a = Args {
-        scenario,
-        opts: Opts::default(),
-        json: false,
-        plot: None,
+}
+
+/// The deterministic fabric simulator: scenarios from the RFCs through the real core.
+///
+/// Prints each scenario's tables in the RFC's shape and its invariant
+/// checks; exit code 0 when every check held, 1 when one failed, 2 on a
+/// usage error.
+#[derive(Clone, Debug, PartialEq, Eq, Parser)]
+#[command(name = "railyard sim", term_width = 100)]
+pub struct SimArgs {
+    /// The scenario to run
+    #[arg(value_enum, value_name = "SCENARIO")]
+    pub scenario: Scenario,
+    /// Run only this sender count (incast and cc sweep it; slowdown uses 16)
+    #[arg(long, value_name = "N", value_parser = int_in(1, 256))]
+    pub senders: Option<u64>,
+    /// Seed of the run's randomness (link jitter, arrival times)
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Simulated time per run in ms [default: the scenario's own; cc's fault runs never shorter than 80 / 60 ms]
+    #[arg(long = "duration-ms", value_name = "MS", value_parser = int_in(1, 10_000))]
+    pub duration_ms: Option<u64>,
+    /// Print JSON instead of tables: one document per scenario, one per line
+    #[arg(long)]
+    pub json: bool,
+    /// Write the plot as SVG to PATH; with `all` (or an existing directory), one PATH/SCENARIO.svg each
+    #[arg(long, value_name = "PATH")]
+    pub plot: Option<PathBuf>,
+    /// No progress on stderr (it is only shown on a terminal anyway)
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+impl SimArgs {
+    /// The scenario options.
+    pub fn opts(&self) -> Opts {
+        Opts {
+            senders: self.senders.map(|n| n as usize),
+            seed: self.seed,
+            duration_ms: self.duration_ms,
+        }
+    }
+}
+
+/// Where the plot of scenario `name` goes, or why it cannot.
+fn plot_path(arg: &Path, name: &str, all: bool) -> Result<PathBuf, String> {
+    if all || arg.is_dir() {
+        if arg.exists() && !arg.is_dir() {
+            return Err(format!(
+                "--plot {}: is a file; `all` writes one SVG per scenario into a directory",
+                arg.display()
+            ));
+        }
+        std::fs::create_dir_all(arg)
+            .map_err(|e| format!("--plot {}: cannot create the directory: {e}", arg.display()))?;
+        return Ok(arg.join(format!("{name}.svg")));
+    }
+    Ok(arg.to_path_buf())
+}
+
+fn write_plot(o: &Outcome, path: &Path) -> Result<(), String> {
+    let svg = render_svg(&o.figure).map_err(|e| format!("plot of {}: {e}", o.name))?;
+    std::fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs `railyard sim` with parsed arguments, writing results to `out`
+/// and messages (progress on a terminal, files written, errors) to
+/// `err`. Returns the exit code: 0 every check held, 1 a check failed, 2
+/// the output could not be written.
+pub fn run(a: &SimArgs, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let progress = !a.quiet && std::io::stderr().is_terminal();
+    let names: Vec<&str> = match a.scenario {
+        Scenario::All => ALL.to_vec(),
+        s => vec![s.name()],
     };
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{name} needs a value"))
-        };
-        let num = |v: String, name: &str| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{name}: '{v}' is not a non-negative integer"))
-        };
-        match flag.as_str() {
-            "--senders" => {
-                let n = num(value("--senders")?, "--senders")?;
-                if n == 0 || n > 256 {
-                    return Err("--senders must be in 1..=256".into());
-                }
-                a.opts.senders = Some(n as usize);
-            }
-            "--seed" => a.opts.seed = num(value("--seed")?, "--seed")?,
-            "--duration-ms" => {
-                let d = num(value("--duration-ms")?, "--duration-ms")?;
-                if d == 0 || d > 10_000 {
-                    return Err("--duration-ms must be in 1..=10000".into());
-                }
-                a.opts.duration_ms = Some(d);
-            }
-            "--json" => a.json = true,
-            "--plot" => a.plot = Some(value("--plot")?),
-            "-h" | "--help" => return Err(String::new()),
-            f => return Err(format!("unknown flag '{f}'")),
-        }
-    }
-    Ok(a)
-}
-
-/// Runs `railyard sim` with `args` (with or without a leading `"sim"`);
-/// returns the process exit code: 0 when every invariant held, 1 when one
-/// failed, 2 on a usage error.
-pub fn cli_main(args: &[String]) -> i32 {
-    let a = match parse(args) {
-        Ok(a) => a,
-        Err(e) => {
-            if !e.is_empty() {
-                eprintln!("error: {e}");
-            }
-            eprintln!("{USAGE}");
-            return if e.is_empty() { 0 } else { 2 };
-        }
-    };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    if a.scenario == "all" {
-        return run_all(&a, &mut out);
-    }
-    let o = scenario::run(&a.scenario, &a.opts).expect("validated name");
-    if a.json {
-        for l in &o.json {
-            let _ = writeln!(out, "{}", l.render());
-        }
-    } else {
-        let _ = write!(out, "{}", o.render());
-    }
-    if let Some(path) = &a.plot {
-        let title = format!("railyard sim {} (seed {})", o.name, a.opts.seed);
-        if let Err(e) = std::fs::write(path, svg(&title, &o.series)) {
-            eprintln!("error: cannot write {path}: {e}");
-            return 2;
-        }
-        eprintln!("wrote {path}");
-    }
-    i32::from(!o.ok())
-}
-
-fn run_all(a: &Args, out: &mut impl std::io::Write) -> i32 {
-    let mut rows = vec![];
+    let all = a.scenario == Scenario::All;
+    let opts = a.opts();
     let mut code = 0;
-    let mut series = vec![];
-    for (i, name) in ALL.iter().enumerate() {
-        eprint!("\r[{}/{}] {name} ...            ", i + 1, ALL.len());
-        let _ = std::io::stderr().flush();
+    let mut rows = vec![];
+    for (i, name) in names.iter().enumerate() {
+        if progress && all {
+            let _ = write!(err, "\r[{}/{}] {name} ...            ", i + 1, names.len());
+            let _ = err.flush();
+        }
         let t = Instant::now();
-        let o = scenario::run(name, &a.opts).expect("known");
+        let o = scenario::run(name, &opts).expect("a known scenario");
         let wall = t.elapsed().as_secs_f64();
         if !o.ok() {
             code = 1;
         }
         if a.json {
-            for l in &o.json {
-                let _ = writeln!(out, "{}", l.render());
+            let _ = writeln!(out, "{}", o.to_json(&opts));
+        } else if !all {
+            let _ = write!(out, "{}", o.render());
+        }
+        if let Some(p) = &a.plot {
+            let written = plot_path(p, name, all).and_then(|path| {
+                write_plot(&o, &path)?;
+                Ok(path)
+            });
+            match written {
+                Ok(path) => {
+                    if progress && all {
+                        let _ = write!(err, "\r{:40}\r", "");
+                    }
+                    let _ = writeln!(err, "wrote {}", path.display());
+                }
+                Err(e) => {
+                    let _ = writeln!(err, "railyard sim: error: {e}");
+                    return 2;
+                }
             }
         }
-        series.extend(o.series.iter().take(2).cloned());
         rows.push((o, wall));
     }
-    eprintln!("\r[{}/{}] done                     ", ALL.len(), ALL.len());
-    if !a.json {
-        let _ = writeln!(out, "railyard sim all (seed {})", a.opts.seed);
-        for (o, wall) in &rows {
-            let failed = o.checks.iter().filter(|c| !c.ok).count();
-            let status = if !o.missing.is_empty() && o.checks.is_empty() {
-                "n/a ".to_string()
-            } else if failed == 0 {
-                "ok  ".to_string()
-            } else {
-                "FAIL".to_string()
-            };
-            let _ = writeln!(
-                out,
-                "{status} {:<14} {:>3} checks  {:>9} events  {:>6.2}s  {}",
-                o.name,
-                o.checks.len(),
-                o.events,
-                wall,
-                o.summary
-            );
-            for c in o.checks.iter().filter(|c| !c.ok) {
-                let _ = writeln!(out, "     FAIL {} ({})", c.name, c.detail);
-            }
-            for m in &o.missing {
-                let _ = writeln!(out, "     not evaluated: {m}");
-            }
-        }
+    if progress && all {
+        let _ = write!(err, "\r{:40}\r", "");
     }
-    if let Some(path) = &a.plot {
-        if std::fs::write(path, svg("railyard sim all", &series)).is_err() {
-            eprintln!("error: cannot write {path}");
-            return 2;
-        }
+    if all && !a.json {
+        let _ = write!(out, "{}", summary(&rows, a.seed));
     }
     code
+}
+
+/// The one-screen summary of `sim all`.
+fn summary(rows: &[(Outcome, f64)], seed: u64) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "railyard sim all (seed {seed})");
+    for (o, wall) in rows {
+        let failed = o.checks.iter().filter(|c| !c.ok).count();
+        let status = if !o.missing.is_empty() && o.checks.is_empty() {
+            "n/a "
+        } else if failed == 0 {
+            "ok  "
+        } else {
+            "FAIL"
+        };
+        let _ = writeln!(
+            s,
+            "{status} {:<14} {:>3} checks  {:>9} events  {:>6.2}s  {}",
+            o.name,
+            o.checks.len(),
+            o.events,
+            wall,
+            o.summary
+        );
+        for c in o.checks.iter().filter(|c| !c.ok) {
+            let _ = writeln!(s, "     FAIL {} ({})", c.name, c.detail);
+        }
+        for m in &o.missing {
+            let _ = writeln!(s, "     not evaluated: {m}");
+        }
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn v(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
+    fn parse(s: &str) -> Result<SimArgs, clap::Error> {
+        SimArgs::try_parse_from(std::iter::once("railyard sim").chain(s.split_whitespace()))
     }
 
     #[test]
-    fn parses_flags_and_rejects_bad_input() {
-        let a = parse(&v("sim incast --senders 4 --seed 9 --json --plot x.svg")).unwrap();
-        assert_eq!(a.scenario, "incast");
-        assert_eq!(a.opts.senders, Some(4));
-        assert_eq!(a.opts.seed, 9);
+    fn parses_flags_both_ways_and_rejects_bad_input() {
+        let a = parse("incast --senders 4 --seed=9 --json --plot x.svg").unwrap();
+        assert_eq!(a.scenario, Scenario::Incast);
+        assert_eq!(a.opts().senders, Some(4));
+        assert_eq!(a.seed, 9);
         assert!(a.json);
-        assert_eq!(a.plot.as_deref(), Some("x.svg"));
-        assert_eq!(parse(&v("all")).unwrap().scenario, "all");
-        assert!(parse(&v("bogus")).is_err());
-        assert!(parse(&v("incast --senders 0")).is_err());
-        assert!(parse(&v("incast --senders x")).is_err());
-        assert!(parse(&v("incast --seed")).is_err());
-        assert!(parse(&v("incast --frobnicate")).is_err());
-        assert!(parse(&[]).is_err());
+        assert_eq!(a.plot.as_deref(), Some(Path::new("x.svg")));
+        assert_eq!(
+            parse("peer-feedback").unwrap().scenario,
+            Scenario::PeerFeedback
+        );
+        assert_eq!(parse("all --duration-ms=20").unwrap().duration_ms, Some(20));
+        for bad in [
+            "bogus",
+            "incast --senders 0",
+            "incast --senders 257",
+            "incast --senders x",
+            "incast --seed",
+            "incast --frobnicate",
+            "",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = parse("incast --senders 300").unwrap_err().to_string();
+        assert!(e.contains("out of range"), "{e}");
+        let e = parse("incast --senders many").unwrap_err().to_string();
+        assert!(e.contains("not a number"), "{e}");
+    }
+
+    #[test]
+    fn plot_paths() {
+        let d = std::env::temp_dir().join(format!("railyard-sim-plot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        assert_eq!(plot_path(&d, "cc", true).unwrap(), d.join("cc.svg"));
+        assert!(d.is_dir());
+        // An existing directory for one scenario: PATH/<name>.svg.
+        assert_eq!(
+            plot_path(&d, "incast", false).unwrap(),
+            d.join("incast.svg")
+        );
+        let f = d.join("file.svg");
+        std::fs::write(&f, "x").unwrap();
+        assert_eq!(plot_path(&f, "cc", false).unwrap(), f);
+        assert!(plot_path(&f, "cc", true).unwrap_err().contains("is a file"));
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

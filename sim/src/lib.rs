@@ -19,7 +19,9 @@
 //! | [`stack`] | rail + cc admission and release, async events, monitor epochs |
 //! | [`credit`] | the credit plane: ledgers, allocators, grant/usage messages |
 //! | [`scenario`] | incast, slowdown, cc, peer-feedback |
-//! | [`report`] | tables, JSON lines, SVG, P99 and Jain |
+//! | [`report`] | tables, nearest-rank percentiles, Jain |
+//! | [`plot`] | figures (overlaid arms, reference lines, state bands, stacked shares) as SVG via plotters |
+//! | [`cli`] | `railyard sim`'s arguments (clap) and runner |
 //!
 //! ```
 //! use railyard_sim::scenario::{self, Opts};
@@ -32,13 +34,12 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod cli;
+pub mod cli;
 pub mod credit;
 pub mod engine;
 pub mod model;
+pub mod plot;
 pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod stack;
-
-pub use cli::cli_main;

@@ -459,6 +459,31 @@ impl Leaks {
     }
 }
 
+/// `nothing held`, or the non-zero counts: `3 tokens, 1 queued slice`.
+impl std::fmt::Display for Leaks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts = [
+            (self.tokens, "tokens in use"),
+            (self.slices, "slices pending"),
+            (self.endpoint_outstanding, "endpoint posts outstanding"),
+            (self.stack, "bytes held by cc/rail"),
+            (self.receiver_slots, "receiver slots held"),
+            (self.queued, "slices queued"),
+            (self.credit, "credit units missing or errors"),
+        ];
+        let held: Vec<String> = parts
+            .iter()
+            .filter(|(n, _)| *n != 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+        if held.is_empty() {
+            f.write_str("nothing held")
+        } else {
+            f.write_str(&held.join(", "))
+        }
+    }
+}
+
 /// A named time series.
 #[derive(Clone, Debug, Default)]
 pub struct Series {

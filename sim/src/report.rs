@@ -1,11 +1,11 @@
-//! Output: RFC-shaped text tables, JSON lines, SVG time series, and the
-//! statistics the RFCs report (nearest-rank P99, Jain fairness).
+//! Output: RFC-shaped text tables and the statistics the RFCs report
+//! (nearest-rank percentiles, Jain fairness). JSON goes through serde (the
+//! scenario rows, [`crate::scenario::Outcome::to_json`]); plots through
+//! [`crate::plot`].
 //!
 //! Everything here is deterministic: fixed float formatting, stable order.
 
 use std::fmt::Write as _;
-
-use crate::model::Series;
 
 /// A text table in the RFCs' shape: a title, a header row, rows, notes.
 #[derive(Clone, Debug, Default)]
@@ -75,102 +75,29 @@ impl Table {
     }
 }
 
-/// A JSON value for the hand-written JSON-lines writer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum J {
-    /// A string.
-    S(String),
-    /// An integer.
-    I(i128),
-    /// A float, written with 6 decimals (deterministic).
-    F(f64),
-    /// A boolean.
-    B(bool),
-}
-
-/// One JSON object, keys in insertion order.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct JsonLine(pub Vec<(String, J)>);
-
-impl JsonLine {
-    /// A line starting with `"scenario": name`.
-    pub fn new(scenario: &str) -> JsonLine {
-        JsonLine(vec![("scenario".into(), J::S(scenario.into()))])
-    }
-    /// Adds a string field.
-    pub fn s(mut self, k: &str, v: &str) -> Self {
-        self.0.push((k.into(), J::S(v.into())));
-        self
-    }
-    /// Adds an integer field.
-    pub fn i(mut self, k: &str, v: impl Into<i128>) -> Self {
-        self.0.push((k.into(), J::I(v.into())));
-        self
-    }
-    /// Adds a float field.
-    pub fn f(mut self, k: &str, v: f64) -> Self {
-        self.0.push((k.into(), J::F(v)));
-        self
-    }
-    /// Adds a boolean field.
-    pub fn b(mut self, k: &str, v: bool) -> Self {
-        self.0.push((k.into(), J::B(v)));
-        self
-    }
-    /// Serializes to one line.
-    pub fn render(&self) -> String {
-        let mut o = String::from("{");
-        for (i, (k, v)) in self.0.iter().enumerate() {
-            if i > 0 {
-                o.push(',');
-            }
-            o.push_str(&esc(k));
-            o.push(':');
-            match v {
-                J::S(s) => o.push_str(&esc(s)),
-                J::I(n) => {
-                    let _ = write!(o, "{n}");
-                }
-                J::F(f) if f.is_finite() => {
-                    let _ = write!(o, "{f:.6}");
-                }
-                J::F(_) => o.push_str("null"),
-                J::B(b) => {
-                    let _ = write!(o, "{b}");
-                }
-            }
-        }
-        o.push('}');
-        o
-    }
-}
-
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 2);
-    o.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => o.push_str("\\\""),
-            '\\' => o.push_str("\\\\"),
-            '\n' => o.push_str("\\n"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(o, "\\u{:04x}", c as u32);
-            }
-            c => o.push(c),
-        }
-    }
-    o.push('"');
-    o
-}
-
-/// Nearest-rank percentile `p` (0..=100) of `v` (sorted copy); 0 if empty.
+/// Nearest-rank percentile `p` (0..=100) of `v` (sorted copy); 0 if empty:
+/// the smallest sample with at least `p`% of the samples at or below it
+/// (rank `ceil(p/100 * n)`, at least 1). This is the project's one
+/// percentile definition: `railyard bench` reports the same quantity
+/// through an HDR histogram (3 significant digits), which returns the top
+/// of the bucket holding that rank.
+///
+/// ```
+/// use railyard_sim::report::percentile;
+/// let v: Vec<u64> = (1..=1000).collect();
+/// assert_eq!(percentile(&v, 50.0), 500);
+/// assert_eq!(percentile(&v, 99.9), 999);
+/// ```
 pub fn percentile(v: &[u64], p: f64) -> u64 {
     if v.is_empty() {
         return 0;
     }
     let mut s = v.to_vec();
     s.sort_unstable();
-    let rank = ((p / 100.0) * s.len() as f64).ceil() as usize;
+    // p/100 × n, less a relative hair: 99.9/100 × 2000 is 1998.0000000000002
+    // in floating point and must be rank 1998, not 1999.
+    let x = (p / 100.0) * s.len() as f64;
+    let rank = (x - x * 1e-12).ceil() as usize;
     s[rank.clamp(1, s.len()) - 1]
 }
 
@@ -200,85 +127,6 @@ pub fn us(ns: f64) -> String {
     format!("{:.1} us", ns / 1000.0)
 }
 
-/// Writes an SVG with one panel per series (shared time axis).
-pub fn svg(title: &str, series: &[Series]) -> String {
-    let (w, ph, top, left, right) = (900.0f64, 130.0f64, 40.0f64, 70.0f64, 20.0f64);
-    let h = top + ph * series.len() as f64 + 30.0;
-    let t_max = series
-        .iter()
-        .flat_map(|s| s.points.last().map(|p| p.0))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
-    let colors = [
-        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
-    ];
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="monospace" font-size="11">"#
-    );
-    let _ = writeln!(
-        o,
-        r#"<rect width="{w}" height="{h}" fill="white"/><text x="{left}" y="20" font-size="14">{}</text>"#,
-        xml(title)
-    );
-    for (i, s) in series.iter().enumerate() {
-        let y0 = top + ph * i as f64;
-        let (pw, pp) = (w - left - right, ph - 25.0);
-        let raw_max = s.points.iter().map(|p| p.1).fold(0.0f64, f64::max);
-        let vmax = if raw_max <= 0.0 { 1.0 } else { raw_max * 1.1 };
-        let _ = writeln!(
-            o,
-            r##"<rect x="{left}" y="{y0}" width="{pw}" height="{pp}" fill="none" stroke="#999"/>"##
-        );
-        let _ = writeln!(
-            o,
-            r#"<text x="{}" y="{}">{} ({}) max {:.2}</text>"#,
-            left + 5.0,
-            y0 + 12.0,
-            xml(&s.name),
-            xml(&s.unit),
-            raw_max
-        );
-        let _ = writeln!(
-            o,
-            r#"<text x="5" y="{}">{:.1}</text><text x="5" y="{}">0</text>"#,
-            y0 + 10.0,
-            vmax,
-            y0 + pp
-        );
-        let mut pts = String::new();
-        for &(t, v) in &s.points {
-            let x = left + pw * (t as f64 / t_max);
-            let y = y0 + pp - pp * (v / vmax);
-            let _ = write!(pts, "{x:.1},{y:.1} ");
-        }
-        let _ = writeln!(
-            o,
-            r#"<polyline fill="none" stroke="{}" stroke-width="1.2" points="{}"/>"#,
-            colors[i % colors.len()],
-            pts.trim_end()
-        );
-    }
-    let _ = writeln!(
-        o,
-        r#"<text x="{left}" y="{}">0 ms</text><text x="{}" y="{}" text-anchor="end">{:.1} ms</text>"#,
-        h - 10.0,
-        w - right,
-        h - 10.0,
-        t_max / 1e6
-    );
-    o.push_str("</svg>\n");
-    o
-}
-
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,17 +138,11 @@ mod tests {
         assert_eq!(percentile(&v, 100.0), 100);
         assert_eq!(percentile(&[5], 99.0), 5);
         assert_eq!(percentile(&[], 99.0), 0);
+        let w: Vec<u64> = (1..=2000).collect();
+        assert_eq!(percentile(&w, 99.9), 1998);
+        assert_eq!(percentile(&w[..1000], 99.0), 990);
         assert!((jain(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12);
         assert!((jain(&[1.0, 0.0]) - 0.5).abs() < 1e-12);
-    }
-
-    #[test]
-    fn json_escapes_and_formats() {
-        let l = JsonLine::new("x\"y").i("n", 3).f("f", 0.5).b("ok", true);
-        assert_eq!(
-            l.render(),
-            r#"{"scenario":"x\"y","n":3,"f":0.500000,"ok":true}"#
-        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
-//! Same seed → byte-identical output (tables, JSON lines, SVG); another
-//! seed → different output (the seed is actually used).
+//! Same seed → byte-identical output (tables, JSON, SVG); another seed →
+//! different output (the seed is actually used).
 
-use railyard_sim::report::svg;
+use clap::Parser as _;
+use railyard_sim::cli::SimArgs;
+use railyard_sim::plot::render_svg;
 use railyard_sim::scenario::{self, Opts, ALL};
 
 fn render(name: &str, seed: u64) -> String {
@@ -12,11 +14,9 @@ fn render(name: &str, seed: u64) -> String {
     };
     let out = scenario::run(name, &o).expect("known scenario");
     let mut s = out.render();
-    for l in &out.json {
-        s.push_str(&l.render());
-        s.push('\n');
-    }
-    s.push_str(&svg(name, &out.series));
+    s.push_str(&out.to_json(&o).to_string());
+    s.push('\n');
+    s.push_str(&render_svg(&out.figure).expect("every scenario plots something"));
     s
 }
 
@@ -39,26 +39,22 @@ fn the_seed_changes_the_run() {
 
 #[test]
 fn cli_json_output_is_reproducible() {
-    // The CLI's exit code reflects the checks; its stdout is not captured
-    // here, but the same JSON lines as above are what it prints.
-    let args: Vec<String> = [
-        "sim",
-        "incast",
-        "--senders",
-        "4",
-        "--seed",
-        "3",
-        "--duration-ms",
-        "10",
-        "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    assert_eq!(railyard_sim::cli_main(&args), 0);
-    let bad: Vec<String> = ["sim", "incast", "--senders", "0"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    assert_eq!(railyard_sim::cli_main(&bad), 2);
+    let run = |args: &str| {
+        let a =
+            SimArgs::try_parse_from(std::iter::once("railyard sim").chain(args.split_whitespace()))
+                .expect("valid arguments");
+        let (mut out, mut err) = (vec![], vec![]);
+        let code = railyard_sim::cli::run(&a, &mut out, &mut err);
+        (code, String::from_utf8(out).expect("utf-8"))
+    };
+    let a = run("incast --senders 4 --seed 3 --duration-ms 10 --json");
+    assert_eq!(
+        a,
+        run("incast --senders 4 --seed 3 --duration-ms 10 --json")
+    );
+    assert_eq!(a.0, 0);
+    let j: serde_json::Value = serde_json::from_str(a.1.trim()).expect("one JSON document");
+    assert_eq!(j["ok"], true);
+    assert_eq!(j["seed"], 3);
+    assert!(j["checks"].as_array().expect("checks").len() > 3);
 }

@@ -56,10 +56,7 @@ fn incast_credit_holds_capacity_and_fixed_does_not() {
 #[test]
 fn slowdown_credit_holds_capacity() {
     let out = assert_all_ok("slowdown", &opts(60));
-    assert!(out
-        .json
-        .iter()
-        .any(|l| l.render().contains("\"arm\":\"credit\"")));
+    assert!(out.rows.iter().any(|r| r["arm"] == "credit"));
 }
 
 #[test]
@@ -100,16 +97,57 @@ fn cc_scenario_invariants_and_route_timeline() {
 #[test]
 fn peer_feedback_invariants() {
     let out = assert_all_ok("peer-feedback", &opts(40));
-    assert_eq!(out.json.len(), 4);
+    assert_eq!(out.rows.len(), 4);
 }
 
 #[test]
-fn sim_all_runs_every_scenario() {
-    let args: Vec<String> = ["sim", "all", "--duration-ms", "20"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    assert_eq!(railyard_sim::cli_main(&args), 0);
+fn sim_all_runs_every_scenario_and_plots_each() {
+    use clap::Parser as _;
+    let dir = std::env::temp_dir().join(format!("railyard-sim-all-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let a = railyard_sim::cli::SimArgs::try_parse_from([
+        "railyard sim",
+        "all",
+        "--duration-ms",
+        "20",
+        "--plot",
+        dir.to_str().expect("utf-8 path"),
+    ])
+    .expect("valid arguments");
+    let (mut out, mut err) = (vec![], vec![]);
+    assert_eq!(railyard_sim::cli::run(&a, &mut out, &mut err), 0);
+    let out = String::from_utf8(out).expect("utf-8");
+    let err = String::from_utf8(err).expect("utf-8");
+    for name in scenario::ALL {
+        assert!(out.contains(&format!("ok   {name}")), "{out}");
+        let svg =
+            std::fs::read_to_string(dir.join(format!("{name}.svg"))).expect("one SVG per scenario");
+        // Axes with units and a legend in every file.
+        assert!(svg.contains("<svg") && svg.contains("<text"), "{name}");
+        assert!(
+            err.contains(&format!(
+                "wrote {}",
+                dir.join(format!("{name}.svg")).display()
+            )),
+            "{err}"
+        );
+    }
+    let pf = std::fs::read_to_string(dir.join("peer-feedback.svg")).expect("svg");
+    for label in ["baseline", "V1", "V2", "V3", "NIC0", "NIC1"] {
+        assert!(pf.contains(label), "peer-feedback plot lacks {label}");
+    }
+    let cc = std::fs::read_to_string(dir.join("cc.svg")).expect("svg");
+    for label in [
+        "off",
+        "enforce",
+        "QUARANTINED",
+        "HEALTHY",
+        "time (ms)",
+        "GB/s",
+    ] {
+        assert!(cc.contains(label), "cc plot lacks {label}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -871,7 +871,7 @@ impl SenderLedger {
     }
 
     /// Records how long a dispatch stayed credit-stalled (the caller times
-    /// stalls with its own clock; see [`BackpressureInfo`](super::BackpressureInfo)).
+    /// stalls with its own clock; see [`BackpressureInfo`]).
     #[inline]
     pub fn record_stall(&self, entry: EntryId, stalled_ns: u64) {
         if let Ok(e) = self.get(entry.0) {

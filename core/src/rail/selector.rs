@@ -132,6 +132,11 @@ pub struct PlanInfo {
     pub probe: Option<u16>,
     /// V2/V3 fell back to NIC feedback for the whole candidate set.
     pub fallback: bool,
+    /// As [`Pick::trace`]: with [`RailConfig::trace`] and the ledger on, for
+    /// a known peer, the largest peer sample age over the candidates
+    /// (`Some(None)`: a cold decision). An aggregate decision's trace, the
+    /// input of RFC 4534's TTL calibration.
+    pub trace: Option<Option<Nanos>>,
 }
 
 /// Inverse-score rail selector over a fixed set of candidate devices.
@@ -697,7 +702,7 @@ impl Selector {
         }
         counts.fill(0);
         let (n, probe_due) = self.tick();
-        let (fallback, _, tally) = self.feedback_state(peer, now_ns, mask);
+        let (fallback, trace, tally) = self.feedback_state(peer, now_ns, mask);
         self.count(tally);
         let b = u64::from(slice_bytes);
         let mut inv = [0u64; MAX_DEVICES];
@@ -736,6 +741,7 @@ impl Selector {
             best: best as u16,
             probe,
             fallback,
+            trace,
         })
     }
 

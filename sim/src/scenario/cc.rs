@@ -6,12 +6,15 @@
 //! * a route-failure timeline (SUSPECT → QUARANTINED → PROBING → HEALTHY);
 //! * a multi-NIC failure (port down + device fatal on one host).
 
-use super::{tag, Opts, Outcome};
+use serde::Serialize;
+
+use super::{series_ms, Opts, Outcome};
 use crate::model::{
     Arrivals, Fault, FaultKind, NetConfig, ReceiverConfig, RunResult, Sim, SimConfig, Stream,
 };
+use crate::plot::{Figure, Line, Panel, Span};
+use crate::report::Table;
 use crate::report::{percentile, us};
-use crate::report::{JsonLine, Table};
 use crate::stack::HealthChange;
 use crate::stack::StackConfig;
 use railyard_core::cc::{health::arrow_exists, CcConfig, Health, Mode};
@@ -236,10 +239,10 @@ fn transitions_ok(out: &mut Outcome, arm: &str, r: &RunResult) {
         format!("{arm}: state transitions only along arrows that exist"),
         bad.is_empty() && r.stack.get("illegal_transitions") == 0.0,
         format!(
-            "{} observed changes, {} not on the diagram {:?}, controller CAS-level illegal {}",
+            "{} observed changes, {} not on the diagram [{}], controller CAS-level illegal {}",
             r.stack.timeline.len(),
             bad.len(),
-            bad,
+            bad.join(", "),
             r.stack.get("illegal_transitions")
         ),
     );
@@ -252,7 +255,11 @@ fn task_checks(out: &mut Outcome, arm: &str, r: &RunResult) {
     out.check(
         format!("{arm}: every completed task queries NORMAL"),
         r.task_final[0] == done,
-        format!("final {:?} for {done} completed", r.task_final),
+        format!(
+            "{} of {done} completed tasks query NORMAL ({})",
+            r.task_final[0],
+            task_counts(&r.task_final)
+        ),
     );
 }
 
@@ -278,6 +285,7 @@ pub fn run(o: &Opts) -> Outcome {
         ],
     );
     let mut inc = vec![];
+    let mut incast_runs: Vec<(&str, RunResult)> = vec![];
     for &cc in &arms {
         let cfg = incast_config(o, cc);
         let r = Sim::new(cfg.clone()).expect("valid").run();
@@ -309,26 +317,21 @@ pub fn run(o: &Opts) -> Outcome {
             format!("{}", r.pauses),
             us(mp99),
         ]);
-        out.json.push(
-            JsonLine::new("cc")
-                .s("part", "incast")
-                .s("arm", arm)
-                .i("seed", o.seed)
-                .i("senders", cfg.senders as i128)
-                .f("throughput_gbps", g)
-                .f("queue_peak_mib", qpeak)
-                .f("queue_mean_after_10ms_mib", qmean)
-                .f("queue_peak_after_10ms_mib", qpeak_late)
-                .i("pauses", r.pauses)
-                .f("mean_p99_us", mp99 / 1e3)
-                .i("defers", r.stack.get("cc_defers") as i128)
-                .i("events", r.counters.events),
-        );
-        out.series.extend(tag(
-            &r.series,
-            &format!("incast {arm}"),
-            &["switch queue (max port)", "cc window, sender 0 route 0"],
-        ));
+        out.row(IncastRow {
+            part: "incast",
+            arm,
+            seed: o.seed,
+            senders: cfg.senders,
+            throughput_gbytes_per_s: g,
+            queue_peak_mib: qpeak,
+            queue_mean_after_10ms_mib: qmean,
+            queue_peak_after_10ms_mib: qpeak_late,
+            nic_pauses: r.pauses,
+            mean_sender_p99_us: mp99 / 1e3,
+            cc_defers: r.stack.get("cc_defers") as u64,
+            events: r.counters.events,
+        });
+        incast_runs.push((arm, r));
         inc.push((g, qmean));
     }
     out.check(
@@ -357,14 +360,13 @@ pub fn run(o: &Opts) -> Outcome {
             format!("{g:.3} GB/s"),
             format!("{:+.2}%", crate::report::delta_pct(bulk[0], g)),
         ]);
-        out.json.push(
-            JsonLine::new("cc")
-                .s("part", "healthy-bulk")
-                .s("arm", arm)
-                .i("seed", o.seed)
-                .f("throughput_gbps", g)
-                .i("events", r.counters.events),
-        );
+        out.row(BulkRow {
+            part: "healthy-bulk",
+            arm,
+            seed: o.seed,
+            throughput_gbytes_per_s: g,
+            events: r.counters.events,
+        });
     }
     out.check(
         "healthy bulk: enforce within 3% of off",
@@ -389,6 +391,8 @@ pub fn run(o: &Opts) -> Outcome {
         ],
     );
     let mut timeline = Table::new("cc: route 0 timeline (enforce)", &["t (ms)", "from", "to"]);
+    let mut route_runs: Vec<(&str, RunResult)> = vec![];
+    let mut route_states = vec![];
     for &cc in &arms {
         let cfg = route_failure_config(o, cc);
         let r = Sim::new(cfg.clone()).expect("valid").run();
@@ -410,24 +414,24 @@ pub fn run(o: &Opts) -> Outcome {
             format!("{} / {}", r.task_worst[2], r.task_worst[3]),
         ]);
         task_checks(&mut out, &format!("route failure {arm}"), &r);
-        out.json.push(
-            JsonLine::new("cc")
-                .s("part", "route-failure")
-                .i("transfers_over_1ms", slow as i128)
-                .i("tasks_seen_congested", r.task_worst[2])
-                .i("tasks_seen_long_unavailable", r.task_worst[3])
-                .f("transfer_max_us", max as f64 / 1e3)
-                .s("arm", arm)
-                .i("seed", o.seed)
-                .f("throughput_gbps", gbps(&r, &cfg))
-                .f("during_fault_gbps", phase_gbps(&r, 10, 40))
-                .i("retry_exc", r.counters.wc[12])
-                .i("flush", r.counters.wc[5])
-                .i("retries", r.counters.retries)
-                .i("failed_transfers", r.transfers_failed)
-                .i("health_changes", r.stack.timeline.len() as i128)
-                .i("events", r.counters.events),
-        );
+        out.row(RouteFailureRow {
+            part: "route-failure",
+            arm,
+            seed: o.seed,
+            throughput_gbytes_per_s: gbps(&r, &cfg),
+            during_fault_gbytes_per_s: phase_gbps(&r, 10, 40),
+            retry_exc_completions: r.counters.wc[12],
+            flush_completions: r.counters.wc[5],
+            retries: r.counters.retries,
+            failed_transfers: r.transfers_failed,
+            endpoints_retired: r.counters.retired,
+            transfers_over_1ms: slow as u64,
+            transfer_max_us: max as f64 / 1e3,
+            tasks_seen_congested: r.task_worst[2],
+            tasks_seen_long_unavailable: r.task_worst[3],
+            health_changes: r.stack.timeline.len() as u64,
+            events: r.counters.events,
+        });
         if cc.mode == Mode::Enforce {
             for c in r.stack.timeline.iter().filter(|c| c.route == 0) {
                 timeline.row(vec![
@@ -435,15 +439,14 @@ pub fn run(o: &Opts) -> Outcome {
                     name(c.from).into(),
                     name(c.to).into(),
                 ]);
-                out.json.push(
-                    JsonLine::new("cc")
-                        .s("part", "route-timeline")
-                        .i("seed", o.seed)
-                        .i("t_ns", c.at_ns)
-                        .i("route", c.route)
-                        .s("from", name(c.from))
-                        .s("to", name(c.to)),
-                );
+                out.row(TimelineRow {
+                    part: "route-timeline",
+                    seed: o.seed,
+                    t_ns: c.at_ns,
+                    route: c.route,
+                    from: name(c.from),
+                    to: name(c.to),
+                });
             }
             let seq = [
                 Health::Suspect,
@@ -469,12 +472,9 @@ pub fn run(o: &Opts) -> Outcome {
                     .all(|c| c.route != 1 || c.to != Health::Quarantined),
                 "route 1",
             );
-            out.series.extend(tag(
-                &r.series,
-                "route failure enforce",
-                &["path state, sender 0 route 0", "receiver throughput"],
-            ));
+            route_states = spans(&r, 0, cfg.duration_ns);
         }
+        route_runs.push((arm, r));
     }
     out.tables.push(t);
     out.tables.push(timeline);
@@ -492,6 +492,7 @@ pub fn run(o: &Opts) -> Outcome {
             "Retries",
         ],
     );
+    let mut multi_runs: Vec<(&str, RunResult)> = vec![];
     for &cc in &arms {
         let cfg = multi_nic_config(o, cc);
         let r = Sim::new(cfg.clone()).expect("valid").run();
@@ -524,8 +525,9 @@ pub fn run(o: &Opts) -> Outcome {
                         x if x == Health::Quarantined as u8 || x == Health::Probing as u8
                     ),
                 format!(
-                    "NIC1 healthy at {recovered:?} ns; NIC2 device state {}",
-                    r.stack.get("sender0_device2_health")
+                    "NIC1 healthy again at {}; NIC2 device state {}",
+                    recovered.map_or("never".into(), |t| format!("{:.3} ms", t as f64 / 1e6)),
+                    health_name(r.stack.get("sender0_device2_health") as u8)
                 ),
             );
         }
@@ -538,21 +540,22 @@ pub fn run(o: &Opts) -> Outcome {
             format!("{}", r.transfers_failed),
             format!("{}", r.counters.retries),
         ]);
-        out.json.push(
-            JsonLine::new("cc")
-                .s("part", "multi-nic")
-                .s("arm", arm)
-                .i("seed", o.seed)
-                .f("before_gbps", b)
-                .f("during_gbps", d)
-                .f("after_gbps", a)
-                .i("nic1_recovered_ns", recovered.map_or(-1, i128::from))
-                .i("failed_transfers", r.transfers_failed)
-                .i("retries", r.counters.retries)
-                .i("events", r.counters.events),
-        );
+        out.row(MultiNicRow {
+            part: "multi-nic",
+            arm,
+            seed: o.seed,
+            before_gbytes_per_s: b,
+            during_gbytes_per_s: d,
+            after_gbytes_per_s: a,
+            nic1_recovered_ns: recovered,
+            failed_transfers: r.transfers_failed,
+            retries: r.counters.retries,
+            events: r.counters.events,
+        });
+        multi_runs.push((arm, r));
     }
     out.tables.push(t);
+    out.figure = figure(o, &incast_runs, &route_runs, route_states, &multi_runs);
     out.summary = format!(
         "bulk enforce {:+.2}% vs off; incast mean queue {:.1} -> {:.1} MiB",
         crate::report::delta_pct(bulk[0], bulk[1]),
@@ -560,4 +563,245 @@ pub fn run(o: &Opts) -> Outcome {
         inc[1].1
     );
     out
+}
+
+/// JSON row: incast under the controller, one arm.
+#[derive(Serialize)]
+struct IncastRow {
+    part: &'static str,
+    arm: &'static str,
+    seed: u64,
+    senders: usize,
+    throughput_gbytes_per_s: f64,
+    queue_peak_mib: f64,
+    queue_mean_after_10ms_mib: f64,
+    queue_peak_after_10ms_mib: f64,
+    nic_pauses: u64,
+    mean_sender_p99_us: f64,
+    cc_defers: u64,
+    events: u64,
+}
+
+/// JSON row: healthy bulk, one arm.
+#[derive(Serialize)]
+struct BulkRow {
+    part: &'static str,
+    arm: &'static str,
+    seed: u64,
+    throughput_gbytes_per_s: f64,
+    events: u64,
+}
+
+/// JSON row: the route failure, one arm.
+#[derive(Serialize)]
+struct RouteFailureRow {
+    part: &'static str,
+    arm: &'static str,
+    seed: u64,
+    throughput_gbytes_per_s: f64,
+    during_fault_gbytes_per_s: f64,
+    retry_exc_completions: u64,
+    flush_completions: u64,
+    retries: u64,
+    failed_transfers: u64,
+    endpoints_retired: u64,
+    transfers_over_1ms: u64,
+    transfer_max_us: f64,
+    tasks_seen_congested: u64,
+    tasks_seen_long_unavailable: u64,
+    health_changes: u64,
+    events: u64,
+}
+
+/// JSON row: one path-state change of route 0 (enforce).
+#[derive(Serialize)]
+struct TimelineRow {
+    part: &'static str,
+    seed: u64,
+    t_ns: u64,
+    route: u32,
+    from: &'static str,
+    to: &'static str,
+}
+
+/// JSON row: the multi-NIC failure, one arm (`nic1_recovered_ns` is null
+/// when NIC1 never went back to HEALTHY).
+#[derive(Serialize)]
+struct MultiNicRow {
+    part: &'static str,
+    arm: &'static str,
+    seed: u64,
+    before_gbytes_per_s: f64,
+    during_gbytes_per_s: f64,
+    after_gbytes_per_s: f64,
+    nic1_recovered_ns: Option<u64>,
+    failed_transfers: u64,
+    retries: u64,
+    events: u64,
+}
+
+/// `NORMAL 10, UNKNOWN 0, CONGESTED 3, LONG_UNAVAILABLE 0`.
+fn task_counts(c: &[u64; 4]) -> String {
+    format!(
+        "NORMAL {}, UNKNOWN {}, CONGESTED {}, LONG_UNAVAILABLE {}",
+        c[0], c[1], c[2], c[3]
+    )
+}
+
+/// The name of a path state stored as its `u8` value.
+fn health_name(v: u8) -> &'static str {
+    [
+        Health::Healthy,
+        Health::Congested,
+        Health::Suspect,
+        Health::Quarantined,
+        Health::Probing,
+    ]
+    .into_iter()
+    .find(|h| *h as u8 == v)
+    .map_or("?", name)
+}
+
+/// Path-state colours: green (healthy) to red (quarantined), blue probing.
+const STATE_COLOURS: [(&str, (u8, u8, u8)); 5] = [
+    ("HEALTHY", (0x2c, 0xa0, 0x2c)),
+    ("CONGESTED", (0xe6, 0xb4, 0x00)),
+    ("SUSPECT", (0xff, 0x7f, 0x0e)),
+    ("QUARANTINED", (0xd6, 0x27, 0x28)),
+    ("PROBING", (0x94, 0x67, 0xbd)),
+];
+
+/// The states of sender 0's `route` over `[0, end_ns)`, in ms (it starts
+/// HEALTHY; each observed change starts a new span).
+fn spans(r: &RunResult, route: u32, end_ns: u64) -> Vec<Span> {
+    let ms = |t: u64| t as f64 / 1e6;
+    let mut out = vec![];
+    let (mut from, mut state) = (0u64, Health::Healthy);
+    for c in r
+        .stack
+        .timeline
+        .iter()
+        .filter(|c| c.sender == 0 && c.route == route)
+    {
+        if c.at_ns > from {
+            out.push(Span {
+                state: name(state).into(),
+                from: ms(from),
+                to: ms(c.at_ns),
+            });
+        }
+        from = c.at_ns.max(from);
+        state = c.to;
+    }
+    out.push(Span {
+        state: name(state).into(),
+        from: ms(from),
+        to: ms(end_ns.max(from)),
+    });
+    out
+}
+
+/// The latest end of `runs` in ms, at least `min`.
+fn end_ms(runs: &[(&str, RunResult)], min: f64) -> f64 {
+    runs.iter()
+        .map(|(_, r)| r.end_ns as f64 / 1e6)
+        .fold(min, f64::max)
+}
+
+/// A panel with `series` of every run but arm `except`, overlaid.
+fn overlay(
+    title: &str,
+    unit: &str,
+    runs: &[(&str, RunResult)],
+    series: &str,
+    except: Option<&str>,
+) -> Panel {
+    runs.iter()
+        .filter(|(arm, _)| Some(*arm) != except)
+        .fold(Panel::lines(title, unit), |p, (arm, r)| {
+            p.line(Line::new(*arm, series_ms(r, series)))
+        })
+}
+
+/// The cc figure: incast queue and in-flight (off vs enforce), the
+/// enforce window, the route failure's throughput with its fault window
+/// and route 0's path state as a band, the multi-NIC failure's
+/// throughput.
+fn figure(
+    o: &Opts,
+    incast: &[(&str, RunResult)],
+    route: &[(&str, RunResult)],
+    states: Vec<Span>,
+    multi: &[(&str, RunResult)],
+) -> Figure {
+    let mut f = Figure::new(format!(
+        "cc (RFC 4162): controller off vs enforce (seed {})",
+        o.seed
+    ));
+    let n = o.senders.unwrap_or(16);
+    f.push(overlay(
+        &format!("{n}-sender incast: switch queue, fullest port"),
+        "MiB",
+        incast,
+        "switch queue (max port)",
+        None,
+    ));
+    f.push(overlay(
+        &format!("{n}-sender incast: bytes in flight (all senders)"),
+        "MiB",
+        incast,
+        "in-flight",
+        None,
+    ));
+    let min_window = cc_config(Mode::Enforce).min_window_bytes as f64 / f64::from(1u32 << 20);
+    f.push(
+        overlay(
+            &format!(
+                "{n}-sender incast: cc byte window of sender 0, route 0 (enforce; off has none)"
+            ),
+            "MiB (log scale)",
+            incast,
+            "cc window, sender 0 route 0",
+            Some("off"),
+        )
+        .reference(
+            format!("minimum window ({} KiB)", (min_window * 1024.0) as u64),
+            min_window,
+        )
+        .log_y(),
+    );
+    let end = end_ms(route, 80.0);
+    f.push(
+        overlay(
+            "route failure (2 NICs): receiver throughput",
+            "GB/s",
+            route,
+            "receiver throughput",
+            None,
+        )
+        .window("NIC0 route blackholed (10-40 ms)", 10.0, 40.0)
+        .x_range(0.0, end),
+    );
+    f.push(
+        Panel::states(
+            "route failure (enforce): path state of NIC0's route",
+            states,
+            &STATE_COLOURS,
+        )
+        .x_range(0.0, end),
+    );
+    let end = end_ms(multi, 60.0);
+    f.push(
+        overlay(
+            "multi-NIC failure (4 NICs): receiver throughput",
+            "GB/s",
+            multi,
+            "receiver throughput",
+            None,
+        )
+        .window("NIC1 port down (10-30 ms)", 10.0, 30.0)
+        .window("NIC2 device fatal (from 15 ms)", 15.0, end)
+        .x_range(0.0, end),
+    );
+    f
 }

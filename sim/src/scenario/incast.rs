@@ -7,9 +7,10 @@
 //! granting from 8 slots / 32 MiB. The sender's timer starts at submission,
 //! before credit acquisition (as in the RFC's corrected timer).
 
-use super::{ab_figures, tag, AbFigures, Opts, Outcome};
-use crate::model::{Arrivals, ReceiverConfig, Sim, SimConfig, Stream};
-use crate::report::{delta_pct, us, JsonLine, Table};
+use super::{ab_figures, series_ms, AbFigures, AbRow, Opts, Outcome};
+use crate::model::{Arrivals, ReceiverConfig, RunResult, Sim, SimConfig, Stream};
+use crate::plot::{Figure, Line, Panel};
+use crate::report::{delta_pct, us, Table};
 use crate::stack::{CreditConfig, StackConfig};
 use railyard_core::time::NS_PER_MS;
 
@@ -63,6 +64,7 @@ pub fn run(o: &Opts) -> Outcome {
         ],
     );
     let mut abs = vec![];
+    let mut runs: Vec<(&str, RunResult)> = vec![];
     for &n in &counts {
         let mut figs: Vec<AbFigures> = vec![];
         for credit in [false, true] {
@@ -81,29 +83,9 @@ pub fn run(o: &Opts) -> Outcome {
                     ),
                 );
             }
-            out.json.push(
-                JsonLine::new("incast")
-                    .i("senders", n as i128)
-                    .s("arm", arm)
-                    .i("seed", o.seed)
-                    .i("capacity", CAPACITY)
-                    .i("peak", f.peak)
-                    .i("violations", f.violations)
-                    .f("throughput_gbps", f.gbps)
-                    .f("mean_p99_us", f.mean_p99 / 1e3)
-                    .f("worst_p99_us", f.worst_p99 / 1e3)
-                    .f("jain", f.jain)
-                    .i("transfers", f.transfers)
-                    .i("failed", r.transfers_failed)
-                    .i("credit_grants", r.credit.grants)
-                    .i("credit_usage_reports", r.credit.usage_reports)
-                    .i("credit_stalls", r.credit.stalls)
-                    .i("events", r.counters.events),
-            );
+            out.row(AbRow::new(n, arm, o, CAPACITY, &f, &r));
             if n == *counts.last().expect("non-empty") {
-                let keep = ["in-flight", "receiver occupancy", "switch queue (max port)"];
-                out.series
-                    .extend(tag(&r.series, &format!("{n} {arm}"), &keep));
+                runs.push((arm, r));
             }
             figs.push(f);
         }
@@ -164,6 +146,11 @@ pub fn run(o: &Opts) -> Outcome {
         out.tables.push(t);
     }
     let (n, fx, cr) = abs.last().expect("non-empty");
+    out.figure = figure(
+        &format!("incast: {n} senders, {CAPACITY}-slot receiver, fixed window vs receiver credit (seed {})", o.seed),
+        &runs,
+        CAPACITY,
+    );
     out.summary = format!(
         "{n} senders: fixed peak {}/{CAPACITY} ({} viol.), credit {}/{CAPACITY} ({} viol.), thr {:+.2}%",
         fx.peak,
@@ -173,4 +160,29 @@ pub fn run(o: &Opts) -> Outcome {
         delta_pct(fx.gbps, cr.gbps)
     );
     out
+}
+
+/// The A/B figure of incast and slowdown: receiver occupancy with the
+/// capacity, in-flight bytes and the fullest switch port, both arms
+/// overlaid in each panel.
+pub(crate) fn figure(title: &str, runs: &[(&str, RunResult)], capacity: u32) -> Figure {
+    let mut f = Figure::new(title);
+    let panel = |title: &str, unit: &str, series: &str| {
+        runs.iter().fold(Panel::lines(title, unit), |p, (arm, r)| {
+            p.line(Line::new(*arm, series_ms(r, series)))
+        })
+    };
+    f.push(
+        panel("receiver occupancy", "occupied slots", "receiver occupancy").reference(
+            format!("receiver capacity ({capacity} slots)"),
+            f64::from(capacity),
+        ),
+    );
+    f.push(panel("bytes in flight (all senders)", "MiB", "in-flight"));
+    f.push(panel(
+        "switch queue, fullest port",
+        "MiB",
+        "switch queue (max port)",
+    ));
+    f
 }

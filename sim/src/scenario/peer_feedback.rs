@@ -17,9 +17,12 @@
 //! fresh samples for every candidate) against an oracle EWMA of A's own
 //! completions on NIC1; mean relative error.
 
+use serde::Serialize;
+
 use super::{Opts, Outcome};
 use crate::model::{Arrivals, NetConfig, ReceiverConfig, RunResult, Sim, SimConfig, Stream};
-use crate::report::{percentile, us, JsonLine, Table};
+use crate::plot::{Figure, Panel};
+use crate::report::{percentile, us, Table};
 use crate::stack::StackConfig;
 use railyard_core::rail::{RailConfig, Variant};
 use railyard_core::time::{NS_PER_MS, NS_PER_US};
@@ -147,6 +150,7 @@ pub fn run(o: &Opts) -> Outcome {
         Arm::Ledger(Variant::V3),
     ];
     let mut res = vec![];
+    let mut shares: Vec<(String, f64)> = vec![];
     for arm in arms {
         let cfg = config(o, arm, ttl, false);
         let r = Sim::new(cfg).expect("valid").run();
@@ -174,24 +178,24 @@ pub fn run(o: &Opts) -> Outcome {
             format!("{fb}"),
             format!("{miss} / {exp}"),
         ]);
-        out.json.push(
-            JsonLine::new("peer-feedback")
-                .s("arm", arm.name())
-                .i("seed", o.seed)
-                .i("ttl_ns", ttl)
-                .f("attribution_error", err)
-                .f("a_mean_us", am / 1e3)
-                .f("a_p99_us", ap as f64 / 1e3)
-                .f("b_mean_us", bm / 1e3)
-                .f("b_p99_us", bp as f64 / 1e3)
-                .f("a_nic1_share", share)
-                .i("fallbacks", fb as i128)
-                .i("missing_samples", miss as i128)
-                .i("expired_samples", exp as i128)
-                .i("a_transfers", r.latencies[0][0].len() as i128)
-                .i("b_transfers", r.latencies[0][1].len() as i128)
-                .i("events", r.counters.events),
-        );
+        out.row(Row {
+            arm: arm.name(),
+            seed: o.seed,
+            ttl_ns: ttl,
+            attribution_error_fraction: err,
+            a_mean_us: am / 1e3,
+            a_p99_us: ap as f64 / 1e3,
+            b_mean_us: bm / 1e3,
+            b_p99_us: bp as f64 / 1e3,
+            a_nic1_share_fraction: share,
+            fallbacks: fb as u64,
+            missing_samples: miss as u64,
+            expired_samples: exp as u64,
+            a_transfers: r.latencies[0][0].len() as u64,
+            b_transfers: r.latencies[0][1].len() as u64,
+            events: r.counters.events,
+        });
+        shares.push((arm.name().to_string(), share));
         res.push((arm, err, am, r));
     }
     out.check(
@@ -203,6 +207,26 @@ pub fn run(o: &Opts) -> Outcome {
         "attribution error: |estimate used for A on NIC1 - oracle EWMA of A's own NIC1 completions| / oracle, mean over epochs".into(),
     );
     out.tables.push(t);
+    let mut f = Figure::new(format!(
+        "peer-feedback (RFC 4534): where the rail selector sends peer A's bytes (seed {})",
+        o.seed
+    ));
+    f.push(Panel::stacked_bars(
+        "peer A's bytes per NIC, per arm (peer B is slow and reachable only through NIC1)",
+        "share of A's bytes",
+        shares.iter().map(|(a, _)| a.clone()).collect(),
+        vec![
+            (
+                "NIC0".into(),
+                shares.iter().map(|(_, s)| (1.0 - s) * 100.0).collect(),
+            ),
+            (
+                "NIC1 (shared with slow peer B)".into(),
+                shares.iter().map(|(_, s)| s * 100.0).collect(),
+            ),
+        ],
+    ));
+    out.figure = f;
     out.summary = format!(
         "attribution error baseline {:.0}%, V1 {:.0}%, V2 {:.0}%, V3 {:.0}%",
         res[0].1 * 100.0,
@@ -211,4 +235,26 @@ pub fn run(o: &Opts) -> Outcome {
         res[3].1 * 100.0
     );
     out
+}
+
+/// JSON row: one arm.
+#[derive(Serialize)]
+struct Row {
+    arm: &'static str,
+    seed: u64,
+    ttl_ns: u64,
+    /// Mean relative error of the estimate used for A on NIC1.
+    attribution_error_fraction: f64,
+    a_mean_us: f64,
+    a_p99_us: f64,
+    b_mean_us: f64,
+    b_p99_us: f64,
+    /// A's bytes on NIC1 / A's bytes.
+    a_nic1_share_fraction: f64,
+    fallbacks: u64,
+    missing_samples: u64,
+    expired_samples: u64,
+    a_transfers: u64,
+    b_transfers: u64,
+    events: u64,
 }

@@ -4,9 +4,9 @@
 //! receiver's consumer (a commit latency: consumers work in parallel), so
 //! the occupancy a fixed window produces is throughput × 5 ms.
 
-use super::{ab_figures, incast, tag, Opts, Outcome};
-use crate::model::{ReceiverConfig, Sim, Slowdown};
-use crate::report::{delta_pct, us, JsonLine, Table};
+use super::{ab_figures, incast, AbRow, Opts, Outcome};
+use crate::model::{ReceiverConfig, RunResult, Sim, Slowdown};
+use crate::report::{delta_pct, us, Table};
 use railyard_core::time::NS_PER_MS;
 
 /// Receiver slots.
@@ -28,6 +28,7 @@ pub fn run(o: &Opts) -> Outcome {
         ],
     );
     let mut figs = vec![];
+    let mut runs: Vec<(&str, RunResult)> = vec![];
     for credit in [false, true] {
         let mut cfg = incast::config(n, credit, o);
         cfg.receivers = vec![ReceiverConfig {
@@ -60,25 +61,8 @@ pub fn run(o: &Opts) -> Outcome {
             us(f.worst_p99),
             format!("{:.6}", f.jain),
         ]);
-        out.json.push(
-            JsonLine::new("slowdown")
-                .i("senders", n as i128)
-                .s("arm", arm)
-                .i("seed", o.seed)
-                .i("capacity", CAPACITY)
-                .i("peak", f.peak)
-                .i("violations", f.violations)
-                .f("throughput_gbps", f.gbps)
-                .f("mean_p99_us", f.mean_p99 / 1e3)
-                .f("worst_p99_us", f.worst_p99 / 1e3)
-                .f("jain", f.jain)
-                .i("credit_grants", r.credit.grants)
-                .i("credit_usage_reports", r.credit.usage_reports)
-                .i("credit_stalls", r.credit.stalls)
-                .i("events", r.counters.events),
-        );
-        out.series
-            .extend(tag(&r.series, arm, &["in-flight", "receiver occupancy"]));
+        out.row(AbRow::new(n, arm, o, CAPACITY, &f, &r));
+        runs.push((arm, r));
         figs.push(f);
     }
     out.check(
@@ -91,6 +75,14 @@ pub fn run(o: &Opts) -> Outcome {
         delta_pct(figs[0].gbps, figs[1].gbps)
     ));
     out.tables.push(t);
+    out.figure = incast::figure(
+        &format!(
+            "slowdown: {n} senders, +5 ms consumer commit, {CAPACITY}-slot receiver, fixed vs credit (seed {})",
+            o.seed
+        ),
+        &runs,
+        CAPACITY,
+    );
     out.summary = format!(
         "fixed peak {}/{CAPACITY} ({} viol.), credit {}/{CAPACITY} ({} viol.), thr {:+.2}%",
         figs[0].peak,

@@ -14,6 +14,12 @@
 //! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
 //! | `MC_IB_TIMEOUT` | [`EngineConfig::qp_timeout`] | 14 | 1 ..= 31 (4.096 µs × 2^n) |
 //! | `MC_IB_RETRY_CNT` | [`EngineConfig::qp_retry_cnt`] | 7 | 0 ..= 7 |
+//! | `MC_RAIL_PEER_ACCOUNTING` | [`RailConfig::peer_accounting`] | `0` | `0`/`1`/`false`/`true`; `1` needs the `peer-feedback` feature |
+//! | `MC_RAIL_VARIANT` | [`RailConfig::variant`] | `V1` | `V0`, `V1`, `V2`, `V3` (RFC 4534) |
+//! | `MC_RAIL_PEER_TTL_US` | [`RailConfig::peer_ttl_ns`] | 10000 | 1 ..= 60000000 (µs) |
+//! | `MC_RAIL_TRACE` | [`RailConfig::trace`] | `0` | `0`/`1`/`false`/`true` (per-decision sample ages for TTL calibration; diagnostics only) |
+//! | `MC_RAIL_EWMA_FLOOR_Q8` | [`RailConfig::ewma_floor_q8`] | 4 (1/64 of nominal) | 1 ..= 256 (Q8 multiple of the nominal rate) |
+//! | `MC_RAIL_NOMINAL_MBPS` | [`EngineConfig::rail_nominal_bps`] | 12500 (100 Gb/s) | 1 ..= 1000000 (MB/s, 10^6 bytes/s) |
 //!
 //! | `MC_ADAPTIVE_CC_*` | [`EngineConfig::cc`] | CC off | see `railyard_core::cc::config` (RFC 4162) |
 //!
@@ -27,7 +33,7 @@
 //! [`Engine::cc_config_error`](super::Engine::cc_config_error) surfaces why.
 
 use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
-use railyard_core::rail::RailConfig;
+use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Variant};
 
 /// Most devices (rails) one engine drives (the handshake's NIC limit).
 pub const MAX_RAILS: usize = crate::wire::MAX_NICS;
@@ -82,6 +88,14 @@ pub struct EngineConfig {
     /// constants and the opt-in peer ledger. Used with any number of
     /// devices (one device: every slice picks rail 0).
     pub rail: RailConfig,
+    /// Nominal link rate of every rail, bytes per second: the selector's
+    /// starting bandwidth estimate and the base of its EWMA clamps (floor
+    /// and ceiling are multiples of it). The port's rate is not queried.
+    /// Default [`NOMINAL_RAIL_BPS`](super::NOMINAL_RAIL_BPS) (100 Gb/s);
+    /// set it near the real per-rail rate (e.g. a few hundred MB/s for
+    /// Soft-RoCE under qemu TCG, `MC_RAIL_NOMINAL_MBPS`), or every
+    /// completion sample lands on the EWMA floor and the rails look alike.
+    pub rail_nominal_bps: u64,
     /// Port number (from 1).
     pub port: u8,
     /// GID index (1 = the IPv4-mapped RoCE v2 GID on rxe and most RoCE NICs).
@@ -143,6 +157,7 @@ impl Default for EngineConfig {
             device: None,
             devices: Vec::new(),
             rail: RailConfig::default(),
+            rail_nominal_bps: super::NOMINAL_RAIL_BPS,
             port: 1,
             gid_index: 1,
             slice_size: 65536,
@@ -234,16 +249,10 @@ impl EngineConfig {
             c.workers = num("MC_WORKERS_PER_CTX", &v, 1, 64, "an integer in 1..=64")?;
         }
         if let Some(v) = var("MC_RDMA_DEDICATED_POLLER") {
-            c.worker_model = match v.trim() {
-                "0" | "false" => WorkerModel::Shared,
-                "1" | "true" => WorkerModel::DedicatedPoller,
-                _ => {
-                    return Err(ConfigError {
-                        var: "MC_RDMA_DEDICATED_POLLER",
-                        value: v,
-                        expected: "0, 1, false or true",
-                    })
-                }
+            c.worker_model = if flag("MC_RDMA_DEDICATED_POLLER", &v)? {
+                WorkerModel::DedicatedPoller
+            } else {
+                WorkerModel::Shared
             };
         }
         if let Some(v) = var("MC_GID_INDEX") {
@@ -300,6 +309,7 @@ impl EngineConfig {
             c.device = None;
             c.devices = names;
         }
+        c.rail_from_lookup(&var)?;
         c.cc = CcConfig::from_lookup(&var).map_err(|e| cc_error(e, &var))?;
         c.validate()?;
         Ok(c)
@@ -363,10 +373,13 @@ impl EngineConfig {
         if self.port == 0 {
             return bad("port", "0".into(), "a port number from 1");
         }
+        if self.rail_nominal_bps == 0 {
+            return bad("rail_nominal_bps", "0".into(), "bytes per second from 1");
+        }
         if !self.devices.is_empty() {
             device_list("devices", &self.devices.join(","))?;
         }
-        let specs = vec![railyard_core::rail::DeviceSpec::new(1); self.rails()];
+        let specs = vec![DeviceSpec::new(1); self.rails()];
         if let Err(e) = self.rail.validate(&specs) {
             return bad(
                 "rail",
@@ -378,7 +391,87 @@ impl EngineConfig {
     }
 }
 
+/// `0`/`1`/`false`/`true`.
+fn flag(var: &'static str, raw: &str) -> Result<bool, ConfigError> {
+    match raw.trim() {
+        "0" | "false" => Ok(false),
+        "1" | "true" => Ok(true),
+        _ => Err(ConfigError {
+            var,
+            value: raw.to_owned(),
+            expected: "0, 1, false or true",
+        }),
+    }
+}
+
 impl EngineConfig {
+    /// The `MC_RAIL_*` variables (RFC 4534's selector and peer ledger).
+    fn rail_from_lookup(
+        &mut self,
+        var: &impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        if let Some(v) = var("MC_RAIL_PEER_ACCOUNTING") {
+            self.rail.peer_accounting = flag("MC_RAIL_PEER_ACCOUNTING", &v)?;
+            if self.rail.validate(&[DeviceSpec::new(1)])
+                == Err(RailConfigError::PeerFeedbackNotCompiled)
+            {
+                return Err(ConfigError {
+                    var: "MC_RAIL_PEER_ACCOUNTING",
+                    value: v,
+                    expected: "0 (railyard-core was built without the peer-feedback feature)",
+                });
+            }
+        }
+        if let Some(v) = var("MC_RAIL_VARIANT") {
+            self.rail.variant = match v.trim().to_ascii_uppercase().as_str() {
+                "V0" => Variant::V0,
+                "V1" => Variant::V1,
+                "V2" => Variant::V2,
+                "V3" => Variant::V3,
+                _ => {
+                    return Err(ConfigError {
+                        var: "MC_RAIL_VARIANT",
+                        value: v,
+                        expected: "V0, V1, V2 or V3",
+                    })
+                }
+            };
+        }
+        if let Some(v) = var("MC_RAIL_PEER_TTL_US") {
+            let us: u64 = num(
+                "MC_RAIL_PEER_TTL_US",
+                &v,
+                1,
+                60_000_000,
+                "microseconds in 1..=60000000",
+            )?;
+            self.rail.peer_ttl_ns = us * 1000;
+        }
+        if let Some(v) = var("MC_RAIL_TRACE") {
+            self.rail.trace = flag("MC_RAIL_TRACE", &v)?;
+        }
+        if let Some(v) = var("MC_RAIL_EWMA_FLOOR_Q8") {
+            self.rail.ewma_floor_q8 = num(
+                "MC_RAIL_EWMA_FLOOR_Q8",
+                &v,
+                1,
+                self.rail.ewma_ceil_q8,
+                "an integer in 1..=256 (Q8 of the nominal rate, at most the ceiling)",
+            )?;
+        }
+        if let Some(v) = var("MC_RAIL_NOMINAL_MBPS") {
+            let mbps: u64 = num(
+                "MC_RAIL_NOMINAL_MBPS",
+                &v,
+                1,
+                1_000_000,
+                "MB/s (10^6 bytes/s) in 1..=1000000",
+            )?;
+            self.rail_nominal_bps = mbps * 1_000_000;
+        }
+        Ok(())
+    }
+
     /// The devices to open, in rail order: [`devices`](Self::devices) if
     /// set, else [`device`](Self::device) alone; `[None]` = the first
     /// device found.
@@ -565,6 +658,65 @@ mod tests {
             assert_eq!(e.value, v);
             assert!(e.to_string().contains(k), "{e}");
         }
+    }
+
+    #[test]
+    fn rail_variables() {
+        let c = cfg(&[
+            ("MC_RAIL_VARIANT", "v3"),
+            ("MC_RAIL_PEER_TTL_US", "2500"),
+            ("MC_RAIL_TRACE", "1"),
+            ("MC_RAIL_NOMINAL_MBPS", "400"),
+            ("MC_RAIL_EWMA_FLOOR_Q8", "1"),
+        ])
+        .unwrap();
+        assert_eq!(c.rail.ewma_floor_q8, 1);
+        assert_eq!(c.rail.variant, Variant::V3);
+        assert_eq!(c.rail.peer_ttl_ns, 2_500_000);
+        assert!(c.rail.trace);
+        assert_eq!(c.rail_nominal_bps, 400_000_000);
+        let d = cfg(&[]).unwrap();
+        assert_eq!(d.rail, RailConfig::default());
+        assert_eq!(d.rail_nominal_bps, super::super::NOMINAL_RAIL_BPS);
+        let on = cfg(&[("MC_RAIL_PEER_ACCOUNTING", "1")]);
+        let compiled = RailConfig {
+            peer_accounting: true,
+            ..RailConfig::default()
+        }
+        .validate(&[DeviceSpec::new(1)])
+        .is_ok();
+        if compiled {
+            assert!(on.unwrap().rail.peer_accounting);
+        } else {
+            assert_eq!(on.unwrap_err().var, "MC_RAIL_PEER_ACCOUNTING");
+        }
+        assert!(
+            !cfg(&[("MC_RAIL_PEER_ACCOUNTING", "false")])
+                .unwrap()
+                .rail
+                .peer_accounting
+        );
+        for (k, v) in [
+            ("MC_RAIL_PEER_ACCOUNTING", "on"),
+            ("MC_RAIL_VARIANT", "V4"),
+            ("MC_RAIL_PEER_TTL_US", "0"),
+            ("MC_RAIL_PEER_TTL_US", "1ms"),
+            ("MC_RAIL_TRACE", "yes"),
+            ("MC_RAIL_NOMINAL_MBPS", "0"),
+            ("MC_RAIL_NOMINAL_MBPS", "1000001"),
+            ("MC_RAIL_EWMA_FLOOR_Q8", "0"),
+            ("MC_RAIL_EWMA_FLOOR_Q8", "257"),
+        ] {
+            let e = cfg(&[(k, v)]).unwrap_err();
+            assert_eq!(e.var, k, "{k}={v}");
+            assert_eq!(e.value, v);
+            assert!(e.to_string().contains(k), "{e}");
+        }
+        let c = EngineConfig {
+            rail_nominal_bps: 0,
+            ..EngineConfig::default()
+        };
+        assert_eq!(c.validate().unwrap_err().var, "rail_nominal_bps");
     }
 
     #[test]

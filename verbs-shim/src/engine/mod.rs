@@ -64,6 +64,12 @@
 //!   post; canceled or timed-out attempts release when their completion
 //!   arrives). [`EngineStats`] has slices posted and charged bytes per rail.
 //!   With one device everything behaves as before (one rail, no planning).
+//!   Read-only selector diagnostics (`rail_diag.rs`, for RFC 4534's
+//!   evaluation): [`Engine::rail_counters`], [`Engine::rail_nic_view`],
+//!   [`Engine::rail_peer_view`], [`Engine::task_rail_slices`] and, with
+//!   `rail.trace`, [`Engine::take_rail_traces`] (one sample-age trace per
+//!   planned transfer, for the TTL calibration). `MC_RAIL_*` set the
+//!   selector from the environment (see [`EngineConfig`]).
 //! * **Deadlines** (`TIMEOUT`) are RFC 4162 software route timeouts: fed
 //!   to the controller and recorded as task evidence (see
 //!   `Shared::expire_tasks`).
@@ -81,8 +87,9 @@
 //!   there (rail failover, `Shared::re_rail`).
 //!
 //! Not done yet: receiver credits (#4). Rails start with equal nominal
-//! rates ([`NOMINAL_RAIL_BPS`]; the port's link rate is not queried) and
-//! the completion EWMA learns the rest. The peer ledger (RFC 4534 V0–V3)
+//! rates ([`EngineConfig::rail_nominal_bps`], default [`NOMINAL_RAIL_BPS`];
+//! the port's link rate is not queried) and the completion EWMA learns the
+//! rest. The peer ledger (RFC 4534 V0–V3)
 //! needs `railyard-core`'s `peer-feedback` feature, which `railyard-verbs`
 //! does not enable by default (`EngineConfig::rail.peer_accounting` is
 //! refused without it). Automatic reconnect is one attempt per
@@ -92,6 +99,7 @@ mod cc_gate;
 mod config;
 mod events;
 mod fault;
+mod rail_diag;
 mod reconnect;
 mod worker;
 
@@ -100,11 +108,12 @@ pub use config::{slice_count, ConfigError, EngineConfig, WorkerModel, MAX_RAILS}
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
+pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
 pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
 pub use railyard_core::evidence::{Detail as AnomalyDetail, TaskState as AnomalyState};
 use railyard_core::evidence::{Observation, Observed, TaskEvidence};
-pub use railyard_core::rail::RailConfig;
 use railyard_core::rail::{DeviceSpec, Selector};
+pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;
 pub use reconnect::SegmentInfo;
 
@@ -613,6 +622,8 @@ pub(crate) struct Shared {
     pub(crate) spd: usize,
     /// Rail selection over `devs` (RFC 4534).
     pub(crate) rails: Selector,
+    /// Aggregate-decision traces for TTL calibration (only when tracing).
+    rail_trace: rail_diag::RailTrace,
     epoch: Instant,
     /// Shard `s`'s CQ (device `s / spd`).
     pub(crate) cqs: Vec<CompletionQueue>,
@@ -1285,7 +1296,8 @@ impl Shared {
 /// is usable, the best-scoring rail is used anyway (the gate then says
 /// `Avoid` and the task records `PATH_QUARANTINED`). Runs are interleaved
 /// over the chosen devices. Nothing is charged here: each slice charges
-/// its actual bytes to its device when it is posted.
+/// its actual bytes to its device when it is posted. Also returns the
+/// plan's trace (`PlanInfo::trace`; `None` without a plan).
 pub(crate) fn plan_rails(
     sel: &Selector,
     gate: &impl railyard_core::completion::CcLayer,
@@ -1294,15 +1306,18 @@ pub(crate) fn plan_rails(
     runs: u64,
     run_bytes: u64,
     now: u64,
-) -> Vec<u8> {
+) -> (Vec<u8>, Option<Option<u64>>) {
     let runs_u32 = u32::try_from(runs).unwrap_or(u32::MAX);
     if rails.len() <= 1 || runs_u32 == 0 {
-        return vec![0; runs as usize];
+        return (vec![0; runs as usize], None);
     }
     let run_bytes = u32::try_from(run_bytes).unwrap_or(u32::MAX);
     let mut counts = [0u32; MAX_RAILS];
     let ndev = sel.len().min(MAX_RAILS);
-    let _ = sel.plan(Some(seg.0), runs_u32, run_bytes, now, &mut counts[..ndev]);
+    let trace = sel
+        .plan(Some(seg.0), runs_u32, run_bytes, now, &mut counts[..ndev])
+        .ok()
+        .and_then(|i| i.trace);
     // The rail (index into `rails`) that serves each device, if usable.
     let mut usable = [None::<u8>; MAX_RAILS];
     for (i, &(dev, route)) in rails.iter().enumerate() {
@@ -1325,7 +1340,7 @@ pub(crate) fn plan_rails(
             a
         }
     }) else {
-        return vec![0; runs as usize];
+        return (vec![0; runs as usize], trace);
     };
     for d in 0..ndev {
         if usable[d].is_none() {
@@ -1347,7 +1362,7 @@ pub(crate) fn plan_rails(
             out.resize(runs as usize, usable[best].unwrap_or(0));
         }
     }
-    out
+    (out, trace)
 }
 
 /// The caller-visible anomaly of a task from its evidence's detail, the
@@ -1439,7 +1454,7 @@ impl Engine {
         let shards = cqs.len();
         // The port's link rate is not queried: every rail gets the same
         // nominal rate, and the selector's completion EWMA learns the rest.
-        let specs = vec![DeviceSpec::new(NOMINAL_RAIL_BPS); devs.len()];
+        let specs = vec![DeviceSpec::new(cfg.rail_nominal_bps); devs.len()];
         let rails = Selector::new(&specs, cfg.rail).map_err(|e| ConfigError {
             var: "rail",
             value: e.to_string(),
@@ -1472,6 +1487,7 @@ impl Engine {
             devs,
             spd,
             rails,
+            rail_trace: rail_diag::RailTrace::new(cfg.rail.trace && cfg.rail.peer_accounting),
             epoch: Instant::now(),
             cqs,
             tokens,
@@ -1883,7 +1899,9 @@ impl Engine {
             let run0 = sh.next_run.fetch_add(runs, Ordering::Relaxed);
             let keys: Vec<(u16, u32)> = p.rails.iter().map(|r| (r.dev, r.route)).collect();
             let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
-            let run_rail = plan_rails(&sh.rails, &sh.gate, t.segment, &keys, runs, run_bytes, now);
+            let (run_rail, trace) =
+                plan_rails(&sh.rails, &sh.gate, t.segment, &keys, runs, run_bytes, now);
+            sh.rail_trace.record(trace);
             let mut entry = TaskEntry {
                 task,
                 slices: Vec::with_capacity(n as usize),
@@ -2240,7 +2258,7 @@ mod tests {
         let seg = SegmentId(3);
         let run = 8 * 65536;
         // Idle, equal rails: an even split, interleaved.
-        let p = plan_rails(&sel, &(), seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &(), seg, &rails, 16, run, 0).0;
         assert_eq!(p.len(), 16);
         assert_eq!(p.iter().filter(|&&r| r == 1).count(), 8);
         assert_eq!(&p[..4], &[0, 1, 0, 1]);
@@ -2248,29 +2266,56 @@ mod tests {
         let held: Vec<_> = (0..64)
             .map(|_| sel.charge(0, Some(3), 65536, 0).unwrap())
             .collect();
-        let p = plan_rails(&sel, &(), seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &(), seg, &rails, 16, run, 0).0;
         assert!(p.iter().filter(|&&r| r == 1).count() > 8, "{p:?}");
         for c in held {
             sel.release(c, railyard_core::rail::Outcome::Failed, 1)
                 .unwrap();
         }
         // An unusable (quarantined) device gets nothing.
-        let p = plan_rails(&sel, &Unusable(&[1]), seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &Unusable(&[1]), seg, &rails, 16, run, 0).0;
         assert!(p.iter().all(|&r| r == 0), "{p:?}");
-        let p = plan_rails(&sel, &Unusable(&[0]), seg, &rails, 16, run, 0);
+        let p = plan_rails(&sel, &Unusable(&[0]), seg, &rails, 16, run, 0).0;
         assert!(p.iter().all(|&r| r == 1), "{p:?}");
         // Every rail unusable: still planned (the gate then avoids).
-        let p = plan_rails(&sel, &Unusable(&[0, 1]), seg, &rails, 4, run, 0);
+        let p = plan_rails(&sel, &Unusable(&[0, 1]), seg, &rails, 4, run, 0).0;
         assert_eq!(p.len(), 4);
         // A segment with only device 1 (peer with one NIC... on our rail 1):
         // index 0 of its rails, always.
-        let p = plan_rails(&sel, &(), seg, &[(1, 64)], 5, run, 0);
+        let p = plan_rails(&sel, &(), seg, &[(1, 64)], 5, run, 0).0;
         assert_eq!(p, vec![0; 5]);
         // Nothing was charged by planning.
         assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (0, 0));
     }
 
     #[cfg(feature = "adaptive-cc")]
+    /// With the ledger and trace on, a multi-rail plan returns its sample-age
+    /// trace (cold first); a one-rail segment is no decision and has none.
+    #[cfg(feature = "peer-feedback")]
+    #[test]
+    fn rail_plan_returns_the_decision_trace() {
+        use railyard_core::rail::Outcome as RailOutcome;
+        let cfg = RailConfig {
+            peer_accounting: true,
+            trace: true,
+            probe_interval: 0,
+            ..RailConfig::default()
+        };
+        let sel = Selector::new(&[DeviceSpec::new(NOMINAL_RAIL_BPS); 2], cfg).unwrap();
+        let rails = [(0u16, 0u32), (1, 64)];
+        let (_, t) = plan_rails(&sel, &(), SegmentId(3), &rails, 4, 1 << 19, 10);
+        assert_eq!(t, Some(None), "no samples yet: cold");
+        for (d, done) in [(0u16, 1_000u64), (1, 4_000)] {
+            let c = sel.charge(d, Some(3), 65536, 0).unwrap();
+            sel.release(c, RailOutcome::Completed { post_ns: 0 }, done)
+                .unwrap();
+        }
+        let (_, t) = plan_rails(&sel, &(), SegmentId(3), &rails, 4, 1 << 19, 5_000);
+        assert_eq!(t, Some(Some(4_000)), "the oldest candidate sample");
+        let (_, t) = plan_rails(&sel, &(), SegmentId(3), &rails[..1], 4, 1 << 19, 5_000);
+        assert_eq!(t, None);
+    }
+
     #[test]
     fn rail_plan_avoids_a_cc_quarantined_device() {
         let cfg = CcConfig {
@@ -2280,12 +2325,12 @@ mod tests {
         let gate = CcGate::with_devices(&cfg, 2, 4).unwrap();
         let sel = selector(2);
         let rails = [(0u16, gate.route_index(0, 0)), (1, gate.route_index(1, 0))];
-        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0).0;
         assert!(p.contains(&1));
         gate.device_feedback(1, railyard_core::classify::Effect::Quarantine);
         assert!(!gate.usable(1, rails[1].1));
         assert!(gate.usable(0, rails[0].1));
-        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0);
+        let p = plan_rails(&sel, &gate, SegmentId(0), &rails, 8, 1 << 19, 0).0;
         assert!(p.iter().all(|&r| r == 0), "{p:?}");
     }
 
