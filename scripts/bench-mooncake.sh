@@ -116,4 +116,4 @@ for c in cases:
           f"{cpu('stock'):.2f} / {cpu('off'):.2f} / {cpu('enforce'):.2f} | {len(full)} |")
 print("(ratios: median of per-round ratios; goal off >= 0.99, enforce >= 0.97)")
 PY
-exit $rc
+exit "$rc"

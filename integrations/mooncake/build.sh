@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds Mooncake's transfer_engine_bench and transfer_engine_validator twice
-# from the pinned Mooncake source fixture, into target/mooncake/:
+# Builds Mooncake's transfer_engine_bench (and mc_driver, linked like it)
+# twice from the pinned Mooncake source fixture, into target/mooncake/:
 #
 #   stock    the fixture as it is
 #   patched  the fixture with integrations/mooncake/railyard.patch applied and
@@ -10,7 +10,8 @@
 # Usage: integrations/mooncake/build.sh [FIXTURE]
 #   FIXTURE is mooncake-te-3b5a59413.tar.gz (or a directory holding its
 #   unpacked tree); default $MOONCAKE_SRC, else
-#   <checkout>/../shared/third_party/mooncake-te-3b5a59413.tar.gz.
+#   <checkout>/../shared/third_party/mooncake-te-3b5a59413.tar.gz (or the
+#   same next to the clone's main worktree, for a `git worktree` checkout).
 #
 # Env: MOONCAKE_VARIANTS (default "stock patched"), MOONCAKE_JOBS (default 2;
 #      a compiler process takes ~1.6 GB), RAILYARD_PROFILE (release|debug,
@@ -32,10 +33,21 @@ cd "$repo"
 start=$(date +%s)
 say() { echo "mooncake: $*" >&2; }
 
-fixture="${1:-${MOONCAKE_SRC:-$repo/../shared/third_party/mooncake-te-3b5a59413.tar.gz}}"
+name=mooncake-te-3b5a59413.tar.gz
+# Default: ../shared next to this checkout, else next to the clone's main
+# worktree (a `git worktree` checkout lives elsewhere).
+default_fixture() {
+  local d common
+  common="$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)"
+  for d in "$repo/.." "${common:+$(dirname "$common")/..}"; do
+    [[ -n "$d" && -e "$d/shared/third_party/$name" ]] && { echo "$d/shared/third_party/$name"; return; }
+  done
+  echo "$repo/../shared/third_party/$name"
+}
+fixture="${1:-${MOONCAKE_SRC:-$(default_fixture)}}"
 if [[ ! -e "$fixture" ]]; then
   say "no Mooncake source fixture at $fixture"
-  say "pass it as the first argument or set MOONCAKE_SRC (mooncake-te-3b5a59413.tar.gz)"
+  say "pass it as the first argument or set MOONCAKE_SRC ($name)"
   exit 3
 fi
 fixture="$(cd "$(dirname "$fixture")" && pwd)/$(basename "$fixture")"
@@ -86,9 +98,9 @@ tree() { # VARIANT -> path of its source tree, unpacked / patched as needed
     # that come out unchanged get their mtimes back (no needless rebuild).
     local keep="$out/src/.keep" f
     rm -rf "$keep"; mkdir -p "$keep"
-    for f in $(sed -n 's|^+++ b/||p' "$patchfile" "$src/.railyard.patch" 2>/dev/null | sort -u); do
-      [[ -f "$src/$f" ]] && mkdir -p "$keep/$(dirname "$f")" && cp -p "$src/$f" "$keep/$f"
-    done
+    while read -r f; do
+      if [[ -f "$src/$f" ]]; then mkdir -p "$keep/$(dirname "$f")"; cp -p "$src/$f" "$keep/$f"; fi
+    done < <(sed -n 's|^+++ b/||p' "$patchfile" "$src/.railyard.patch" 2>/dev/null | sort -u)
     if [[ -f "$src/.railyard.patch" ]]; then
       say "the patch changed: reverting the old one in place"
       if ! patch -s -R -p1 -d "$src" < "$src/.railyard.patch"; then
@@ -155,16 +167,15 @@ for v in $variants; do
       || { tail -n 30 "$out/configure-$v.log" >&2; say "FAIL: configuring $v (log: $out/configure-$v.log)"; exit 1; }
     echo "$key" > "$b/.railyard-args"
   fi
-  if ! cmake --build "$b" --target transfer_engine_bench transfer_engine_validator -j "$jobs" > "$out/build-$v.log" 2>&1; then
+  if ! cmake --build "$b" --target transfer_engine_bench -j "$jobs" > "$out/build-$v.log" 2>&1; then
     grep -E 'error|Error' "$out/build-$v.log" | head -n 30 >&2 || tail -n 30 "$out/build-$v.log" >&2
     say "FAIL: building $v (log: $out/build-$v.log)"; exit 1
   fi
   mkdir -p "$out/$v"
-  for x in transfer_engine_bench transfer_engine_validator; do
-    bin="$(find "$b" -name "$x" -type f -perm -u+x | head -n 1)"
-    [[ -n "$bin" ]] || { say "FAIL: $x not found in $b"; exit 1; }
-    ln -sfn "$bin" "$out/$v/$x"
-  done
+  bin="$b/mooncake-transfer-engine/example/transfer_engine_bench"
+  [[ -x "$bin" ]] || { say "FAIL: $bin was not built"; exit 1; }
+  rm -f "$out/$v/transfer_engine_validator"
+  ln -sfn "$bin" "$out/$v/transfer_engine_bench"
   # mc_driver (the CI check and the fault run) is compiled and linked exactly
   # like transfer_engine_bench: its two commands from ninja, with the source,
   # object and output renamed.

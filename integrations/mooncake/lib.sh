@@ -1,3 +1,7 @@
+# shellcheck shell=bash
+# The variables these functions set are for the caller (SC2034), and
+# $common is a flag list split on purpose (SC2086).
+# shellcheck disable=SC2034,SC2086
 # Shared by ci/mooncake.sh, scripts/bench-mooncake.sh and
 # scripts/fault-mooncake.sh (source it; it defines functions only).
 
@@ -22,10 +26,12 @@ mc_guest_init() {
   common="--metadata_server=P2PHANDSHAKE --device_name=rxe0 --local_server_name=${RXE_VM_SELF_IP:-10.77.1.1}"
 }
 
-# Guest side: starts a stock transfer_engine_bench target (64 MiB buffer)
-# from build outputs $1; sets tpid and seg (the HOST:PORT it listens on).
+# Guest side: starts a transfer_engine_bench target (64 MiB buffer) from
+# build outputs $1, variant $2 (default stock; a target only registers
+# memory and answers the handshake, it posts nothing); sets tpid and seg (the
+# HOST:PORT it listens on).
 mc_start_target() {
-  "$1/stock/transfer_engine_bench" --mode=target --protocol=rdma $common \
+  "$1/${2:-stock}/transfer_engine_bench" --mode=target --protocol=rdma $common \
     --buffer_size=67108864 > /tmp/target.log 2>&1 &
   tpid=$!
   seg=""
