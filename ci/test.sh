@@ -21,6 +21,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy || true
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+command -v cargo-hack >/dev/null || cargo install cargo-hack --locked
 # The C ABI's stale-header test regenerates ffi/include/railyard.h.
 command -v cbindgen >/dev/null || cargo install cbindgen --locked
 
@@ -36,32 +37,36 @@ cargo build -p railyard-core --no-default-features
 cargo build -p railyard-core --no-default-features --features alloc
 
 step "tests"
-# Includes the C ABI's tests: header freshness, C11/C++17 compiles, the C
-# and C++ examples (-Wall -Wextra -Werror) and ABI layout checks.
-cargo test --workspace
-# The C ABI with the verbs engine (feature `engine`, which the workspace run
-# does not enable): its Rust tests and examples/c/engine.c linked against
-# libibverbs (on the host it runs its config/handle checks and SKIPs the
-# device part; ci/rxe.sh runs it on Soft-RoCE).
-cargo test -p railyard-ffi --features engine
-cargo clippy -p railyard-ffi --all-targets --features engine -- -D warnings
+cargo test --workspace --exclude railyard-ffi
 # railyard bench with real verbs (the workspace run builds the CLI without):
 # its argument and report tests, and clippy; ci/rxe.sh runs it on Soft-RoCE.
 cargo test -p railyard-cli --features verbs --bins
 cargo clippy -p railyard-cli --all-targets --features verbs -- -D warnings
-# Core on its own feature sets (the workspace run unifies in the sim's
-# std + peer-feedback): default, std + the RFC 4534 peer ledger, and the
-# controller compiled out.
-cargo test -p railyard-core
-cargo test -p railyard-core --features std,peer-feedback
+
+step "C ABI (ci/ffi.sh)"
+# Header freshness, C11/C++17 compiles, the C and C++ examples (-Wall
+# -Wextra -Werror), ABI layout checks and the boundary tests; then again
+# with the verbs engine (feature `engine`: examples/c/engine.c linked
+# against libibverbs; on the host it SKIPs the device part, ci/rxe.sh runs
+# it on Soft-RoCE).
+bash ci/ffi.sh
+cargo clippy -p railyard-ffi --all-targets --features engine -- -D warnings
+
+step "core: every feature combination (ci/check-features.sh)"
+# The workspace run unifies in the sim's std + peer-feedback; this builds
+# and tests each of core's own feature sets (no_std without alloc, the
+# controller compiled out, the RFC 4534 peer ledger, ...).
+bash ci/check-features.sh
 cargo clippy -p railyard-core --all-targets --features std,peer-feedback -- -D warnings
-cargo test -p railyard-core --no-default-features --features alloc
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,peer-feedback
 # The verbs shim with the RFC 4534 peer ledger (no workspace member turns its
 # `peer-feedback` on): its unit tests (no device needed) and clippy over every
 # target, including examples/rfc4534_eval.rs, which requires the feature.
 cargo test -p railyard-verbs --features peer-feedback --lib --example rfc4534_eval
 cargo clippy -p railyard-verbs --all-targets --features peer-feedback -- -D warnings
+
+step "miri (ci/miri.sh; SKIPPED without a nightly toolchain with miri)"
+bash ci/miri.sh
 
 step "README commands, exactly as written"
 # The main job, cargo install, the C library's install + pkg-config link
@@ -74,12 +79,18 @@ cargo bench -p railyard-benches --no-run
 step "loom"
 bash ci/loom.sh
 
+step "broken twins cannot reach a real build"
+bash ci/broken-guard.sh
+
 step "real verbs on Soft-RoCE (qemu guests)"
 bash ci/rxe.sh
 
+step "python: the wheel in a fresh venv, pytest on the host and in Soft-RoCE guests"
+bash ci/python.sh
+
 step "Mooncake TE on railyard (integrations/mooncake, Soft-RoCE guest)"
-# Builds stock and patched Mooncake from ../shared/third_party (cached in
-# target/mooncake) and runs the patched build with read-back. Without the
+# Builds patched Mooncake from ../shared/third_party (cached in
+# target/mooncake) and runs it with read-back. Without the
 # fixture (a fresh user clone) it exits 3 and is reported as not run; CI
 # (.ci/run, MOONCAKE_REQUIRED=1) fails instead.
 mooncake_rc=0

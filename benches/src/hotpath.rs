@@ -302,7 +302,7 @@ impl Fixture {
     pub fn check_idle(&self) {
         assert_eq!(self.tokens.in_use(), 0);
         assert_eq!(self.eps.outstanding_total(), 0);
-        assert_eq!(self.rails.nic_inflight(1), 0);
+        assert_eq!(self.rails.nic_inflight(1), Some(0));
         assert_eq!(self.cc.route_snapshot(1).unwrap().in_flight, 0);
     }
 

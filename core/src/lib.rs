@@ -18,8 +18,9 @@
 //! | [`classify`] | 4162 | WC status / async event / signal classification |
 //! | [`evidence`] | 4162 | per-task anomaly evidence |
 //! | [`credit`] | 2849 | receiver-advertised credits |
-//! | [`wire`] | 2849 | the versioned credit wire schema |
+//! | [`wire`] | 2849 | the wire codecs: credit messages ([`wire::credit`]) and handshake descriptors (`wire::handshake`, needs `alloc`) |
 //! | [`rail`] | 4534 | inverse-score NIC selection, per-peer ledger |
+//! | [`pin`] | — | use count + close bit: memory deregistration vs in-flight posts |
 //! | [`time`] | — | nanosecond time passed in by the caller |
 //!
 //! Core contains no verbs types: WC statuses and event codes are plain
@@ -45,6 +46,7 @@ pub mod completion;
 pub mod credit;
 pub mod endpoint;
 pub mod evidence;
+pub mod pin;
 pub mod rail;
 pub mod slice;
 pub mod time;

@@ -13,7 +13,7 @@
 #![cfg(feature = "alloc")]
 use proptest::prelude::*;
 use railyard_core::credit::*;
-use railyard_core::wire::{self, CreditUpdateV1, CreditUsageV1, Message};
+use railyard_core::wire::credit::{self as wire, CreditUpdateV1, CreditUsageV1, Message};
 
 const SENDERS: usize = 3;
 const CAPACITY: [u64; 4] = [64 * 1024, 8, 4, 6];

@@ -9,7 +9,9 @@
 use proptest::prelude::*;
 use railyard_core::credit::*;
 use railyard_core::token::TokenRecord;
-use railyard_core::wire::{self, CapabilityAnswerV1, CreditUpdateV1, CreditUsageV1, Message};
+use railyard_core::wire::credit::{
+    self as wire, CapabilityAnswerV1, CreditUpdateV1, CreditUsageV1, Message,
+};
 
 const WINDOW: [u64; 4] = [1 << 20, 15, 7, 7];
 const RX: SessionId = SessionId::new(1, 0xA11CE);

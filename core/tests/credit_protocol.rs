@@ -3,7 +3,7 @@
 #![cfg(feature = "alloc")]
 use railyard_core::credit::*;
 use railyard_core::token::TokenRecord;
-use railyard_core::wire::{self, CapabilityOfferV1, NegotiationResult, WireAmount};
+use railyard_core::wire::credit::{self as wire, CapabilityOfferV1, NegotiationResult, WireAmount};
 
 const RX: SessionId = SessionId::new(1, 0xA11CE);
 const WINDOW: [u64; 4] = [1 << 20, 15, 7, 7];

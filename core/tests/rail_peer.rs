@@ -70,10 +70,14 @@ fn each_variant_scores_with_its_row_of_the_table() {
     for (v, normal, fallback) in expect {
         let (sel, held) = history(v);
         assert_eq!(sel.peer_view(0, 1).unwrap().inflight, 1000);
-        assert_eq!(sel.nic_inflight(0), 6000);
-        assert_eq!(sel.score_of(0, Some(1), SLICE, false), normal, "{v:?}");
+        assert_eq!(sel.nic_inflight(0).unwrap(), 6000);
         assert_eq!(
-            sel.score_of(0, Some(1), SLICE, true),
+            sel.score_of(0, Some(1), SLICE, false).unwrap(),
+            normal,
+            "{v:?}"
+        );
+        assert_eq!(
+            sel.score_of(0, Some(1), SLICE, true).unwrap(),
             fallback,
             "{v:?} in fallback"
         );
@@ -81,7 +85,10 @@ fn each_variant_scores_with_its_row_of_the_table() {
             sel.release(c, Outcome::Failed, 2_000_000).unwrap();
         }
         assert_eq!(
-            (sel.nic_inflight(0), sel.peer_view(0, 1).unwrap().inflight),
+            (
+                sel.nic_inflight(0).unwrap(),
+                sel.peer_view(0, 1).unwrap().inflight
+            ),
             (0, 0)
         );
         assert_eq!(sel.counters().peer_accounting_errors, 0);
@@ -143,7 +150,7 @@ fn v3_keeps_peer_inflight_during_fallback() {
         // peer 1's in-flight (zero on both) and ties to device 0.
         assert_eq!(p.charge.device(), expect, "{v:?}");
         assert_eq!(
-            sel.score_of(0, Some(1), SLICE, true).num,
+            sel.score_of(0, Some(1), SLICE, true).unwrap().num,
             if v == Variant::V3 {
                 (2 * 65536) * 256
             } else {
@@ -177,10 +184,10 @@ fn a_slow_peer_on_nic_a_lowers_a_only_for_that_peer_under_v2_and_v3() {
             complete(&sel, B as u16, OTHER, FAST_NS, t);
         }
         assert!(
-            sel.nic_view(A).bw < GBPS * 3 / 4,
+            sel.nic_view(A).unwrap().bw < GBPS * 3 / 4,
             "A's NIC EWMA is polluted by the slow peer"
         );
-        let s = |d, p| sel.score_of(d, Some(p), SLICE, false);
+        let s = |d, p| sel.score_of(d, Some(p), SLICE, false).unwrap();
         // The slow peer sees A as worse under every variant with feedback.
         assert!(
             s(B, SLOW).better_than(s(A, SLOW)),
@@ -219,7 +226,7 @@ fn absent_peer_identity_is_not_peer_zero() {
     assert_eq!(zero.charge.peer(), Some(0));
     assert_eq!(sel.peer_entries(0), 1);
     assert_eq!(sel.peer_view(0, 0).unwrap().inflight, u64::from(SLICE));
-    assert_eq!(sel.nic_inflight(0), 2 * u64::from(SLICE));
+    assert_eq!(sel.nic_inflight(0).unwrap(), 2 * u64::from(SLICE));
     sel.release(anon.charge, Outcome::Failed, 1).unwrap();
     assert_eq!(
         sel.peer_view(0, 0).unwrap().inflight,
@@ -288,7 +295,7 @@ fn hard_exhaustion_falls_back_to_nic_scope_and_is_counted() {
     let over = sel.charge(0, Some(5), 100, 5000).unwrap();
     assert_eq!(over.peer(), None, "no slot: NIC scope only");
     assert_eq!(sel.counters().exhausted, 1);
-    assert_eq!(sel.nic_inflight(0), 500);
+    assert_eq!(sel.nic_inflight(0).unwrap(), 500);
     sel.release(over, Outcome::Failed, 5000).unwrap();
     for c in held {
         sel.release(c, Outcome::Failed, 5000).unwrap();
@@ -307,7 +314,7 @@ fn hard_exhaustion_falls_back_to_nic_scope_and_is_counted() {
         ),
         (0, 0, 0)
     );
-    assert_eq!(sel.nic_inflight(0), 0);
+    assert_eq!(sel.nic_inflight(0).unwrap(), 0);
 }
 
 #[test]

@@ -117,7 +117,7 @@ impl Model {
 
     fn check(&self) -> Result<(), TestCaseError> {
         for (d, &b) in self.nic.iter().enumerate() {
-            prop_assert_eq!(self.sel.nic_inflight(d), b, "NIC {}", d);
+            prop_assert_eq!(self.sel.nic_inflight(d).unwrap(), b, "NIC {}", d);
         }
         for (&(d, p), &b) in &self.peer {
             let live = self.sel.peer_view(usize::from(d), p).map(|v| v.inflight);
@@ -147,7 +147,7 @@ proptest! {
                 Op::Pick { peer, bytes } => {
                     let peer32 = peer.map(u32::from);
                     let argmin = |fb: bool| {
-                        let scores: Vec<_> = (0..devs.len()).map(|d| m.sel.score_of(d, peer32, bytes, fb)).collect();
+                        let scores: Vec<_> = (0..devs.len()).map(|d| m.sel.score_of(d, peer32, bytes, fb).unwrap()).collect();
                         (0..devs.len()).fold(0, |b, d| if scores[d].better_than(scores[b]) { d } else { b })
                     };
                     let expect = [argmin(false), argmin(true)];

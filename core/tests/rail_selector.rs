@@ -34,13 +34,13 @@ fn single_slice_goes_to_lowest_score() {
     // device 0, lowest index wins.
     let q = sel.pick(None, SLICE, 0);
     assert_eq!(q.charge.device(), 0);
-    assert_eq!(sel.nic_inflight(0), u64::from(SLICE));
-    assert_eq!(sel.nic_inflight(1), u64::from(SLICE));
+    assert_eq!(sel.nic_inflight(0).unwrap(), u64::from(SLICE));
+    assert_eq!(sel.nic_inflight(1).unwrap(), u64::from(SLICE));
     for c in [p.charge, q.charge] {
         sel.release(c, Outcome::Failed, 1).unwrap();
     }
     assert_eq!(
-        sel.nic_inflight(0) + sel.nic_inflight(1) + sel.nic_inflight(2),
+        sel.nic_inflight(0).unwrap() + sel.nic_inflight(1).unwrap() + sel.nic_inflight(2).unwrap(),
         0
     );
 }
@@ -91,12 +91,18 @@ fn plan_charges_actual_slice_bytes() {
         }
     }
     assert_eq!(left, 0);
-    assert_eq!(sel.nic_inflight(0) + sel.nic_inflight(1), total);
+    assert_eq!(
+        sel.nic_inflight(0).unwrap() + sel.nic_inflight(1).unwrap(),
+        total
+    );
     for c in charges {
         sel.release(c, Outcome::Completed { post_ns: 0 }, FAST_NS)
             .unwrap();
     }
-    assert_eq!(sel.nic_inflight(0) + sel.nic_inflight(1), 0);
+    assert_eq!(
+        sel.nic_inflight(0).unwrap() + sel.nic_inflight(1).unwrap(),
+        0
+    );
 }
 
 #[test]
@@ -152,28 +158,35 @@ fn ewma_follows_completions_and_is_clamped_to_nominal_multiples() {
         ..no_probe()
     };
     let sel = Selector::new(&[DeviceSpec::new(GBPS)], cfg).unwrap();
-    assert_eq!(sel.nic_view(0).bw, GBPS);
+    assert_eq!(sel.nic_view(0).unwrap().bw, GBPS);
     let c = sel.charge(0, None, SLICE, 0).unwrap();
     sel.release(c, Outcome::Completed { post_ns: 0 }, 2 * FAST_NS)
         .unwrap();
-    assert_eq!(sel.nic_view(0).bw, GBPS / 2);
+    assert_eq!(sel.nic_view(0).unwrap().bw, GBPS / 2);
     let c = sel.charge(0, None, SLICE, 0).unwrap();
     sel.release(c, Outcome::Completed { post_ns: 0 }, 1000 * FAST_NS)
         .unwrap();
-    assert_eq!(sel.nic_view(0).bw, GBPS / 4, "floor is 64/256 of nominal");
+    assert_eq!(
+        sel.nic_view(0).unwrap().bw,
+        GBPS / 4,
+        "floor is 64/256 of nominal"
+    );
     let c = sel.charge(0, None, SLICE, 0).unwrap();
     sel.release(c, Outcome::Completed { post_ns: 0 }, 1)
         .unwrap();
     assert_eq!(
-        sel.nic_view(0).bw,
+        sel.nic_view(0).unwrap().bw,
         2 * GBPS,
         "ceiling is 512/256 of nominal"
     );
-    assert_eq!(sel.nic_sample_ns(0), 1);
+    assert_eq!(sel.nic_sample_ns(0).unwrap(), 1);
     // A failure releases without a sample.
     let c = sel.charge(0, None, SLICE, 0).unwrap();
     sel.release(c, Outcome::Failed, 5).unwrap();
-    assert_eq!((sel.nic_view(0).bw, sel.nic_sample_ns(0)), (2 * GBPS, 1));
+    assert_eq!(
+        (sel.nic_view(0).unwrap().bw, sel.nic_sample_ns(0).unwrap()),
+        (2 * GBPS, 1)
+    );
 }
 
 #[test]
@@ -186,16 +199,16 @@ fn charge_round_trips_through_the_token_record_exactly_once() {
     sel.pick(Some(3), 1234, 10).charge.record_into(&mut rec);
     assert_eq!((rec.device, rec.bytes), (0, 1234));
     assert_ne!(rec.holds & TokenRecord::HOLDS_RAIL_CHARGE, 0);
-    assert_eq!(sel.nic_inflight(0), 1234);
+    assert_eq!(sel.nic_inflight(0).unwrap(), 1234);
     sel.release_record(&mut rec, true, 20).unwrap();
-    assert_eq!(sel.nic_inflight(0), 0);
+    assert_eq!(sel.nic_inflight(0).unwrap(), 0);
     assert_eq!(rec.holds & TokenRecord::HOLDS_RAIL_CHARGE, 0);
     assert_eq!(
         sel.release_record(&mut rec, true, 30),
         Err(RailError::NotHeld)
     );
     assert!(RailCharge::take_from(&mut rec).is_none());
-    assert_eq!(sel.nic_inflight(0), 0);
+    assert_eq!(sel.nic_inflight(0).unwrap(), 0);
 }
 
 #[test]
@@ -215,7 +228,7 @@ fn forged_releases_are_refused_and_counted_never_wrapped() {
             bytes: 500
         })
     );
-    assert_eq!(sel.nic_inflight(0), 100);
+    assert_eq!(sel.nic_inflight(0).unwrap(), 100);
     let mut rec = TokenRecord {
         device: 9,
         bytes: 1,
@@ -232,7 +245,7 @@ fn forged_releases_are_refused_and_counted_never_wrapped() {
     );
     assert_eq!(sel.counters().nic_accounting_errors, 2);
     sel.release(real, Outcome::Failed, 0).unwrap();
-    assert_eq!(sel.nic_inflight(0), 0);
+    assert_eq!(sel.nic_inflight(0).unwrap(), 0);
 }
 
 #[test]
@@ -262,7 +275,7 @@ fn a_peer_accounting_error_never_strands_the_nic_charge() {
         "{err}"
     );
     assert_eq!(
-        sel.nic_inflight(0),
+        sel.nic_inflight(0).unwrap(),
         0,
         "NIC released despite the peer error"
     );
@@ -395,6 +408,9 @@ fn selector_is_shareable_across_threads() {
     for t in threads {
         t.join().unwrap();
     }
-    assert_eq!(sel.nic_inflight(0) + sel.nic_inflight(1), 0);
+    assert_eq!(
+        sel.nic_inflight(0).unwrap() + sel.nic_inflight(1).unwrap(),
+        0
+    );
     assert_eq!(sel.counters().decisions, 4000);
 }

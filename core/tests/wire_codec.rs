@@ -1,6 +1,6 @@
 //! Wire codec: round trips, every typed rejection, and property tests.
 use proptest::prelude::*;
-use railyard_core::wire::*;
+use railyard_core::wire::credit::*;
 
 fn amt(resource: u16, required: bool, value: u64) -> WireAmount {
     WireAmount {

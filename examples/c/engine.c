@@ -152,6 +152,7 @@ int main(void) {
   bool idle = false;
   int found = 0;
   const char *cancel_path;
+  int busy_seen;
 
   host_checks();
   printf("ry_engine_c: host checks passed\n");
@@ -302,12 +303,39 @@ int main(void) {
     OK(ry_engine_free_batch(a, batch2));
   }
 
+  /* Deregistration: refused while a transfer is queued or posted on the
+   * region, accepted once idle; only a region's start address is accepted;
+   * overlapping memory is refused. */
+  OK(ry_engine_allocate_batch(a, 1, &batch2));
+  t.local = own_r.addr;
+  t.len = 65536;
+  t.op = RY_ENGINE_OP_WRITE;
+  OK(ry_engine_submit(a, batch2, &t, 1));
+  rc = ry_engine_deregister_memory(a, own_r.addr);
+  CHECK(rc == RY_STATUS_OK || rc == RY_STATUS_ENGINE_MEMORY_BUSY);
+  CHECK(rc == RY_STATUS_OK || has("in use by transfers"));
+  busy_seen = rc == RY_STATUS_ENGINE_MEMORY_BUSY;
+  s = wait_task(a, batch2, 0);
+  CHECK(s.state == RY_ENGINE_TASK_STATE_COMPLETED);
+  OK(ry_engine_free_batch(a, batch2));
+  OK(ry_engine_wait_idle(a, 30000, &idle));
+  CHECK(idle);
+  if (busy_seen) OK(ry_engine_deregister_memory(a, own_r.addr));
+  FAILS_WITH(ry_engine_deregister_memory(a, own_r.addr), RY_STATUS_ENGINE_NO_SUCH_REGION);
+  FAILS_WITH(ry_engine_deregister_memory(a, am.addr + 1), RY_STATUS_ENGINE_NO_SUCH_REGION);
+  FAILS_WITH(ry_engine_register_memory(a, amem + 8, 64, NULL), RY_STATUS_ENGINE_REGION_OVERLAP);
+  OK(ry_engine_register_memory(a, own, 65536, &own_r)); /* the freed slot is reused */
+  OK(ry_engine_stats_get(a, &st));
+  CHECK(st.mem_regions == 2);
+  OK(ry_engine_deregister_memory(a, own_r.addr));
+
   /* Nothing leaked: every gauge is back to zero. */
   OK(ry_engine_wait_idle(a, 30000, &idle));
   CHECK(idle);
   OK(ry_engine_stats_get(a, &st));
   CHECK(st.tokens_in_use == 0 && st.endpoint_outstanding == 0 && st.qp_depth == 0 &&
-        st.cq_outstanding == 0 && st.slices_pending == 0);
+        st.cq_outstanding == 0 && st.slices_pending == 0 && st.mem_pins == 0);
+  CHECK(st.mem_regions == 1);
   CHECK(st.gate_enabled && st.gate_in_flight_bytes == 0 && st.gate_admitted == st.gate_released);
   CHECK(st.posts >= 11 && st.completions >= 11 && st.bad_completions == 0);
 
@@ -316,11 +344,12 @@ int main(void) {
   FAILS_WITH(ry_engine_destroy(a), RY_STATUS_INVALID_HANDLE);
   FAILS_WITH(ry_engine_stats_get(a, &st), RY_STATUS_INVALID_HANDLE);
   FAILS_WITH(ry_engine_allocate_batch(b, 1, &batch), RY_STATUS_INVALID_HANDLE);
-  free(own); /* registered memory outlives only its engine */
+  free(own); /* deregistered above: the caller's again */
 
   printf("RAN ry_engine_c (device %s, %zu-byte WRITE + READ verified, %llu posts, "
-         "reconnected to endpoint generation %u, last batch %s)\n",
-         dev, (size_t)LEN, (unsigned long long)st.posts, (unsigned)gen, cancel_path);
+         "reconnected to endpoint generation %u, last batch %s, deregistration %s)\n",
+         dev, (size_t)LEN, (unsigned long long)st.posts, (unsigned)gen, cancel_path,
+         busy_seen ? "refused while busy, then done" : "done (transfer finished first)");
   printf("ry_engine_c: all checks passed\n");
   return 0;
 }

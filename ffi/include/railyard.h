@@ -17,7 +17,11 @@
 
 // The ABI version of this header; bumped on any incompatible change.
 // Compare with `ry_abi_version()` at startup.
-#define RY_ABI_VERSION 1
+//
+// 2: `ry_engine_stats` gained `invalid_posts`, the handshake counters and
+// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
+// and -130..-160 were added; the composed hot path (`ry_hotpath_*`).
+#define RY_ABI_VERSION 2
 
 // Number of `ry_abi_type` values.
 #define RY_ABI_TYPE_COUNT 81
@@ -288,6 +292,16 @@ enum ry_status
   RY_STATUS_ENGINE_UNSUPPORTED = -120,
   // Engine: an internal table could not be built.
   RY_STATUS_ENGINE_CORE = -121,
+  // Engine: registering memory that overlaps a registered region;
+  // nothing registered.
+  RY_STATUS_ENGINE_REGION_OVERLAP = -122,
+  // Engine: deregistering an address that is not the start of a
+  // registered region.
+  RY_STATUS_ENGINE_NO_SUCH_REGION = -123,
+  // Engine: deregistering memory that transfers may still touch (slices
+  // queued or posted on it); nothing changed, try again once they
+  // finished.
+  RY_STATUS_ENGINE_MEMORY_BUSY = -124,
   // Hot path: the post was refused (backpressure, a full window, a
   // quarantined path, a refused endpoint, a stale slice attempt);
   // `ry_post_result.refusal` names the source. Nothing is held.
@@ -1882,6 +1896,12 @@ typedef struct {
   uint64_t gate_release_errors;
   // Control epochs run.
   uint64_t gate_epochs;
+  // Memory regions registered now.
+  uint64_t mem_regions;
+  // Memory pins over every region (slices queued plus work requests in
+  // flight); zero when idle. `ry_engine_deregister_memory` is refused
+  // while a region has any.
+  uint64_t mem_pins;
   // Whether a controller is in the gate and not in mode off.
   bool gate_enabled;
   // Reserved, zero.
@@ -3003,7 +3023,8 @@ ry_status ry_engine_device_name(ry_engine engine, char *buf, size_t cap, size_t 
 //
 // Ownership: the memory belongs to the engine and stays valid (for
 // the caller's reads and writes through `addr`, outside transfers that
-// touch it) until `ry_engine_destroy`; do not free it.
+// touch it) until `ry_engine_deregister_memory` or
+// `ry_engine_destroy`; do not free it.
 // Thread-safety: any thread, concurrently with other calls.
 //
 // # Safety
@@ -3015,19 +3036,43 @@ ry_status ry_engine_alloc_memory(ry_engine engine, size_t len, ry_engine_region 
 // Registers caller memory `addr..addr+len` (a KV-cache pool, say) for
 // RDMA with every access right; writes the region (`out` optional).
 //
-// Ownership: the memory stays the caller's, but the engine keeps the
-// registration until `ry_engine_destroy` (there is no deregistration
-// yet): the caller must keep `addr..addr+len` mapped and valid until
-// then, and must not touch bytes a transfer in flight reads or writes.
+// A range overlapping a registered region is
+// `RY_STATUS_ENGINE_REGION_OVERLAP` (nothing registered).
+//
+// Ownership: the memory stays the caller's; the engine keeps the
+// registration until `ry_engine_deregister_memory(engine, addr)`
+// returns OK or `ry_engine_destroy`: the caller must keep
+// `addr..addr+len` mapped and valid until then, and must not touch
+// bytes a transfer in flight reads or writes.
 // Thread-safety: any thread, concurrently with other calls.
 //
 // # Safety
-// `addr..addr+len` is valid for reads and writes until the engine is
-// destroyed; `out` is NULL or valid for writes.
+// `addr..addr+len` is valid for reads and writes until it is
+// deregistered or the engine is destroyed; `out` is NULL or valid for
+// writes.
 ry_status ry_engine_register_memory(ry_engine engine,
                                     uint8_t *addr,
                                     size_t len,
                                     ry_engine_region *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Deregisters the memory region that starts at `addr` (an
+// `ry_engine_region.addr` from `ry_engine_alloc_memory` or
+// `ry_engine_register_memory`): every device's registration is
+// released before this returns, and engine-allocated memory is freed.
+// Refused, changing nothing, with `RY_STATUS_ENGINE_MEMORY_BUSY` while
+// a transfer may still touch the region (slices queued or posted on it,
+// including the attempts of a canceled or timed-out task still on the
+// wire: retry once they completed, e.g. after `ry_engine_wait_idle`);
+// any other address is `RY_STATUS_ENGINE_NO_SUCH_REGION`. Peers that
+// connected before keep the region in their segment regions; their
+// transfers to it then fail at the NIC, without touching the memory.
+//
+// Ownership: on OK, caller memory is the caller's again (it may be
+// freed); engine memory is gone (do not touch it).
+// Thread-safety: any thread, concurrently with other calls.
+ry_status ry_engine_deregister_memory(ry_engine engine, uint64_t addr);
 #endif
 
 #if defined(RY_ENGINE)

@@ -7,7 +7,11 @@ use crate::ptr::write_out;
 
 /// The ABI version of this header; bumped on any incompatible change.
 /// Compare with `ry_abi_version()` at startup.
-pub const RY_ABI_VERSION: u32 = 1;
+///
+/// 2: `ry_engine_stats` gained `invalid_posts`, the handshake counters and
+/// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
+/// and -130..-160 were added; the composed hot path (`ry_hotpath_*`).
+pub const RY_ABI_VERSION: u32 = 2;
 
 /// The ABI version the library was built with.
 ///

@@ -13,7 +13,7 @@
 //! | `ry_engine_config_default` / `ry_engine_config_from_env` | `EngineConfig::default` / `EngineConfig::from_env` (`MC_*`) |
 //! | `ry_engine_create` / `ry_engine_destroy` | `Engine::new` / drop (clean shutdown) |
 //! | `ry_engine_listen_addr`, `ry_engine_device_name` | `Engine::listen_addr`, `Engine::device` |
-//! | `ry_engine_alloc_memory`, `ry_engine_register_memory` | `Engine::alloc_memory`, `Engine::register_memory` |
+//! | `ry_engine_alloc_memory`, `ry_engine_register_memory`, `ry_engine_deregister_memory` | `Engine::alloc_memory`, `Engine::register_memory`, `Engine::deregister_memory` |
 //! | `ry_engine_open_segment`, `ry_engine_segment_regions`, `ry_engine_close_segment` | `Engine::open_segment`, `Engine::segment_regions`, `Engine::close_segment` |
 //! | `ry_engine_allocate_batch`, `ry_engine_submit` | `Engine::allocate_batch`, `Engine::submit` |
 //! | `ry_engine_task_status_get`, `ry_engine_batch_status` | `Engine::task_status`, `Engine::batch_status` |
@@ -30,9 +30,9 @@
 //! segments (`uint32_t`) are ids checked by their engine (a freed batch is
 //! `RY_STATUS_ENGINE_NO_SUCH_BATCH`; batch ids are never reused).
 //!
-//! Not covered: deregistering memory (the engine keeps every registration
-//! until it is destroyed, so no posted work can outlive its memory; an
-//! engine-side deregistration API does not exist yet).
+//! Deregistration is refused (`RY_STATUS_ENGINE_MEMORY_BUSY`) while any
+//! transfer may still touch the region, so no posted work outlives its
+//! memory.
 
 use std::ffi::c_char;
 
@@ -267,6 +267,12 @@ pub struct ry_engine_stats {
     pub gate_release_errors: u64,
     /// Control epochs run.
     pub gate_epochs: u64,
+    /// Memory regions registered now.
+    pub mem_regions: u64,
+    /// Memory pins over every region (slices queued plus work requests in
+    /// flight); zero when idle. `ry_engine_deregister_memory` is refused
+    /// while a region has any.
+    pub mem_pins: u64,
     /// Whether a controller is in the gate and not in mode off.
     pub gate_enabled: bool,
     /// Reserved, zero.
@@ -327,6 +333,9 @@ mod imp {
                 EngineError::TooManyRegions => RyStatus::EngineTooManyRegions,
                 EngineError::Unsupported(_) => RyStatus::EngineUnsupported,
                 EngineError::Core(_) => RyStatus::EngineCore,
+                EngineError::RegionOverlap { .. } => RyStatus::EngineRegionOverlap,
+                EngineError::NoSuchRegion { .. } => RyStatus::EngineNoSuchRegion,
+                EngineError::MemoryBusy { .. } => RyStatus::EngineMemoryBusy,
             };
             Error::new(s, e)
         }
@@ -465,6 +474,7 @@ mod imp {
                 transfer_timeout: ms(self.transfer_timeout_ms, "transfer_timeout_ms")?,
                 drain_timeout: ms(self.drain_timeout_ms, "drain_timeout_ms")?,
                 handshake_timeout: ms(self.handshake_timeout_ms, "handshake_timeout_ms")?,
+                max_handshakes: EngineConfig::default().max_handshakes,
                 idle_sleep: us(self.idle_park_us),
                 inflight_nap: us(self.inflight_nap_us),
                 cc: self.cc.to_core()?,
@@ -538,6 +548,8 @@ mod imp {
                 gate_acquire_errors: s.gate.acquire_errors,
                 gate_release_errors: s.gate.release_errors,
                 gate_epochs: s.gate.epochs,
+                mem_regions: s.mem_regions,
+                mem_pins: s.mem_pins,
                 gate_enabled: s.gate.enabled,
                 reserved: [0; 7],
             }
@@ -822,7 +834,8 @@ mod imp {
     ///
     /// Ownership: the memory belongs to the engine and stays valid (for
     /// the caller's reads and writes through `addr`, outside transfers that
-    /// touch it) until `ry_engine_destroy`; do not free it.
+    /// touch it) until `ry_engine_deregister_memory` or
+    /// `ry_engine_destroy`; do not free it.
     /// Thread-safety: any thread, concurrently with other calls.
     ///
     /// # Safety
@@ -847,15 +860,20 @@ mod imp {
     /// Registers caller memory `addr..addr+len` (a KV-cache pool, say) for
     /// RDMA with every access right; writes the region (`out` optional).
     ///
-    /// Ownership: the memory stays the caller's, but the engine keeps the
-    /// registration until `ry_engine_destroy` (there is no deregistration
-    /// yet): the caller must keep `addr..addr+len` mapped and valid until
-    /// then, and must not touch bytes a transfer in flight reads or writes.
+    /// A range overlapping a registered region is
+    /// `RY_STATUS_ENGINE_REGION_OVERLAP` (nothing registered).
+    ///
+    /// Ownership: the memory stays the caller's; the engine keeps the
+    /// registration until `ry_engine_deregister_memory(engine, addr)`
+    /// returns OK or `ry_engine_destroy`: the caller must keep
+    /// `addr..addr+len` mapped and valid until then, and must not touch
+    /// bytes a transfer in flight reads or writes.
     /// Thread-safety: any thread, concurrently with other calls.
     ///
     /// # Safety
-    /// `addr..addr+len` is valid for reads and writes until the engine is
-    /// destroyed; `out` is NULL or valid for writes.
+    /// `addr..addr+len` is valid for reads and writes until it is
+    /// deregistered or the engine is destroyed; `out` is NULL or valid for
+    /// writes.
     #[no_mangle]
     pub unsafe extern "C" fn ry_engine_register_memory(
         engine: ry_engine,
@@ -878,6 +896,26 @@ mod imp {
             // SAFETY: caller contract: NULL (handled) or valid for writes.
             unsafe { write_out(out, v, "out") }
         })
+    }
+
+    /// Deregisters the memory region that starts at `addr` (an
+    /// `ry_engine_region.addr` from `ry_engine_alloc_memory` or
+    /// `ry_engine_register_memory`): every device's registration is
+    /// released before this returns, and engine-allocated memory is freed.
+    /// Refused, changing nothing, with `RY_STATUS_ENGINE_MEMORY_BUSY` while
+    /// a transfer may still touch the region (slices queued or posted on it,
+    /// including the attempts of a canceled or timed-out task still on the
+    /// wire: retry once they completed, e.g. after `ry_engine_wait_idle`);
+    /// any other address is `RY_STATUS_ENGINE_NO_SUCH_REGION`. Peers that
+    /// connected before keep the region in their segment regions; their
+    /// transfers to it then fail at the NIC, without touching the memory.
+    ///
+    /// Ownership: on OK, caller memory is the caller's again (it may be
+    /// freed); engine memory is gone (do not touch it).
+    /// Thread-safety: any thread, concurrently with other calls.
+    #[no_mangle]
+    pub extern "C" fn ry_engine_deregister_memory(engine: ry_engine, addr: u64) -> RyStatus {
+        guard(|| with_engine(engine, |e| Ok(e.deregister_memory(addr)?)))
     }
 
     /// Connects to the engine listening at `peer` (`"host:port"`): RC QPs,
@@ -1267,6 +1305,13 @@ mod imp {
                 EngineError::TooManyRegions,
                 EngineError::Unsupported("x"),
                 EngineError::Core("x"),
+                EngineError::RegionOverlap {
+                    addr: 1,
+                    len: 2,
+                    other: 0,
+                },
+                EngineError::NoSuchRegion { addr: 1 },
+                EngineError::MemoryBusy { addr: 1, pins: 3 },
             ];
             let n = all.len();
             let mut seen = HashSet::new();
@@ -1274,7 +1319,7 @@ mod imp {
                 let text = e.to_string();
                 let err = Error::from(e);
                 assert_eq!(err.message, text, "the engine's message is kept");
-                assert!((-121..=-100).contains(&(err.status as i32)), "{text}");
+                assert!((-124..=-100).contains(&(err.status as i32)), "{text}");
                 assert!(seen.insert(err.status), "{text}: status reused");
             }
             assert_eq!(seen.len(), n);

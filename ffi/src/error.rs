@@ -15,7 +15,7 @@ use railyard_core::endpoint::EndpointError;
 use railyard_core::rail::{ConfigError as RailConfigError, RailError};
 use railyard_core::slice::SliceError;
 use railyard_core::token::TokenError;
-use railyard_core::wire::{DecodeError, EncodeError};
+use railyard_core::wire::credit::{DecodeError, EncodeError};
 
 /// The result of every `ry_` function: `RY_STATUS_OK` (0) or a negative,
 /// typed error. The thread's `ry_last_error_message()` describes the
@@ -228,6 +228,16 @@ pub enum RyStatus {
     EngineUnsupported = -120,
     /// Engine: an internal table could not be built.
     EngineCore = -121,
+    /// Engine: registering memory that overlaps a registered region;
+    /// nothing registered.
+    EngineRegionOverlap = -122,
+    /// Engine: deregistering an address that is not the start of a
+    /// registered region.
+    EngineNoSuchRegion = -123,
+    /// Engine: deregistering memory that transfers may still touch (slices
+    /// queued or posted on it); nothing changed, try again once they
+    /// finished.
+    EngineMemoryBusy = -124,
 
     /// Hot path: the post was refused (backpressure, a full window, a
     /// quarantined path, a refused endpoint, a stale slice attempt);
@@ -696,6 +706,9 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         EngineTooManyRegions => c"RY_STATUS_ENGINE_TOO_MANY_REGIONS",
         EngineUnsupported => c"RY_STATUS_ENGINE_UNSUPPORTED",
         EngineCore => c"RY_STATUS_ENGINE_CORE",
+        EngineRegionOverlap => c"RY_STATUS_ENGINE_REGION_OVERLAP",
+        EngineNoSuchRegion => c"RY_STATUS_ENGINE_NO_SUCH_REGION",
+        EngineMemoryBusy => c"RY_STATUS_ENGINE_MEMORY_BUSY",
         PostRefused => c"RY_STATUS_POST_REFUSED",
         HotpathConfig => c"RY_STATUS_HOTPATH_CONFIG",
         EndpointStaleGeneration => c"RY_STATUS_ENDPOINT_STALE_GENERATION",

@@ -1330,7 +1330,7 @@ pub unsafe extern "C" fn ry_hotpath_stats_get(
             .fold(0u64, u64::saturating_add);
         let rail_in_flight = h.stack.rail.as_ref().map_or(0, |r| {
             (0..r.len())
-                .map(|d| r.nic_inflight(d))
+                .filter_map(|d| r.nic_inflight(d))
                 .fold(0u64, u64::saturating_add)
         });
         let mut refusals = [0u64; 8];

@@ -49,8 +49,40 @@ pub(crate) unsafe fn in_slice<'a, T>(p: *const T, len: usize, name: &str) -> Res
     if p.is_null() {
         return Err(Error::null(name));
     }
-    // SAFETY: non-NULL, and the caller guarantees `len` valid elements.
+    check_len::<T>(len, name)?;
+    // SAFETY: non-NULL, `len` elements fit in `isize`, and the caller
+    // guarantees `len` valid elements.
     Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
+/// `&mut [T]` of `len` elements; NULL is allowed only with `len == 0`.
+///
+/// # Safety
+/// If `len > 0`, `p` points to `len` valid, aligned, writable `T`s (any
+/// bit pattern is a valid `T` here) that nothing else accesses during the
+/// call.
+pub(crate) unsafe fn out_slice<'a, T>(p: *mut T, len: usize, name: &str) -> Result<&'a mut [T]> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() {
+        return Err(Error::null(name));
+    }
+    check_len::<T>(len, name)?;
+    // SAFETY: non-NULL, `len` elements fit in `isize`, and the caller
+    // guarantees `len` writable, unaliased elements.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })
+}
+
+/// A length no buffer can have (more than `isize::MAX` bytes) is a typed
+/// error, not the abort of `from_raw_parts`' precondition check.
+fn check_len<T>(len: usize, name: &str) -> Result<()> {
+    match len.checked_mul(std::mem::size_of::<T>()) {
+        Some(bytes) if bytes <= isize::MAX as usize => Ok(()),
+        _ => Err(Error::invalid(format_args!(
+            "`{name}`: {len} elements exceed any buffer"
+        ))),
+    }
 }
 
 /// Writes `v` to a caller out-pointer without reading the old contents

@@ -11,7 +11,7 @@ use railyard_core::token::TokenRecord;
 use crate::enums::ry_variant;
 use crate::error::{guard, Error, Result, RyStatus};
 use crate::handle::Registry;
-use crate::ptr::{in_opt, in_ref, in_slice, out_ref, write_out};
+use crate::ptr::{in_opt, in_ref, in_slice, out_ref, out_slice, write_out};
 use crate::token::ry_token_record;
 
 /// Largest number of candidate devices a selector accepts.
@@ -302,7 +302,7 @@ pub unsafe extern "C" fn ry_rail_plan(
         }
         // SAFETY: non-NULL; the caller guarantees `counts_len` writable,
         // unaliased elements.
-        let counts = unsafe { std::slice::from_raw_parts_mut(counts, counts_len) };
+        let counts = unsafe { out_slice(counts, counts_len, "counts") }?;
         sel.plan(peer, slices, slice_bytes, now_ns, counts)?;
         Ok(())
     })
@@ -438,13 +438,12 @@ pub unsafe extern "C" fn ry_rail_nic_inflight(
 ) -> RyStatus {
     guard(|| {
         let sel = RAILS.get(rail.bits)?;
-        if usize::from(device) >= sel.len() {
+        let Some(v) = sel.nic_inflight(usize::from(device)) else {
             return Err(Error::new(
                 RyStatus::RailUnknownDevice,
                 format_args!("device {device} is not a rail candidate"),
             ));
-        }
-        let v = sel.nic_inflight(usize::from(device));
+        };
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, v, "out") }
     })

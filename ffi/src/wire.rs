@@ -10,14 +10,14 @@
 //! known resource marked optional, is accepted and normalised
 //! (`tests/wire_prop.rs`).
 
-use railyard_core::wire::{
+use railyard_core::wire::credit::{
     decode, encode, from_totals, to_totals, CapabilityAnswerV1, CapabilityOfferV1, CreditUpdateV1,
     CreditUsageV1, Message, NegotiationResult, MAX_MESSAGE_LEN,
 };
 
 use crate::credit::{ry_credit_update, ry_credit_usage, ry_session_id, ry_totals};
 use crate::error::{guard, Error, Result, RyStatus};
-use crate::ptr::{in_ref, in_slice, write_out};
+use crate::ptr::{in_ref, in_slice, out_slice, write_out};
 
 /// Largest encoded message, in bytes: a buffer this big always suffices.
 pub const RY_WIRE_MAX_MESSAGE_LEN: usize = 432;
@@ -25,7 +25,7 @@ const _: () = assert!(RY_WIRE_MAX_MESSAGE_LEN == MAX_MESSAGE_LEN);
 
 /// The schema version this library speaks.
 pub const RY_WIRE_SCHEMA_V1: u16 = 1;
-const _: () = assert!(RY_WIRE_SCHEMA_V1 == railyard_core::wire::SCHEMA_V1);
+const _: () = assert!(RY_WIRE_SCHEMA_V1 == railyard_core::wire::credit::SCHEMA_V1);
 
 /// Message type codes (`ry_wire_message.msg_type`).
 #[repr(u32)]
@@ -109,7 +109,7 @@ pub struct ry_wire_message {
     pub reserved: u32,
 }
 
-fn totals(a: &railyard_core::wire::Amounts) -> ry_totals {
+fn totals(a: &railyard_core::wire::credit::Amounts) -> ry_totals {
     ry_totals::from_core(&to_totals(a))
 }
 
@@ -214,13 +214,9 @@ pub unsafe extern "C" fn ry_wire_encode(
         if len_out.is_null() {
             return Err(Error::null("len_out"));
         }
-        let out: &mut [u8] = if cap == 0 {
-            &mut []
-        } else {
-            // SAFETY: non-NULL; the caller guarantees `cap` writable bytes
-            // not aliased during the call.
-            unsafe { std::slice::from_raw_parts_mut(buf, cap) }
-        };
+        // SAFETY: the caller guarantees `cap` writable bytes not aliased
+        // during the call (NULL only with `cap == 0`, checked above).
+        let out = unsafe { out_slice(buf, cap, "buf") }?;
         let n = encode(&m, out)?;
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(len_out, n, "len_out") }

@@ -150,3 +150,32 @@ fn destroy_while_in_use_is_safe() {
         assert_eq!(ry_token_pool_destroy(pool), ry_status::InvalidHandle);
     }
 }
+
+/// A length no buffer can have is a typed `InvalidArgument`, never the
+/// abort of `from_raw_parts`' precondition check (which no panic guard
+/// catches). The pointers are dangling but never read: the length is
+/// refused first.
+#[test]
+fn impossible_lengths_are_typed_errors() {
+    use railyard_ffi::rail::{ry_device_spec, ry_rail, ry_rail_config, ry_rail_create};
+    use railyard_ffi::wire::{ry_wire_decode, ry_wire_encode, ry_wire_message};
+    let mut msg = ry_wire_message::default();
+    let mut n = 0usize;
+    let dangling = std::ptr::NonNull::<u8>::dangling().as_ptr();
+    // SAFETY: the length is refused before `buf` is touched; `out` is live.
+    let s = unsafe { ry_wire_decode(dangling, usize::MAX, &mut msg) };
+    assert_eq!(s, ry_status::InvalidArgument, "{}", status_name(s as i32));
+    // SAFETY: as above; `msg` and `n` are live.
+    let s = unsafe { ry_wire_encode(&msg, dangling, usize::MAX, &mut n) };
+    assert!(
+        matches!(s, ry_status::InvalidArgument),
+        "{}",
+        status_name(s as i32)
+    );
+    let spec = std::ptr::NonNull::<ry_device_spec>::dangling().as_ptr();
+    let cfg = ry_rail_config::default();
+    let mut rail = ry_rail::default();
+    // SAFETY: as above; `cfg` and `rail` are live.
+    let s = unsafe { ry_rail_create(spec, usize::MAX / 2, &cfg, &mut rail) };
+    assert_eq!(s, ry_status::InvalidArgument, "{}", status_name(s as i32));
+}

@@ -2,7 +2,7 @@
 //! re-encodes to exactly the same bytes, and converts to runtime types.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use railyard_core::wire::{decode, encode, encoded_len, Message, MAX_MESSAGE_LEN};
+use railyard_core::wire::credit::{decode, encode, encoded_len, Message, MAX_MESSAGE_LEN};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = decode(data) {

@@ -342,7 +342,7 @@ impl Stack {
             let used = if rc.peer_accounting && rc.variant.uses_peer_feedback() && fresh {
                 peer.map_or(0, |p| p.bw)
             } else {
-                sel.nic_view(d).bw
+                sel.nic_view(d).map_or(0, |v| v.bw)
             };
             if a.oracle > 0 {
                 a.err_sum += (used as f64 - a.oracle as f64).abs() / a.oracle as f64;
@@ -392,7 +392,7 @@ impl Stack {
         for s in &self.senders {
             for d in 0..self.nics {
                 h += s.cc.device_snapshot(d as u16).map_or(0, |x| x.in_flight);
-                h += s.rail.nic_inflight(d);
+                h += s.rail.nic_inflight(d).unwrap_or(0);
             }
             for r in 0..self.routes {
                 h += s.cc.route_snapshot(r as u32).map_or(0, |x| x.in_flight);

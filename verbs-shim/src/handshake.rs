@@ -11,6 +11,16 @@
 //! peer closing early) consumes the [`Handshake`] and shuts the socket down,
 //! so a misbehaving peer is dropped rather than left half-spoken-to.
 //!
+//! A listener is served by [`serve`]: each connection gets its own thread
+//! and one deadline for all of its reads and writes (a peer that trickles
+//! bytes cannot stretch it), at most [`ListenLimits::max_concurrent`] run
+//! at once and an excess connection is refused at once ([`Refusal::Busy`]),
+//! so a slow or hostile peer holds neither the listener nor more than one
+//! handshake slot, and only until its deadline. The target receives and
+//! decodes the initiator's descriptor *before* anything is built for it
+//! ([`Handshake::receive`], then [`Handshake::reply`]). The codec is
+//! `railyard_core::wire::handshake` (fuzzed there).
+//!
 //! After both QPs are in RTS, [`Handshake::barrier`] lets the two sides agree
 //! that neither will post before the other can receive.
 //!
@@ -58,7 +68,8 @@ impl Descriptor for PeerDescriptor {
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// Byte both sides send and expect in [`Handshake::barrier`].
 pub const BARRIER_BYTE: u8 = 0xB1;
@@ -90,6 +101,9 @@ pub enum HandshakeError {
     Encode(EncodeError),
     /// The peer sent something other than the barrier byte.
     BarrierMismatch(u8),
+    /// The peer's descriptor repeats the QPs of a connection already made
+    /// (a replayed descriptor; the engine's listener refuses it).
+    Replayed,
 }
 
 impl fmt::Display for HandshakeError {
@@ -104,6 +118,10 @@ impl fmt::Display for HandshakeError {
             }
             Self::Decode(e) => write!(f, "handshake: peer sent {e}"),
             Self::Encode(e) => write!(f, "handshake: cannot send local descriptor: {e}"),
+            Self::Replayed => write!(
+                f,
+                "handshake: the peer's descriptor repeats an earlier connection's QPs (a replay)"
+            ),
             Self::BarrierMismatch(b) => {
                 write!(
                     f,
@@ -140,6 +158,11 @@ fn io_err(during: &'static str, e: io::Error) -> HandshakeError {
 #[derive(Debug)]
 pub struct Handshake {
     stream: TcpStream,
+    /// Bound of every single read and write.
+    timeout: Duration,
+    /// Bound of everything together ([`Handshake::with_deadline`]): a peer
+    /// trickling one byte per `timeout` cannot hold the connection longer.
+    deadline: Option<Instant>,
 }
 
 impl Handshake {
@@ -163,7 +186,8 @@ impl Handshake {
     }
 
     /// Accepts one initiator on `listener`. The accept itself blocks; later
-    /// reads and writes use `timeout`.
+    /// reads and writes use `timeout`. (An engine serves its listener with
+    /// [`serve`], which bounds concurrent handshakes and their total time.)
     pub fn accept(listener: &TcpListener, timeout: Duration) -> Result<Self, HandshakeError> {
         let (s, _) = listener.accept().map_err(|e| io_err("accepting", e))?;
         Self::from_stream(s, timeout)
@@ -172,17 +196,29 @@ impl Handshake {
     /// Wraps an already-connected stream.
     pub fn from_stream(stream: TcpStream, timeout: Duration) -> Result<Self, HandshakeError> {
         let setup = |s: &TcpStream| -> io::Result<()> {
+            s.set_nonblocking(false)?;
             s.set_nodelay(true)?;
             s.set_read_timeout(Some(timeout))?;
             s.set_write_timeout(Some(timeout))
         };
         match setup(&stream) {
-            Ok(()) => Ok(Self { stream }),
+            Ok(()) => Ok(Self {
+                stream,
+                timeout,
+                deadline: None,
+            }),
             Err(e) => {
                 let _ = stream.shutdown(Shutdown::Both);
                 Err(io_err("configuring the socket", e))
             }
         }
+    }
+
+    /// Bounds the rest of the exchange, all reads and writes together, by
+    /// `at`: past it every read or write is [`HandshakeError::Timeout`].
+    pub fn with_deadline(mut self, at: Instant) -> Self {
+        self.deadline = Some(at);
+        self
     }
 
     /// Sends `local`, then receives the target's descriptor.
@@ -195,12 +231,22 @@ impl Handshake {
     }
 
     /// Receives the initiator's descriptor, then sends `local`.
-    pub fn exchange_as_target<D: Descriptor>(
-        mut self,
-        local: &D,
-    ) -> Result<(D, Self), HandshakeError> {
-        let r = self.recv().and_then(|peer| self.send(local).map(|()| peer));
+    pub fn exchange_as_target<D: Descriptor>(self, local: &D) -> Result<(D, Self), HandshakeError> {
+        let (peer, hs) = self.receive()?;
+        Ok((peer, hs.reply(local)?))
+    }
+
+    /// The target's first half: receives the initiator's descriptor (so
+    /// nothing is built for a peer whose bytes are not one).
+    pub fn receive<D: Descriptor>(mut self) -> Result<(D, Self), HandshakeError> {
+        let r = self.recv();
         self.finish(r)
+    }
+
+    /// The target's second half: sends `local` in answer.
+    pub fn reply<D: Descriptor>(mut self, local: &D) -> Result<Self, HandshakeError> {
+        let r = self.send(local);
+        self.finish(r).map(|((), hs)| hs)
     }
 
     /// Both sides send one byte and wait for the other's: after it returns,
@@ -214,13 +260,9 @@ impl Handshake {
     }
 
     fn barrier_inner(&mut self) -> Result<(), HandshakeError> {
-        self.stream
-            .write_all(&[BARRIER_BYTE])
-            .map_err(|e| io_err("sending the barrier", e))?;
+        self.write_all(&[BARRIER_BYTE], "sending the barrier")?;
         let mut b = [0u8; 1];
-        self.stream
-            .read_exact(&mut b)
-            .map_err(|e| io_err("waiting for the barrier", e))?;
+        self.read_exact(&mut b, "waiting for the barrier")?;
         if b[0] != BARRIER_BYTE {
             return Err(HandshakeError::BarrierMismatch(b[0]));
         }
@@ -242,29 +284,214 @@ impl Handshake {
         }
     }
 
+    /// The bound of the next read or write: the per-operation timeout, cut
+    /// to what is left before the deadline.
+    fn budget(&self, during: &'static str) -> Result<Duration, HandshakeError> {
+        let Some(at) = self.deadline else {
+            return Ok(self.timeout);
+        };
+        match at.checked_duration_since(Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(left.min(self.timeout)),
+            _ => Err(HandshakeError::Timeout { during }),
+        }
+    }
+
+    fn read_exact(
+        &mut self,
+        mut buf: &mut [u8],
+        during: &'static str,
+    ) -> Result<(), HandshakeError> {
+        while !buf.is_empty() {
+            let t = self.budget(during)?;
+            self.stream
+                .set_read_timeout(Some(t))
+                .map_err(|e| io_err(during, e))?;
+            match self.stream.read(buf) {
+                Ok(0) => return Err(HandshakeError::ConnectionClosed { during }),
+                Ok(n) => buf = &mut buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(during, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn write_all(&mut self, mut buf: &[u8], during: &'static str) -> Result<(), HandshakeError> {
+        while !buf.is_empty() {
+            let t = self.budget(during)?;
+            self.stream
+                .set_write_timeout(Some(t))
+                .map_err(|e| io_err(during, e))?;
+            match self.stream.write(buf) {
+                Ok(0) => return Err(HandshakeError::ConnectionClosed { during }),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(during, e)),
+            }
+        }
+        Ok(())
+    }
+
     fn send<D: Descriptor>(&mut self, d: &D) -> Result<(), HandshakeError> {
         let frame = d.to_frame().map_err(HandshakeError::Encode)?;
-        self.stream
-            .write_all(&frame)
-            .map_err(|e| io_err("sending the descriptor", e))?;
-        self.stream
-            .flush()
-            .map_err(|e| io_err("sending the descriptor", e))
+        self.write_all(&frame, "sending the descriptor")
     }
 
     fn recv<D: Descriptor>(&mut self) -> Result<D, HandshakeError> {
         let mut prefix = [0u8; 4];
-        self.stream
-            .read_exact(&mut prefix)
-            .map_err(|e| io_err("reading the descriptor length", e))?;
+        self.read_exact(&mut prefix, "reading the descriptor length")?;
         // Bound the length before allocating or waiting for the body.
         let len = wire::check_len(u32::from_le_bytes(prefix)).map_err(HandshakeError::Decode)?;
         let mut body = vec![0u8; len];
-        self.stream
-            .read_exact(&mut body)
-            .map_err(|e| io_err("reading the descriptor", e))?;
+        self.read_exact(&mut body, "reading the descriptor")?;
         D::from_payload(&body).map_err(HandshakeError::Decode)
     }
+}
+
+/// One handshake in progress of [`serve`]: freed when its thread ends,
+/// even by a panic.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Limits of a handshake listener ([`serve`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListenLimits {
+    /// Handshakes in progress at once; a connection beyond them is
+    /// refused at once ([`Refusal::Busy`]), never queued.
+    pub max_concurrent: usize,
+    /// Each handshake's whole budget, from accept to its last byte
+    /// ([`Handshake::with_deadline`]), and the bound of each read/write.
+    pub deadline: Duration,
+}
+
+/// Why [`serve`] dropped a connection before handing it on. The
+/// connection is closed in every case.
+#[derive(Debug)]
+pub enum Refusal {
+    /// `max_concurrent` handshakes were already in progress.
+    Busy {
+        /// The limit.
+        limit: usize,
+    },
+    /// No thread could be started for the handshake.
+    Spawn(io::Error),
+    /// The peer's bytes were not a descriptor, it went silent past the
+    /// deadline, or it closed the connection.
+    Handshake(HandshakeError),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Busy { limit } => {
+                write!(
+                    f,
+                    "handshake refused: {limit} handshakes already in progress"
+                )
+            }
+            Self::Spawn(e) => write!(f, "handshake refused: no thread for it: {e}"),
+            Self::Handshake(e) => write!(f, "handshake refused: {e}"),
+        }
+    }
+}
+
+/// Serves `listener` (non-blocking, see below) until `stop` is set:
+/// accepts each connection, receives its descriptor on a thread of its own
+/// within `limits.deadline`, then calls `on_peer` with it (on that thread,
+/// which still holds the deadline for the rest of the exchange). At most
+/// `limits.max_concurrent` handshakes run at once; an excess connection is
+/// closed and reported as [`Refusal::Busy`]. Every other failure before
+/// `on_peer` is reported to `on_refusal` and the connection closed. Returns
+/// once `stop` is set and every handshake thread has finished (each is
+/// bounded by the deadline).
+///
+/// The listener should be non-blocking (the loop polls it, and `stop`,
+/// every 5 ms); a blocking one is checked for `stop` only between
+/// connections.
+///
+/// ```
+/// use railyard_verbs::handshake::{serve, Handshake, ListenLimits, Refusal};
+/// use railyard_verbs::wire::{EndpointDescriptor, QpEndpoint};
+/// use std::net::TcpListener;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::time::Duration;
+/// let d = |qpn| EndpointDescriptor { gid: [0; 16], lid: 0,
+///     qps: vec![QpEndpoint { qpn, psn: 1 }], segments: vec![] };
+/// let l = TcpListener::bind("127.0.0.1:0")?;
+/// l.set_nonblocking(true)?;
+/// let addr = l.local_addr()?;
+/// let stop = AtomicBool::new(false);
+/// let limits = ListenLimits { max_concurrent: 4, deadline: Duration::from_secs(5) };
+/// std::thread::scope(|s| {
+///     s.spawn(|| serve(&l, &limits, &stop,
+///         |peer: EndpointDescriptor, hs: Handshake| {
+///             assert_eq!(peer, d(7));
+///             let _ = hs.reply(&d(9));
+///         },
+///         |r: Refusal| panic!("{r}")));
+///     let hs = Handshake::connect(addr, Duration::from_secs(5)).unwrap();
+///     let (theirs, _hs) = hs.exchange_as_initiator(&d(7)).unwrap();
+///     assert_eq!(theirs, d(9));
+///     stop.store(true, Ordering::Release);
+/// });
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve<D, P, R>(
+    listener: &TcpListener,
+    limits: &ListenLimits,
+    stop: &AtomicBool,
+    on_peer: P,
+    on_refusal: R,
+) where
+    D: Descriptor,
+    P: Fn(D, Handshake) + Sync,
+    R: Fn(Refusal) + Sync,
+{
+    let active = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        while !stop.load(Ordering::Acquire) {
+            let stream = match listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // WouldBlock (nothing pending) or a transient accept
+                    // error (EMFILE, ECONNABORTED): poll again shortly.
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+            };
+            if active.load(Ordering::Acquire) >= limits.max_concurrent {
+                let _ = stream.shutdown(Shutdown::Both);
+                on_refusal(Refusal::Busy {
+                    limit: limits.max_concurrent,
+                });
+                continue;
+            }
+            active.fetch_add(1, Ordering::AcqRel);
+            let (active, on_peer, on_refusal) = (&active, &on_peer, &on_refusal);
+            let spawned = std::thread::Builder::new()
+                .name("railyard-hs".into())
+                .spawn_scoped(s, move || {
+                    let _slot = Slot(active);
+                    let deadline = Instant::now() + limits.deadline;
+                    let r = Handshake::from_stream(stream, limits.deadline)
+                        .and_then(|hs| hs.with_deadline(deadline).receive::<D>());
+                    match r {
+                        Ok((peer, hs)) => on_peer(peer, hs),
+                        Err(e) => on_refusal(Refusal::Handshake(e)),
+                    }
+                });
+            if let Err(e) = spawned {
+                // The closure (and the stream in it) was dropped: closed.
+                active.fetch_sub(1, Ordering::AcqRel);
+                on_refusal(Refusal::Spawn(e));
+            }
+        }
+    });
 }
 
 #[cfg(test)]

@@ -11,8 +11,11 @@
 //!   RC [`QueuePair`] with INIT → RTR → RTS driven by a [`QpConfig`] (GID
 //!   index, MTU, ACK timeout, retry counts);
 //! - [`wire`]: versioned, length-prefixed little-endian endpoint descriptors
-//!   (QPNs, PSNs, GID, segment addr/len/rkey) with typed decode errors;
-//! - [`handshake`]: the TCP exchange of those descriptors;
+//!   (QPNs, PSNs, GID, segment addr/len/rkey) with typed decode errors: the
+//!   codec is `railyard_core::wire::handshake` (it builds without rdma
+//!   headers and is fuzzed there), re-exported here;
+//! - [`handshake`]: the TCP exchange of those descriptors (this crate keeps
+//!   only the socket I/O: deadlines, the bounded listener);
 //! - [`engine`]: the transfer engine (batches, slices, workers) with every
 //!   post owned through `railyard-core` (RFC 3136).
 //!
@@ -29,7 +32,8 @@ pub mod engine;
 mod error;
 pub mod handshake;
 mod verbs;
-pub mod wire;
+/// The endpoint descriptor codec ([`railyard_core::wire::handshake`]).
+pub use railyard_core::wire::handshake as wire;
 
 pub use error::VerbsError;
 pub use verbs::{

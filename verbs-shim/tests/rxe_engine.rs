@@ -31,17 +31,7 @@ use support::{assert_idle, pattern, skips_without_device};
 const WAIT: Duration = Duration::from_secs(120);
 
 fn config() -> EngineConfig {
-    let mut c = EngineConfig::from_env().expect("MC_* variables must be valid");
-    if std::env::var_os("MC_ADAPTIVE_CC_MODE").is_none() {
-        c.cc.mode = CcMode::Enforce;
-    }
-    if let Ok(d) = std::env::var("RAILYARD_RDMA_DEVICE") {
-        c.device = Some(d);
-    }
-    if let Ok(g) = std::env::var("RAILYARD_GID_INDEX") {
-        c.gid_index = g.parse().expect("RAILYARD_GID_INDEX must be 0..=255");
-    }
-    c
+    support::env_config()
 }
 
 /// Builds an engine, or returns None after printing a SKIP line.
@@ -759,4 +749,122 @@ fn engine_reconnect_retires_the_targets_stale_side() {
     );
     assert_quiescent(&p.a, "initiator");
     assert_quiescent(&p.b, "target");
+}
+
+/// Memory deregistration: refused with `MemoryBusy` while slices are
+/// queued or posted on the region — including the attempts of a canceled
+/// task still on the wire (polling paused, so their completions wait) —
+/// then accepted once they completed; unknown and mid-region addresses are
+/// `NoSuchRegion`, an overlapping registration is `RegionOverlap`, a freed
+/// slot is reused by the next registration, and a transfer from
+/// deregistered memory is `LocalRange`. The target deregistering the
+/// region the initiator writes to makes that write fail at the NIC
+/// (remote access error), never touch the memory.
+#[test]
+fn engine_deregister_memory_refuses_while_busy() {
+    const LEN: usize = 4 << 20;
+    let Some(p) = pair("engine_deregister_memory_refuses_while_busy", LEN, LEN) else {
+        return;
+    };
+    let (a_addr, b_addr) = (p.a_mem.addr(), p.b_mem.addr());
+    let t = Transfer {
+        op: Op::Write,
+        local: a_addr,
+        len: LEN as u64,
+        segment: p.seg,
+        remote_offset: b_addr,
+    };
+    assert_eq!(p.a.stats().mem_regions, 1);
+    // Busy while queued/posted: completions cannot be polled meanwhile.
+    p.a.fault_pause_polling(true);
+    let b = p.a.allocate_batch(1).unwrap();
+    p.a.submit(b, &[t]).unwrap();
+    match p.a.deregister_memory(a_addr) {
+        Err(EngineError::MemoryBusy { addr, pins }) => {
+            assert_eq!(addr, a_addr);
+            assert!(pins >= 1, "{pins}");
+        }
+        other => panic!("deregistering busy memory: {other:?}"),
+    }
+    // Canceled while posted: the task is terminal and its batch freeable,
+    // but the NIC may still touch the memory, so it stays pinned.
+    let t0 = Instant::now();
+    while p.a.stats().tokens_in_use == 0 {
+        assert!(t0.elapsed() < WAIT, "nothing got posted");
+        std::thread::yield_now();
+    }
+    p.a.cancel_batch(b).unwrap();
+    assert!(p.a.task_status(b, 0).unwrap().state.is_terminal());
+    p.a.free_batch(b).unwrap();
+    let s = p.a.stats();
+    assert!(s.tokens_in_use > 0, "{s:?}");
+    assert!(
+        matches!(
+            p.a.deregister_memory(a_addr),
+            Err(EngineError::MemoryBusy { .. })
+        ),
+        "posted work of a canceled task must keep its memory"
+    );
+    p.a.fault_pause_polling(false);
+    assert_quiescent(&p.a, "initiator after the canceled attempts completed");
+    // Typed refusals for addresses that are not a region's start.
+    for bad in [0, a_addr + 1, a_addr + LEN as u64, u64::MAX] {
+        assert!(
+            matches!(
+                p.a.deregister_memory(bad),
+                Err(EngineError::NoSuchRegion { addr }) if addr == bad
+            ),
+            "{bad:#x}"
+        );
+    }
+    // Overlapping caller memory is refused (nothing registered).
+    let mut caller = vec![0u8; 1 << 16];
+    // SAFETY: `caller` outlives its registration (deregistered below).
+    let r = unsafe { p.a.register_memory(caller.as_mut_ptr(), caller.len()) }.unwrap();
+    let caller_addr = r.addr();
+    drop(r);
+    // SAFETY: as above (refused, so nothing stays registered).
+    let again = unsafe { p.a.register_memory(caller.as_mut_ptr().add(8), 8) };
+    assert!(
+        matches!(again, Err(EngineError::RegionOverlap { other, .. }) if other == caller_addr),
+        "{again:?}"
+    );
+    assert_eq!(p.a.stats().mem_regions, 2);
+    p.a.deregister_memory(caller_addr).unwrap();
+    drop(caller);
+    // Idle now: deregistration succeeds, once.
+    drop(p.a_mem);
+    p.a.deregister_memory(a_addr).unwrap();
+    assert!(matches!(
+        p.a.deregister_memory(a_addr),
+        Err(EngineError::NoSuchRegion { .. })
+    ));
+    assert_eq!(p.a.stats().mem_regions, 0);
+    let b = p.a.allocate_batch(1).unwrap();
+    assert!(matches!(
+        p.a.submit(b, &[t]),
+        Err(EngineError::LocalRange { .. })
+    ));
+    // The freed slot is reused; transfers from the new region work.
+    let fresh = p.a.alloc_memory(LEN).unwrap();
+    let data = pattern(7, LEN);
+    // SAFETY: engine-owned buffer, no transfer in flight.
+    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), fresh.addr() as *mut u8, LEN) };
+    let t2 = Transfer {
+        local: fresh.addr(),
+        ..t
+    };
+    assert_eq!(run(&p.a, t2), TaskState::Completed);
+    // SAFETY: engine-owned buffer of the target, no transfer in flight.
+    let got = unsafe { std::slice::from_raw_parts(b_addr as *const u8, LEN) };
+    assert!(got == &data[..], "read-back after slot reuse");
+    // The target deregisters what the initiator writes to: the write fails
+    // at the NIC (its segment descriptor is stale), nothing is touched.
+    drop(p.b_mem);
+    p.b.deregister_memory(b_addr).unwrap();
+    assert_eq!(run(&p.a, t2), TaskState::Failed);
+    p.a.free_batch(b).unwrap();
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+    say!("deregister: {:?}", p.a.stats());
 }

@@ -485,18 +485,17 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
     assert_eq!(an_b, AnomalyState::LongUnavailable);
     a.e.free_batch(batch).unwrap();
     // Threshold reached on the refreshed generation: QUARANTINED. Its
-    // retries were avoided (re-queued, not posted) until the cooldown
-    // moved the route to PROBING, then found no endpoint.
+    // retries were never posted again: the composed hot path admits the
+    // endpoint before the CC permit, so a retry finds the dead peer's
+    // endpoint retired (refused, the reconnect finds nobody → no usable
+    // path) or, if a fresh endpoint is already up, is avoided by CC until
+    // the cooldown. Which one depends on timing; (c) checks the avoidance.
     let path = a.gate.route_path(route);
     assert!(
         path.contains(&(Health::Quarantined, g1)),
         "no QUARANTINED on the refreshed generation: {path:?}"
     );
     let avoided_b = a.e.stats().avoids - avoids_b0;
-    assert!(
-        avoided_b > 0,
-        "posts on the QUARANTINED route were not avoided"
-    );
     wait_for("the failed auto-reconnect", || {
         !a.e.segment_info(seg).unwrap().reconnecting
     });

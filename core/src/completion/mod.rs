@@ -125,7 +125,7 @@
 //! assert_eq!(done.slice, SliceEffect::Settled(SliceState::Succeeded));
 //! assert_eq!(done.faults().count(), 0);
 //! assert_eq!(tokens.in_use(), 0);
-//! assert_eq!(rails.nic_inflight(usize::from(posted.path.device)), 0);
+//! assert_eq!(rails.nic_inflight(usize::from(posted.path.device)), Some(0));
 //! // (no snapshot when the controller is compiled out: `adaptive-cc` off)
 //! assert_eq!(cc.route_snapshot(posted.path.route).map_or(0, |r| r.in_flight), 0);
 //! ```

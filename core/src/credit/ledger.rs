@@ -1757,10 +1757,17 @@ impl SenderControl {
                     m.available[k] = m.available[k].saturating_add(em.available[k]);
                 }
             }
-            m.stalls += e.stalls.load(Ordering::Relaxed);
-            m.stall_ns += e.stall_ns.load(Ordering::Relaxed);
-            m.fenced_ops += e.fenced.load(Ordering::Relaxed);
-            m.refused_ops += e.refused.load(Ordering::Relaxed);
+            // Saturating: `record_stall` takes any caller-timed duration.
+            m.stalls = m.stalls.saturating_add(e.stalls.load(Ordering::Relaxed));
+            m.stall_ns = m
+                .stall_ns
+                .saturating_add(e.stall_ns.load(Ordering::Relaxed));
+            m.fenced_ops = m
+                .fenced_ops
+                .saturating_add(e.fenced.load(Ordering::Relaxed));
+            m.refused_ops = m
+                .refused_ops
+                .saturating_add(e.refused.load(Ordering::Relaxed));
         }
         m
     }

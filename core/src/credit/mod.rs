@@ -27,7 +27,7 @@
 //! | state machine | [`CreditLink`] | Disabled/Legacy/Negotiating/Active/Stale/Fencing/Failed |
 //! | backpressure | [`BackpressureInfo`] | typed pressure source, peer, class, exhausted resources |
 //! | metrics | [`CreditMetrics`] | bounded: per resource, never per request or tenant |
-//! | wire | [`crate::wire`] | versioned little-endian codec, heapless, checked before use |
+//! | wire | [`crate::wire::credit`] | versioned little-endian codec, heapless, checked before use |
 //!
 //! # Roles and concurrency
 //!
@@ -482,7 +482,7 @@ pub struct CreditKey {
 }
 
 /// A receiver's credit update, as runtime data (decoded and checked by
-/// [`crate::wire`]). Grants are absolute cumulative totals within `epoch`.
+/// [`crate::wire::credit`]). Grants are absolute cumulative totals within `epoch`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CreditUpdate {
     /// Receiver session the grants belong to.

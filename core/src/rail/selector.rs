@@ -151,9 +151,9 @@ pub struct PlanInfo {
 /// let sel = Selector::new(&nics, RailConfig::default()).unwrap();
 /// let pick = sel.pick(Some(7), 65536, 1_000);
 /// assert_eq!(pick.charge.device(), 0); // same load, better tier
-/// assert_eq!(sel.nic_inflight(0), 65536);
+/// assert_eq!(sel.nic_inflight(0), Some(65536));
 /// sel.release(pick.charge, Outcome::Completed { post_ns: 1_000 }, 9_000).unwrap();
-/// assert_eq!(sel.nic_inflight(0), 0);
+/// assert_eq!(sel.nic_inflight(0), Some(0));
 /// ```
 pub struct Selector {
     devices: Box<[DeviceState]>,
@@ -569,7 +569,7 @@ impl Selector {
     /// let sel = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
     /// assert_eq!(sel.choose(None, 65536, 0, 0b10).unwrap().device, 1); // device 0 excluded
     /// assert_eq!(sel.choose(None, 65536, 0, 0), Err(RailError::NoCandidate));
-    /// assert_eq!(sel.nic_inflight(1), 0); // nothing charged
+    /// assert_eq!(sel.nic_inflight(1), Some(0)); // nothing charged
     /// ```
     #[inline]
     pub fn choose(
@@ -652,11 +652,12 @@ impl Selector {
     ///         charges.push(sel.charge(d as u16, Some(1), 65536, 0).unwrap());
     ///     }
     /// }
-    /// assert_eq!(sel.nic_inflight(2), 8 * 65536);
+    /// assert_eq!(sel.nic_inflight(2), Some(8 * 65536));
     /// for c in charges {
     ///     sel.release(c, Outcome::Failed, 1).unwrap();
     /// }
-    /// assert_eq!(sel.nic_inflight(2), 0);
+    /// assert_eq!(sel.nic_inflight(2), Some(0));
+    /// assert_eq!(sel.nic_inflight(4), None); // not a candidate
     /// ```
     pub fn plan(
         &self,
@@ -939,43 +940,56 @@ impl Selector {
         0
     }
 
-    /// Bytes charged to `device` and not yet released (all peers).
-    pub fn nic_inflight(&self, device: usize) -> u64 {
-        self.devices[device].inflight.load(Ordering::Acquire)
+    /// Bytes charged to `device` and not yet released (all peers); `None`
+    /// if `device` is not a candidate.
+    pub fn nic_inflight(&self, device: usize) -> Option<u64> {
+        let d = self.devices.get(device)?;
+        Some(d.inflight.load(Ordering::Acquire))
     }
 
-    /// NIC-scope state of `device`.
-    pub fn nic_view(&self, device: usize) -> NicView {
-        self.devices[device].nic_view()
+    /// NIC-scope state of `device`; `None` if it is not a candidate.
+    pub fn nic_view(&self, device: usize) -> Option<NicView> {
+        self.devices.get(device).map(DeviceState::nic_view)
     }
 
-    /// When `device` last got a completion sample (0 before the first).
-    pub fn nic_sample_ns(&self, device: usize) -> Nanos {
-        self.devices[device].sample_ns.load(Ordering::Acquire)
+    /// When `device` last got a completion sample (0 before the first);
+    /// `None` if it is not a candidate.
+    pub fn nic_sample_ns(&self, device: usize) -> Option<Nanos> {
+        let d = self.devices.get(device)?;
+        Some(d.sample_ns.load(Ordering::Acquire))
     }
 
-    /// `peer`'s ledger entry on `device`, if the ledger is on and has one.
+    /// `peer`'s ledger entry on `device`, if the ledger is on, `device` is
+    /// a candidate and the ledger has one.
     pub fn peer_view(&self, _device: usize, _peer: u32) -> Option<super::PeerView> {
         #[cfg(feature = "peer-feedback")]
-        if let Some(l) = &self.ledger {
+        if let (Some(l), true) = (&self.ledger, _device < self.devices.len()) {
             return l.view(_device, _peer);
         }
         None
     }
 
-    /// Live ledger entries on `device` (0 with no ledger).
+    /// Live ledger entries on `device` (0 with no ledger, or if `device` is
+    /// not a candidate).
     pub fn peer_entries(&self, _device: usize) -> u32 {
         #[cfg(feature = "peer-feedback")]
-        if let Some(l) = &self.ledger {
+        if let (Some(l), true) = (&self.ledger, _device < self.devices.len()) {
             return l.live(_device);
         }
         0
     }
 
     /// The score `device` would get for a slice of `bytes` to `peer` now,
-    /// given the whole-set `fallback` decision (diagnostics and tests).
-    pub fn score_of(&self, device: usize, peer: Option<u32>, bytes: u32, fallback: bool) -> Score {
-        self.score(device, peer, u64::from(bytes), fallback)
+    /// given the whole-set `fallback` decision (diagnostics and tests);
+    /// `None` if `device` is not a candidate.
+    pub fn score_of(
+        &self,
+        device: usize,
+        peer: Option<u32>,
+        bytes: u32,
+        fallback: bool,
+    ) -> Option<Score> {
+        (device < self.devices.len()).then(|| self.score(device, peer, u64::from(bytes), fallback))
     }
 
     /// A snapshot of the counters.

@@ -187,11 +187,23 @@ impl Score {
     }
 
     /// Not worse than `other × ratio_q8 / 256` (used to bound probes).
+    /// Exact for every input (no overflow).
     #[inline]
     pub fn within(self, other: Score, ratio_q8: u32) -> bool {
-        // self.num/self.den <= other.num/other.den * ratio/256
-        u128::from(self.num) * u128::from(other.den) * 256
-            <= u128::from(other.num) * u128::from(self.den) * u128::from(ratio_q8)
+        // self.num/self.den <= other.num/other.den * ratio/256, i.e.
+        // a * 256 <= b * ratio with a, b < 2^128, i.e. a <= floor(b * ratio / 256),
+        // with b = 256q + m: floor(b * ratio / 256) = q * ratio + floor(m * ratio / 256).
+        let a = u128::from(self.num) * u128::from(other.den);
+        let b = u128::from(other.num) * u128::from(self.den);
+        let r = u128::from(ratio_q8);
+        // An overflowing right-hand side exceeds every u128 `a`.
+        match (b >> 8)
+            .checked_mul(r)
+            .and_then(|qr| qr.checked_add(((b & 0xff) * r) >> 8))
+        {
+            Some(rhs) => a <= rhs,
+            None => true,
+        }
     }
 
     /// The inverse score in Q32 fixed point, saturating; used to split a
@@ -218,16 +230,18 @@ pub fn bandwidth_sample(bytes: u64, latency_ns: Nanos) -> u64 {
 }
 
 /// Clamps `bw` to `[nominal × floor_q8 / 256, nominal × ceil_q8 / 256]`,
-/// and to at least 1 byte/s.
+/// and to at least 1 byte/s. A floor above the ceiling (a config that
+/// [`RailConfig::validate`](super::RailConfig::validate) refuses) yields
+/// the ceiling.
 #[inline]
 pub fn clamp_bw(bw: u64, nominal: u64, floor_q8: u32, ceil_q8: u32) -> u64 {
     let scale =
         |q: u32| u64::try_from(u128::from(nominal) * u128::from(q) / 256).unwrap_or(u64::MAX);
-    bw.clamp(scale(floor_q8).max(1), scale(ceil_q8).max(1))
+    bw.max(scale(floor_q8).max(1)).min(scale(ceil_q8).max(1))
 }
 
 /// One EWMA step: `old + (sample − old) × alpha_q16 / 65536`, clamped by
-/// [`clamp_bw`]. An `old` of zero (no history) takes the sample directly.
+/// [`clamp_bw`] (an `alpha_q16` above 65536 counts as 65536). An `old` of zero (no history) takes the sample directly.
 #[inline]
 pub fn ewma_step(
     old: u64,
@@ -241,7 +255,8 @@ pub fn ewma_step(
     if old == 0 {
         return sample;
     }
-    let a = u128::from(alpha_q16);
+    // At most 1.0: `old` moves towards the sample, never past it.
+    let a = u128::from(alpha_q16.min(1 << 16));
     let next = if sample >= old {
         u128::from(old) + ((u128::from(sample - old) * a) >> 16)
     } else {

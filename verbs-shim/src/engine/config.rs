@@ -127,8 +127,13 @@ pub struct EngineConfig {
     /// How long a retired endpoint may drain before its QPs are forced to
     /// ERR (twice this: reclaimed anyway).
     pub drain_timeout: Duration,
-    /// Handshake socket timeout.
+    /// Handshake timeout: of each socket read and write, and, on the
+    /// listener, of a whole passive handshake (accept to barrier), so a
+    /// slow peer is dropped after it.
     pub handshake_timeout: Duration,
+    /// Passive handshakes the listener runs at once (1..=1024; default 8);
+    /// a connection beyond them is refused at once, never queued.
+    pub max_handshakes: u16,
     /// RC local ACK timeout exponent (4.096 µs × 2^n) of every QP: with
     /// [`qp_retry_cnt`](Self::qp_retry_cnt), how long a dead peer takes to
     /// surface as `IBV_WC_RETRY_EXC_ERR` (`MC_IB_TIMEOUT`).
@@ -173,6 +178,7 @@ impl Default for EngineConfig {
             transfer_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(2),
             handshake_timeout: Duration::from_secs(10),
+            max_handshakes: 8,
             qp_timeout: 14,
             qp_retry_cnt: 7,
             idle_sleep: Some(Duration::from_millis(1)),
@@ -372,6 +378,13 @@ impl EngineConfig {
         }
         if self.port == 0 {
             return bad("port", "0".into(), "a port number from 1");
+        }
+        if self.max_handshakes == 0 || self.max_handshakes > 1024 {
+            return bad(
+                "max_handshakes",
+                self.max_handshakes.to_string(),
+                "an integer in 1..=1024",
+            );
         }
         if self.rail_nominal_bps == 0 {
             return bad("rail_nominal_bps", "0".into(), "bytes per second from 1");

@@ -53,7 +53,7 @@ pub(crate) struct FaultState {
     bad_lkey: AtomicBool,
     /// The engine's regions registered again in another PD (wrong lkeys).
     #[cfg(feature = "fault-injection")]
-    foreign: std::sync::OnceLock<(crate::ProtectionDomain, Vec<MemoryRegion>)>,
+    pub(crate) foreign: std::sync::OnceLock<(crate::ProtectionDomain, Vec<Option<MemoryRegion>>)>,
 }
 
 impl FaultState {
@@ -103,7 +103,12 @@ impl FaultState {
     ) -> &'a MemoryRegion {
         #[cfg(feature = "fault-injection")]
         if _dev == 0 && self.bad_lkey.load(Ordering::Acquire) {
-            if let Some(m) = self.foreign.get().and_then(|(_, v)| v.get(_idx)) {
+            if let Some(m) = self
+                .foreign
+                .get()
+                .and_then(|(_, v)| v.get(_idx))
+                .and_then(Option::as_ref)
+            {
                 return m;
             }
         }
@@ -156,23 +161,24 @@ impl Engine {
     /// second protection domain (the NIC answers `LOC_PROT_ERR`; rxe answers
     /// `LOC_QP_OP_ERR`). Applies to posts on device 0. The
     /// foreign registrations are made on first use, for every region
-    /// registered so far, and live as long as the engine.
+    /// registered so far (by slot), and live as long as the engine; from
+    /// then on `deregister_memory` is refused.
     pub fn fault_bad_lkey(&self, on: bool) -> Result<(), EngineError> {
         let f = &self.shared.fault;
         if on && f.foreign.get().is_none() {
             let pd = self.shared.devs[0].ctx.alloc_pd()?;
             let mut v = Vec::new();
-            for m in self
-                .shared
-                .mem
-                .iter()
-                .map_while(|m| m.get())
-                .filter_map(|m| m.regs.first())
-            {
-                // SAFETY: the engine's regions live until the engine is
-                // dropped; this registration is dropped with it (after
-                // every QP was flushed), and the NIC only reads/writes the
-                // same bytes the engine's own registration covers.
+            for m in self.shared.regions_first() {
+                let Some(m) = m else {
+                    v.push(None);
+                    continue;
+                };
+                // SAFETY: once foreign registrations exist,
+                // `deregister_memory` refuses, so the engine's regions live
+                // until the engine is dropped; this registration is dropped
+                // with it (after every QP was flushed), and the NIC only
+                // reads/writes the same bytes the engine's own registration
+                // covers.
                 let mr = unsafe {
                     MemoryRegion::register(
                         &pd,
@@ -181,7 +187,7 @@ impl Engine {
                         crate::Access::ALL_RDMA,
                     )
                 }?;
-                v.push(mr);
+                v.push(Some(mr));
             }
             let _ = f.foreign.set((pd, v));
         }

@@ -15,6 +15,8 @@
 //!   [`Engine::register_memory`], [`Engine::open_segment`],
 //!   [`Engine::allocate_batch`], [`Engine::submit`],
 //!   [`Engine::task_status`], [`Engine::cancel_batch`],
+//!   [`Engine::deregister_memory`] (refused while transfers may touch the
+//!   region: `memory.rs`),
 //!   [`Engine::free_batch`], [`Engine::task_anomaly`] /
 //!   [`Engine::task_anomaly_detail`] (RFC 4162 task evidence).
 //! * **Addresses** are Mooncake-style absolute virtual addresses: a
@@ -99,6 +101,7 @@ mod cc_gate;
 mod config;
 mod events;
 mod fault;
+mod memory;
 mod rail_diag;
 mod reconnect;
 mod worker;
@@ -117,7 +120,7 @@ pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Varia
 pub use railyard_core::token::TokenRecord;
 pub use reconnect::SegmentInfo;
 
-use crate::handshake::{Handshake, HandshakeError};
+use crate::handshake::{Handshake, HandshakeError, Refusal};
 use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
 use crate::{
     Access, CompletionQueue, Context, MemoryRegion, Mtu, ProtectionDomain, QpCaps, QpConfig,
@@ -213,6 +216,29 @@ pub enum EngineError {
     },
     /// [`MAX_MEMORY_REGIONS`] regions are registered.
     TooManyRegions,
+    /// `register_memory` of a range that overlaps a registered region.
+    RegionOverlap {
+        /// Start of the refused range.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// Start of the registered region it overlaps.
+        other: u64,
+    },
+    /// `deregister_memory` of an address that is not the start of a
+    /// registered region.
+    NoSuchRegion {
+        /// The address given.
+        addr: u64,
+    },
+    /// `deregister_memory` while transfers may still touch the region
+    /// (slices queued or posted on it); nothing changed.
+    MemoryBusy {
+        /// The region's start.
+        addr: u64,
+        /// Slices queued plus work requests in flight on it.
+        pins: u64,
+    },
     /// Not implemented yet; the message says what it waits for.
     Unsupported(&'static str),
     /// A core table could not be built.
@@ -253,6 +279,17 @@ impl fmt::Display for EngineError {
                 "remote range {addr:#x}+{len} is not inside one region the peer exported"
             ),
             Self::TooManyRegions => write!(f, "at most {MAX_MEMORY_REGIONS} memory regions"),
+            Self::RegionOverlap { addr, len, other } => write!(
+                f,
+                "memory {addr:#x}+{len} overlaps the region registered at {other:#x}"
+            ),
+            Self::NoSuchRegion { addr } => {
+                write!(f, "no memory region registered at {addr:#x}")
+            }
+            Self::MemoryBusy { addr, pins } => write!(
+                f,
+                "memory region {addr:#x} is in use by transfers ({pins} slices queued or in flight); not deregistered"
+            ),
             Self::Unsupported(what) => write!(f, "not supported yet: {what}"),
             Self::Core(what) => write!(f, "cannot build {what}"),
         }
@@ -411,6 +448,95 @@ pub struct EngineStats {
     /// Posts the composed hot path refused as invalid input (an engine
     /// bug; the slice failed instead of posting without its holds): 0.
     pub invalid_posts: u64,
+    /// How the handshake listener ended each connection it accepted.
+    pub handshakes: HandshakeStats,
+    /// Memory regions registered now.
+    pub mem_regions: u64,
+    /// Memory pins held over every region: slices queued plus work
+    /// requests in flight ([`Engine::deregister_memory`] is refused while
+    /// a region has any). Zero when the engine is idle.
+    pub mem_pins: u64,
+}
+
+/// How the handshake listener ended each connection
+/// ([`EngineStats::handshakes`]). Every connection lands in exactly one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandshakeStats {
+    /// Became a segment.
+    pub accepted: u64,
+    /// Refused at once: `max_handshakes` were in progress (or no thread
+    /// could be started for it).
+    pub busy: u64,
+    /// Bytes that are not a descriptor (oversized, truncated, bad magic or
+    /// version, out-of-range fields) or a wrong barrier byte.
+    pub malformed: u64,
+    /// Silent or too slow past `handshake_timeout`.
+    pub timed_out: u64,
+    /// Closed or reset by the peer mid-handshake.
+    pub closed: u64,
+    /// A replayed descriptor (the QPs of a connection already made).
+    pub replayed: u64,
+    /// Failed after a valid descriptor arrived: a mismatched peer
+    /// (`MC_NUM_QP_PER_EP`), QP setup, or the endpoint table full.
+    pub failed: u64,
+}
+
+/// The listener's counters, one per [`HandshakeStats`] field.
+#[derive(Default)]
+pub(crate) struct HandshakeCounters([AtomicU64; 7]);
+
+impl HandshakeCounters {
+    const ACCEPTED: usize = 0;
+    const BUSY: usize = 1;
+    const MALFORMED: usize = 2;
+    const TIMED_OUT: usize = 3;
+    const CLOSED: usize = 4;
+    const REPLAYED: usize = 5;
+    const FAILED: usize = 6;
+
+    fn bump(&self, which: usize) {
+        self.0[which].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection the listener refused before its descriptor.
+    pub(crate) fn refused(&self, r: &Refusal) {
+        self.bump(match r {
+            Refusal::Busy { .. } | Refusal::Spawn(_) => Self::BUSY,
+            Refusal::Handshake(e) => Self::of(e),
+        });
+    }
+
+    /// Counts how a passive handshake with a received descriptor ended.
+    pub(crate) fn finished(&self, r: &Result<(), EngineError>) {
+        self.bump(match r {
+            Ok(()) => Self::ACCEPTED,
+            Err(EngineError::Handshake(e)) => Self::of(e),
+            Err(_) => Self::FAILED,
+        });
+    }
+
+    fn of(e: &HandshakeError) -> usize {
+        match e {
+            HandshakeError::Timeout { .. } => Self::TIMED_OUT,
+            HandshakeError::ConnectionClosed { .. } => Self::CLOSED,
+            HandshakeError::Decode(_) | HandshakeError::BarrierMismatch(_) => Self::MALFORMED,
+            HandshakeError::Replayed => Self::REPLAYED,
+            HandshakeError::Io { .. } | HandshakeError::Encode(_) => Self::FAILED,
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> HandshakeStats {
+        let l = |i: usize| self.0[i].load(Ordering::Relaxed);
+        HandshakeStats {
+            accepted: l(Self::ACCEPTED),
+            busy: l(Self::BUSY),
+            malformed: l(Self::MALFORMED),
+            timed_out: l(Self::TIMED_OUT),
+            closed: l(Self::CLOSED),
+            replayed: l(Self::REPLAYED),
+            failed: l(Self::FAILED),
+        }
+    }
 }
 
 /// The engine's per-endpoint resource, held in the core `EndpointTable`
@@ -438,8 +564,29 @@ pub(crate) struct RailEntry {
     /// The peer's first QP number on this rail (a reconnect names the
     /// connection it replaces by it: [`PeerDescriptor::replaces`]).
     peer_qpn: u32,
+    /// That QP's initial PSN and the peer NIC's GID: with `peer_qpn`, what
+    /// a replayed descriptor repeats (`Shared::is_replay`).
+    peer_psn: u32,
+    peer_gid: [u8; 16],
     /// CC route domain (local device × the peer's NIC).
     route: u32,
+}
+
+/// Whether `peer`'s rail-0 QP (GID, QP number, initial PSN) is among
+/// `known`, the peer sides of connections already made.
+fn repeats(known: impl IntoIterator<Item = ([u8; 16], u32, u32)>, peer: &PeerDescriptor) -> bool {
+    let Some((nic, qp)) = peer.nics.first().and_then(|n| Some((n, n.qps.first()?))) else {
+        return false;
+    };
+    known.into_iter().any(|k| k == (nic.gid, qp.qpn, qp.psn))
+}
+
+/// Which side of the handshake [`Shared::establish`] runs.
+pub(crate) enum Side {
+    /// We connected: send our descriptor first.
+    Initiator,
+    /// The peer connected and its descriptor is already received.
+    Target(PeerDescriptor),
 }
 
 struct SegmentEntry {
@@ -638,9 +785,8 @@ pub(crate) struct Shared {
     /// CC route index per (local device, peer NIC GID, LID); at most
     /// `max_endpoints` per device.
     routes: Mutex<HashMap<RouteKey, u32>>,
-    /// Append-only registered memory, lock-free to read.
-    pub(crate) mem: Box<[OnceLock<MemEntry>]>,
-    mem_count: Mutex<usize>,
+    /// Registered memory: the region table and its pins (`memory.rs`).
+    pub(crate) mem: memory::MemTable,
     pub(crate) meta: Box<[SliceMeta]>,
     pub(crate) tasks: Box<[TaskCell]>,
     /// One submission queue per shard.
@@ -659,6 +805,8 @@ pub(crate) struct Shared {
     pub(crate) retired: AtomicU64,
     pub(crate) reclaimed: AtomicU64,
     pub(crate) force_flushes: AtomicU64,
+    /// The handshake listener's outcomes.
+    pub(crate) handshakes: HandshakeCounters,
     /// Worker threads, for unparking idle ones.
     pub(crate) threads: OnceLock<Vec<std::thread::Thread>>,
     /// Workers, monitor and event thread stop.
@@ -713,6 +861,11 @@ impl Shared {
     /// (exactly once: only the winner of the slice CAS gets here).
     pub(crate) fn settled(&self, slice: u32, state: SliceState) {
         let m = &self.meta[slice as usize];
+        // The slice's pin on its memory, before the task counters make the
+        // batch freeable (then the slot and `m.mem` may be reused).
+        if !matches!(state, SliceState::Idle | SliceState::Pending) {
+            self.mem.unpin(m.mem.load(Ordering::Relaxed) as usize, 1);
+        }
         let t = &self.tasks[m.task.load(Ordering::Relaxed) as usize];
         match state {
             SliceState::Succeeded => {
@@ -845,11 +998,11 @@ impl Shared {
                             Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
                         && self.gate.usable(x.dev, x.route)
                 })
-                .map(|x| {
+                .filter_map(|x| {
                     let score = self
                         .rails
-                        .score_of(usize::from(x.dev), Some(seg), bytes, false);
-                    (score, x.dev, x.handle, x.shards.get(qp).copied(), x.route)
+                        .score_of(usize::from(x.dev), Some(seg), bytes, false)?;
+                    Some((score, x.dev, x.handle, x.shards.get(qp).copied(), x.route))
                 })
                 .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
         };
@@ -1047,15 +1200,7 @@ impl Shared {
         let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
         let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
         let psn_base = (self.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
-        let count = *self.mem_count.lock().unwrap_or_else(|e| e.into_inner());
-        let segments = self.mem[..count]
-            .iter()
-            .filter_map(|m| {
-                m.get()
-                    .and_then(|m| m.regs.get(dev))
-                    .map(|m| m.descriptor())
-            })
-            .collect();
+        let segments = self.region_descriptors(dev);
         Ok((
             EndpointDescriptor {
                 gid,
@@ -1074,21 +1219,39 @@ impl Shared {
         ))
     }
 
-    /// Both sides of the handshake, then records the segment (`peer`: the
-    /// address we dialed, for segments we opened, which this engine can
-    /// reconnect).
+    /// The initiator's side of the handshake, then records the segment
+    /// (`peer`: the address we dialed, which this engine can reconnect).
     pub(crate) fn connect(
         &self,
         hs: Handshake,
-        initiator: bool,
         peer: Option<SocketAddr>,
     ) -> Result<SegmentId, EngineError> {
-        let (rails, replaces) = self.establish(hs, initiator, None)?;
-        if !initiator {
-            if let Some(q) = replaces {
-                self.retire_replaced(q, &rails);
-            }
+        let (rails, _) = self.establish(hs, Side::Initiator, None)?;
+        Ok(self.record_segment(rails, peer))
+    }
+
+    /// The target's side, for a descriptor the listener already received
+    /// and decoded: refuses a replay ([`Shared::is_replay`]) before
+    /// anything is built, then connects and records the segment, retiring
+    /// the connection the peer says it replaces.
+    pub(crate) fn accept_peer(
+        &self,
+        peer: PeerDescriptor,
+        hs: Handshake,
+    ) -> Result<(), EngineError> {
+        if self.is_replay(&peer) {
+            // Dropping `hs` closes the connection.
+            return Err(EngineError::Handshake(HandshakeError::Replayed));
         }
+        let (rails, replaces) = self.establish(hs, Side::Target(peer), None)?;
+        if let Some(q) = replaces {
+            self.retire_replaced(q, &rails);
+        }
+        self.record_segment(rails, None);
+        Ok(())
+    }
+
+    fn record_segment(&self, rails: Vec<RailEntry>, peer: Option<SocketAddr>) -> SegmentId {
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         segs.push(SegmentEntry {
             rails,
@@ -1097,11 +1260,29 @@ impl Shared {
             reconnects: 0,
             closed: false,
         });
-        Ok(SegmentId(segs.len() as u32 - 1))
+        SegmentId(segs.len() as u32 - 1)
+    }
+
+    /// A replayed descriptor: its rail-0 QP (GID, QP number and initial
+    /// PSN) is the peer side of a connection this engine already made. A
+    /// real peer's new connection, a reconnect included, always brings new
+    /// QPs (and a fresh random PSN, so even a QP number the kernel reused
+    /// after a peer restart does not match), so only a copy of an old
+    /// descriptor can. Checked against every segment ever recorded
+    /// (closed ones too: the list is append-only).
+    fn is_replay(&self, peer: &PeerDescriptor) -> bool {
+        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        repeats(
+            segs.iter()
+                .filter_map(|e| e.rails.first())
+                .map(|r| (r.peer_gid, r.peer_qpn, r.peer_psn)),
+            peer,
+        )
     }
 
     /// Both sides of the handshake: builds QPs on every device, exchanges
-    /// descriptors (one NIC entry per device; `initiator` sends first),
+    /// descriptors (one NIC entry per device; the initiator sends first, the
+    /// target has already received the initiator's: [`Side::Target`]),
     /// connects the rail-matched pairs, barriers, then opens one endpoint
     /// per rail in the table. The caller publishes the rails.
     ///
@@ -1118,7 +1299,7 @@ impl Shared {
     pub(crate) fn establish(
         &self,
         hs: Handshake,
-        initiator: bool,
+        side: Side,
         replaces: Option<u32>,
     ) -> Result<(Vec<RailEntry>, Option<u32>), EngineError> {
         let mut built = Vec::with_capacity(self.devs.len());
@@ -1132,10 +1313,9 @@ impl Shared {
             local.nics.push(nic);
             built.push((qps, shards, psn_base));
         }
-        let (peer, mut hs) = if initiator {
-            hs.exchange_as_initiator(&local)?
-        } else {
-            hs.exchange_as_target(&local)?
+        let (peer, mut hs) = match side {
+            Side::Initiator => hs.exchange_as_initiator(&local)?,
+            Side::Target(peer) => (peer, hs.reply(&local)?),
         };
         let rails = built.len().min(peer.nics.len());
         built.truncate(rails);
@@ -1158,13 +1338,23 @@ impl Shared {
                 };
                 qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
             }
-            let route = self.route_for(d as u16, nic.gid, nic.lid)?;
-            let peer_qpn = nic.qps[0].qpn;
-            connected.push((d as u16, qps, shards, route, nic.segments.clone(), peer_qpn));
+            connected.push((d as u16, qps, shards, nic));
         }
         hs.barrier()?;
         let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
-        for (dev, qps, shards, route, remote, peer_qpn) in connected {
+        for (dev, qps, shards, nic) in connected {
+            // Only a peer that completed the barrier gets a CC route
+            // domain (a fixed-size table): one that drops out never holds one.
+            let route = match self.route_for(dev, nic.gid, nic.lid) {
+                Ok(r) => r,
+                Err(e) => {
+                    for r in &entry {
+                        self.retire(r.handle, RetireReason::Shutdown);
+                    }
+                    return Err(e);
+                }
+            };
+            let remote = nic.segments.clone();
             let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
             let handle = match self.endpoints.open(EpResource {
                 qps,
@@ -1191,7 +1381,9 @@ impl Shared {
                 remote,
                 shards,
                 qpns,
-                peer_qpn,
+                peer_qpn: nic.qps[0].qpn,
+                peer_psn: nic.qps[0].psn,
+                peer_gid: nic.gid,
                 route,
             });
         }
@@ -1250,12 +1442,15 @@ impl Shared {
             retired: self.retired.load(Ordering::Relaxed),
             reclaimed: self.reclaimed.load(Ordering::Relaxed),
             force_flushes: self.force_flushes.load(Ordering::Relaxed),
+            handshakes: self.handshakes.snapshot(),
             gate: self.gate.stats(),
             rails: self.devs.len() as u16,
+            mem_regions: self.mem.count(),
+            mem_pins: self.mem.pins_total(),
             ..EngineStats::default()
         };
         for d in 0..self.devs.len().min(MAX_RAILS) {
-            s.rail_charged_bytes[d] = self.rails.nic_inflight(d);
+            s.rail_charged_bytes[d] = self.rails.nic_inflight(d).unwrap_or(0);
         }
         let rc = self.rails.counters();
         s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
@@ -1334,7 +1529,10 @@ pub(crate) fn plan_rails(
     }
     let score = |d: usize| sel.score_of(d, Some(seg.0), run_bytes, false);
     let Some(best) = (0..ndev).filter(|&d| usable[d].is_some()).reduce(|a, b| {
-        if score(b).better_than(score(a)) {
+        if score(b)
+            .zip(score(a))
+            .is_some_and(|(sb, sa)| sb.better_than(sa))
+        {
             b
         } else {
             a
@@ -1496,8 +1694,7 @@ impl Engine {
             gate,
             cc_error,
             routes: Mutex::new(HashMap::new()),
-            mem: (0..MAX_MEMORY_REGIONS).map(|_| OnceLock::new()).collect(),
-            mem_count: Mutex::new(0),
+            mem: memory::MemTable::new(inflight as usize),
             meta: (0..cfg.max_slices).map(|_| SliceMeta::default()).collect(),
             tasks: (0..cfg.max_tasks).map(|_| TaskCell::default()).collect(),
             queues: (0..shards)
@@ -1516,6 +1713,7 @@ impl Engine {
             retired: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
             force_flushes: AtomicU64::new(0),
+            handshakes: HandshakeCounters::default(),
             threads: OnceLock::new(),
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
@@ -1581,14 +1779,6 @@ impl Engine {
     /// `first`'s memory must stay valid until the returned entry's last
     /// registration is dropped (it is: `MemEntry` drops `first` last).
     unsafe fn add_region(&self, first: MemoryRegion) -> Result<Arc<MemoryRegion>, EngineError> {
-        let mut n = self
-            .shared
-            .mem_count
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if *n >= MAX_MEMORY_REGIONS {
-            return Err(EngineError::TooManyRegions);
-        }
         let first = Arc::new(first);
         let mut entry = MemEntry {
             regs: vec![first.clone()],
@@ -1607,17 +1797,19 @@ impl Engine {
             }?;
             entry.regs.push(Arc::new(mr));
         }
-        let _ = self.shared.mem[*n].set(entry);
-        *n += 1;
+        // On an overlap or a full table the entry is dropped here, which
+        // deregisters what was registered above.
+        self.shared.mem.insert(entry)?;
         Ok(first)
     }
 
     /// Allocates and registers `len` zeroed, page-aligned bytes owned by the
     /// engine (Mooncake's `registerLocalMemory` for engine-owned buffers),
-    /// on every device (each device has its own lkey/rkey). Registered
-    /// memory lives as long as the engine, so no posted work can outlive
-    /// it. Peers see it if it is registered before they connect. The
-    /// returned region is the device-0 registration.
+    /// on every device (each device has its own lkey/rkey). It stays
+    /// registered until [`deregister_memory`](Self::deregister_memory)
+    /// (refused while transfers may touch it) or the engine is dropped.
+    /// Peers see it if it is registered before they connect. The returned
+    /// region is the device-0 registration.
     pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
         let mr = MemoryRegion::alloc(&self.shared.devs[0].pd, len, Access::ALL_RDMA)?;
         // SAFETY: the buffer is owned by `mr`, dropped after the other
@@ -1625,14 +1817,17 @@ impl Engine {
         unsafe { self.add_region(mr) }
     }
 
-    /// Registers caller memory (a KV-cache pool, say).
+    /// Registers caller memory (a KV-cache pool, say). A range that
+    /// overlaps a registered region is refused
+    /// ([`EngineError::RegionOverlap`]).
     ///
     /// # Safety
     ///
-    /// `addr..addr+len` must stay valid for reads and writes until the
-    /// engine is dropped (the engine keeps the registration until then),
-    /// and must not be accessed through Rust references while transfers
-    /// may touch it.
+    /// `addr..addr+len` must stay valid for reads and writes until
+    /// [`deregister_memory(addr)`](Self::deregister_memory) returned `Ok`
+    /// (and the returned `Arc` is dropped) or the engine is dropped, and
+    /// must not be accessed through Rust references while transfers may
+    /// touch it.
     pub unsafe fn register_memory(
         &self,
         addr: *mut u8,
@@ -1665,7 +1860,7 @@ impl Engine {
         let hs = Handshake::connect(&addrs[..], self.shared.cfg.handshake_timeout)?;
         // The address that answered (the one to dial again on reconnect).
         let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
-        self.shared.connect(hs, true, dialed)
+        self.shared.connect(hs, dialed)
     }
 
     /// The regions the peer exported at handshake time (remote addresses of
@@ -1766,32 +1961,27 @@ impl Engine {
             /// The segment's active rails.
             rails: Vec<RailChoice>,
         }
-        // 1. Validate every transfer.
+        // 1. Validate every transfer, and pin its memory once per slice
+        // (under the table lock: the region found is the one pinned). The
+        // pins go back if anything below refuses.
         let mut plans = Vec::with_capacity(transfers.len());
+        let mut pins = memory::SubmitPins::new(&sh.mem);
         {
             let segs = sh.segments.read().unwrap_or_else(|e| e.into_inner());
-            let nmem = *sh.mem_count.lock().unwrap_or_else(|e| e.into_inner());
+            let regions = sh.mem.lock();
             for t in transfers {
                 if t.len == 0 {
                     return Err(EngineError::ZeroLength);
                 }
-                let local_err = EngineError::LocalRange {
-                    addr: t.local,
-                    len: t.len,
-                };
-                let end = t.local.checked_add(t.len).ok_or(local_err)?;
-                let (mem, local_off) = sh.mem[..nmem]
-                    .iter()
-                    .enumerate()
-                    .find_map(|(i, m)| {
-                        let m = m.get()?.regs.first()?;
-                        (t.local >= m.addr() && end <= m.addr() + m.len() as u64)
-                            .then(|| (i as u32, t.local - m.addr()))
-                    })
-                    .ok_or(EngineError::LocalRange {
+                let memory::Located {
+                    mem,
+                    offset: local_off,
+                } = memory::MemTable::locate(&regions, t.local, t.len).ok_or(
+                    EngineError::LocalRange {
                         addr: t.local,
                         len: t.len,
-                    })?;
+                    },
+                )?;
                 let seg = segs
                     .get(t.segment.0 as usize)
                     .ok_or(EngineError::NoSuchSegment(t.segment))?;
@@ -1826,6 +2016,7 @@ impl Engine {
                         addr: t.remote_offset,
                         len: t.len,
                     })?;
+                pins.pin(mem, slice_count(t.len, sh.cfg.slice_size), t.local, t.len)?;
                 plans.push(Plan {
                     mem,
                     local_off,
@@ -1934,12 +2125,18 @@ impl Engine {
             b.tasks.push(entry);
         }
         // Open and queue only after every slice is described and the batch
-        // holds them (so cancel/timeout scans see them).
+        // holds them (so cancel/timeout scans see them). From here each
+        // slice's memory pin is released when the slice settles.
+        pins.commit();
         for te in &b.tasks[b.tasks.len() - transfers.len()..] {
             for &s in &te.slices {
-                // A freed slot is never Pending, so open cannot refuse.
-                if let Ok(r) = sh.slices.open(s) {
-                    sh.requeue(r);
+                // A freed slot is never Pending, so open cannot refuse; if
+                // it did, the slice would never settle: give its pin back.
+                match sh.slices.open(s) {
+                    Ok(r) => sh.requeue(r),
+                    Err(_) => sh
+                        .mem
+                        .unpin(sh.meta[s as usize].mem.load(Ordering::Relaxed) as usize, 1),
                 }
             }
         }
@@ -2157,6 +2354,31 @@ mod tests {
     }
 
     #[test]
+    fn a_replay_repeats_gid_qpn_and_psn_of_rail_0() {
+        let nic = |gid: u8, qpn: u32, psn: u32| EndpointDescriptor {
+            gid: [gid; 16],
+            lid: 0,
+            qps: vec![QpEndpoint { qpn, psn }, QpEndpoint { qpn: 99, psn: 1 }],
+            segments: vec![],
+        };
+        let known = [([1u8; 16], 10, 500), ([2u8; 16], 11, 600)];
+        let p = |n: EndpointDescriptor| PeerDescriptor::from(n);
+        assert!(repeats(known, &p(nic(1, 10, 500))));
+        assert!(repeats(known, &p(nic(2, 11, 600))));
+        // A reused QP number after a peer restart has a fresh PSN.
+        assert!(!repeats(known, &p(nic(1, 10, 501))));
+        assert!(!repeats(known, &p(nic(1, 11, 500))));
+        assert!(!repeats(known, &p(nic(3, 10, 500))));
+        assert!(!repeats([], &p(nic(1, 10, 500))));
+        // Only rail 0's first QP counts (a second NIC entry is not a replay).
+        let two = PeerDescriptor {
+            nics: vec![nic(3, 1, 1), nic(1, 10, 500)],
+            replaces: None,
+        };
+        assert!(!repeats(known, &two));
+    }
+
+    #[test]
     fn invalid_config_is_refused_before_touching_the_device() {
         let cfg = EngineConfig {
             worker_model: WorkerModel::DedicatedPoller,
@@ -2285,7 +2507,10 @@ mod tests {
         let p = plan_rails(&sel, &(), seg, &[(1, 64)], 5, run, 0).0;
         assert_eq!(p, vec![0; 5]);
         // Nothing was charged by planning.
-        assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (0, 0));
+        assert_eq!(
+            (sel.nic_inflight(0), sel.nic_inflight(1)),
+            (Some(0), Some(0))
+        );
     }
 
     #[cfg(feature = "adaptive-cc")]

@@ -88,7 +88,7 @@ impl Engine {
     /// The NIC-scope state of local device `device` (in-flight bytes, the
     /// completion EWMA, the nominal rate), or `None` past the last rail.
     pub fn rail_nic_view(&self, device: usize) -> Option<NicView> {
-        (device < self.shared.rails.len()).then(|| self.shared.rails.nic_view(device))
+        self.shared.rails.nic_view(device)
     }
 
     /// The peer ledger's entry for `seg` on local device `device`: bytes in

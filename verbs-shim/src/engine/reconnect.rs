@@ -207,7 +207,7 @@ impl Shared {
         let hs = crate::handshake::Handshake::connect(peer, self.cfg.handshake_timeout)?;
         // The peer retires its side of the old connection (named by its
         // rail-0 QP number) once the new one is up.
-        let (new, _) = self.establish(hs, true, replaces)?;
+        let (new, _) = self.establish(hs, super::Side::Initiator, replaces)?;
         // The new generations first, then the endpoints become visible: no
         // post on a new endpoint is admitted on an old generation.
         for x in &new {

@@ -15,7 +15,8 @@
 
 use super::{HotPath, Shared};
 use crate::engine::events::{event_action, EventAction};
-use crate::handshake::Handshake;
+use crate::handshake::{serve, ListenLimits};
+use crate::wire::PeerDescriptor;
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS};
 use railyard_core::cc::PollerStatus;
 use railyard_core::classify::{classify_event, FailureScope, Signal};
@@ -166,6 +167,8 @@ struct Pending {
     wr_id: WrId,
     slice: SliceRef,
     path: Path,
+    /// The memory region this post pinned (and only it is posted from).
+    mem: u32,
 }
 
 /// Pops up to one queue-length of slices from `shard`'s queue and posts
@@ -209,22 +212,34 @@ fn post_round(
         };
         let req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now)
             .to_peer(m.segment.load(Ordering::Relaxed));
+        // The memory pin of this post (memory.rs): held until its token
+        // ends. Refused only for a stale queued reference (its slice
+        // settled and its region was deregistered; the settle is then a
+        // no-op): nothing to post, nothing held yet.
+        let mem = m.mem.load(Ordering::Relaxed);
+        if !sh.mem.pin_post(mem as usize) {
+            sh.settle(r, Outcome::Failure);
+            continue;
+        }
         // Owned by a token from the claim on: a deadline then finds it in
         // flight (cleared if the post or the chain refuses it).
         m.posted.store(r.attempt, Ordering::Release);
         let refusal = match owner.post(req) {
             Ok(p) => {
+                sh.mem.token_holds(p.wr_id, mem);
                 // `chain` was flushed above if full.
                 let _ = chain.push(Pending {
                     wr_id: p.wr_id,
                     slice: r,
                     path: p.path,
+                    mem,
                 });
                 continue;
             }
             Err(e) => e,
         };
         m.posted.store(0, Ordering::Release);
+        sh.mem.unpin(mem as usize, 1);
         let rec = TokenRecord {
             slice: r,
             endpoint: path.endpoint,
@@ -335,7 +350,9 @@ fn flush_chain(
     let release_from = |from: usize, requeue: bool, chain: &[Pending]| {
         let now = sh.now();
         for p in &chain[from..] {
-            let _ = owner.unposted(p.wr_id, now);
+            if owner.unposted(p.wr_id, now).is_ok() {
+                sh.mem.unpin(p.mem as usize, 1);
+            }
             sh.meta[p.slice.index as usize]
                 .posted
                 .store(0, Ordering::Release);
@@ -366,10 +383,12 @@ fn flush_chain(
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
     for p in chain.iter() {
         let m = &sh.meta[p.slice.index as usize];
-        let mi = m.mem.load(Ordering::Relaxed) as usize;
+        let mi = p.mem as usize;
         let dev = usize::from(p.path.device);
-        let mem = sh.mem[mi]
-            .get()
+        // Pinned by this post (`pin_post`), so the entry is live.
+        let mem = sh
+            .mem
+            .entry_pinned(mi)
             .and_then(|e| e.regs.get(dev))
             .map(|r| sh.fault.local(mi, dev, r));
         let remote = res
@@ -398,10 +417,11 @@ fn flush_chain(
         });
     }
     c.doorbells.fetch_add(1, Ordering::Relaxed);
-    // SAFETY: every local region is owned by the engine (`Shared::mem`) and
-    // lives until the engine is dropped, which happens only after every QP
-    // was moved to ERR and every token came back (or the drain timed out,
-    // after which the QPs, being in ERR, no longer touch memory).
+    // SAFETY: every local region is one the engine registered, pinned by
+    // its post until the token ends (completion or unposted tail), so it
+    // cannot be deregistered meanwhile (`memory.rs`); at engine drop every
+    // QP was moved to ERR and every token came back (or the drain timed
+    // out, after which the QPs, being in ERR, no longer touch memory).
     match unsafe { qp.post_batch(&wrs) } {
         Ok(()) => {
             c.posts.fetch_add(wrs.len() as u64, Ordering::Relaxed);
@@ -458,6 +478,9 @@ fn poll_cq(
     let now = sh.now();
     c.completions.fetch_add(n as u64, Ordering::Relaxed);
     for wc in &wcs[..n] {
+        // The region this token pinned, read while the token is still
+        // live (after `complete` its slot may belong to another post).
+        let pinned = sh.mem.token_region(wc.wr_id);
         // Classified once, every hold released, the slice settled or
         // retried: all inside the composed hot path.
         let done = match owner.complete(wc.wr_id, wc.status, wc.vendor_err, now) {
@@ -467,6 +490,9 @@ fn poll_cq(
                 continue;
             }
         };
+        if let Some(m) = pinned {
+            sh.mem.unpin(m, 1);
+        }
         sh.fault
             .trace(&sh.gate, super::fault::TraceEvent::Completion(wc.status));
         if wc.status != WC_SUCCESS {
@@ -711,20 +737,22 @@ pub(crate) fn handle_async_event(
     }
 }
 
-/// Accepts peers' handshakes (the passive side of `open_segment`).
+/// Accepts peers' handshakes (the passive side of `open_segment`): each
+/// on its own thread, at most `max_handshakes` at once, each bounded by
+/// `handshake_timeout` from accept to barrier; every connection is counted
+/// in [`EngineStats::handshakes`](super::EngineStats::handshakes).
 fn listen(sh: &Shared, listener: TcpListener) {
-    while !sh.stop.load(Ordering::Acquire) {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                let _ = stream.set_nonblocking(false);
-                if let Ok(hs) = Handshake::from_stream(stream, sh.cfg.handshake_timeout) {
-                    // A failed handshake drops the connection and its QPs.
-                    let _ = sh.connect(hs, false, None);
-                }
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
-        }
-    }
+    let limits = ListenLimits {
+        max_concurrent: usize::from(sh.cfg.max_handshakes),
+        deadline: sh.cfg.handshake_timeout,
+    };
+    serve(
+        &listener,
+        &limits,
+        &sh.stop,
+        |peer: PeerDescriptor, hs| sh.handshakes.finished(&sh.accept_peer(peer, hs)),
+        |r| sh.handshakes.refused(&r),
+    );
 }
 
 #[cfg(test)]

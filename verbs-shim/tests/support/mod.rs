@@ -3,9 +3,10 @@
 //! allowance).
 #![allow(dead_code)]
 
+pub mod hostile;
 pub mod tracer;
 
-use railyard_verbs::engine::{Engine, EngineError, EngineStats};
+use railyard_verbs::engine::{CcMode, Engine, EngineConfig, EngineError, EngineStats};
 use railyard_verbs::VerbsError;
 use std::time::Duration;
 
@@ -30,6 +31,24 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The engine configuration of the device tests: `MC_*` from the
+/// environment, the CC controller in enforce mode unless
+/// `MC_ADAPTIVE_CC_MODE` says otherwise, and `RAILYARD_RDMA_DEVICE` /
+/// `RAILYARD_GID_INDEX` if set.
+pub fn env_config() -> EngineConfig {
+    let mut c = EngineConfig::from_env().expect("MC_* variables must be valid");
+    if std::env::var_os("MC_ADAPTIVE_CC_MODE").is_none() {
+        c.cc.mode = CcMode::Enforce;
+    }
+    if let Ok(d) = std::env::var("RAILYARD_RDMA_DEVICE") {
+        c.device = Some(d);
+    }
+    if let Ok(g) = std::env::var("RAILYARD_GID_INDEX") {
+        c.gid_index = g.parse().expect("RAILYARD_GID_INDEX must be 0..=255");
+    }
+    c
+}
+
 /// Whether `test` should skip because `e` says there is no RDMA device
 /// (and `RAILYARD_REQUIRE_RDMA=1` is not set); prints the `SKIP` line.
 pub fn skips_without_device(test: &str, e: &EngineError) -> bool {
@@ -46,7 +65,7 @@ pub fn skips_without_device(test: &str, e: &EngineError) -> bool {
 
 /// Waits until `e` is idle, then asserts every gauge is back to zero:
 /// tokens, endpoint outstanding posts, QP depth, CQ outstanding, open
-/// slices, refused completions, and the post gate's in-flight bytes and
+/// slices, memory pins, refused completions, and the post gate's in-flight bytes and
 /// permits (every admitted permit released, no refusal). Returns the stats
 /// for the caller's own checks.
 pub fn assert_idle(e: &Engine, who: &str, wait: Duration) -> EngineStats {
@@ -60,6 +79,7 @@ pub fn assert_idle(e: &Engine, who: &str, wait: Duration) -> EngineStats {
     assert_eq!(s.qp_depth, 0, "{who}: QP depth: {s:?}");
     assert_eq!(s.cq_outstanding, 0, "{who}: CQ outstanding: {s:?}");
     assert_eq!(s.slices_pending, 0, "{who}: slices pending: {s:?}");
+    assert_eq!(s.mem_pins, 0, "{who}: memory pins leaked: {s:?}");
     assert_eq!(
         s.bad_completions, 0,
         "{who}: refused (double) completions: {s:?}"

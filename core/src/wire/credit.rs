@@ -11,34 +11,14 @@
 //! [`decode`] runs **every** check on the raw bytes — version, message type,
 //! truncation, trailing bytes, reserved-zero fields, flag bits, list counts
 //! (at most [`MAX_RESOURCES_PER_MSG`]), duplicate resources, unknown
-//! resources marked required, reserved zero identifiers — *before* it builds
-//! any value. Decoding never panics and never allocates (lists are
-//! `heapless::Vec`s). The encoding is canonical: anything [`decode`]
-//! accepts, [`encode`] writes back byte for byte (unknown *optional*
-//! resources are preserved for that reason and ignored when converting to
-//! runtime types).
-//!
-//! # Zero identifiers are not valid
-//!
-//! RFC 2849 sketches `epoch{0}` and `sequence{0}` as *default initializers*
-//! and leaves their first value open. This schema decides: **session,
-//! epoch and sequence 0 are reserved** and refused ([`DecodeError::Zero`]),
-//! because zero is what a field nobody set holds — a default-built
-//! message must fail closed, not bind epoch 0 or pass as the first update.
-//! Epochs start at 1 per sender peer (the receiver's first `open`),
-//! sequences at 1 per `(session, epoch, class)`, for updates and usage
-//! reports alike; so "newer than the last accepted" starts from 0 =
-//! nothing accepted, with no special first case.
-//! An accepted [`CapabilityAnswerV1`] must bind a nonzero session and epoch
-//! at a nonzero version; a refused one binds nothing (version, session and
-//! epoch zero, else [`DecodeError::NonzeroReserved`]). The sender ledger and
-//! the receiver allocator refuse the same values on their runtime types
-//! ([`crate::credit::ZeroField`]), so the codec and the state machines
-//! agree. Session ids are also *ordered* (a receiver's next incarnation
-//! uses a larger one; see [`crate::credit::SessionId`]).
+//! resources marked required — *before* it builds any value. Decoding never
+//! panics and never allocates (lists are `heapless::Vec`s). The encoding is
+//! canonical: anything [`decode`] accepts, [`encode`] writes back byte for
+//! byte (unknown *optional* resources are preserved for that reason and
+//! ignored when converting to runtime types).
 //!
 //! ```
-//! use railyard_core::wire::{decode, encode, CreditUpdateV1, Message, WireAmount};
+//! use railyard_core::wire::credit::{decode, encode, CreditUpdateV1, Message, WireAmount};
 //! let mut m = CreditUpdateV1 { receiver_session: 9, epoch: 1, sequence: 4, ..Default::default() };
 //! m.grants.push(WireAmount { resource: 1, required: true, value: 1 << 20 }).unwrap();
 //! let msg = Message::CreditUpdate(m);
@@ -49,6 +29,7 @@
 //! ```
 use core::fmt;
 
+use super::cursor::{Put, Reader, Short, SliceWriter};
 use crate::credit::{CreditUpdate, CreditUsage, Resource, SessionId, Totals, ZeroField};
 
 /// The schema version this codec speaks.
@@ -299,27 +280,13 @@ impl std::error::Error for EncodeError {}
 
 // --- reading -----------------------------------------------------------------
 
-#[inline]
-fn rd_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-#[inline]
-fn rd_u32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-#[inline]
-fn rd_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
-}
-#[inline]
-fn rd_u128(b: &[u8], at: usize) -> u128 {
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&b[at..at + 16]);
-    u128::from_le_bytes(a)
+impl From<Short> for DecodeError {
+    fn from(s: Short) -> Self {
+        DecodeError::Truncated {
+            need: s.need,
+            have: s.have,
+        }
+    }
 }
 
 fn check_count(n: u8) -> Result<usize, DecodeError> {
@@ -330,40 +297,32 @@ fn check_count(n: u8) -> Result<usize, DecodeError> {
     }
 }
 
-/// Validates a list of `n` amounts at `body[at..]` (already length-checked).
-fn check_amounts(body: &[u8], at: usize, n: usize) -> Result<(), DecodeError> {
-    for i in 0..n {
-        let p = at + i * AMOUNT_LEN;
-        let code = rd_u16(body, p);
-        let flags = rd_u16(body, p + 2);
+/// Reads and validates a list of `n` amounts (`n` already checked against
+/// [`MAX_RESOURCES_PER_MSG`], their bytes against the stated length).
+fn read_amounts(r: &mut Reader<'_>, n: usize) -> Result<Amounts, DecodeError> {
+    let mut v = Amounts::new();
+    for _ in 0..n {
+        let code = r.u16()?;
+        let flags = r.u16()?;
+        let value = r.u64()?;
         if flags & !AMOUNT_REQUIRED != 0 {
             return Err(DecodeError::UnknownFlags);
         }
-        if flags & AMOUNT_REQUIRED != 0 && Resource::from_code(code).is_none() {
+        let required = flags & AMOUNT_REQUIRED != 0;
+        if required && Resource::from_code(code).is_none() {
             return Err(DecodeError::UnknownRequiredResource(code));
         }
-        for j in 0..i {
-            if rd_u16(body, at + j * AMOUNT_LEN) == code {
-                return Err(DecodeError::DuplicateResource(code));
-            }
+        if v.iter().any(|a| a.resource == code) {
+            return Err(DecodeError::DuplicateResource(code));
         }
+        v.push(WireAmount {
+            resource: code,
+            required,
+            value,
+        })
+        .map_err(|_| DecodeError::TooManyResources(n as u8))?;
     }
-    Ok(())
-}
-
-/// Builds a list already validated by [`check_amounts`].
-fn build_amounts(body: &[u8], at: usize, n: usize) -> Amounts {
-    let mut v = Amounts::new();
-    for i in 0..n {
-        let p = at + i * AMOUNT_LEN;
-        // Cannot fail: n <= MAX_RESOURCES_PER_MSG was checked.
-        let _ = v.push(WireAmount {
-            resource: rd_u16(body, p),
-            required: rd_u16(body, p + 2) & AMOUNT_REQUIRED != 0,
-            value: rd_u64(body, p + 4),
-        });
-    }
-    v
+    Ok(v)
 }
 
 /// An accepted answer binds a real `(session, epoch)` at a real version;
@@ -386,47 +345,35 @@ fn check_answer_binding(
     }
 }
 
-fn need(body: &[u8], len: usize) -> Result<(), DecodeError> {
-    if body.len() < len {
-        Err(DecodeError::Truncated {
-            need: HEADER_LEN + len,
-            have: HEADER_LEN + body.len(),
-        })
-    } else {
-        Ok(())
-    }
-}
-
-fn exact(body: &[u8], computed: usize) -> Result<(), DecodeError> {
-    need(body, computed)?;
-    if body.len() > computed {
+/// The body holds exactly `computed` bytes from its start (`body_start`):
+/// fewer is `Truncated`, more is `LengthMismatch`.
+fn exact(r: &Reader<'_>, body_start: usize, computed: usize) -> Result<(), DecodeError> {
+    let body = r.pos() - body_start + r.remaining();
+    r.need(computed - (r.pos() - body_start))?;
+    if body > computed {
         return Err(DecodeError::LengthMismatch {
-            stated: body.len(),
+            stated: body,
             computed,
         });
     }
     Ok(())
 }
 
-/// Decodes one message from exactly `buf`. All checks run before any value
-/// is built; never panics, never allocates.
+/// Decodes one message from exactly `buf`. Every check runs before the
+/// message is built; never panics, never allocates.
 pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
-    if buf.len() < HEADER_LEN {
-        return Err(DecodeError::Truncated {
-            need: HEADER_LEN,
-            have: buf.len(),
-        });
-    }
-    let version = rd_u16(buf, 0);
+    let mut r = Reader::new(buf);
+    r.need(HEADER_LEN)?;
+    let version = r.u16()?;
     if version != SCHEMA_V1 {
         return Err(DecodeError::UnknownVersion(version));
     }
-    let ty = buf[2];
-    if buf[3] != 0 {
+    let ty = r.u8()?;
+    if r.u8()? != 0 {
         return Err(DecodeError::UnknownFlags);
     }
-    let body_len = rd_u32(buf, 4) as usize;
-    let have = buf.len() - HEADER_LEN;
+    let body_len = r.u32()? as usize;
+    let have = r.remaining();
     if have < body_len {
         return Err(DecodeError::Truncated {
             need: HEADER_LEN.saturating_add(body_len),
@@ -436,54 +383,56 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
     if have > body_len {
         return Err(DecodeError::TrailingBytes(have - body_len));
     }
-    let body = &buf[HEADER_LEN..];
+    let body = r.pos();
     match ty {
         1 => {
-            need(body, UPDATE_FIXED)?;
-            if body[41..44] != [0, 0, 0] {
+            r.need(UPDATE_FIXED)?;
+            let qos_class = r.u32()?;
+            let freshness_ttl_ms = r.u32()?;
+            let receiver_session = r.u128()?;
+            let epoch = r.u64()?;
+            let sequence = r.u64()?;
+            let count = r.u8()?;
+            if r.array::<3>()? != [0, 0, 0] {
                 return Err(DecodeError::NonzeroReserved);
             }
-            let n = check_count(body[40])?;
-            exact(body, UPDATE_FIXED + n * AMOUNT_LEN)?;
-            check_amounts(body, UPDATE_FIXED, n)?;
-            ZeroField::check(rd_u128(body, 8), rd_u64(body, 24), rd_u64(body, 32))
-                .map_err(DecodeError::Zero)?;
+            let n = check_count(count)?;
+            exact(&r, body, UPDATE_FIXED + n * AMOUNT_LEN)?;
+            let grants = read_amounts(&mut r, n)?;
+            ZeroField::check(receiver_session, epoch, sequence).map_err(DecodeError::Zero)?;
             Ok(Message::CreditUpdate(CreditUpdateV1 {
-                qos_class: rd_u32(body, 0),
-                freshness_ttl_ms: rd_u32(body, 4),
-                receiver_session: rd_u128(body, 8),
-                epoch: rd_u64(body, 24),
-                sequence: rd_u64(body, 32),
-                grants: build_amounts(body, UPDATE_FIXED, n),
+                qos_class,
+                freshness_ttl_ms,
+                receiver_session,
+                epoch,
+                sequence,
+                grants,
             }))
         }
         2 => {
-            need(body, USAGE_FIXED)?;
+            r.need(USAGE_FIXED)?;
+            let receiver_session = r.u128()?;
+            let epoch = r.u64()?;
+            let sequence = r.u64()?;
+            let qos_class = r.u32()?;
             let mut counts = [0usize; 4];
-            for (i, c) in counts.iter_mut().enumerate() {
-                *c = check_count(body[36 + i])?;
+            for (c, raw) in counts.iter_mut().zip(r.array::<4>()?) {
+                *c = check_count(raw)?;
             }
             let total: usize = counts.iter().sum();
-            exact(body, USAGE_FIXED + total * AMOUNT_LEN)?;
-            let mut at = USAGE_FIXED;
-            for &c in &counts {
-                check_amounts(body, at, c)?;
-                at += c * AMOUNT_LEN;
-            }
-            ZeroField::check(rd_u128(body, 0), rd_u64(body, 16), rd_u64(body, 24))
-                .map_err(DecodeError::Zero)?;
-            let mut lists: [Amounts; 4] = Default::default();
-            let mut at = USAGE_FIXED;
-            for (l, &c) in lists.iter_mut().zip(&counts) {
-                *l = build_amounts(body, at, c);
-                at += c * AMOUNT_LEN;
-            }
-            let [consumed, released, returned, pending_demand] = lists;
+            exact(&r, body, USAGE_FIXED + total * AMOUNT_LEN)?;
+            let [consumed, released, returned, pending_demand] = [
+                read_amounts(&mut r, counts[0])?,
+                read_amounts(&mut r, counts[1])?,
+                read_amounts(&mut r, counts[2])?,
+                read_amounts(&mut r, counts[3])?,
+            ];
+            ZeroField::check(receiver_session, epoch, sequence).map_err(DecodeError::Zero)?;
             Ok(Message::CreditUsage(CreditUsageV1 {
-                receiver_session: rd_u128(body, 0),
-                epoch: rd_u64(body, 16),
-                sequence: rd_u64(body, 24),
-                qos_class: rd_u32(body, 32),
+                receiver_session,
+                epoch,
+                sequence,
+                qos_class,
                 consumed,
                 released,
                 returned,
@@ -491,43 +440,53 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
             }))
         }
         3 => {
-            need(body, OFFER_FIXED)?;
-            if body[4] > 1 {
-                return Err(DecodeError::BadEnum(body[4]));
+            r.need(OFFER_FIXED)?;
+            let min_version = r.u16()?;
+            let max_version = r.u16()?;
+            let required = r.u8()?;
+            let count = r.u8()?;
+            let reserved = r.u16()?;
+            let max_classes = r.u32()?;
+            if required > 1 {
+                return Err(DecodeError::BadEnum(required));
             }
-            if rd_u16(body, 6) != 0 {
+            if reserved != 0 {
                 return Err(DecodeError::NonzeroReserved);
             }
-            let n = check_count(body[5])?;
-            exact(body, OFFER_FIXED + n * AMOUNT_LEN)?;
-            check_amounts(body, OFFER_FIXED, n)?;
+            let n = check_count(count)?;
+            exact(&r, body, OFFER_FIXED + n * AMOUNT_LEN)?;
+            let windows = read_amounts(&mut r, n)?;
             Ok(Message::CapabilityOffer(CapabilityOfferV1 {
-                min_version: rd_u16(body, 0),
-                max_version: rd_u16(body, 2),
-                required: body[4] == 1,
-                max_classes: rd_u32(body, 8),
-                windows: build_amounts(body, OFFER_FIXED, n),
+                min_version,
+                max_version,
+                required: required == 1,
+                max_classes,
+                windows,
             }))
         }
         4 => {
-            need(body, ANSWER_FIXED)?;
-            let result = match body[2] {
+            r.need(ANSWER_FIXED)?;
+            let version = r.u16()?;
+            let result = match r.u8()? {
                 0 => NegotiationResult::Accepted,
                 1 => NegotiationResult::Unsupported,
                 2 => NegotiationResult::Rejected,
                 v => return Err(DecodeError::BadEnum(v)),
             };
-            let n = check_count(body[3])?;
-            exact(body, ANSWER_FIXED + n * AMOUNT_LEN)?;
-            check_amounts(body, ANSWER_FIXED, n)?;
-            check_answer_binding(result, rd_u16(body, 0), rd_u128(body, 8), rd_u64(body, 24))?;
+            let n = check_count(r.u8()?)?;
+            let classes = r.u32()?;
+            let receiver_session = r.u128()?;
+            let epoch = r.u64()?;
+            exact(&r, body, ANSWER_FIXED + n * AMOUNT_LEN)?;
+            let caps = read_amounts(&mut r, n)?;
+            check_answer_binding(result, version, receiver_session, epoch)?;
             Ok(Message::CapabilityAnswer(CapabilityAnswerV1 {
-                version: rd_u16(body, 0),
+                version,
                 result,
-                classes: rd_u32(body, 4),
-                receiver_session: rd_u128(body, 8),
-                epoch: rd_u64(body, 24),
-                caps: build_amounts(body, ANSWER_FIXED, n),
+                classes,
+                receiver_session,
+                epoch,
+                caps,
             }))
         }
         t => Err(DecodeError::UnknownMessageType(t)),
@@ -536,22 +495,11 @@ pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
 
 // --- writing -----------------------------------------------------------------
 
-struct Writer<'a> {
-    buf: &'a mut [u8],
-    at: usize,
-}
-
-impl Writer<'_> {
-    fn put(&mut self, b: &[u8]) {
-        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
-        self.at += b.len();
-    }
-    fn amounts(&mut self, a: &Amounts) {
-        for x in a {
-            self.put(&x.resource.to_le_bytes());
-            self.put(&(if x.required { AMOUNT_REQUIRED } else { 0 }).to_le_bytes());
-            self.put(&x.value.to_le_bytes());
-        }
+fn put_amounts(w: &mut impl Put, a: &Amounts) {
+    for x in a {
+        w.put_u16(x.resource);
+        w.put_u16(if x.required { AMOUNT_REQUIRED } else { 0 });
+        w.put_u64(x.value);
     }
 }
 
@@ -616,59 +564,60 @@ pub fn encode(msg: &Message, out: &mut [u8]) -> Result<usize, EncodeError> {
     if out.len() < len {
         return Err(EncodeError::BufferTooSmall { need: len });
     }
-    let mut w = Writer { buf: out, at: 0 };
+    let mut w = SliceWriter::new(out);
     let ty = match msg {
         Message::CreditUpdate(_) => MsgType::CreditUpdate,
         Message::CreditUsage(_) => MsgType::CreditUsage,
         Message::CapabilityOffer(_) => MsgType::CapabilityOffer,
         Message::CapabilityAnswer(_) => MsgType::CapabilityAnswer,
     };
-    w.put(&SCHEMA_V1.to_le_bytes());
+    w.put_u16(SCHEMA_V1);
     w.put(&[ty as u8, 0]);
-    w.put(&((len - HEADER_LEN) as u32).to_le_bytes());
+    // Lossless: at most MAX_MESSAGE_LEN.
+    w.put_u32((len - HEADER_LEN) as u32);
     match msg {
         Message::CreditUpdate(m) => {
-            w.put(&m.qos_class.to_le_bytes());
-            w.put(&m.freshness_ttl_ms.to_le_bytes());
-            w.put(&m.receiver_session.to_le_bytes());
-            w.put(&m.epoch.to_le_bytes());
-            w.put(&m.sequence.to_le_bytes());
+            w.put_u32(m.qos_class);
+            w.put_u32(m.freshness_ttl_ms);
+            w.put_u128(m.receiver_session);
+            w.put_u64(m.epoch);
+            w.put_u64(m.sequence);
             w.put(&[m.grants.len() as u8, 0, 0, 0]);
-            w.amounts(&m.grants);
+            put_amounts(&mut w, &m.grants);
         }
         Message::CreditUsage(m) => {
-            w.put(&m.receiver_session.to_le_bytes());
-            w.put(&m.epoch.to_le_bytes());
-            w.put(&m.sequence.to_le_bytes());
-            w.put(&m.qos_class.to_le_bytes());
+            w.put_u128(m.receiver_session);
+            w.put_u64(m.epoch);
+            w.put_u64(m.sequence);
+            w.put_u32(m.qos_class);
             w.put(&[
                 m.consumed.len() as u8,
                 m.released.len() as u8,
                 m.returned.len() as u8,
                 m.pending_demand.len() as u8,
             ]);
-            w.amounts(&m.consumed);
-            w.amounts(&m.released);
-            w.amounts(&m.returned);
-            w.amounts(&m.pending_demand);
+            put_amounts(&mut w, &m.consumed);
+            put_amounts(&mut w, &m.released);
+            put_amounts(&mut w, &m.returned);
+            put_amounts(&mut w, &m.pending_demand);
         }
         Message::CapabilityOffer(m) => {
-            w.put(&m.min_version.to_le_bytes());
-            w.put(&m.max_version.to_le_bytes());
+            w.put_u16(m.min_version);
+            w.put_u16(m.max_version);
             w.put(&[m.required as u8, m.windows.len() as u8, 0, 0]);
-            w.put(&m.max_classes.to_le_bytes());
-            w.amounts(&m.windows);
+            w.put_u32(m.max_classes);
+            put_amounts(&mut w, &m.windows);
         }
         Message::CapabilityAnswer(m) => {
-            w.put(&m.version.to_le_bytes());
+            w.put_u16(m.version);
             w.put(&[m.result as u8, m.caps.len() as u8]);
-            w.put(&m.classes.to_le_bytes());
-            w.put(&m.receiver_session.to_le_bytes());
-            w.put(&m.epoch.to_le_bytes());
-            w.amounts(&m.caps);
+            w.put_u32(m.classes);
+            w.put_u128(m.receiver_session);
+            w.put_u64(m.epoch);
+            put_amounts(&mut w, &m.caps);
         }
     }
-    debug_assert_eq!(w.at, len);
+    debug_assert!(!w.overflowed() && w.written() == len);
     Ok(len)
 }
 
@@ -759,7 +708,7 @@ impl CreditUsageV1 {
 /// Picks the highest schema version both sides support, if any.
 ///
 /// ```
-/// use railyard_core::wire::negotiate_version;
+/// use railyard_core::wire::credit::negotiate_version;
 /// assert_eq!(negotiate_version((1, 3), (1, 1)), Some(1));
 /// assert_eq!(negotiate_version((2, 3), (1, 1)), None);
 /// ```

@@ -1,7 +1,7 @@
 //! Versioned endpoint descriptors and their wire encoding.
 //!
 //! Two peers exchange one [`PeerDescriptor`] each over an out-of-band TCP
-//! connection (see [`crate::handshake`]) before their RC QPs can be moved to
+//! connection (`railyard_verbs::handshake` does the socket I/O) before their RC QPs can be moved to
 //! RTR: each side needs the other's QP numbers, initial PSNs and GID, and the
 //! address, length and rkey of every memory segment it may target.
 //!
@@ -44,6 +44,9 @@
 //! does not know with a typed error (and the handshake drops the connection)
 //! rather than guessing.
 
+use super::cursor::{Put, Reader, Short};
+use alloc::vec;
+use alloc::vec::Vec;
 use core::fmt;
 
 /// Frame magic, `b"RYHS"` read as a little-endian u32.
@@ -117,7 +120,7 @@ impl SegmentDescriptor {
 /// On its own it encodes as a one-NIC frame (a single-device peer):
 ///
 /// ```
-/// use railyard_verbs::wire::{DecodeError, EndpointDescriptor, QpEndpoint, SegmentDescriptor};
+/// use railyard_core::wire::handshake::{DecodeError, EndpointDescriptor, QpEndpoint, SegmentDescriptor};
 /// let d = EndpointDescriptor {
 ///     gid: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1],
 ///     lid: 0,
@@ -133,7 +136,7 @@ impl SegmentDescriptor {
 ///     EndpointDescriptor::decode_frame(&newer),
 ///     Err(DecodeError::UnknownVersion { got: 3, supported: 2 })
 /// );
-/// # Ok::<(), railyard_verbs::wire::EncodeError>(())
+/// # Ok::<(), railyard_core::wire::handshake::EncodeError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointDescriptor {
@@ -153,7 +156,7 @@ pub struct EndpointDescriptor {
 /// length), each with its own rkeys.
 ///
 /// ```
-/// use railyard_verbs::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
+/// use railyard_core::wire::handshake::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
 /// let nic = |g: u8, rkey: u32| EndpointDescriptor {
 ///     gid: [g; 16],
 ///     lid: 0,
@@ -163,7 +166,7 @@ pub struct EndpointDescriptor {
 /// let d = PeerDescriptor { nics: vec![nic(1, 7), nic(2, 9)], replaces: None };
 /// let frame = d.encode()?;
 /// assert_eq!(PeerDescriptor::decode_frame(&frame), Ok(d));
-/// # Ok::<(), railyard_verbs::wire::EncodeError>(())
+/// # Ok::<(), railyard_core::wire::handshake::EncodeError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerDescriptor {
@@ -238,6 +241,7 @@ impl fmt::Display for EncodeError {
     }
 }
 
+#[cfg(feature = "std")]
 impl std::error::Error for EncodeError {}
 
 /// Why received bytes are not a valid descriptor.
@@ -303,6 +307,7 @@ impl fmt::Display for DecodeError {
     }
 }
 
+#[cfg(feature = "std")]
 impl std::error::Error for DecodeError {}
 
 fn check(qps: &[QpEndpoint], segments: &[SegmentDescriptor]) -> Result<(), EncodeError> {
@@ -352,7 +357,7 @@ impl EndpointDescriptor {
     /// Encodes the descriptor as one length-prefixed one-NIC frame appended
     /// to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        encode_nics(std::slice::from_ref(self), None, out)
+        encode_nics(core::slice::from_ref(self), None, out)
     }
 
     /// Encodes the descriptor as one length-prefixed one-NIC frame.
@@ -434,32 +439,31 @@ fn encode_nics(
     debug_assert!(payload <= MAX_FRAME_LEN);
     let regions = &nics[0].segments;
     out.reserve(4 + payload);
-    // Lossless: validation bounds the payload by MAX_FRAME_LEN (< 2^32).
-    out.extend_from_slice(&(payload as u32).to_le_bytes());
-    out.extend_from_slice(&MAGIC.to_le_bytes());
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    let flags = if replaces.is_some() { FLAG_REPLACES } else { 0 };
-    out.extend_from_slice(&flags.to_le_bytes());
-    // Lossless: counts are bounded by MAX_NICS / MAX_SEGMENTS / MAX_QPS.
-    out.extend_from_slice(&(nics.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(regions.len() as u16).to_le_bytes());
+    // Lossless: validation bounds the payload by MAX_FRAME_LEN (< 2^32) and
+    // the counts by MAX_NICS / MAX_SEGMENTS / MAX_QPS.
+    out.put_u32(payload as u32);
+    out.put_u32(MAGIC);
+    out.put_u16(VERSION);
+    out.put_u16(if replaces.is_some() { FLAG_REPLACES } else { 0 });
+    out.put_u16(nics.len() as u16);
+    out.put_u16(regions.len() as u16);
     if let Some(q) = replaces {
-        out.extend_from_slice(&q.to_le_bytes());
+        out.put_u32(q);
     }
     for s in regions {
-        out.extend_from_slice(&s.addr.to_le_bytes());
-        out.extend_from_slice(&s.len.to_le_bytes());
+        out.put_u64(s.addr);
+        out.put_u64(s.len);
     }
     for n in nics {
-        out.extend_from_slice(&n.gid);
-        out.extend_from_slice(&n.lid.to_le_bytes());
-        out.extend_from_slice(&(n.qps.len() as u16).to_le_bytes());
+        out.put(&n.gid);
+        out.put_u16(n.lid);
+        out.put_u16(n.qps.len() as u16);
         for q in &n.qps {
-            out.extend_from_slice(&q.qpn.to_le_bytes());
-            out.extend_from_slice(&q.psn.to_le_bytes());
+            out.put_u32(q.qpn);
+            out.put_u32(q.psn);
         }
         for s in &n.segments {
-            out.extend_from_slice(&s.rkey.to_le_bytes());
+            out.put_u32(s.rkey);
         }
     }
     Ok(())
@@ -515,7 +519,7 @@ impl PeerDescriptor {
                 max: MAX_FRAME_LEN,
             });
         }
-        let mut r = Reader { buf: p, pos: 0 };
+        let mut r = Reader::new(p);
         let magic = r.u32()?;
         if magic != MAGIC {
             return Err(DecodeError::BadMagic(magic));
@@ -569,14 +573,13 @@ impl PeerDescriptor {
         }
         let mut nics = Vec::with_capacity(n_nics);
         for _ in 0..n_nics {
-            let mut gid = [0u8; 16];
-            gid.copy_from_slice(r.take(16)?);
+            let gid: [u8; 16] = r.array()?;
             let lid = r.u16()?;
             let n_qps = usize::from(r.u16()?);
             if n_qps == 0 || n_qps > MAX_QPS {
                 return Err(DecodeError::Invalid(EncodeError::QpCount(n_qps)));
             }
-            let need = r.pos + n_qps * QP_ENTRY_LEN + n_segments * RKEY_LEN;
+            let need = r.pos() + n_qps * QP_ENTRY_LEN + n_segments * RKEY_LEN;
             if p.len() < need {
                 return Err(DecodeError::Truncated {
                     needed: need,
@@ -605,9 +608,9 @@ impl PeerDescriptor {
                 segments,
             });
         }
-        if r.pos < p.len() {
+        if r.remaining() > 0 {
             return Err(DecodeError::TrailingBytes {
-                extra: p.len() - r.pos,
+                extra: r.remaining(),
             });
         }
         validate_nics(&nics).map_err(DecodeError::Invalid)?;
@@ -640,39 +643,12 @@ pub fn check_len(len: u32) -> Result<usize, DecodeError> {
     Ok(len_usize)
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(DecodeError::Truncated {
-                needed: self.pos.saturating_add(n),
-                got: self.buf.len(),
-            })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    fn u16(&mut self) -> Result<u16, DecodeError> {
-        let mut b = [0u8; 2];
-        b.copy_from_slice(self.take(2)?);
-        Ok(u16::from_le_bytes(b))
-    }
-    fn u32(&mut self) -> Result<u32, DecodeError> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-    fn u64(&mut self) -> Result<u64, DecodeError> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
+impl From<Short> for DecodeError {
+    fn from(s: Short) -> Self {
+        DecodeError::Truncated {
+            needed: s.need,
+            got: s.have,
+        }
     }
 }
 
