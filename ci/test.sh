@@ -42,6 +42,14 @@ cargo test --workspace --exclude railyard-ffi
 # its argument and report tests, and clippy; ci/rxe.sh runs it on Soft-RoCE.
 cargo test -p railyard-cli --features verbs --bins
 cargo clippy -p railyard-cli --all-targets --features verbs -- -D warnings
+# ... and with the controller compiled out (no `sim`, whose simulator turns
+# railyard-core's `adaptive-cc` on): scripts/bench-peers.sh's railyard-nocc arm.
+cargo clippy -p railyard-cli --no-default-features --features verbs -- -D warnings
+# scripts/bench-peers.sh is a benchmark (never run here): its syntax, its arm
+# plan (no guest), and its report's arithmetic on synthetic records.
+bash -n scripts/bench-peers.sh
+scripts/bench-peers.sh --dry-run >/dev/null
+python3 scripts/bench_peers.py selftest
 
 step "C ABI (ci/ffi.sh)"
 # Header freshness, C11/C++17 compiles, the C and C++ examples (-Wall
@@ -73,8 +81,8 @@ step "README commands, exactly as written"
 # lines (shared and static) and the CMake C++ example (ci/readme.sh).
 bash ci/readme.sh
 
-step "benches compile"
-cargo bench -p railyard-benches --no-run
+# The criterion benches and icount examples: `clippy --all-targets` above
+# type-checks them (a release `cargo bench --no-run` added ~4 min).
 
 step "loom"
 bash ci/loom.sh

@@ -27,8 +27,8 @@
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
+use crate::int_in::int_in;
 use clap::{Args, ValueEnum};
-use railyard_sim::cli::int_in;
 use serde::{Deserialize, Serialize};
 
 /// The control connection's default port (perftest's).
@@ -423,6 +423,11 @@ pub struct Report {
     pub worker_model: String,
     /// `off`, `observe` or `enforce`.
     pub cc_mode: String,
+    /// Whether the RFC 4162 controller is compiled into the engine (cli
+    /// feature `adaptive-cc`); without it every mode admits through the
+    /// zero-cost bypass. Absent in reports of older builds (then `false`).
+    #[serde(default)]
+    pub cc_compiled_in: bool,
     /// Registered buffer per side, bytes.
     pub buffer_bytes: u64,
     /// Whether every block was verified.
@@ -489,7 +494,11 @@ pub fn header(r: &Report, role: &str) -> String {
         fmt_size(r.slice_bytes),
         r.workers,
         r.worker_model,
-        r.cc_mode,
+        if r.cc_compiled_in {
+            r.cc_mode.clone()
+        } else {
+            format!("{} (compiled out)", r.cc_mode)
+        },
         fmt_size(r.buffer_bytes),
         if r.verified { "  verify" } else { "" }
     )
@@ -708,6 +717,7 @@ mod verbs {
                 WorkerModel::DedicatedPoller => "dedicated-poller".into(),
             },
             cc_mode: cc_name(c.cc.mode).into(),
+            cc_compiled_in: railyard_core::cc::Controller::compiled_in(),
             buffer_bytes: buffer,
             verified: a.verify,
             results: vec![],

@@ -6,6 +6,10 @@
 
 mod bench;
 mod error;
+// The flags' integer parser, shared with `railyard sim` (one source file):
+// included by path so that a build without the `sim` feature has it too.
+#[path = "../../sim/src/cli/int_in.rs"]
+mod int_in;
 
 use std::process::ExitCode;
 
@@ -22,6 +26,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     // The help of each command is the doc comment of its argument struct.
+    #[cfg(feature = "sim")]
     Sim(railyard_sim::cli::SimArgs),
     Bench(bench::BenchArgs),
 }
@@ -33,6 +38,7 @@ fn main() -> ExitCode {
         Err(e) => return error::exit_with(&e, &args),
     };
     match cli.command {
+        #[cfg(feature = "sim")]
         Command::Sim(a) => {
             let code = railyard_sim::cli::run(&a, &mut std::io::stdout(), &mut std::io::stderr());
             ExitCode::from(u8::try_from(code).unwrap_or(1))

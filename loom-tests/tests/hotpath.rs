@@ -65,7 +65,7 @@ impl World {
     fn held(&self) -> u64 {
         self.cc.route_snapshot(0).unwrap().in_flight
             + self.cc.device_snapshot(0).unwrap().in_flight
-            + self.rails.nic_inflight(0)
+            + self.rails.nic_inflight(0).unwrap()
     }
 }
 
