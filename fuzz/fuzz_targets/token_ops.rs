@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use railyard_core::completion::{Owner, PostRequest, SliceEffect, WcOutcome};
+use railyard_core::classify::wc;
+use railyard_core::completion::{Owner, PostRequest, SliceEffect};
 use railyard_core::endpoint::{
     EndpointConfig, EndpointHandle, EndpointTable, ReclaimEvent, RetireReason,
 };
@@ -34,7 +35,7 @@ enum Op {
     Reclaim { advance: u8 },
 }
 
-fn outcome(b: u8) -> WcOutcome {
+fn outcome(b: u8) -> u32 {
     match b % 3 {
         0 => wc::SUCCESS,
         1 => wc::WR_FLUSH_ERR,
@@ -89,10 +90,20 @@ fuzz_target!(|ops: Vec<Op>| {
                 };
                 let before = tokens.in_use();
                 match owner.post(PostRequest::new(r, h, u16::from(qp % 3), 64, now)) {
-                    Ok(wr) => {
-                        let mut rec = PostRequest::new(r, h, u16::from(qp % 3), 64, now).record;
-                        rec.holds |= TokenRecord::HOLDS_OUTSTANDING;
-                        live.push((wr, rec));
+                    Ok(p) => {
+                        // What the token must hand back: the request's path
+                        // and the outstanding post, no policy holds.
+                        let rec = TokenRecord {
+                            slice: r,
+                            endpoint: h,
+                            post_ns: now,
+                            bytes: 64,
+                            qp: u16::from(qp % 3),
+                            holds: TokenRecord::HOLDS_OUTSTANDING,
+                            ..TokenRecord::default()
+                        };
+                        assert_eq!(p.holds, rec.holds, "post reported other holds");
+                        live.push((p.wr_id, rec));
                     }
                     Err(_) => assert_eq!(tokens.in_use(), before, "refused post held a token"),
                 }
