@@ -377,6 +377,9 @@ impl Shared {
                     m.insert((dev, q), handle);
                 }
             }
+            tracing::debug!(target: "railyard::endpoint", device = dev, route,
+                slot = handle.slot, generation = handle.generation, ?qpns,
+                peer_qpn = nic.qps[0].qpn, "endpoint opened");
             entry.push(RailEntry {
                 dev,
                 handle,
@@ -501,10 +504,21 @@ impl Shared {
                 source,
             })?
             .collect();
-        let hs = Handshake::connect(&addrs[..], self.cfg.handshake_timeout)?;
-        // The address that answered (the one to dial again on reconnect).
-        let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
-        self.connect(hs, dialed)
+        let r = Handshake::connect(&addrs[..], self.cfg.handshake_timeout)
+            .map_err(EngineError::from)
+            .and_then(|hs| {
+                // The address that answered (the one to dial again on reconnect).
+                let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
+                Ok((self.connect(hs, dialed)?, dialed))
+            });
+        match &r {
+            Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
+                segment = seg.0, rails = self.segment_rails(*seg).unwrap_or(0),
+                "segment opened"),
+            Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?addrs.first(),
+                reason = %e, "opening a segment failed"),
+        }
+        r.map(|(seg, _)| seg)
     }
 
     /// The regions the peer exported at handshake time.
@@ -540,6 +554,7 @@ impl Shared {
             match self.endpoints.retire(h, RetireReason::Shutdown, self.now()) {
                 Ok(_) => {
                     self.retired.fetch_add(1, Ordering::Relaxed);
+                    self.log_retired(h, RetireReason::Shutdown);
                 }
                 Err(e) => first_err = first_err.or(Some(e)),
             }
@@ -647,6 +662,8 @@ impl Shared {
             self.end_reconnect(seg);
             return;
         };
+        tracing::info!(target: "railyard::reconnect", segment = seg, ?reason,
+            "automatic reconnect scheduled");
         let spawned = std::thread::Builder::new()
             .name("railyard-reconnect".into())
             .spawn(move || {
@@ -677,6 +694,19 @@ impl Shared {
     /// the new endpoints. Reconnects are serialized, so no new endpoint is
     /// ever orphaned. Returns rail 0's new endpoint generation.
     pub(crate) fn reconnect(&self, seg: usize) -> Result<u32, EngineError> {
+        tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
+        let r = self.reconnect_once(seg);
+        match &r {
+            Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
+                generation, rails = self.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
+                "reconnect done"),
+            Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
+                reason = %e, "reconnect failed"),
+        }
+        r
+    }
+
+    fn reconnect_once(&self, seg: usize) -> Result<u32, EngineError> {
         let id = SegmentId(seg as u32);
         let _one = self
             .reconnect_lock
@@ -702,6 +732,7 @@ impl Shared {
                     .is_ok()
             {
                 self.retired.fetch_add(1, Ordering::Relaxed);
+                self.log_retired(h, RetireReason::Shutdown);
             }
         }
         let hs = crate::handshake::Handshake::connect(peer, self.cfg.handshake_timeout)?;
@@ -711,7 +742,9 @@ impl Shared {
         // The new generations first, then the endpoints become visible: no
         // post on a new endpoint is admitted on an old generation.
         for x in &new {
-            let _ = self.gate.new_generation(x.route);
+            let g = self.gate.new_generation(x.route);
+            tracing::debug!(target: "railyard::reconnect", segment = seg, device = x.dev,
+                route = x.route, generation = ?g, "route moved to a new generation");
             self.fault
                 .trace(&self.gate, TraceEvent::NewGeneration(x.route));
         }
