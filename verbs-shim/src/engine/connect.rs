@@ -640,30 +640,29 @@ impl Shared {
 
     /// Called after `h` was retired for `reason`: starts one automatic
     /// reconnect of its segment if this engine opened it and the QP must
-    /// be rebuilt (CQ error, QP-scope event).
-    pub(crate) fn after_retire(&self, h: EndpointHandle, reason: RetireReason) {
+    /// be rebuilt (CQ error, QP-scope event). Returns that segment, if it
+    /// started one.
+    pub(crate) fn after_retire(&self, h: EndpointHandle, reason: RetireReason) -> Option<usize> {
         if !matches!(reason, RetireReason::CqError | RetireReason::QpFatal)
             || self.draining.load(Ordering::Acquire)
             || self.stop.load(Ordering::Acquire)
         {
-            return;
+            return None;
         }
         let seg = {
             let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
             let Some((i, e)) = segs.iter_mut().enumerate().find(|(_, e)| {
                 e.rails.iter().any(|x| x.handle == h) && e.peer.is_some() && !e.reconnecting
             }) else {
-                return;
+                return None;
             };
             e.reconnecting = true;
             i
         };
         let Some(me) = self.me.get().and_then(|w| w.upgrade()) else {
             self.end_reconnect(seg);
-            return;
+            return None;
         };
-        tracing::info!(target: "railyard::reconnect", segment = seg, ?reason,
-            "automatic reconnect scheduled");
         let spawned = std::thread::Builder::new()
             .name("railyard-reconnect".into())
             .spawn(move || {
@@ -676,8 +675,14 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner());
         threads.retain(|t| !t.is_finished());
         match spawned {
-            Ok(t) => threads.push(t),
-            Err(_) => self.end_reconnect(seg),
+            Ok(t) => {
+                threads.push(t);
+                Some(seg)
+            }
+            Err(_) => {
+                self.end_reconnect(seg);
+                None
+            }
         }
     }
 

@@ -135,10 +135,10 @@ impl Shared {
     }
 
     /// Retires `h` for `reason` (the one teardown API) and, only if this
-    /// call retired it, counts it, logs it (after `wc`'s classification
-    /// when an error completion caused it: the endpoint's first one; the
-    /// flushes after it find it retired and log nothing) and starts the
-    /// automatic reconnect where one applies (`Shared::after_retire`).
+    /// call retired it, counts it, starts the automatic reconnect where
+    /// one applies (`Shared::after_retire`) and logs it (after `wc`'s
+    /// classification when an error completion caused it: the endpoint's
+    /// first one; the flushes after it find it retired and log nothing).
     pub(crate) fn retire_logged(
         &self,
         h: EndpointHandle,
@@ -150,6 +150,11 @@ impl Shared {
         }
         self.retired
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The reconnect first (it marks the segment reconnecting, so that
+        // retries wait for it), the log lines after: writing them must not
+        // widen the window in which a retry finds the endpoint retired and
+        // no reconnect under way.
+        let reconnect = self.after_retire(h, reason);
         if let Some(done) = wc {
             let c = &done.wc;
             tracing::warn!(target: "railyard::endpoint", status = c.status,
@@ -159,7 +164,10 @@ impl Shared {
                 "error completion classified");
         }
         self.log_retired(h, reason);
-        self.after_retire(h, reason);
+        if let Some(segment) = reconnect {
+            tracing::info!(target: "railyard::reconnect", segment, ?reason,
+                "automatic reconnect scheduled");
+        }
     }
 
     /// The poll path's retire after an error completion (see
