@@ -282,41 +282,30 @@ mod tests {
         user: *mut c_void,
     ) {
         assert_eq!(user as usize, 42);
-        // SAFETY: NUL-terminated strings valid for the call (the contract).
-        let s = |p| {
-            unsafe { std::ffi::CStr::from_ptr(p) }
-                .to_string_lossy()
-                .into_owned()
+        let s = |p: *const c_char| {
+            // SAFETY: NUL-terminated strings valid for the call (the contract).
+            let c = unsafe { std::ffi::CStr::from_ptr(p) };
+            c.to_string_lossy().into_owned()
         };
         SEEN.lock().unwrap().push((level, s(target), s(message)));
     }
 
+    fn set(level: u32, cb: ry_log_fn) -> RyStatus {
+        let user = if cb.is_some() { 42usize } else { 0 } as *mut c_void;
+        // SAFETY: `collect` has the signature and is thread-safe (a mutex).
+        unsafe { ry_set_log_callback(level, cb, user) }
+    }
+
     #[test]
     fn events_reach_the_callback_at_their_level_and_clearing_stops_them() {
-        let user = 42usize as *mut c_void;
-        // SAFETY: `collect` has the signature and is thread-safe.
-        assert_eq!(
-            unsafe { ry_set_log_callback(9, Some(collect), user) },
-            RyStatus::InvalidArgument
-        );
-        // SAFETY: as above.
-        assert_eq!(
-            unsafe { ry_set_log_callback(2, Some(collect), user) },
-            RyStatus::Ok
-        );
+        assert_eq!(set(9, Some(collect)), RyStatus::InvalidArgument);
+        assert_eq!(set(2, Some(collect)), RyStatus::Ok);
         tracing::warn!(target: "railyard::config", var = "MC_X", value = %"bad", "refused");
         tracing::info!(target: "railyard::handshake", "not at warn");
-        // SAFETY: as above.
-        assert_eq!(
-            unsafe { ry_set_log_callback(3, Some(collect), user) },
-            RyStatus::Ok
-        );
+        assert_eq!(set(3, Some(collect)), RyStatus::Ok);
         tracing::info!(target: "railyard::handshake", peer = 7, "accepted");
-        // SAFETY: NULL clears.
-        assert_eq!(
-            unsafe { ry_set_log_callback(3, None, std::ptr::null_mut()) },
-            RyStatus::Ok
-        );
+        // NULL clears.
+        assert_eq!(set(3, None), RyStatus::Ok);
         tracing::warn!(target: "railyard::config", "after clearing");
         let seen = SEEN.lock().unwrap().clone();
         assert_eq!(

@@ -674,6 +674,13 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
         .1;
     let pgen = path.iter().find(|(h, _)| *h == Health::Probing).unwrap().1;
     assert!(pgen > qgen, "PROBING must be on a new generation: {path:?}");
+    // The monitor's health watch logged the quarantine (warn) and the
+    // recovery (info) from the control side (`railyard::cc`).
+    wait_for("the health watch's quarantine and recovery lines", || {
+        let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+        let cc = |w: &str| log.iter().any(|l| l.contains("railyard::cc") && l.contains(w));
+        cc("WARN") && cc("quarantined") && cc("to=Healthy")
+    });
     quiescent(&a, "initiator after (c)");
 
     // (d) Late completions of an old generation change nothing: with the

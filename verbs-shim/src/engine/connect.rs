@@ -651,11 +651,9 @@ impl Shared {
         }
         let seg = {
             let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let Some((i, e)) = segs.iter_mut().enumerate().find(|(_, e)| {
+            let (i, e) = segs.iter_mut().enumerate().find(|(_, e)| {
                 e.rails.iter().any(|x| x.handle == h) && e.peer.is_some() && !e.reconnecting
-            }) else {
-                return None;
-            };
+            })?;
             e.reconnecting = true;
             i
         };
