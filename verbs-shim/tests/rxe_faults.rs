@@ -678,7 +678,10 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
     // recovery (info) from the control side (`railyard::cc`).
     wait_for("the health watch's quarantine and recovery lines", || {
         let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
-        let cc = |w: &str| log.iter().any(|l| l.contains("railyard::cc") && l.contains(w));
+        let cc = |w: &str| {
+            log.iter()
+                .any(|l| l.contains("railyard::cc") && l.contains(w))
+        };
         cc("WARN") && cc("quarantined") && cc("to=Healthy")
     });
     quiescent(&a, "initiator after (c)");

@@ -664,8 +664,13 @@ impl Shared {
         let spawned = std::thread::Builder::new()
             .name("railyard-reconnect".into())
             .spawn(move || {
-                let _ = me.reconnect(seg);
+                tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
+                let r = me.reconnect_once(seg);
                 me.end_reconnect(seg);
+                // Logged only after `end_reconnect`, so that writing the
+                // line does not widen the window in which a retire of the
+                // new endpoint finds the reconnect still under way.
+                me.log_reconnect(seg, &r);
             });
         let mut threads = self
             .reconnect_threads
@@ -699,14 +704,18 @@ impl Shared {
     pub(crate) fn reconnect(&self, seg: usize) -> Result<u32, EngineError> {
         tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
         let r = self.reconnect_once(seg);
-        match &r {
+        self.log_reconnect(seg, &r);
+        r
+    }
+
+    fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
+        match r {
             Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
                 generation, rails = self.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
                 "reconnect done"),
             Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
                 reason = %e, "reconnect failed"),
         }
-        r
     }
 
     fn reconnect_once(&self, seg: usize) -> Result<u32, EngineError> {

@@ -325,10 +325,10 @@ fn listen(sh: &Shared, listener: TcpListener) {
         &sh.stop,
         |peer: PeerDescriptor, hs| {
             let from = hs.stream().peer_addr().ok();
-            let rails = peer.nics.len();
+            let peer_nics = peer.nics.len();
             let r = sh.accept_peer(peer, hs);
             match &r {
-                Ok(()) => tracing::info!(target: "railyard::handshake", peer = ?from, rails,
+                Ok(()) => tracing::info!(target: "railyard::handshake", peer = ?from, peer_nics,
                     "handshake accepted"),
                 Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?from,
                     reason = %e, "handshake refused"),
