@@ -147,7 +147,7 @@ use crate::evidence::{Observation, Observed, PathId, Reason};
 use crate::rail::{Choice as RailChoice, RailError};
 use crate::slice::{Outcome, Retry, SliceError, SliceRef, SliceState, SliceTable};
 use crate::time::Nanos;
-use crate::token::{TokenError, TokenPool, TokenRecord, WrId};
+use crate::token::{OptId, TokenError, TokenPool, TokenRecord, WrId};
 
 /// One resolved RDMA path for a slice: the local device (rail), the route
 /// domain (local device × remote NIC) and the endpoint and QP that carry it.
@@ -740,7 +740,7 @@ where
             post_ns: now,
             bytes: req.bytes,
             route: path.route,
-            peer: req.peer,
+            peer: OptId::new(req.peer),
             qp: path.qp,
             device: path.device,
             ..TokenRecord::default()

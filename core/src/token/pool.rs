@@ -56,7 +56,11 @@ fn make_wr_id(seq: u32, index: u32) -> WrId {
     (u64::from(seq) << 32) | u64::from(index)
 }
 
-/// One slot of the pool.
+/// One slot of the pool, aligned to a cache line: with a [`TokenRecord`]
+/// (56 bytes) the whole slot is exactly one 64-byte line, so a claim or a
+/// completion never touches two lines of the slot array, and neighbouring
+/// slots in flight on different threads never share one.
+#[repr(C, align(64))]
 struct Slot<R> {
     /// Even: free. Odd: owned by the posted attempt whose wr_id carries it.
     seq: AtomicU32,
@@ -65,6 +69,10 @@ struct Slot<R> {
     /// The attempt's record; written by the claimer, read by the completer.
     record: UnsafeCell<R>,
 }
+
+// A record-carrying slot is one cache line (loom's cells are bigger).
+#[cfg(not(railyard_loom))]
+const _: () = assert!(core::mem::size_of::<Slot<TokenRecord>>() == 64);
 
 /// A fixed-capacity, lock-free pool of posted-attempt tokens.
 ///
