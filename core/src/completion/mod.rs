@@ -837,7 +837,23 @@ where
         now: Nanos,
     ) -> Result<Completed, TokenError> {
         let record = self.tokens.complete(wr_id)?;
-        let wc = classify_wc(status, vendor_err);
+        // The common case, specialised: the same classification, but a
+        // constant one, so the success path folds the classification, the
+        // outcome and the rail's success flag away (same behaviour).
+        Ok(if status == crate::classify::wc::SUCCESS {
+            self.finish(
+                record,
+                classify_wc(crate::classify::wc::SUCCESS, vendor_err),
+                now,
+            )
+        } else {
+            self.finish(record, classify_wc(status, vendor_err), now)
+        })
+    }
+
+    /// The body of [`complete`](Self::complete) once the token is won.
+    #[inline(always)]
+    fn finish(&self, record: TokenRecord, wc: WcClassification, now: Nanos) -> Completed {
         let mut rec = record;
         let released = self.release(&mut rec, Some(&wc), now);
         let r = record.slice;
@@ -855,12 +871,12 @@ where
                 Retry::Exhausted => SliceEffect::Settled(SliceState::Failed),
             }),
         };
-        Ok(Completed {
+        Completed {
             record,
             wc,
             slice: settled.unwrap_or(SliceEffect::StaleReleaseOnly),
             released,
-        })
+        }
     }
 
     /// Evidence for a refusal (RFC 4162 non-WC table), with the path and the

@@ -169,10 +169,19 @@ impl<R: Copy> TokenPool<R> {
     ///
     /// Returns the `wr_id` to post with. Never blocks, spins or allocates:
     /// with every slot owned it returns [`TokenError::Exhausted`] at once.
-    #[inline]
+    #[inline(always)]
     pub fn claim(&self, record: R) -> Result<WrId, TokenError> {
-        let index = self.pop()?;
+        // Inlined into the caller, so a record the caller holds in
+        // registers is stored once, straight into its slot, and never first
+        // materialised on the stack to be copied in.
+        let index = self.pop_slot()?;
         Ok(self.publish(index, record))
+    }
+
+    /// [`Self::pop`]; the compiler decides whether to inline it.
+    #[inline]
+    fn pop_slot(&self) -> Result<u32, TokenError> {
+        self.pop()
     }
 
     /// Writes `record` into the free slot `index` (which the caller owns:
