@@ -81,7 +81,8 @@ const _: () = assert!(core::mem::size_of::<Slot<TokenRecord>>() == 64);
 /// token that is never completed leaks nothing but its slot.
 ///
 /// Needs the `alloc` feature: the slot array is allocated once, in
-/// [`TokenPool::new`].
+/// [`TokenPool::new`]. Each slot is cache-line aligned: 64 bytes for a
+/// [`TokenRecord`] (or any record up to 56 bytes), more for a bigger `R`.
 pub struct TokenPool<R: Copy = TokenRecord> {
     /// Free-list head: `(tag << 32) | index`.
     head: CachePadded<AtomicU64>,
