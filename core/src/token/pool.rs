@@ -685,6 +685,7 @@ fn classify_miss(current: u32, wr_id_seq: u32) -> TokenError {
 #[cfg(all(test, not(railyard_loom)))]
 mod tests {
     use super::*;
+    use crate::token::OptId;
     use alloc::vec;
 
     fn rec(bytes: u32) -> TokenRecord {
@@ -875,6 +876,32 @@ mod tests {
             pool.complete(id).unwrap();
         }
         assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn optional_ids_keep_every_value_through_the_pool() {
+        // Peer 0, u32::MAX and "no peer" are three different records; the
+        // compact layout must not fold any two of them.
+        let pool: TokenPool = TokenPool::new(4).unwrap();
+        let mut recs = [rec(1), rec(2), rec(3), rec(4)];
+        recs[0].peer = OptId::some(0);
+        recs[1].peer = OptId::some(u32::MAX);
+        recs[1].credit_key = OptId::some(u32::MAX);
+        recs[2].credit_key = OptId::some(0);
+        assert_ne!(recs[0], recs[3]);
+        assert_ne!(recs[2], recs[3]);
+        let ids: Vec<_> = recs.iter().map(|r| pool.claim(*r).unwrap()).collect();
+        for (id, want) in ids.iter().zip(recs.iter()) {
+            let got = pool.complete(*id).unwrap();
+            assert_eq!(got, *want);
+            assert_eq!(got.peer.get(), want.peer.get());
+            assert_eq!(got.credit_key.get(), want.credit_key.get());
+        }
+        assert_eq!(recs[1].peer, Some(u32::MAX));
+        assert_eq!(recs[3].peer, None);
+        assert_eq!(recs[2].credit_key, Some(0));
+        assert_eq!(core::mem::size_of::<Slot<TokenRecord>>(), 64);
+        assert_eq!(core::mem::align_of::<Slot<TokenRecord>>(), 64);
     }
 
     #[test]
