@@ -711,7 +711,7 @@ impl Shared {
     fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
         match r {
             Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
-                generation, rails = self.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
+                endpoint_generation = generation, rails = self.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
                 "reconnect done"),
             Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
                 reason = %e, "reconnect failed"),
