@@ -708,16 +708,6 @@ impl Shared {
         r
     }
 
-    fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
-        match r {
-            Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
-                endpoint_generation = generation, rails = self.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
-                "reconnect done"),
-            Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
-                reason = %e, "reconnect failed"),
-        }
-    }
-
     fn reconnect_once(&self, seg: usize) -> Result<u32, EngineError> {
         let id = SegmentId(seg as u32);
         let _one = self

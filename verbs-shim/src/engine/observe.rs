@@ -22,7 +22,7 @@
 //! after it find it retired), and the health watch samples the controller
 //! once per monitor tick.
 
-use super::api::EngineStats;
+use super::api::{EngineError, EngineStats};
 use super::shared::Shared;
 use railyard_core::cc::Health;
 use railyard_core::completion::Completed;
@@ -95,6 +95,17 @@ impl Shared {
                 })
             })
             .collect()
+    }
+
+    /// Logs how a reconnect of `seg` ended.
+    pub(crate) fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
+        match r {
+            Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
+                endpoint_generation = generation, rails = self.segment_rails(super::api::SegmentId(seg as u32)).unwrap_or(0),
+                "reconnect done"),
+            Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
+                reason = %e, "reconnect failed"),
+        }
     }
 
     /// [`EngineSnapshot`]: stats and route states.
