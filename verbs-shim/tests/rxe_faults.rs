@@ -176,6 +176,17 @@ fn quiescent(n: &Node, who: &str) -> String {
     )
 }
 
+/// The engine's refusal totals, for a `FAULT` line: a worker that re-tried
+/// a refused slice every round showed here as thousands of avoids per
+/// cooldown; parked (issue #18), one per state change.
+fn refusals(n: &Node) -> String {
+    let s = n.e.stats();
+    format!(
+        "avoids={},deferrals={},backpressure={},parks={}",
+        s.avoids, s.deferrals, s.backpressure, s.parks
+    )
+}
+
 /// Pauses CQ polling and lets a poll round already running finish.
 fn pause_polling(n: &Node) {
     n.e.fault_pause_polling(true);
@@ -602,8 +613,9 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
     quiescent(&b4, "target");
     let (class, scope) = class_of(wc::RETRY_EXC_ERR);
     assert_eq!(class, "RouteTimeout");
+    let refusals = refusals(&a);
     say!(
-        "FAULT s4_peer_killed wc={} class={class} scope={scope} path={} anomaly=a:{:?}({:?}),b:{an_b:?} avoided_while_quarantined={avoided} late_old_gen: retry_exc={late} slices_on_new_peer={on_new} stale_feedback={stale} state_kept={}@g{} counters={counters} source=real",
+        "FAULT s4_peer_killed wc={} class={class} scope={scope} path={} anomaly=a:{:?}({:?}),b:{an_b:?} avoided_while_quarantined={avoided} refusals={refusals} late_old_gen: retry_exc={late} slices_on_new_peer={on_new} stale_feedback={stale} state_kept={}@g{} counters={counters} source=real",
         wcs_str(&a.gate.errors_seen()),
         a.gate.path_str(route),
         an_a.state,
@@ -846,10 +858,11 @@ fn fault8_port_err_from_link_down_isolates_the_port() {
     let counters = quiescent(&p.a, "initiator");
     quiescent(&p.b, "target");
     say!(
-        "FAULT s8_port_err event=PORT_ERR+PORT_ACTIVE(async_events={events}) class={:?} scope={:?} device_path={} counters={counters} source=real",
+        "FAULT s8_port_err event=PORT_ERR+PORT_ACTIVE(async_events={events}) class={:?} scope={:?} device_path={} refusals={} counters={counters} source=real",
         k.class,
         k.scope,
         p.a.gate.path_str(DEV),
+        refusals(&p.a),
     );
 }
 
@@ -951,9 +964,10 @@ fn fault8_scripted_device_fatal_isolates_the_local_device_only() {
     let counters = quiescent(&p.a, "initiator");
     quiescent(&p.b, "target");
     say!(
-        "FAULT s8_device_fatal event=DEVICE_FATAL class={:?} scope={:?} device_path={} peer=untouched counters={counters} source=scripted (rdma link delete raises no event on rxe)",
+        "FAULT s8_device_fatal event=DEVICE_FATAL class={:?} scope={:?} device_path={} peer=untouched refusals={} counters={counters} source=scripted (rdma link delete raises no event on rxe)",
         k.class,
         k.scope,
         p.a.gate.path_str(DEV),
+        refusals(&p.a),
     );
 }
