@@ -945,7 +945,17 @@ fn fault8_scripted_device_fatal_isolates_the_local_device_only() {
     assert!(p.b.e.segment_info(b_seg).unwrap().active);
     // Recovery: reconnect, the probe (avoided until the cooldown ends).
     p.a.e.reconnect_segment(p.seg).unwrap();
+    let avoids0 = p.a.e.stats().avoids;
     write_and_verify(&p.a, &p.b, p.seg, LEN, &pattern(19, LEN));
+    // Avoided slices are parked until the cooldown deadline (issue #18):
+    // a few avoids per quarantine (the first refusal, the epoch that first
+    // records the deadline, the deadline itself), not one per worker round
+    // (hundreds to thousands in a 300 ms cooldown before parking).
+    let avoided = p.a.e.stats().avoids - avoids0;
+    assert!(
+        avoided <= 32,
+        "{avoided} avoids in one cooldown: refused slices are re-tried in a loop"
+    );
     assert_eq!(p.a.e.device_snapshot().unwrap().health, Health::Healthy);
     let dpath = p.a.gate.route_path(DEV);
     assert!(

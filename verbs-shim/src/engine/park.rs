@@ -348,6 +348,10 @@ mod tests {
         }
     }
 
+    fn blk(key: Key, wake: Wake, refusal: Refusal) -> Block {
+        Block { key, wake, refusal }
+    }
+
     fn sk(route: u32) -> SliceKey {
         SliceKey {
             route,
@@ -374,11 +378,7 @@ mod tests {
     fn a_block_holds_its_route_until_its_event_and_keeps_the_order() {
         let mut lot = Lot::new(16);
         let b = lot
-            .open(Block {
-                key: Key::Route(3),
-                wake: Wake::Release(7),
-                refusal: deferred(),
-            })
+            .open(blk(Key::Route(3), Wake::Release(7), deferred()))
             .unwrap();
         assert!(lot.park(r(1), b));
         assert_eq!(lot.blocking(&sk(3)), Some(b), "same route: held back");
@@ -403,11 +403,7 @@ mod tests {
     fn an_avoided_route_wakes_at_its_cooldown_deadline_not_before() {
         let mut lot = Lot::new(16);
         let b = lot
-            .open(Block {
-                key: Key::Route(3),
-                wake: Wake::At(1_500),
-                refusal: avoided(),
-            })
+            .open(blk(Key::Route(3), Wake::At(1_500), avoided()))
             .unwrap();
         assert!(lot.park(r(1), b));
         assert!(lot.only_timed());
@@ -425,15 +421,15 @@ mod tests {
     fn credit_blocks_wake_on_their_bucket_or_their_retry_time() {
         let mut lot = Lot::new(16);
         let b = lot
-            .open(Block {
-                key: Key::Peer(5),
-                wake: Wake::Credit {
+            .open(blk(
+                Key::Peer(5),
+                Wake::Credit {
                     bucket: 5,
                     seq: 2,
                     at: 900,
                 },
-                refusal: avoided(),
-            })
+                avoided(),
+            ))
             .unwrap();
         assert!(lot.park(r(1), b));
         let other = Now {
@@ -450,15 +446,15 @@ mod tests {
         assert_eq!(lot.lift(&granted), 1);
         // And the retry time alone lifts it too.
         let b = lot
-            .open(Block {
-                key: Key::Peer(5),
-                wake: Wake::Credit {
+            .open(blk(
+                Key::Peer(5),
+                Wake::Credit {
                     bucket: 5,
                     seq: 3,
                     at: 900,
                 },
-                refusal: avoided(),
-            })
+                avoided(),
+            ))
             .unwrap();
         let mut out = heapless::Vec::<SliceRef, 8>::new();
         lot.take_ready(&mut out);
@@ -470,53 +466,29 @@ mod tests {
     fn a_full_lot_refuses_and_changes_nothing() {
         let mut lot = Lot::new(2);
         let b = lot
-            .open(Block {
-                key: Key::Tokens,
-                wake: Wake::Release(0),
-                refusal: deferred(),
-            })
+            .open(blk(Key::Tokens, Wake::Release(0), deferred()))
             .unwrap();
         assert!(lot.park(r(1), b));
         assert!(lot.park(r(2), b));
         assert!(!lot.park(r(3), b), "full");
         assert!(lot
-            .open(Block {
-                key: Key::Route(9),
-                wake: Wake::Release(0),
-                refusal: deferred(),
-            })
+            .open(blk(Key::Route(9), Wake::Release(0), deferred()))
             .is_none());
         assert_eq!(lot.len(), 2);
         // Only `MAX_BLOCKS` distinct keys; a key already open is reused.
         let mut lot = Lot::new(64);
         for k in 0..MAX_BLOCKS as u32 {
-            let b = Block {
-                key: Key::Route(k),
-                wake: Wake::Release(0),
-                refusal: deferred(),
-            };
+            let b = blk(Key::Route(k), Wake::Release(0), deferred());
             assert!(lot.open(b).is_some());
         }
-        let extra = Block {
-            key: Key::Route(99),
-            wake: Wake::Release(0),
-            refusal: deferred(),
-        };
+        let extra = blk(Key::Route(99), Wake::Release(0), deferred());
         assert!(lot.open(extra).is_none());
-        let again = Block {
-            key: Key::Route(0),
-            wake: Wake::Release(5),
-            refusal: deferred(),
-        };
+        let again = blk(Key::Route(0), Wake::Release(5), deferred());
         assert_eq!(lot.open(again), Some(0));
         // Ready slices beyond the caller's room stay parked, in order.
         let mut lot = Lot::new(8);
         let b = lot
-            .open(Block {
-                key: Key::Tokens,
-                wake: Wake::Release(0),
-                refusal: deferred(),
-            })
+            .open(blk(Key::Tokens, Wake::Release(0), deferred()))
             .unwrap();
         for i in 0..3 {
             assert!(lot.park(r(i), b));
@@ -536,11 +508,7 @@ mod tests {
     #[test]
     fn stale_slices_leave_the_lot_and_free_their_block() {
         let mut lot = Lot::new(8);
-        let key = Block {
-            key: Key::Route(3),
-            wake: Wake::At(1_000),
-            refusal: avoided(),
-        };
+        let key = blk(Key::Route(3), Wake::At(1_000), avoided());
         let b = lot.open(key).unwrap();
         for i in 0..4 {
             assert!(lot.park(r(i), b));
