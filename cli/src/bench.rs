@@ -203,6 +203,9 @@ pub struct BenchArgs {
     /// Only the result table (or JSON): no header, no progress
     #[arg(long)]
     pub quiet: bool,
+    /// Write the engine's final snapshot (stats and every route's CC state) to FILE as JSON
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<std::path::PathBuf>,
 }
 
 /// How long each size runs.
@@ -724,6 +727,20 @@ mod verbs {
         }
     }
 
+    /// `--metrics FILE`: the engine's snapshot ([`Engine::snapshot`]:
+    /// stats and every route's CC state) as one JSON object, with the
+    /// side that wrote it.
+    fn write_metrics(a: &BenchArgs, e: &Engine, role: &str) -> Result<(), String> {
+        let Some(path) = &a.metrics else {
+            return Ok(());
+        };
+        let j = serde_json::json!({ "format": 1, "role": role, "device": e.device(),
+            "snapshot": e.snapshot() });
+        let text = serde_json::to_string_pretty(&j).expect("the snapshot serializes");
+        std::fs::write(path, text + "\n")
+            .map_err(|err| format!("--metrics {}: {err}", path.display()))
+    }
+
     /// The server: one client, then exit. Its engine starts when the
     /// client has said what it needs (memory, QPs per endpoint).
     pub(super) fn server(a: &BenchArgs) -> Result<(), String> {
@@ -796,7 +813,9 @@ mod verbs {
                 e.listen_addr().port()
             );
         }
-        match recv(&mut r)? {
+        let done = recv(&mut r);
+        write_metrics(a, &e, "server")?;
+        match done? {
             Some(Msg::Done { report }) => {
                 print_report(a, &report, "client");
                 Ok(())
@@ -910,7 +929,7 @@ mod verbs {
             }
             Ok(rep)
         })();
-        match result {
+        let out = match result {
             Ok(rep) => {
                 send(
                     &mut w,
@@ -934,7 +953,10 @@ mod verbs {
                 );
                 Err(err)
             }
-        }
+        };
+        // The final snapshot, also (especially) of a run that failed.
+        let m = write_metrics(a, &e, "client");
+        out.and(m)
     }
 
     /// Both buffers and the segment, shared by the threads.

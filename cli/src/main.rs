@@ -31,7 +31,24 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
+/// Installs the log subscriber: the engine's control-path lines
+/// (`railyard::handshake`, `::endpoint`, `::qp`, `::reconnect`, `::cc`,
+/// `::event`, `::config`) on stderr, filtered by `RUST_LOG` (e.g.
+/// `RUST_LOG=railyard=info`); without it, or with a filter that does not
+/// parse, only errors (the engine logs none, so nothing changes on
+/// stdout or stderr).
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
+    init_logging();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cli = match Cli::try_parse() {
         Ok(c) => c,

@@ -111,6 +111,8 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_RECLAIM_EVENT, ry_reclaim_event);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_HOTPATH_STATS, ry_hotpath_stats);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_TARGET_MODE, ry_target_mode);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_ROUTE_STATE, ry_engine_route_state);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_LOG_LEVEL, ry_log_level);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

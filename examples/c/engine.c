@@ -15,6 +15,7 @@
 #define RY_ENGINE
 #endif
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,47 @@ static ry_engine_task_status wait_task(ry_engine e, uint64_t batch, size_t task)
   }
 }
 
+/* What the log callback saw (called from any thread: counters are atomic;
+ * the last message is written only by the checks that run on this thread). */
+static atomic_int log_count, log_handshake;
+static uint32_t log_level;
+static char log_target[64], log_message[512];
+
+static void on_log(uint32_t level, const char *target, const char *message, void *user) {
+  CHECK(user == &log_count);
+  if (strncmp(target, "railyard::handshake", 19) == 0) atomic_fetch_add(&log_handshake, 1);
+  if (atomic_fetch_add(&log_count, 1) == 0) {
+    log_level = level;
+    snprintf(log_target, sizeof log_target, "%s", target);
+    snprintf(log_message, sizeof log_message, "%s", message);
+  }
+}
+
+/* ry_set_log_callback: a refused MC_* value reaches the callback at WARN
+ * from railyard::config, naming the variable and the value; a stricter
+ * level filters it out; NULL clears the callback; an unknown level is
+ * refused. Leaves the callback installed at INFO (the device part counts
+ * the handshake lines). */
+static void log_checks(void) {
+  ry_engine_config cfg;
+  FAILS_WITH(ry_set_log_callback(6, on_log, &log_count), RY_STATUS_INVALID_ARGUMENT);
+  OK(ry_set_log_callback(RY_LOG_LEVEL_WARN, on_log, &log_count));
+  CHECK(setenv("MC_MAX_WR", "lots", 1) == 0);
+  FAILS_WITH(ry_engine_config_from_env(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(atomic_load(&log_count) == 1);
+  CHECK(log_level == RY_LOG_LEVEL_WARN);
+  CHECK(strcmp(log_target, "railyard::config") == 0);
+  CHECK(strstr(log_message, "MC_MAX_WR") != NULL && strstr(log_message, "lots") != NULL);
+  OK(ry_set_log_callback(RY_LOG_LEVEL_ERROR, on_log, &log_count));
+  FAILS_WITH(ry_engine_config_from_env(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(atomic_load(&log_count) == 1); /* filtered: a warning */
+  OK(ry_set_log_callback(RY_LOG_LEVEL_WARN, NULL, NULL));
+  FAILS_WITH(ry_engine_config_from_env(&cfg), RY_STATUS_ENGINE_CONFIG);
+  CHECK(atomic_load(&log_count) == 1); /* cleared */
+  CHECK(unsetenv("MC_MAX_WR") == 0);
+  OK(ry_set_log_callback(RY_LOG_LEVEL_INFO, on_log, &log_count));
+}
+
 /* Everything that needs no device: configuration (struct and environment)
  * errors naming the field or variable, and bad handles. */
 static void host_checks(void) {
@@ -63,6 +105,7 @@ static void host_checks(void) {
   uint64_t batch;
 
   ry_check_abi();
+  log_checks();
   OK(ry_engine_config_default(&good));
   CHECK(good.slice_size == 65536 && good.device[0] == '\0' && good.listen[0] != '\0');
   CHECK(good.worker_model == RY_ENGINE_WORKER_MODEL_SHARED && good.cc.mode == RY_MODE_OFF);
@@ -193,6 +236,7 @@ int main(void) {
   bmem = (uint8_t *)(uintptr_t)bm.addr;
 
   OK(ry_engine_open_segment(a, addr, &seg));
+  CHECK(atomic_load(&log_handshake) >= 1); /* "segment opened" (info) */
   FAILS_WITH(ry_engine_segment_regions(a, seg, NULL, 0, &n), RY_STATUS_BUFFER_TOO_SMALL);
   CHECK(n >= 1 && n <= 8);
   OK(ry_engine_segment_regions(a, seg, regs, 8, &n));
@@ -338,6 +382,20 @@ int main(void) {
   CHECK(st.mem_regions == 1);
   CHECK(st.gate_enabled && st.gate_in_flight_bytes == 0 && st.gate_admitted == st.gate_released);
   CHECK(st.posts >= 11 && st.completions >= 11 && st.bad_completions == 0);
+  {
+    /* The snapshot: the same counters plus every route's CC state. */
+    ry_engine_stats snap;
+    ry_engine_route_state routes[4];
+    size_t nr = 99;
+    FAILS_WITH(ry_engine_snapshot(a, &snap, NULL, 0, &nr), RY_STATUS_BUFFER_TOO_SMALL);
+    CHECK(nr == 1); /* one device, one peer NIC */
+    FAILS_WITH(ry_engine_snapshot(a, NULL, routes, 4, &nr), RY_STATUS_NULL_ARGUMENT);
+    FAILS_WITH(ry_engine_snapshot(a, &snap, routes, 4, NULL), RY_STATUS_NULL_ARGUMENT);
+    OK(ry_engine_snapshot(a, &snap, routes, 4, &nr));
+    CHECK(nr == 1 && snap.posts == st.posts && snap.tokens_in_use == 0);
+    CHECK(routes[0].device == 0 && routes[0].in_flight_bytes == 0 && routes[0].window_bytes > 0);
+    CHECK(routes[0].health == RY_HEALTH_HEALTHY);
+  }
 
   OK(ry_engine_destroy(a));
   OK(ry_engine_destroy(b));

@@ -25,7 +25,7 @@
 #define RY_ABI_VERSION 2
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 82
+#define RY_ABI_TYPE_COUNT 84
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -110,6 +110,9 @@ enum ry_status
   RY_STATUS_PANIC = -4,
   // The output buffer is too small.
   RY_STATUS_BUFFER_TOO_SMALL = -5,
+  // `ry_set_log_callback`: another `tracing` subscriber is already the
+  // process's global one.
+  RY_STATUS_LOG_UNAVAILABLE = -6,
   // Token pool: every slot is owned by a posted attempt (backpressure).
   RY_STATUS_TOKEN_EXHAUSTED = -10,
   // Token pool: the wr_id names a slot beyond the pool's capacity.
@@ -1016,6 +1019,10 @@ enum ry_abi_type
   RY_ABI_TYPE_HOTPATH_STATS = 80,
   // `ry_target_mode`.
   RY_ABI_TYPE_TARGET_MODE = 81,
+  // `ry_engine_route_state`.
+  RY_ABI_TYPE_ENGINE_ROUTE_STATE = 82,
+  // `ry_log_level`.
+  RY_ABI_TYPE_LOG_LEVEL = 83,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1308,6 +1315,36 @@ enum ry_credit_use
 typedef enum ry_credit_use ry_credit_use;
 #else
 typedef uint32_t ry_credit_use;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+// Log levels, most severe first: a callback installed at a level gets
+// that level and every more severe one.
+enum ry_log_level
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  // Nothing (as good as clearing the callback).
+  RY_LOG_LEVEL_OFF = 0,
+  // Errors (the engine logs none today).
+  RY_LOG_LEVEL_ERROR = 1,
+  // Refusals and faults: a refused handshake, a retired endpoint after
+  // an error completion, a quarantine, a refused configuration value.
+  RY_LOG_LEVEL_WARN = 2,
+  // Lifecycle: segments opened, handshakes accepted, reconnects,
+  // endpoints reclaimed, health recovering.
+  RY_LOG_LEVEL_INFO = 3,
+  // Detail: QP state changes, endpoints opened, route generations.
+  RY_LOG_LEVEL_DEBUG = 4,
+  // Everything (the engine logs nothing at this level today).
+  RY_LOG_LEVEL_TRACE = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum ry_log_level ry_log_level;
+#else
+typedef uint32_t ry_log_level;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -1937,6 +1974,25 @@ typedef struct {
   uint8_t reserved[7];
 } ry_engine_stats;
 
+// One CC route domain (local device × peer NIC) of an engine, as
+// `ry_engine_snapshot` reports it.
+typedef struct {
+  // The route domain's index.
+  uint32_t route;
+  // Its local device (rail).
+  uint16_t device;
+  // Hard errors counted towards the quarantine threshold.
+  uint16_t errors;
+  // Health state (`ry_health`).
+  uint32_t health;
+  // Route generation (advanced by every reconnect).
+  uint32_t generation;
+  // Byte window.
+  uint64_t window_bytes;
+  // Bytes in flight on the route.
+  uint64_t in_flight_bytes;
+} ry_engine_route_state;
+
 // A task-evidence handle. Zero is never valid.
 typedef struct {
   // Opaque handle bits.
@@ -2170,6 +2226,15 @@ typedef struct {
   // Bytes charged to every rail and not released.
   uint64_t rail_in_flight;
 } ry_hotpath_stats;
+
+// The log callback: `level` (an `ry_log_level`), `target` (e.g.
+// `"railyard::handshake"`) and `message` are NUL-terminated strings that
+// live only for the call; `user` is the pointer given to
+// `ry_set_log_callback`. Called from the engine's threads (the monitor,
+// the listener, handshake and reconnect threads, the pollers when an
+// error completion retires an endpoint), possibly several at once; it
+// must not unwind and must not call `ry_set_log_callback`.
+typedef void (*ry_log_fn)(uint32_t level, const char *target, const char *message, void *user);
 
 // One candidate device.
 typedef struct {
@@ -3297,6 +3362,30 @@ ry_status ry_engine_stats_get(ry_engine engine, ry_engine_stats *out);
 #endif
 
 #if defined(RY_ENGINE)
+// One consistent call for a host's metrics export: writes the
+// engine's counters to `*stats_out` (as `ry_engine_stats_get`) and
+// the CC state of every route domain it assigned so far (health,
+// generation, window, in-flight bytes) to `routes_out[..cap]`, their
+// number to `*count_out`. Too small an array is
+// `RY_STATUS_BUFFER_TOO_SMALL` with `*stats_out` and `*count_out`
+// written and nothing in `routes_out` (call again with `*count_out`
+// elements; `routes_out` may be NULL with `cap` 0 to ask). Without a
+// controller compiled in there are no routes (`*count_out` = 0).
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+//
+// # Safety
+// `stats_out` and `count_out` are valid for writes; `routes_out` is
+// NULL or valid for `cap` element writes.
+ry_status ry_engine_snapshot(ry_engine engine,
+                             ry_engine_stats *stats_out,
+                             ry_engine_route_state *routes_out,
+                             size_t cap,
+                             size_t *count_out);
+#endif
+
+#if defined(RY_ENGINE)
 // Waits up to `timeout_ms` until no work request is in flight and no
 // slice is queued (e.g. after cancel, for the stale completions);
 // `*idle_out` says whether it got there.
@@ -3624,6 +3713,29 @@ ry_status ry_hotpath_credit_usage_report(ry_hotpath hp,
 // # Safety
 // `out` is valid for writes.
 ry_status ry_hotpath_stats_get(ry_hotpath hp, ry_hotpath_stats *out);
+
+// Routes the engine's log to `callback`: every event at `level`
+// (`ry_log_level`) or more severe is passed to it as (level, target,
+// message, `user`). `callback` NULL (or `level` OFF) clears it: once this
+// returns, the previous callback is not running and is never called
+// again, so its `user` may be freed. Replacing works the same way.
+//
+// The first call installs railyard's subscriber as the process's global
+// `tracing` subscriber; if another one is installed already (a Rust host
+// that set its own), the call is `RY_STATUS_LOG_UNAVAILABLE` (that
+// subscriber gets the engine's events instead). An unknown `level` is
+// `RY_STATUS_INVALID_ARGUMENT`, and a call from inside the callback too
+// (it would wait for itself).
+//
+// Ownership: retains `callback` and `user` until cleared or replaced.
+// Thread-safety: any thread; the callback itself is called from the
+// engine's threads, concurrently (see `ry_log_fn`).
+//
+// # Safety
+// `callback` is NULL or a function of the `ry_log_fn` signature that is
+// safe to call from any thread with `user`, until this function is
+// called again.
+ry_status ry_set_log_callback(uint32_t level, ry_log_fn callback, void *user);
 
 // Writes the default selector configuration.
 //

@@ -191,10 +191,14 @@ pub enum ry_abi_type {
     HotpathStats = 80,
     /// `ry_target_mode`.
     TargetMode = 81,
+    /// `ry_engine_route_state`.
+    EngineRouteState = 82,
+    /// `ry_log_level`.
+    LogLevel = 83,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 82;
+pub const RY_ABI_TYPE_COUNT: u32 = 84;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -545,6 +549,14 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             81 => (
                 size_of::<crate::enums::ry_target_mode>(),
                 align_of::<crate::enums::ry_target_mode>(),
+            ),
+            82 => (
+                size_of::<crate::engine::ry_engine_route_state>(),
+                align_of::<crate::engine::ry_engine_route_state>(),
+            ),
+            83 => (
+                size_of::<crate::log::ry_log_level>(),
+                align_of::<crate::log::ry_log_level>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

@@ -20,6 +20,7 @@
 //! | `ry_engine_task_anomaly`, `ry_engine_task_anomaly_detail` | `Engine::task_anomaly`, `Engine::task_anomaly_detail` (RFC 4162) |
 //! | `ry_engine_cancel_batch`, `ry_engine_free_batch` | `Engine::cancel_batch`, `Engine::free_batch` |
 //! | `ry_engine_stats_get`, `ry_engine_wait_idle` | `Engine::stats`, `Engine::wait_idle` |
+//! | `ry_engine_snapshot` | `Engine::snapshot` (stats + every route's CC state) |
 //!
 //! Every `EngineError` variant has its own `RY_STATUS_ENGINE_*` code
 //! (`EngineError::Verbs` is split into NO_DEVICE, DEVICE_NOT_FOUND and
@@ -277,6 +278,27 @@ pub struct ry_engine_stats {
     pub gate_enabled: bool,
     /// Reserved, zero.
     pub reserved: [u8; 7],
+}
+
+/// One CC route domain (local device × peer NIC) of an engine, as
+/// `ry_engine_snapshot` reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_engine_route_state {
+    /// The route domain's index.
+    pub route: u32,
+    /// Its local device (rail).
+    pub device: u16,
+    /// Hard errors counted towards the quarantine threshold.
+    pub errors: u16,
+    /// Health state (`ry_health`).
+    pub health: u32,
+    /// Route generation (advanced by every reconnect).
+    pub generation: u32,
+    /// Byte window.
+    pub window_bytes: u64,
+    /// Bytes in flight on the route.
+    pub in_flight_bytes: u64,
 }
 
 #[cfg(feature = "engine")]
@@ -1229,6 +1251,57 @@ mod imp {
             let out = unsafe { out_ref(out, "out") }?;
             *out = with_engine(engine, |e| Ok(e.stats()))?.into();
             Ok(())
+        })
+    }
+
+    /// One consistent call for a host's metrics export: writes the
+    /// engine's counters to `*stats_out` (as `ry_engine_stats_get`) and
+    /// the CC state of every route domain it assigned so far (health,
+    /// generation, window, in-flight bytes) to `routes_out[..cap]`, their
+    /// number to `*count_out`. Too small an array is
+    /// `RY_STATUS_BUFFER_TOO_SMALL` with `*stats_out` and `*count_out`
+    /// written and nothing in `routes_out` (call again with `*count_out`
+    /// elements; `routes_out` may be NULL with `cap` 0 to ask). Without a
+    /// controller compiled in there are no routes (`*count_out` = 0).
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+    ///
+    /// # Safety
+    /// `stats_out` and `count_out` are valid for writes; `routes_out` is
+    /// NULL or valid for `cap` element writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_engine_snapshot(
+        engine: ry_engine,
+        stats_out: *mut ry_engine_stats,
+        routes_out: *mut ry_engine_route_state,
+        cap: usize,
+        count_out: *mut usize,
+    ) -> RyStatus {
+        guard(|| {
+            // SAFETY: caller contract: valid for writes. Checked first.
+            let stats = unsafe { out_ref(stats_out, "stats_out") }?;
+            if count_out.is_null() {
+                return Err(Error::null("count_out"));
+            }
+            let snap = with_engine(engine, |e| Ok(e.snapshot()))?;
+            *stats = snap.stats.into();
+            let routes: Vec<ry_engine_route_state> = snap
+                .routes
+                .iter()
+                .map(|r| ry_engine_route_state {
+                    route: r.route,
+                    device: r.device,
+                    errors: r.errors,
+                    health: crate::enums::ry_health::from(r.health) as u32,
+                    generation: r.generation,
+                    window_bytes: r.window_bytes,
+                    in_flight_bytes: r.in_flight_bytes,
+                })
+                .collect();
+            // SAFETY: caller contract: `routes_out` NULL or valid for `cap`
+            // writes, `count_out` valid for writes (checked non-NULL).
+            unsafe { write_array(routes, routes_out, cap, count_out) }
         })
     }
 

@@ -38,6 +38,9 @@ pub enum RyStatus {
     Panic = -4,
     /// The output buffer is too small.
     BufferTooSmall = -5,
+    /// `ry_set_log_callback`: another `tracing` subscriber is already the
+    /// process's global one.
+    LogUnavailable = -6,
 
     /// Token pool: every slot is owned by a posted attempt (backpressure).
     TokenExhausted = -10,
@@ -625,6 +628,7 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         InvalidArgument => c"RY_STATUS_INVALID_ARGUMENT",
         Panic => c"RY_STATUS_PANIC",
         BufferTooSmall => c"RY_STATUS_BUFFER_TOO_SMALL",
+        LogUnavailable => c"RY_STATUS_LOG_UNAVAILABLE",
         TokenExhausted => c"RY_STATUS_TOKEN_EXHAUSTED",
         TokenOutOfRange => c"RY_STATUS_TOKEN_OUT_OF_RANGE",
         TokenDuplicate => c"RY_STATUS_TOKEN_DUPLICATE",

@@ -5,11 +5,11 @@
 
 use crate::core::{Core, Failure};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
 use railyard_core::evidence::{AnomalyState, Observed};
 use railyard_verbs::engine::{
-    BatchId, CcMode, Engine as RustEngine, EngineConfig, EngineError, Op, SegmentId, TaskStatus,
-    Transfer, WorkerModel,
+    BatchId, CcMode, Engine as RustEngine, EngineConfig, EngineError, EngineStats, Op, SegmentId,
+    TaskStatus, Transfer, WorkerModel,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -549,48 +549,31 @@ impl NativeEngine {
     /// `posts`, `completions`, ... and the post gate's `gate_*`.
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let s = self.core(py)?.engine.stats();
+        Ok(stats_dict(py, &s)?.unbind())
+    }
+
+    /// Everything to export in one call: `{"stats": <stats()>, "routes":
+    /// [...]}`, one dict per CC route domain the engine assigned (`route`,
+    /// `device`, `health` as a name such as `"Healthy"` or
+    /// `"Quarantined"`, `generation`, `errors`, `window_bytes`,
+    /// `in_flight_bytes`); no routes without a controller compiled in.
+    fn snapshot(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let snap = self.core(py)?.engine.snapshot();
         let d = PyDict::new(py);
-        let g = s.gate;
-        for (k, v) in [
-            ("tokens_in_use", s.tokens_in_use),
-            ("endpoint_outstanding", s.endpoint_outstanding),
-            ("qp_depth", s.qp_depth),
-            ("cq_outstanding", s.cq_outstanding),
-            ("slices_pending", s.slices_pending),
-            ("endpoints_live", s.endpoints_live),
-            ("posts", s.posts),
-            ("doorbells", s.doorbells),
-            ("completions", s.completions),
-            ("stale_completions", s.stale_completions),
-            ("bad_completions", s.bad_completions),
-            ("deferrals", s.deferrals),
-            ("avoids", s.avoids),
-            ("backpressure", s.backpressure),
-            ("unposted", s.unposted),
-            ("retries", s.retries),
-            ("async_events", s.async_events),
-            ("retired", s.retired),
-            ("reclaimed", s.reclaimed),
-            ("force_flushes", s.force_flushes),
-            ("rail_accounting_errors", s.rail_accounting_errors),
-            ("rail_moves", s.rail_moves),
-            ("mem_regions", s.mem_regions),
-            ("mem_pins", s.mem_pins),
-            ("gate_admitted", g.admitted),
-            ("gate_released", g.released),
-            ("gate_in_flight_bytes", g.in_flight_bytes),
-            ("gate_acquire_errors", g.acquire_errors),
-            ("gate_release_errors", g.release_errors),
-            ("gate_epochs", g.epochs),
-            ("gate_route_timeouts", g.route_timeouts),
-            ("gate_suppressed_timeouts", g.suppressed_timeouts),
-        ] {
-            d.set_item(k, v)?;
+        d.set_item("stats", stats_dict(py, &snap.stats)?)?;
+        let routes = PyList::empty(py);
+        for r in &snap.routes {
+            let x = PyDict::new(py);
+            x.set_item("route", r.route)?;
+            x.set_item("device", r.device)?;
+            x.set_item("health", format!("{:?}", r.health))?;
+            x.set_item("generation", r.generation)?;
+            x.set_item("errors", r.errors)?;
+            x.set_item("window_bytes", r.window_bytes)?;
+            x.set_item("in_flight_bytes", r.in_flight_bytes)?;
+            routes.append(x)?;
         }
-        d.set_item("gate_enabled", g.enabled)?;
-        let rails = usize::from(s.rails);
-        d.set_item("rail_charged_bytes", s.rail_charged_bytes[..rails].to_vec())?;
-        d.set_item("rail_slices_posted", s.rail_slices_posted[..rails].to_vec())?;
+        d.set_item("routes", routes)?;
         Ok(d.unbind())
     }
 
@@ -620,4 +603,51 @@ impl NativeEngine {
 
 fn anomaly_name(s: AnomalyState) -> String {
     screaming(&format!("{s:?}"))
+}
+
+/// [`NativeEngine::stats`]'s dict.
+fn stats_dict<'py>(py: Python<'py>, s: &EngineStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let g = s.gate;
+    for (k, v) in [
+        ("tokens_in_use", s.tokens_in_use),
+        ("endpoint_outstanding", s.endpoint_outstanding),
+        ("qp_depth", s.qp_depth),
+        ("cq_outstanding", s.cq_outstanding),
+        ("slices_pending", s.slices_pending),
+        ("endpoints_live", s.endpoints_live),
+        ("posts", s.posts),
+        ("doorbells", s.doorbells),
+        ("completions", s.completions),
+        ("stale_completions", s.stale_completions),
+        ("bad_completions", s.bad_completions),
+        ("deferrals", s.deferrals),
+        ("avoids", s.avoids),
+        ("backpressure", s.backpressure),
+        ("unposted", s.unposted),
+        ("retries", s.retries),
+        ("async_events", s.async_events),
+        ("retired", s.retired),
+        ("reclaimed", s.reclaimed),
+        ("force_flushes", s.force_flushes),
+        ("rail_accounting_errors", s.rail_accounting_errors),
+        ("rail_moves", s.rail_moves),
+        ("mem_regions", s.mem_regions),
+        ("mem_pins", s.mem_pins),
+        ("gate_admitted", g.admitted),
+        ("gate_released", g.released),
+        ("gate_in_flight_bytes", g.in_flight_bytes),
+        ("gate_acquire_errors", g.acquire_errors),
+        ("gate_release_errors", g.release_errors),
+        ("gate_epochs", g.epochs),
+        ("gate_route_timeouts", g.route_timeouts),
+        ("gate_suppressed_timeouts", g.suppressed_timeouts),
+    ] {
+        d.set_item(k, v)?;
+    }
+    d.set_item("gate_enabled", g.enabled)?;
+    let rails = usize::from(s.rails);
+    d.set_item("rail_charged_bytes", s.rail_charged_bytes[..rails].to_vec())?;
+    d.set_item("rail_slices_posted", s.rail_slices_posted[..rails].to_vec())?;
+    Ok(d)
 }

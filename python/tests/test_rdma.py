@@ -282,6 +282,16 @@ def test_stats_and_close(pair):
     s = a.stats()
     assert s["mem_regions"] == 1
     assert s["posts"] >= 0 and isinstance(s["gate_enabled"], bool)
+    # One call for a metrics export: the same counters plus every CC route.
+    snap = a.snapshot()
+    assert set(snap) == {"stats", "routes"}
+    assert snap["stats"]["mem_regions"] == 1
+    assert len(snap["routes"]) == 1  # one device, one peer NIC
+    r = snap["routes"][0]
+    assert r["device"] == 0 and r["health"] in ("Healthy", "Congested", "Suspect")
+    assert r["in_flight_bytes"] >= 0 and r["generation"] >= 0
+    if s["gate_enabled"]:
+        assert r["window_bytes"] > 0
     with railyard.Engine(device=DEVICE) as c:
         addr = c.alloc(65536)
         c.write(addr, b"abc")

@@ -455,8 +455,8 @@ pub fn serve<D, P, R>(
     let active = AtomicUsize::new(0);
     std::thread::scope(|s| {
         while !stop.load(Ordering::Acquire) {
-            let stream = match listener.accept() {
-                Ok((stream, _)) => stream,
+            let (stream, peer) = match listener.accept() {
+                Ok(accepted) => accepted,
                 Err(_) => {
                     // WouldBlock (nothing pending) or a transient accept
                     // error (EMFILE, ECONNABORTED): poll again shortly.
@@ -466,9 +466,12 @@ pub fn serve<D, P, R>(
             };
             if active.load(Ordering::Acquire) >= limits.max_concurrent {
                 let _ = stream.shutdown(Shutdown::Both);
-                on_refusal(Refusal::Busy {
+                let r = Refusal::Busy {
                     limit: limits.max_concurrent,
-                });
+                };
+                tracing::warn!(target: "railyard::handshake", %peer, reason = %r,
+                    "handshake refused");
+                on_refusal(r);
                 continue;
             }
             active.fetch_add(1, Ordering::AcqRel);
@@ -481,14 +484,22 @@ pub fn serve<D, P, R>(
                     let r = Handshake::from_stream(stream, limits.deadline)
                         .and_then(|hs| hs.with_deadline(deadline).receive::<D>());
                     match r {
-                        Ok((peer, hs)) => on_peer(peer, hs),
-                        Err(e) => on_refusal(Refusal::Handshake(e)),
+                        Ok((desc, hs)) => on_peer(desc, hs),
+                        Err(e) => {
+                            let r = Refusal::Handshake(e);
+                            tracing::warn!(target: "railyard::handshake", %peer, reason = %r,
+                                "handshake refused");
+                            on_refusal(r)
+                        }
                     }
                 });
             if let Err(e) = spawned {
                 // The closure (and the stream in it) was dropped: closed.
                 active.fetch_sub(1, Ordering::AcqRel);
-                on_refusal(Refusal::Spawn(e));
+                let r = Refusal::Spawn(e);
+                tracing::warn!(target: "railyard::handshake", %peer, reason = %r,
+                    "handshake refused");
+                on_refusal(r);
             }
         }
     });

@@ -1211,7 +1211,9 @@ impl QueuePair {
         // SAFETY: live QP; `attr` is valid for the fields `mask` names.
         let rc = unsafe { sys::ibv_modify_qp(self.qp.as_ptr(), attr, mask.0 as i32) };
         check_rc("ibv_modify_qp", rc)?;
-        self.state.store(to as u8, Ordering::Release);
+        let from = QpState::from_u8(self.state.swap(to as u8, Ordering::AcqRel));
+        tracing::debug!(target: "railyard::qp", qpn = self.qpn(), from = from.name(),
+            to = to.name(), "QP state changed");
         Ok(())
     }
 
@@ -1350,7 +1352,9 @@ impl QueuePair {
             )
         };
         check_rc("ibv_modify_qp", rc)?;
-        self.state.store(QpState::Error as u8, Ordering::Release);
+        let from = QpState::from_u8(self.state.swap(QpState::Error as u8, Ordering::AcqRel));
+        tracing::debug!(target: "railyard::qp", qpn = self.qpn(), from = from.name(),
+            to = QpState::Error.name(), "QP state changed");
         Ok(())
     }
 

@@ -39,6 +39,62 @@ use support::{assert_idle, pattern, skips_without_device};
 const WAIT: Duration = Duration::from_secs(120);
 
 // ---------------------------------------------------------------------------
+// The control-path log: every `railyard*` event at INFO or above is kept in
+// `LOG` (as "LEVEL target: message fields"); with `RUST_LOG` set it is also
+// printed to stderr through tracing-subscriber's EnvFilter, as the CLI does.
+
+static LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+struct Capture;
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        let _ = if f.name() == "message" {
+            write!(self.0, " {v:?}")
+        } else {
+            write!(self.0, " {}={v:?}", f.name())
+        };
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+    fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        let m = e.metadata();
+        if *m.level() > tracing::Level::INFO || !m.target().starts_with("railyard") {
+            return;
+        }
+        let mut f = Fields(String::new());
+        e.record(&mut f);
+        let line = format!("{} {}:{}", m.level(), m.target(), f.0);
+        LOG.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+    }
+}
+
+fn init_log() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::Layer as _;
+        let print = std::env::var_os("RUST_LOG").map(|_| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_filter(tracing_subscriber::EnvFilter::from_default_env())
+        });
+        let sub = tracing_subscriber::registry().with(print).with(Capture);
+        let _ = tracing::subscriber::set_global_default(sub);
+    });
+}
+
+/// The captured lines since the last call.
+fn take_log() -> Vec<String> {
+    std::mem::take(&mut *LOG.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+// ---------------------------------------------------------------------------
 // Engines.
 
 fn base_config() -> EngineConfig {
@@ -89,6 +145,7 @@ struct Pair {
 }
 
 fn pair(test: &str, len: usize, tweak: impl Fn(&mut EngineConfig)) -> Option<Pair> {
+    init_log();
     let mut cfg = base_config();
     tweak(&mut cfg);
     let a = first_node(test, cfg.clone(), len)?;
@@ -266,6 +323,78 @@ fn fault1_wrong_rkey_is_remote_metadata_and_the_retry_succeeds_after_refresh() {
         p.a.gate.path_str(route),
         p.a.e.stats().retired,
     );
+}
+
+/// Scenario 1 twice, with 2 and with 32 slices in flight when the rkey is
+/// wrong: the control-path log (INFO and up, both engines) carries the
+/// classification, the retire and the reconnect, and the same number of
+/// lines both times: nothing per work request or completion (the first
+/// error retires the endpoint; its flushes, the retries and the successes
+/// log nothing).
+#[test]
+fn fault1_log_lines_do_not_scale_with_work_requests() {
+    const SLICE: usize = 64 * 1024;
+    const MANY: usize = 32;
+    let Some(p) = pair("fault1_log_lines", 2 * MANY * SLICE, |c| {
+        c.slice_size = SLICE as u32
+    }) else {
+        return;
+    };
+    write_and_verify(&p.a, &p.b, p.seg, 0, &pattern(1, SLICE));
+    let mut counts = Vec::new();
+    for (round, slices) in [2usize, MANY].into_iter().enumerate() {
+        let reconnects = p.a.e.segment_info(p.seg).unwrap().reconnects;
+        // Settle what the set-up (or the last round) still logs: reclaims.
+        let live = |n: &Node| n.e.stats().endpoints_live;
+        wait_for("old endpoints reclaimed", || {
+            live(&p.a) == 1 && live(&p.b) == 1
+        });
+        take_log();
+        let len = slices * SLICE;
+        let off = (round % 2) * MANY * SLICE;
+        let data = pattern(10 + round as u64, len);
+        p.a.mem.write_at(off, &data).unwrap();
+        p.a.e.fault_corrupt_rkey(p.seg).unwrap();
+        let batch = submit(&p.a.e, &[write_t(&p.a, &p.b, p.seg, off, len)]);
+        let st = wait_batch(&p.a.e, batch);
+        p.a.e.fault_restore_rkey();
+        assert_eq!(st, vec![TaskState::Completed], "{:?}", p.a.e.stats());
+        assert_reads_back(&p.b, off, &data);
+        p.a.e.free_batch(batch).unwrap();
+        assert!(p.a.e.segment_info(p.seg).unwrap().reconnects > reconnects);
+        quiescent(&p.a, "initiator");
+        quiescent(&p.b, "target");
+        wait_for("old endpoints reclaimed", || {
+            live(&p.a) == 1 && live(&p.b) == 1
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let log = take_log();
+        let has = |what: &str| log.iter().any(|l| l.contains(what));
+        assert!(
+            has("error completion classified") && has("class=RemoteMetadata"),
+            "no classification line: {log:#?}"
+        );
+        assert!(
+            has("endpoint retired") && has("reason=CqError"),
+            "no retire line: {log:#?}"
+        );
+        assert!(
+            has("reconnect started") && has("reconnect done"),
+            "no reconnect lines: {log:#?}"
+        );
+        assert!(has("handshake accepted"), "no handshake line: {log:#?}");
+        for l in &log {
+            say!("LOG s1 slices={slices} {l}");
+        }
+        counts.push((slices, log.len()));
+    }
+    let (few, many) = (counts[0].1, counts[1].1);
+    // A line per work request would add at least MANY - 2 = 30.
+    assert!(
+        many <= few + 2,
+        "log lines grew with the work requests: {counts:?}"
+    );
+    say!("FAULT s1_log_lines lines={counts:?} (slices, INFO+ lines) per_wr=none source=real");
 }
 
 // ---------------------------------------------------------------------------
@@ -556,6 +685,16 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
         .1;
     let pgen = path.iter().find(|(h, _)| *h == Health::Probing).unwrap().1;
     assert!(pgen > qgen, "PROBING must be on a new generation: {path:?}");
+    // The monitor's health watch logged the quarantine (warn) and the
+    // recovery (info) from the control side (`railyard::cc`).
+    wait_for("the health watch's quarantine and recovery lines", || {
+        let log = LOG.lock().unwrap_or_else(|e| e.into_inner());
+        let cc = |w: &str| {
+            log.iter()
+                .any(|l| l.contains("railyard::cc") && l.contains(w))
+        };
+        cc("WARN") && cc("quarantined") && cc("to=Healthy")
+    });
     quiescent(&a, "initiator after (c)");
 
     // (d) Late completions of an old generation change nothing: with the

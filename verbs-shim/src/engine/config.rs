@@ -243,7 +243,15 @@ impl EngineConfig {
 
     /// As [`from_env`](Self::from_env), reading variables through `get`
     /// (for tests and for embedding in another configuration system).
+    /// A refused value is also logged (`railyard::config`, warn).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::parse_lookup(get).inspect_err(|e| {
+            tracing::warn!(target: "railyard::config", var = e.var, value = %e.value,
+                expected = e.expected, "configuration value refused");
+        })
+    }
+
+    fn parse_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut c = Self::default();
         let var = |k: &str| get(k).filter(|v| !v.trim().is_empty());
         if let Some(v) = var("MC_SLICE_SIZE") {

@@ -377,6 +377,9 @@ impl Shared {
                     m.insert((dev, q), handle);
                 }
             }
+            tracing::debug!(target: "railyard::endpoint", device = dev, route,
+                slot = handle.slot, generation = handle.generation, ?qpns,
+                peer_qpn = nic.qps[0].qpn, "endpoint opened");
             entry.push(RailEntry {
                 dev,
                 handle,
@@ -501,10 +504,21 @@ impl Shared {
                 source,
             })?
             .collect();
-        let hs = Handshake::connect(&addrs[..], self.cfg.handshake_timeout)?;
-        // The address that answered (the one to dial again on reconnect).
-        let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
-        self.connect(hs, dialed)
+        let r = Handshake::connect(&addrs[..], self.cfg.handshake_timeout)
+            .map_err(EngineError::from)
+            .and_then(|hs| {
+                // The address that answered (the one to dial again on reconnect).
+                let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
+                Ok((self.connect(hs, dialed)?, dialed))
+            });
+        match &r {
+            Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
+                segment = seg.0, rails = self.segment_rails(*seg).unwrap_or(0),
+                "segment opened"),
+            Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?addrs.first(),
+                reason = %e, "opening a segment failed"),
+        }
+        r.map(|(seg, _)| seg)
     }
 
     /// The regions the peer exported at handshake time.
@@ -540,6 +554,7 @@ impl Shared {
             match self.endpoints.retire(h, RetireReason::Shutdown, self.now()) {
                 Ok(_) => {
                     self.retired.fetch_add(1, Ordering::Relaxed);
+                    self.log_retired(h, RetireReason::Shutdown);
                 }
                 Err(e) => first_err = first_err.or(Some(e)),
             }
@@ -625,33 +640,37 @@ impl Shared {
 
     /// Called after `h` was retired for `reason`: starts one automatic
     /// reconnect of its segment if this engine opened it and the QP must
-    /// be rebuilt (CQ error, QP-scope event).
-    pub(crate) fn after_retire(&self, h: EndpointHandle, reason: RetireReason) {
+    /// be rebuilt (CQ error, QP-scope event). Returns that segment, if it
+    /// started one.
+    pub(crate) fn after_retire(&self, h: EndpointHandle, reason: RetireReason) -> Option<usize> {
         if !matches!(reason, RetireReason::CqError | RetireReason::QpFatal)
             || self.draining.load(Ordering::Acquire)
             || self.stop.load(Ordering::Acquire)
         {
-            return;
+            return None;
         }
         let seg = {
             let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let Some((i, e)) = segs.iter_mut().enumerate().find(|(_, e)| {
+            let (i, e) = segs.iter_mut().enumerate().find(|(_, e)| {
                 e.rails.iter().any(|x| x.handle == h) && e.peer.is_some() && !e.reconnecting
-            }) else {
-                return;
-            };
+            })?;
             e.reconnecting = true;
             i
         };
         let Some(me) = self.me.get().and_then(|w| w.upgrade()) else {
             self.end_reconnect(seg);
-            return;
+            return None;
         };
         let spawned = std::thread::Builder::new()
             .name("railyard-reconnect".into())
             .spawn(move || {
-                let _ = me.reconnect(seg);
+                tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
+                let r = me.reconnect_once(seg);
                 me.end_reconnect(seg);
+                // Logged only after `end_reconnect`, so that writing the
+                // line does not widen the window in which a retire of the
+                // new endpoint finds the reconnect still under way.
+                me.log_reconnect(seg, &r);
             });
         let mut threads = self
             .reconnect_threads
@@ -659,8 +678,14 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner());
         threads.retain(|t| !t.is_finished());
         match spawned {
-            Ok(t) => threads.push(t),
-            Err(_) => self.end_reconnect(seg),
+            Ok(t) => {
+                threads.push(t);
+                Some(seg)
+            }
+            Err(_) => {
+                self.end_reconnect(seg);
+                None
+            }
         }
     }
 
@@ -677,6 +702,13 @@ impl Shared {
     /// the new endpoints. Reconnects are serialized, so no new endpoint is
     /// ever orphaned. Returns rail 0's new endpoint generation.
     pub(crate) fn reconnect(&self, seg: usize) -> Result<u32, EngineError> {
+        tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
+        let r = self.reconnect_once(seg);
+        self.log_reconnect(seg, &r);
+        r
+    }
+
+    fn reconnect_once(&self, seg: usize) -> Result<u32, EngineError> {
         let id = SegmentId(seg as u32);
         let _one = self
             .reconnect_lock
@@ -702,6 +734,7 @@ impl Shared {
                     .is_ok()
             {
                 self.retired.fetch_add(1, Ordering::Relaxed);
+                self.log_retired(h, RetireReason::Shutdown);
             }
         }
         let hs = crate::handshake::Handshake::connect(peer, self.cfg.handshake_timeout)?;
@@ -711,7 +744,9 @@ impl Shared {
         // The new generations first, then the endpoints become visible: no
         // post on a new endpoint is admitted on an old generation.
         for x in &new {
-            let _ = self.gate.new_generation(x.route);
+            let g = self.gate.new_generation(x.route);
+            tracing::debug!(target: "railyard::reconnect", segment = seg, device = x.dev,
+                route = x.route, generation = ?g, "route moved to a new generation");
             self.fault
                 .trace(&self.gate, TraceEvent::NewGeneration(x.route));
         }

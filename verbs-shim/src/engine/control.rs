@@ -6,6 +6,7 @@
 
 use super::events::{event_action, EventAction};
 use super::fault::TraceEvent;
+use super::observe::HealthWatch;
 use super::shared::Shared;
 use super::worker;
 use crate::handshake::{serve, ListenLimits};
@@ -79,7 +80,10 @@ pub(crate) fn spawn_all(
 fn flush_endpoint(sh: &Shared, h: EndpointHandle, guard: &EndpointGuard) {
     if let Ok(res) = sh.endpoints.resource(h, guard) {
         for qp in &res.qps {
-            let _ = qp.to_error_shared();
+            if let Err(e) = qp.to_error_shared() {
+                tracing::debug!(target: "railyard::qp", qpn = qp.qpn(), error = %e,
+                    "moving the QP to ERR failed");
+            }
         }
     }
 }
@@ -108,6 +112,7 @@ fn monitor(sh: &Shared) {
     let local = sh.endpoints.register();
     let mut tick = 0u64;
     let mut last_polls = u64::MAX;
+    let mut health = HealthWatch::default();
     while !sh.stop.load(Ordering::Acquire) {
         let now = sh.now();
         // The CC control epoch: the pollers stalled if work was on a CQ and
@@ -126,18 +131,33 @@ fn monitor(sh: &Shared) {
         last_polls = polls;
         sh.gate.on_epoch(now, poller);
         sh.fault.trace(&sh.gate, TraceEvent::Epoch(poller));
+        health.tick(sh);
         {
             let guard = local.pin();
             let mut events = Vec::new();
             let _ = sh.endpoints.poll_reclaim(now, &guard, |e| events.push(e));
             for e in events {
                 match e {
-                    ReclaimEvent::ForceFlush { handle, .. } => {
+                    ReclaimEvent::ForceFlush {
+                        handle,
+                        outstanding,
+                    } => {
+                        tracing::warn!(target: "railyard::endpoint", slot = handle.slot,
+                            generation = handle.generation, outstanding,
+                            "drain timed out: forcing a flush (QPs to ERR)");
                         sh.force_flushes.fetch_add(1, Ordering::Relaxed);
                         flush_endpoint(sh, handle, &guard);
                     }
                     ReclaimEvent::Reclaimed { handle, .. }
                     | ReclaimEvent::Abandoned { handle, .. } => {
+                        if let ReclaimEvent::Abandoned { outstanding, .. } = e {
+                            tracing::warn!(target: "railyard::endpoint", slot = handle.slot,
+                                generation = handle.generation, outstanding,
+                                "endpoint abandoned undrained: reclaimed anyway");
+                        } else {
+                            tracing::info!(target: "railyard::endpoint", slot = handle.slot,
+                                generation = handle.generation, "endpoint reclaimed");
+                        }
                         sh.reclaimed.fetch_add(1, Ordering::Relaxed);
                         sh.forget_endpoint(handle);
                     }
@@ -267,6 +287,14 @@ pub(crate) fn handle_async_event(
         EventAction::Ignore => RetireReason::ContextFatal,
     };
     let t = event_targets(d16, k.scope, action, qp_ep, cq_shard, &sh.rail_endpoints());
+    if t == EventTargets::default() {
+        tracing::info!(target: "railyard::event", device = dev, event_type, ?qp_num,
+            scope = ?k.scope, effect = ?k.effect, "async event: nothing to retire");
+    } else {
+        tracing::warn!(target: "railyard::event", device = dev, event_type, ?qp_num,
+            scope = ?k.scope, effect = ?k.effect, retire = t.retire.len(),
+            routes = ?t.routes, device_feedback = t.device, "async event");
+    }
     for &r in &t.routes {
         sh.gate.event_feedback(Some(r), k.effect);
         sh.fault
@@ -295,7 +323,19 @@ fn listen(sh: &Shared, listener: TcpListener) {
         &listener,
         &limits,
         &sh.stop,
-        |peer: PeerDescriptor, hs| sh.handshakes.finished(&sh.accept_peer(peer, hs)),
+        |peer: PeerDescriptor, hs| {
+            let from = hs.stream().peer_addr().ok();
+            let peer_nics = peer.nics.len();
+            let r = sh.accept_peer(peer, hs);
+            match &r {
+                Ok(()) => tracing::info!(target: "railyard::handshake", peer = ?from, peer_nics,
+                    "handshake accepted"),
+                Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?from,
+                    reason = %e, "handshake refused"),
+            }
+            sh.handshakes.finished(&r)
+        },
+        // `serve` logs these with the peer's address.
         |r| sh.handshakes.refused(&r),
     );
 }

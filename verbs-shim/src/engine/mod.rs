@@ -24,7 +24,9 @@
 //!   accounting, the shard/worker `Topology`), `connect.rs` (devices,
 //!   QPs, descriptors, handshake, reconnect), `submit.rs` (validate →
 //!   reserve → describe → enqueue), `worker.rs` (post and poll),
-//!   `control.rs` (monitor, async events, listener), `memory.rs`,
+//!   `control.rs` (monitor, async events, listener), `observe.rs`
+//!   (control-path logging targets, the health watch, [`Engine::snapshot`]),
+//!   `topology.rs` (shard/worker index arithmetic), `memory.rs`,
 //!   `cc_gate.rs`, `config.rs`, `events.rs`, `rail_diag.rs`, `fault.rs` +
 //!   `inject.rs` (fault injection).
 //!   This file is the façade: [`Engine`] and the public re-exports.
@@ -116,10 +118,12 @@ mod fault;
 #[cfg(feature = "fault-injection")]
 mod inject;
 mod memory;
+mod observe;
 mod park;
 mod rail_diag;
 mod shared;
 mod submit;
+mod topology;
 mod worker;
 
 pub use api::{
@@ -134,6 +138,7 @@ pub use connect::SegmentInfo;
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
+pub use observe::{EngineSnapshot, RouteState};
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
 pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
@@ -178,7 +183,10 @@ impl Engine {
     /// per device). A `cfg.cc` that does not validate leaves the controller
     /// off ([`Engine::cc_config_error`] says why).
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
-        cfg.validate()?;
+        cfg.validate().inspect_err(|e| {
+            tracing::warn!(target: "railyard::config", var = e.var, value = %e.value,
+                expected = e.expected, "engine configuration refused");
+        })?;
         let (devs, max_cqe) = Dev::open_all(&cfg)?;
         let shared = Shared::new(cfg, devs, max_cqe)?;
         let listener = TcpListener::bind(shared.cfg.listen).map_err(EngineError::Io)?;
@@ -415,6 +423,27 @@ impl Engine {
     /// Counters and leak-check gauges.
     pub fn stats(&self) -> EngineStats {
         self.shared.stats()
+    }
+
+    /// What a host exports, in one call: [`stats`](Self::stats) plus the
+    /// CC state (health, generation, window, in-flight bytes) of every
+    /// route domain assigned so far ([`EngineSnapshot`]). Slow path (a
+    /// lock on the route map, one controller snapshot per route); never
+    /// touches verbs.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let snap = engine.snapshot();
+    /// assert_eq!(snap.stats.tokens_in_use, 0);
+    /// for r in &snap.routes {
+    ///     println!("route {} dev {}: {:?} window {} in flight {}",
+    ///         r.route, r.device, r.health, r.window_bytes, r.in_flight_bytes);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn snapshot(&self) -> EngineSnapshot {
+        self.shared.snapshot()
     }
 
     /// Waits until no work request is in flight and no slice is queued

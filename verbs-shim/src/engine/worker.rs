@@ -596,7 +596,7 @@ fn poll_cq(
             // The QP is in ERR now: retire its endpoint (one API). For a
             // flush this is a no-op unless the QP went to ERR behind the
             // engine's back (then the burst retires it exactly once).
-            sh.retire(done.record.endpoint, RetireReason::CqError);
+            sh.retire_after_wc(&done);
         }
         // Task evidence, for the slice's current attempt only (a stale
         // completion's slice slot may already belong to another task).

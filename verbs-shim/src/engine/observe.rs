@@ -1,0 +1,247 @@
+//! Observability, off the per-WR path: the control-path log lines that
+//! need more than their call site knows (a retire with its segment, rail
+//! and route; the CC health watch), and the one-call stats snapshot
+//! ([`EngineSnapshot`]: [`EngineStats`] plus every route's CC state).
+//!
+//! Logging goes through the `tracing` crate, with these targets (filter
+//! them with e.g. `RUST_LOG=railyard=info` under the CLI, or
+//! `ry_set_log_callback` from C):
+//!
+//! | target | what | levels |
+//! |---|---|---|
+//! | `railyard::handshake` | passive handshakes accepted / refused (typed reason), segments opened | info, warn |
+//! | `railyard::endpoint` | endpoints opened, retired (with the error completion's classification), force-flushed, reclaimed, abandoned | debug, info, warn |
+//! | `railyard::qp` | QP state changes (RESET → INIT → RTR → RTS, → ERR) | debug |
+//! | `railyard::reconnect` | reconnect started / done / failed | info, warn |
+//! | `railyard::cc` | route and device health changes (quarantine, probing, recovery), controller left off | info, warn |
+//! | `railyard::event` | async events and where they landed | info, warn |
+//! | `railyard::config` | configuration values refused | warn |
+//!
+//! Nothing is logged per work request or per completion: a retire logs
+//! once per endpoint (the first error completion retires it; the flushes
+//! after it find it retired), and the health watch samples the controller
+//! once per monitor tick.
+
+use super::api::{EngineError, EngineStats};
+use super::shared::Shared;
+use railyard_core::cc::Health;
+use railyard_core::completion::Completed;
+use railyard_core::endpoint::{EndpointHandle, RetireReason};
+use std::collections::HashMap;
+
+/// One CC route domain's state (local device × peer NIC), as
+/// [`Engine::snapshot`](super::Engine::snapshot) reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct RouteState {
+    /// The route domain's index.
+    pub route: u32,
+    /// Its local device (rail).
+    pub device: u16,
+    /// Health state.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "health_name"))]
+    pub health: Health,
+    /// Route generation (advanced by every reconnect).
+    pub generation: u32,
+    /// Hard errors counted towards the quarantine threshold.
+    pub errors: u16,
+    /// Byte window.
+    pub window_bytes: u64,
+    /// Bytes in flight on the route.
+    pub in_flight_bytes: u64,
+}
+
+#[cfg(feature = "serde")]
+fn health_name<S: serde::Serializer>(h: &Health, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&format_args!("{h:?}"))
+}
+
+/// Everything a host exports about an engine, in one call
+/// ([`Engine::snapshot`](super::Engine::snapshot)): the counters and leak
+/// gauges, and the CC state of every route domain the engine assigned
+/// (empty without a controller compiled in).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct EngineSnapshot {
+    /// [`Engine::stats`](super::Engine::stats).
+    pub stats: EngineStats,
+    /// Every assigned route, by route index.
+    pub routes: Vec<RouteState>,
+}
+
+impl Shared {
+    /// The routes assigned so far, with their devices, by route index.
+    fn assigned_routes(&self) -> Vec<(u32, u16)> {
+        let m = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<(u32, u16)> = m.iter().map(|(k, &r)| (r, k.0)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The CC state of every assigned route.
+    pub(crate) fn route_states(&self) -> Vec<RouteState> {
+        self.assigned_routes()
+            .into_iter()
+            .filter_map(|(route, device)| {
+                let s = self.gate.route_snapshot(route)?;
+                Some(RouteState {
+                    route,
+                    device,
+                    health: s.health,
+                    generation: s.generation,
+                    errors: s.errors,
+                    window_bytes: s.window,
+                    in_flight_bytes: s.in_flight,
+                })
+            })
+            .collect()
+    }
+
+    /// Logs how a reconnect of `seg` ended.
+    pub(crate) fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
+        match r {
+            Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
+                endpoint_generation = generation, rails = self.segment_rails(super::api::SegmentId(seg as u32)).unwrap_or(0),
+                "reconnect done"),
+            Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
+                reason = %e, "reconnect failed"),
+        }
+    }
+
+    /// [`EngineSnapshot`]: stats and route states.
+    pub(crate) fn snapshot(&self) -> EngineSnapshot {
+        EngineSnapshot {
+            stats: self.stats(),
+            routes: self.route_states(),
+        }
+    }
+
+    /// Logs that `h` was retired for `reason`, with its segment, device and
+    /// route (looked up without waiting: a caller holding the segment lock
+    /// gets the line without them). Warn for faults, info for teardown.
+    pub(crate) fn log_retired(&self, h: EndpointHandle, reason: RetireReason) {
+        let rail = self.segments.try_read().ok().and_then(|segs| {
+            segs.iter().enumerate().find_map(|(i, e)| {
+                e.rails
+                    .iter()
+                    .find(|r| r.handle == h)
+                    .map(|r| (i as u32, r.dev, r.route))
+            })
+        });
+        let (segment, device, route) = match rail {
+            Some((s, d, r)) => (Some(s), Some(d), Some(r)),
+            None => (None, None, None),
+        };
+        let (slot, generation) = (h.slot, h.generation);
+        if matches!(
+            reason,
+            RetireReason::Shutdown | RetireReason::PassiveHandshakeStale
+        ) {
+            tracing::info!(target: "railyard::endpoint", slot, generation, ?segment, ?device,
+                ?route, ?reason, "endpoint retired");
+        } else {
+            tracing::warn!(target: "railyard::endpoint", slot, generation, ?segment, ?device,
+                ?route, ?reason, "endpoint retired");
+        }
+    }
+
+    /// Retires `h` for `reason` (the one teardown API) and, only if this
+    /// call retired it, counts it, starts the automatic reconnect where
+    /// one applies (`Shared::after_retire`) and logs it (after `wc`'s
+    /// classification when an error completion caused it: the endpoint's
+    /// first one; the flushes after it find it retired and log nothing).
+    pub(crate) fn retire_logged(
+        &self,
+        h: EndpointHandle,
+        reason: RetireReason,
+        wc: Option<&Completed>,
+    ) {
+        if self.endpoints.retire(h, reason, self.now()).is_err() {
+            return;
+        }
+        self.retired
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // The reconnect first (it marks the segment reconnecting, so that
+        // retries wait for it), the log lines after: writing them must not
+        // widen the window in which a retry finds the endpoint retired and
+        // no reconnect under way.
+        let reconnect = self.after_retire(h, reason);
+        if let Some(done) = wc {
+            let c = &done.wc;
+            tracing::warn!(target: "railyard::endpoint", status = c.status,
+                vendor_err = c.vendor_err, class = ?c.class, scope = ?c.scope,
+                effect = ?c.effect, device = done.record.device, qp = done.record.qp,
+                route = done.record.route, peer = ?done.record.peer,
+                "error completion classified");
+        }
+        self.log_retired(h, reason);
+        if let Some(segment) = reconnect {
+            tracing::info!(target: "railyard::reconnect", segment, ?reason,
+                "automatic reconnect scheduled");
+        }
+    }
+
+    /// The poll path's retire after an error completion (see
+    /// [`retire_logged`](Self::retire_logged)).
+    pub(crate) fn retire_after_wc(&self, done: &Completed) {
+        self.retire_logged(done.record.endpoint, RetireReason::CqError, Some(done));
+    }
+}
+
+/// The monitor's CC health watch: compares every route's and device's
+/// health with the previous tick and logs each change (the controller
+/// changes state on the data path too; the watch reports it from the
+/// control side, at most once per state per tick). A state that came and
+/// went between two ticks is not seen.
+#[derive(Default)]
+pub(crate) struct HealthWatch {
+    routes: HashMap<u32, (Health, u32)>,
+    devices: Vec<Health>,
+}
+
+impl HealthWatch {
+    /// One tick: log the changes since the last one.
+    pub(crate) fn tick(&mut self, sh: &Shared) {
+        for s in sh.route_states() {
+            let now = (s.health, s.generation);
+            let before = self.routes.insert(s.route, now);
+            let from = before.map_or(Health::Healthy, |b| b.0);
+            if from != s.health {
+                log_health("route", Some(s.route), s.device, from, &s);
+            }
+        }
+        let n = sh.devs.len();
+        self.devices.resize(n, Health::Healthy);
+        for d in 0..n {
+            let Some(snap) = sh.gate.device_snapshot(d as u16) else {
+                continue;
+            };
+            let from = std::mem::replace(&mut self.devices[d], snap.health);
+            if from != snap.health {
+                let s = RouteState {
+                    route: u32::MAX,
+                    device: d as u16,
+                    health: snap.health,
+                    generation: snap.generation,
+                    errors: snap.errors,
+                    window_bytes: snap.window,
+                    in_flight_bytes: snap.in_flight,
+                };
+                log_health("device", None, d as u16, from, &s);
+            }
+        }
+    }
+}
+
+fn log_health(domain: &str, route: Option<u32>, device: u16, from: Health, s: &RouteState) {
+    let to = s.health;
+    let (generation, errors, window, in_flight) =
+        (s.generation, s.errors, s.window_bytes, s.in_flight_bytes);
+    if to == Health::Quarantined {
+        tracing::warn!(target: "railyard::cc", domain, ?route, device, ?from, ?to, generation,
+            errors, window, in_flight, "quarantined");
+    } else {
+        tracing::info!(target: "railyard::cc", domain, ?route, device, ?from, ?to, generation,
+            errors, window, in_flight, "health changed");
+    }
+}
