@@ -665,11 +665,18 @@ impl Shared {
             .name("railyard-reconnect".into())
             .spawn(move || {
                 tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
-                let r = me.reconnect_once(seg);
-                me.end_reconnect(seg);
-                // Logged only after `end_reconnect`, so that writing the
-                // line does not widen the window in which a retire of the
-                // new endpoint finds the reconnect still under way.
+                // A success ends the reconnect where it publishes the new
+                // endpoints (under the same lock), so that an error
+                // completion on a new endpoint, however soon, finds no
+                // reconnect under way and starts the next one; a failure
+                // publishes nothing and ends it here.
+                let r = me.reconnect_once(seg, true);
+                if r.is_err() {
+                    me.end_reconnect(seg);
+                }
+                // Logged only after the reconnect ended, so that writing
+                // the line does not widen the window in which a retry finds
+                // the endpoint retired and the reconnect still under way.
                 me.log_reconnect(seg, &r);
             });
         let mut threads = self
@@ -703,12 +710,16 @@ impl Shared {
     /// ever orphaned. Returns rail 0's new endpoint generation.
     pub(crate) fn reconnect(&self, seg: usize) -> Result<u32, EngineError> {
         tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
-        let r = self.reconnect_once(seg);
+        let r = self.reconnect_once(seg, false);
         self.log_reconnect(seg, &r);
         r
     }
 
-    fn reconnect_once(&self, seg: usize) -> Result<u32, EngineError> {
+    /// One reconnect of `seg` ([`reconnect`](Self::reconnect)). `auto`:
+    /// the automatic reconnect [`after_retire`](Self::after_retire)
+    /// started, whose `reconnecting` mark this clears in the same critical
+    /// section that publishes the new endpoints (on success only).
+    fn reconnect_once(&self, seg: usize, auto: bool) -> Result<u32, EngineError> {
         let id = SegmentId(seg as u32);
         let _one = self
             .reconnect_lock
@@ -756,6 +767,9 @@ impl Shared {
         e.rails = new;
         e.reconnects += 1;
         e.closed = false;
+        if auto {
+            e.reconnecting = false;
+        }
         Ok(generation)
     }
 }
