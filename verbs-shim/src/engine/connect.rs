@@ -750,6 +750,7 @@ mod tests {
         let two = PeerDescriptor {
             nics: vec![nic(3, 1, 1), nic(1, 10, 500)],
             replaces: None,
+            credit: None,
         };
         assert!(!repeats(known, &two));
     }
