@@ -8,6 +8,7 @@
 
 use super::api::{BatchId, EngineError, EngineStats, HandshakeCounters, TaskState, TaskStatus};
 use super::cc_gate::CcGate;
+use super::credit::EngineCredit;
 use super::config::{ConfigError, EngineConfig, WorkerModel, MAX_RAILS};
 use super::memory;
 use super::{fault, rail_diag};
@@ -189,7 +190,11 @@ pub(crate) struct Dev {
 pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
     'a,
     EpResource,
-    railyard_core::completion::Layers<(), &'a Selector, &'a CcGate>,
+    railyard_core::completion::Layers<
+        Option<&'a railyard_core::credit::SenderLedger>,
+        &'a Selector,
+        &'a CcGate,
+    >,
 >;
 
 /// Per-slice data written by `submit` before the slice is queued (the
@@ -234,6 +239,9 @@ pub(crate) struct TaskCell {
     pub(crate) evidence: Mutex<TaskEvidence>,
     /// Observations recorded since submit.
     pub(crate) anomalies: AtomicU32,
+    /// The last receiver-credit backpressure a WRITE of the task met
+    /// (RFC 2849 typed backpressure); locked only on a credit refusal.
+    pub(crate) backpressure: Mutex<Option<railyard_core::credit::BackpressureInfo>>,
 }
 
 impl TaskCell {
@@ -362,6 +370,8 @@ pub(crate) struct Shared {
     pub(crate) reconnect_threads: Mutex<Vec<JoinHandle<()>>>,
     /// Serializes reconnects.
     pub(crate) reconnect_lock: Mutex<()>,
+    /// Receiver credit (RFC 2849, `credit.rs`); `None` with it off.
+    pub(crate) credit: Option<EngineCredit>,
 }
 
 impl Shared {
@@ -377,15 +387,16 @@ impl Shared {
     }
 
     /// The composed hot path (`railyard_core::completion`) over this
-    /// engine's tables and layers: the rail selector and the congestion
-    /// controller (receiver credit is not wired into the engine yet). Every
+    /// engine's tables and layers: receiver credit (the sender ledger, or
+    /// `None` with credit off), the rail selector and the congestion
+    /// controller. Every
     /// post and every completion goes through it; nothing else takes or
     /// releases a permit or a rail charge, or maps a WC status.
     #[inline(always)]
     pub(crate) fn owner(&self) -> HotPath<'_> {
         railyard_core::completion::Owner::new(&self.tokens, &self.slices, &self.endpoints)
             .with_layers(railyard_core::completion::Layers {
-                credit: (),
+                credit: self.credit.as_ref().map(|c| &c.ledger),
                 rail: &self.rails,
                 cc: &self.gate,
             })
@@ -493,6 +504,47 @@ impl Shared {
             return;
         }
         self.wake_poster(shard);
+    }
+
+    /// Receiver credit towards segment `seg` changed (a grant update
+    /// arrived, a link went stale or fresh): wakes every posting worker so
+    /// credit-stalled WRITEs try again. The hook a parking worker model
+    /// un-parks credit-parked slices from.
+    pub(crate) fn credit_changed(&self, seg: u32) {
+        let _ = seg;
+        for w in 0..self.topo.workers() {
+            if self.topo.post_shard(w).is_some() {
+                self.wake(w);
+            }
+        }
+    }
+
+    /// A WRITE of slice attempt `r` met credit backpressure `b` at `now`:
+    /// counts the stall and shows the typed backpressure on its task.
+    pub(crate) fn credit_stalled(
+        &self,
+        r: SliceRef,
+        b: railyard_core::credit::BackpressureInfo,
+        now: u64,
+    ) {
+        let Some(c) = self.credit.as_ref() else {
+            return;
+        };
+        c.stalled(b.peer, now);
+        *self
+            .task_of(r.index)
+            .backpressure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(c.backpressure(b));
+    }
+
+    /// Whether any of `eps` still accepts posts (receiver credit fences an
+    /// old epoch only once its endpoints stopped).
+    pub(crate) fn any_active(&self, eps: &[EndpointHandle]) -> bool {
+        eps.iter().any(|&h| {
+            matches!(self.endpoints.state(h),
+                Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+        })
     }
 
     fn wake(&self, worker: usize) {
@@ -731,6 +783,7 @@ impl Shared {
             me: OnceLock::new(),
             reconnect_threads: Mutex::new(Vec::new()),
             reconnect_lock: Mutex::new(()),
+            credit: EngineCredit::new(cfg.credit)?,
             cfg,
         });
         let _ = shared.me.set(Arc::downgrade(&shared));

@@ -139,8 +139,17 @@ fn post_round(
             route: m.route.load(Ordering::Relaxed),
             endpoint: ep_from_word(ep),
         };
-        let req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now)
-            .to_peer(m.segment.load(Ordering::Relaxed));
+        let seg = m.segment.load(Ordering::Relaxed);
+        let mut req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now).to_peer(seg);
+        // RFC 2849: a direct WRITE (op 0) to a credit-gated segment
+        // reserves its full charge vector; a READ never is gated.
+        if let Some(d) = sh.credit.as_ref().and_then(|c| {
+            (m.op.load(Ordering::Relaxed) == 0)
+                .then(|| c.demand(seg, req.bytes))
+                .flatten()
+        }) {
+            req = req.with_credit(d);
+        }
         // The memory pin of this post (memory.rs): held until its token
         // ends. Refused only for a stale queued reference (its slice
         // settled and its region was deregistered; the settle is then a
@@ -208,6 +217,20 @@ fn post_round(
                 handled -= 1;
                 break;
             }
+            // Receiver credit: the slice waits in its queue (deadline
+            // unchanged) until a grant update wakes the workers
+            // (`Shared::credit_changed`); its task shows the typed
+            // backpressure. Like a deferral, not progress.
+            Refusal::Backpressure(b) => {
+                c.backpressure.fetch_add(1, Ordering::Relaxed);
+                if let Some(o) = owner.refusal_observation(&refusal, now) {
+                    sh.note_if_current(r, || o);
+                }
+                sh.credit_stalled(r, b, now);
+                sh.requeue(r);
+                handled -= 1;
+                break;
+            }
             _ if refusal.is_backpressure() => {
                 c.backpressure.fetch_add(1, Ordering::Relaxed);
                 sh.requeue(r);
@@ -242,7 +265,7 @@ fn post_round(
             Refusal::NoUsablePath => no_usable_path(sh, r, &rec, now),
             // A bad index or a forged record: an engine bug. The slice
             // fails (never posted without its holds), and it is counted.
-            Refusal::Invalid(_) | Refusal::Backpressure(_) | Refusal::Token(_) => {
+            Refusal::Invalid(_) | Refusal::Token(_) => {
                 c.invalid.fetch_add(1, Ordering::Relaxed);
                 sh.settle(r, Outcome::Failure);
             }
