@@ -627,3 +627,18 @@ fn heartbeat_refreshes_freshness_without_minting_credit() {
     p.a.close(0, 1).unwrap();
     assert_eq!(p.a.heartbeat(0, 0), Err(AllocError::PeerNotOpen));
 }
+
+/// The consumer may return only what the sender reported committed.
+#[test]
+fn consumable_follows_reported_usage() {
+    let mut p = pair([8192, 4, 0, 4]);
+    assert_eq!(p.a.consumable(0, 0).unwrap(), Charge::ZERO);
+    let c = p.commit(Charge::direct_write(4096));
+    assert!(p.l.release(c).is_ok());
+    let u = p.c.usage(&p.l, 0, 0, Charge::ZERO).unwrap();
+    p.a.on_usage(0, &u).unwrap();
+    assert_eq!(p.a.consumable(0, 0).unwrap(), Charge([0, 0, 0, 1]));
+    p.a.consumed(0, 0, &Charge([0, 0, 0, 1])).unwrap();
+    assert_eq!(p.a.consumable(0, 0).unwrap(), Charge::ZERO);
+    assert!(p.a.consumable(5, 0).is_err());
+}

@@ -588,6 +588,24 @@ impl ReceiverAllocator {
         Ok(UsageOutcome::Applied(back))
     }
 
+    /// What the receiver's consumer may return for `(peer, class)` right
+    /// now: for each [`ReturnPath::ReceiverConsumption`] resource, what the
+    /// sender reported committed (its WRITEs were handed to the transport)
+    /// minus what was consumed locally already; 0 for the others. A
+    /// consumer that returns only this never frees a slot the sender still
+    /// holds unused.
+    pub fn consumable(&self, peer: u32, class: u32) -> Result<Charge, AllocError> {
+        let i = self.idx(peer, class)?;
+        let s = &self.slots[i];
+        let mut c = Charge::ZERO;
+        for k in 0..RESOURCES {
+            if self.cfg.return_path[k] == ReturnPath::ReceiverConsumption {
+                c.0[k] = s.consumed[k].saturating_sub(s.local[k]);
+            }
+        }
+        Ok(c)
+    }
+
     /// A receiver-local consumption report: the consumer freed `amounts` of
     /// [`ReturnPath::ReceiverConsumption`] resources for `(peer, class)` in
     /// the current epoch. Refused (and nothing changes) if it exceeds what

@@ -453,6 +453,9 @@ pub struct PeerCredit {
     pub receiver_outstanding: [u64; RESOURCES],
     /// Receiver side: the peer's epoch.
     pub receiver_epoch: u64,
+    /// Receiver side: consumer slots the application may return now
+    /// (written by the sender, per its usage reports, and not consumed).
+    pub receiver_consumable: u64,
 }
 
 /// The engine's receiver-credit metrics ([`Engine::credit_stats`](super::Engine::credit_stats)).
@@ -736,7 +739,10 @@ impl EngineCredit {
             }
             return true;
         };
-        let rx_peer = match inherit.and_then(|o| inner.rx_peer_of_seg.get(&o).copied()) {
+        // Our own reconnect keeps the segment; the peer's names the one
+        // it replaces: either way the sender keeps its receiver peer index.
+        let prior = inner.rx_peer_of_seg.get(&inherit.unwrap_or(seg)).copied();
+        let rx_peer = match prior {
             Some(p) => Some(p),
             None if inner.next_rx_peer < self.cfg.peers => {
                 inner.next_rx_peer += 1;
@@ -804,6 +810,14 @@ impl EngineCredit {
         let Some(&rx_peer) = g.rx_peer_of_seg.get(&seg) else {
             return Err(EngineError::CreditNotActive(seg));
         };
+        let can = g.alloc.consumable(rx_peer, 0).map_or(0, |c| c.get(Resource::ConsumerSlots));
+        if n == 0 || n > can {
+            return Err(EngineError::CreditConsume {
+                segment: seg,
+                slots: n,
+                why: "more consumer slots than the sender reported written and not yet consumed (or zero)",
+            });
+        }
         g.alloc
             .consumed(rx_peer, 0, &Charge::ZERO.with(Resource::ConsumerSlots, n))
             .map_err(|e| EngineError::CreditConsume {
@@ -1149,6 +1163,9 @@ impl EngineCredit {
                         .and_then(|p| g.alloc.outstanding(p, 0).ok())
                         .map_or([0; RESOURCES], |c| c.0),
                     receiver_epoch: rx.and_then(|p| g.alloc.epoch(p)).unwrap_or(0),
+                    receiver_consumable: rx
+                        .and_then(|p| g.alloc.consumable(p, 0).ok())
+                        .map_or(0, |c| c.get(Resource::ConsumerSlots)),
                 }
             })
             .collect();
