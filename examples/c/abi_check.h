@@ -111,6 +111,9 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_RECLAIM_EVENT, ry_reclaim_event);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_HOTPATH_STATS, ry_hotpath_stats);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_TARGET_MODE, ry_target_mode);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_CONFIG, ry_engine_credit_config);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_STATS, ry_engine_credit_stats);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_PEER, ry_engine_credit_peer);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

@@ -12,7 +12,12 @@ use crate::ptr::write_out;
 /// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
 /// and -130..-160 were added; the composed hot path (`ry_hotpath_*`);
 /// `ry_cc_config` gained `target_mode` (`ry_target_mode`, status -29).
-pub const RY_ABI_VERSION: u32 = 2;
+///
+/// 3: `ry_engine_config` gained `credit` (`ry_engine_credit_config`, RFC
+/// 2849 receiver credits; its layout changed); `ry_engine_consume`,
+/// `ry_engine_credit_stats_get`, `ry_engine_credit_peer_get`; status codes
+/// -125..-127.
+pub const RY_ABI_VERSION: u32 = 3;
 
 /// The ABI version the library was built with.
 ///
@@ -191,10 +196,16 @@ pub enum ry_abi_type {
     HotpathStats = 80,
     /// `ry_target_mode`.
     TargetMode = 81,
+    /// `ry_engine_credit_config`.
+    EngineCreditConfig = 82,
+    /// `ry_engine_credit_stats`.
+    EngineCreditStats = 83,
+    /// `ry_engine_credit_peer`.
+    EngineCreditPeer = 84,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 82;
+pub const RY_ABI_TYPE_COUNT: u32 = 85;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -545,6 +556,18 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             81 => (
                 size_of::<crate::enums::ry_target_mode>(),
                 align_of::<crate::enums::ry_target_mode>(),
+            ),
+            82 => (
+                size_of::<crate::engine_credit::ry_engine_credit_config>(),
+                align_of::<crate::engine_credit::ry_engine_credit_config>(),
+            ),
+            83 => (
+                size_of::<crate::engine_credit::ry_engine_credit_stats>(),
+                align_of::<crate::engine_credit::ry_engine_credit_stats>(),
+            ),
+            84 => (
+                size_of::<crate::engine_credit::ry_engine_credit_peer>(),
+                align_of::<crate::engine_credit::ry_engine_credit_peer>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

@@ -18,8 +18,8 @@
 //! `RAILYARD_REQUIRE_RDMA=1` it fails instead.
 
 use railyard_verbs::engine::{
-    BatchId, CreditFaults, CreditPolicy, CreditStats, Engine, EngineConfig, EngineError,
-    LinkPhase, Negotiated, Op, PressureSource, Resource, SegmentId, TaskState, Transfer,
+    BatchId, CreditFaults, CreditPolicy, CreditStats, Engine, EngineConfig, EngineError, LinkPhase,
+    Negotiated, Op, PressureSource, Resource, SegmentId, TaskState, Transfer,
 };
 use railyard_verbs::MemoryRegion;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -296,8 +296,8 @@ fn credit_two_senders_bounded_by_receiver_capacity() {
                     let ss = s.credit_stats().unwrap();
                     for p in &ss.peers {
                         for k in [BYTES, REQS] {
-                            sum[k] += p.sender.available[k] + p.sender.consumed[k]
-                                - p.sender.released[k];
+                            sum[k] +=
+                                p.sender.available[k] + p.sender.consumed[k] - p.sender.released[k];
                         }
                         // Consumer slots: held unused + written and not
                         // yet consumed at the receiver, bounded below.
@@ -535,7 +535,10 @@ fn credit_receiver_restart_fences_old_credit() {
     assert!(new.sender.epoch_resets >= 1, "old credit fenced: {new:?}");
     // Everything granted now is the new receiver's: no old credit reused.
     let g = new.peers[0].sender.granted;
-    assert!(g[BYTES] <= r2.config().credit.bytes && g[CONS] <= 64, "{g:?} vs {old_granted:?}");
+    assert!(
+        g[BYTES] <= r2.config().credit.bytes && g[CONS] <= 64,
+        "{g:?} vs {old_granted:?}"
+    );
     assert_eq!(
         s.segment_regions(seg).unwrap(),
         vec![rm2.descriptor()],
@@ -596,8 +599,8 @@ fn credit_control_faults_fail_safe() {
                 }
                 let ss = s.credit_stats().unwrap();
                 let p = &ss.peers[0];
-                let held = p.sender.available[BYTES] + p.sender.consumed[BYTES]
-                    - p.sender.released[BYTES];
+                let held =
+                    p.sender.available[BYTES] + p.sender.consumed[BYTES] - p.sender.released[BYTES];
                 assert!(held <= 128 << 10, "held {held}");
                 std::thread::sleep(Duration::from_millis(2));
             }
@@ -621,7 +624,8 @@ fn credit_control_faults_fail_safe() {
         s.credit_stats().unwrap().peers[0].phase == LinkPhase::Stale
     });
     let b2 = s.allocate_batch(1).unwrap();
-    s.submit(b2, &[write(&sm, 0, seg, rm.addr(), 4096)]).unwrap();
+    s.submit(b2, &[write(&sm, 0, seg, rm.addr(), 4096)])
+        .unwrap();
     std::thread::sleep(Duration::from_millis(150));
     assert!(
         !s.task_status(b2, 0).unwrap().state.is_terminal(),

@@ -101,8 +101,8 @@ use railyard_core::credit::{
     EntryMetrics, LedgerConfig, ReceiverAllocator, Resource, SenderControl, SenderLedger,
     SessionId, UsageOutcome, RESOURCES,
 };
-use railyard_core::wire::credit::{self as wire, CreditUpdateV1, CreditUsageV1, Message};
 use railyard_core::endpoint::EndpointHandle;
+use railyard_core::wire::credit::{self as wire, CreditUpdateV1, CreditUsageV1, Message};
 use railyard_core::wire::handshake::CreditCapability;
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
@@ -220,13 +220,7 @@ impl CreditConfig {
                 "off" => CreditPolicy::Off,
                 "optional" => CreditPolicy::Optional,
                 "required" => CreditPolicy::Required,
-                _ => {
-                    return Err(err(
-                        "MC_RECEIVER_CREDIT",
-                        v,
-                        "off, optional or required",
-                    ))
-                }
+                _ => return Err(err("MC_RECEIVER_CREDIT", v, "off, optional or required")),
             };
         }
         let num = |name: &'static str, lo: u64, hi: u64, expected: &'static str| {
@@ -264,7 +258,12 @@ impl CreditConfig {
         )? {
             self.consumers = n;
         }
-        if let Some(n) = num("MC_RECEIVER_CREDIT_PEERS", 1, 1024, "an integer in 1..=1024")? {
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_PEERS",
+            1,
+            1024,
+            "an integer in 1..=1024",
+        )? {
             self.peers = n as u32;
         }
         if let Some(n) = num(
@@ -677,7 +676,11 @@ impl EngineCredit {
     /// The hot path's demand for a slice of `bytes` to segment `seg`, if
     /// WRITEs to it are credit-gated. Lock-free.
     #[inline]
-    pub(crate) fn demand(&self, seg: u32, bytes: u32) -> Option<railyard_core::completion::CreditDemand> {
+    pub(crate) fn demand(
+        &self,
+        seg: u32,
+        bytes: u32,
+    ) -> Option<railyard_core::completion::CreditDemand> {
         let p = self.peers.get(seg as usize)?;
         if !p.gated.load(Ordering::Acquire) {
             return None;
@@ -810,7 +813,10 @@ impl EngineCredit {
         let Some(&rx_peer) = g.rx_peer_of_seg.get(&seg) else {
             return Err(EngineError::CreditNotActive(seg));
         };
-        let can = g.alloc.consumable(rx_peer, 0).map_or(0, |c| c.get(Resource::ConsumerSlots));
+        let can = g
+            .alloc
+            .consumable(rx_peer, 0)
+            .map_or(0, |c| c.get(Resource::ConsumerSlots));
         if n == 0 || n > can {
             return Err(EngineError::CreditConsume {
                 segment: seg,
@@ -869,7 +875,10 @@ impl EngineCredit {
                 continue;
             }
             c.last_refresh_ns = now.max(1);
-            let out = inner.alloc.outstanding(c.rx_peer, 0).unwrap_or(Charge::ZERO);
+            let out = inner
+                .alloc
+                .outstanding(c.rx_peer, 0)
+                .unwrap_or(Charge::ZERO);
             let free = inner.alloc.free();
             let mut add = Charge::ZERO;
             for k in [0usize, 1, 3] {
@@ -932,7 +941,11 @@ impl EngineCredit {
             c.held = keep;
         }
         // Sender: report usage when it moved, or every refresh.
-        for c in inner.chans.iter_mut().filter(|c| !c.dead && c.bound.is_some()) {
+        for c in inner
+            .chans
+            .iter_mut()
+            .filter(|c| !c.dead && c.bound.is_some())
+        {
             let Ok(m) = inner.ctl.entry_metrics(&self.ledger, c.seg, 0) else {
                 continue;
             };
@@ -1245,7 +1258,10 @@ mod tests {
         .unwrap()
         .credit;
         assert_eq!(c.policy, CreditPolicy::Optional);
-        assert_eq!((c.bytes, c.requests, c.consumers, c.peers), (1 << 20, 16, 4, 8));
+        assert_eq!(
+            (c.bytes, c.requests, c.consumers, c.peers),
+            (1 << 20, 16, 4, 8)
+        );
         assert_eq!(c.ttl, Duration::from_millis(500));
         assert_eq!(c.refresh, Duration::from_millis(20));
         assert_eq!(
@@ -1265,8 +1281,8 @@ mod tests {
             ("MC_RECEIVER_CREDIT_TTL_MS", "-1"),
             ("MC_RECEIVER_CREDIT_REFRESH_MS", "0"),
         ] {
-            let e = EngineConfig::from_lookup(|k| (k == var).then(|| val.to_string()))
-                .expect_err(var);
+            let e =
+                EngineConfig::from_lookup(|k| (k == var).then(|| val.to_string())).expect_err(var);
             assert_eq!(e.var, var);
             assert_eq!(e.value, val);
         }

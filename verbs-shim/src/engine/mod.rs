@@ -144,12 +144,12 @@ pub use credit::{
     negotiate, CreditConfig, CreditFaults, CreditPolicy, CreditStats, LinkPhase, Negotiated,
     PeerCredit, CREDIT_VERSIONS,
 };
-pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
 pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
+pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;

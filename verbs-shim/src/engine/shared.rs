@@ -8,8 +8,8 @@
 
 use super::api::{BatchId, EngineError, EngineStats, HandshakeCounters, TaskState, TaskStatus};
 use super::cc_gate::CcGate;
-use super::credit::EngineCredit;
 use super::config::{ConfigError, EngineConfig, WorkerModel, MAX_RAILS};
+use super::credit::EngineCredit;
 use super::memory;
 use super::{fault, rail_diag};
 use crate::wire::SegmentDescriptor;
