@@ -327,7 +327,7 @@ impl EngineConfig {
         }
         c.rail_from_lookup(&var)?;
         c.cc = CcConfig::from_lookup(&var).map_err(|e| cc_error(e, &var))?;
-        c.credit.from_lookup(&var)?;
+        c.credit.read_lookup(&var)?;
         c.validate()?;
         Ok(c)
     }

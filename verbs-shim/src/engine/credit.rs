@@ -206,7 +206,7 @@ const MAX_SLOTS: u64 = 2047;
 impl CreditConfig {
     /// Reads the `MC_RECEIVER_CREDIT*` variables through `var` (unset or
     /// empty: default).
-    pub(crate) fn from_lookup(
+    pub(crate) fn read_lookup(
         &mut self,
         var: &impl Fn(&str) -> Option<String>,
     ) -> Result<(), ConfigError> {
