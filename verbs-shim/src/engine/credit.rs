@@ -175,8 +175,12 @@ pub struct CreditConfig {
     /// CONSUMER_SLOTS capacity (written slices not yet consumed by the
     /// application, [`Engine::consume`](super::Engine::consume)).
     pub consumers: u64,
-    /// Most credit peers (connections) on each side; a connection beyond
-    /// them is refused in required mode, legacy in optional mode.
+    /// Most credit peers on each side; a connection beyond them is
+    /// refused in required mode, legacy in optional mode. The sender side
+    /// indexes its ledger by [`SegmentId`](super::SegmentId), and segment
+    /// ids are never reused, so this bounds the segments ever credit-gated
+    /// over the engine's life (a reconnect keeps its segment; a peer's
+    /// reconnect to us records a new one).
     pub peers: u32,
     /// Freshness TTL the receiver advertises; a sender without an update
     /// for this long marks the peer Stale. Zero: no expiry.
