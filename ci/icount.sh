@@ -17,7 +17,10 @@ for mode in 1t 2t pp; do
   case $mode in 1t) m=$n ops=$n ;; 2t) m=200000 ops=400000 ;; pp) m=$n ops=$n ;; esac
   base_aq=""
   printf "%-16s %-4s %14s %10s\n" contender mode "instr/op" "vs aq"
-  for c in array_queue railyard railyard_cache mutex_vec; do
+  cs="array_queue railyard railyard_cache mutex_vec"
+  # The real 56-byte TokenRecord instead of a u64 (one thread only).
+  [ "$mode" = 1t ] && cs="$cs railyard_full_record"
+  for c in $cs; do
     a=$(refs "$c" 0 "$mode"); b=$(refs "$c" "$m" "$mode")
     per=$(( (b - a) / ops ))
     [ -z "$base_aq" ] && base_aq=$per
@@ -35,4 +38,16 @@ for feat in "" "peer-feedback"; do
   r() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$dir/release/examples/rail_icount" 4 "$1" 2>&1 | awk '/Collected/ {print $4}'; }
   a=$(r 0); b=$(r "$n")
   printf "%-28s %14d\n" "${feat:-no ledger compiled}${feat:+ (flag off)}" $(( (b - a) / n ))
+done
+
+# The composed hot path (completion::Owner) against the same work composed
+# by hand, per slice (post + complete); see core::completion's docs.
+echo
+cargo build --release -q -p railyard-benches --example hotpath_icount
+hp=target/release/examples/hotpath_icount
+printf "%-18s %14s\n" "hot path arm" "instr/slice"
+for arm in hand_enforce composed_enforce hand_all composed_all; do
+  a=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$hp" "$arm" 0 2>&1 | awk '/Collected/ {print $4}')
+  b=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$hp" "$arm" 200000 2>&1 | awk '/Collected/ {print $4}')
+  printf "%-18s %14d\n" "$arm" $(( (b - a) / 200000 ))
 done

@@ -10,7 +10,8 @@
 //! - `array_queue`: crossbeam's `ArrayQueue<u32>` of free indices;
 //! - `mutex_vec`: a `std::sync::Mutex<Vec<u32>>` of free indices.
 //!
-//! `railyard_full_record` is the real 56-byte `TokenRecord`, for reference.
+//! `railyard_full_record` is the real 56-byte `TokenRecord`, for reference
+//! (it was 64 bytes until 2026-12-01, and its slots straddled cache lines).
 //! The 2-thread group runs two threads doing round trips on one shared pool
 //! and reports time per round trip.
 //!
@@ -33,6 +34,14 @@
 //! / mutex_vec = 29 / 259 / 187 ns, then 113 / 44 / 139 ns; before the
 //! backoff, 160 / 222 / 111 and 175 / 52 / 130 ns. The two vCPUs'
 //! scheduling dominates; quote no contended ratio from this machine.
+//!
+//! The compact record (issue #18), one criterion run per build alternated
+//! twice on a heavily loaded host (load average 7–8 on 2 cores, so only the
+//! ratios mean anything): `railyard_full_record` 44.3 / 132 ns with the old
+//! 64-byte record vs 23.1 / 28.2 ns with the 56-byte one (round trip with
+//! a `u64` record in the same runs: 9.1 / 18.9 and 16.5 / 23.2 ns). Under
+//! callgrind the full-record round trip went 105 → 100 instructions
+//! (`token_icount railyard_full_record`; the `u64` arm 85 → 85).
 //!
 //! Instructions per round trip under callgrind (`ci/icount.sh`, repeatable
 //! whatever the load): railyard 66, array_queue 115 (railyard 0.57×),

@@ -24,7 +24,7 @@ use std::hint::black_box;
 use railyard_benches::token::{
     contended, round_trip, AqPool, Direct, MutexPool, Pool, Worker, CACHE, CAP,
 };
-use railyard_core::token::TokenPool;
+use railyard_core::token::{TokenPool, TokenRecord};
 
 fn one_thread<W: Worker>(mut h: W, n: u64) -> u64 {
     let mut acc = 0;
@@ -96,6 +96,22 @@ fn main() {
         "railyard_cache" => run(&ours, &mode, n, Some(&ours)),
         "array_queue" => run(&AqPool::new(), &mode, n, None),
         "mutex_vec" => run(&MutexPool::new(), &mode, n, None),
+        // The real record (one thread only): what the record costs on top
+        // of the `railyard` arm's u64.
+        "railyard_full_record" => {
+            let full = TokenPool::<TokenRecord>::new(CAP).unwrap();
+            let mut acc = 0u64;
+            for i in 0..n {
+                let rec = TokenRecord {
+                    bytes: i as u32,
+                    post_ns: i,
+                    ..TokenRecord::default()
+                };
+                let wr = full.claim(black_box(rec)).unwrap();
+                acc ^= black_box(full.complete(black_box(wr)).unwrap()).post_ns;
+            }
+            black_box(acc);
+        }
         other => panic!("unknown contender {other}"),
     }
     println!("{which} {mode} {n}");

@@ -24,7 +24,7 @@ use railyard_core::credit::{
 use railyard_core::endpoint::{EndpointConfig, EndpointTable};
 use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
 use railyard_core::slice::{Outcome, SliceTable};
-use railyard_core::token::{TokenPool, TokenRecord};
+use railyard_core::token::{OptId, TokenPool, TokenRecord};
 
 /// Slice bytes.
 pub const BYTES: u32 = 64 * 1024;
@@ -256,7 +256,7 @@ impl Fixture {
             post_ns: now,
             bytes: black_box(BYTES),
             route: self.path.route,
-            peer: Some(0),
+            peer: OptId::some(0),
             qp: self.path.qp,
             device: self.path.device,
             ..TokenRecord::default()
@@ -264,7 +264,7 @@ impl Fixture {
         self.eps.admit_post(rec.endpoint, rec.qp).unwrap();
         rec.holds |= TokenRecord::HOLDS_OUTSTANDING;
         self.rails
-            .charge(rec.device, rec.peer, rec.bytes, now)
+            .charge(rec.device, rec.peer.get(), rec.bytes, now)
             .unwrap()
             .record_into(&mut rec);
         let Ok(Admission::Admit(permit)) =

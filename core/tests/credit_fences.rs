@@ -8,7 +8,7 @@
 #![cfg(feature = "alloc")]
 use proptest::prelude::*;
 use railyard_core::credit::*;
-use railyard_core::token::TokenRecord;
+use railyard_core::token::{OptId, TokenRecord};
 use railyard_core::wire::credit::{
     self as wire, CapabilityAnswerV1, CreditUpdateV1, CreditUsageV1, Message,
 };
@@ -377,7 +377,7 @@ fn an_empty_charge_never_passes_the_gate() {
     // A zero-byte record with no slots names no charge either.
     let mut rec = TokenRecord {
         holds: TokenRecord::HOLDS_CREDIT,
-        credit_key: Some(p.e().index() | (1 << 16)),
+        credit_key: OptId::some(p.e().index() | (1 << 16)),
         ..Default::default()
     };
     assert_eq!(

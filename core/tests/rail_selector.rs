@@ -5,7 +5,7 @@
 use railyard_core::rail::{
     ConfigError, DeviceSpec, Outcome, RailCharge, RailConfig, RailError, Selector,
 };
-use railyard_core::token::TokenRecord;
+use railyard_core::token::{OptId, TokenRecord};
 
 const GBPS: u64 = 1_000_000_000; // 1 GB/s nominal
 const SLICE: u32 = 65536;
@@ -258,7 +258,7 @@ fn a_peer_accounting_error_never_strands_the_nic_charge() {
         .record_into(&mut real);
     assert_eq!(real.peer, None, "flag off: the peer is not charged");
     let mut forged = TokenRecord {
-        peer: Some(5),
+        peer: OptId::some(5),
         holds: real.holds | TokenRecord::HOLDS_RAIL_PEER_CHARGE,
         ..real
     };

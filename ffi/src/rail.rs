@@ -6,7 +6,7 @@
 //! releasing the same charge twice is `RY_STATUS_RAIL_NOT_HELD`.
 
 use railyard_core::rail::{DeviceSpec, Outcome, RailCharge, RailConfig, Selector};
-use railyard_core::token::TokenRecord;
+use railyard_core::token::{OptId, TokenRecord};
 
 use crate::enums::ry_variant;
 use crate::error::{guard, Error, Result, RyStatus};
@@ -206,7 +206,7 @@ impl ry_rail_charge {
         TokenRecord {
             device: self.device,
             bytes: self.bytes,
-            peer: (self.peer_charged != 0).then_some(self.peer),
+            peer: OptId::new((self.peer_charged != 0).then_some(self.peer)),
             holds,
             ..TokenRecord::default()
         }

@@ -3,7 +3,7 @@
 
 use railyard_core::endpoint::EndpointHandle;
 use railyard_core::slice::SliceRef;
-use railyard_core::token::{TokenPool, TokenRecord};
+use railyard_core::token::{OptId, TokenPool, TokenRecord};
 
 use crate::error::{guard, Error, RyStatus};
 use crate::handle::Registry;
@@ -83,8 +83,8 @@ impl From<&ry_token_record> for TokenRecord {
             bytes: r.bytes,
             route: r.route,
             route_generation: r.route_generation,
-            peer: (r.has_peer != 0).then_some(r.peer),
-            credit_key: (r.has_credit_key != 0).then_some(r.credit_key),
+            peer: OptId::new((r.has_peer != 0).then_some(r.peer)),
+            credit_key: OptId::new((r.has_credit_key != 0).then_some(r.credit_key)),
             qp: r.qp,
             device: r.device,
             holds: r.holds,
@@ -103,8 +103,8 @@ impl From<&TokenRecord> for ry_token_record {
             bytes: r.bytes,
             route: r.route,
             route_generation: r.route_generation,
-            peer: r.peer.unwrap_or(0),
-            credit_key: r.credit_key.unwrap_or(0),
+            peer: r.peer.get().unwrap_or(0),
+            credit_key: r.credit_key.get().unwrap_or(0),
             qp: r.qp,
             device: r.device,
             holds: r.holds,

@@ -359,7 +359,7 @@ impl RailLayer for Selector {
     }
     #[inline]
     fn charge(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), RailError> {
-        let c = Selector::charge(self, rec.device, rec.peer, rec.bytes, now)?;
+        let c = Selector::charge(self, rec.device, rec.peer.get(), rec.bytes, now)?;
         c.record_into(rec);
         Ok(())
     }

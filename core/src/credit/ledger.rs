@@ -99,7 +99,7 @@ use super::{
     ResourceSet, SessionId, Totals, ZeroField, RESOURCES,
 };
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
-use crate::token::TokenRecord;
+use crate::token::{OptId, TokenRecord};
 
 const TAG_SHIFT: u32 = 56;
 const TAG_MASK: u64 = 0xFF << TAG_SHIFT;
@@ -553,14 +553,14 @@ impl CommittedCharge {
         if rec.bytes as u64 != self.charge.0[0] {
             return Err((RecordError::BytesMismatch, self));
         }
-        rec.credit_key = Some(key);
+        rec.credit_key = OptId::some(key);
         rec.holds |= TokenRecord::HOLDS_CREDIT;
         Ok(())
     }
 
     /// Reconstructs the charge from a record written by [`record_into`](Self::record_into).
     pub fn from_record(rec: &TokenRecord) -> Result<CommittedCharge, RecordError> {
-        let key = match rec.credit_key {
+        let key = match rec.credit_key.get() {
             Some(k) if rec.holds & TokenRecord::HOLDS_CREDIT != 0 => k,
             _ => return Err(RecordError::NoCredit),
         };

@@ -87,7 +87,7 @@ pub use variant::{
 };
 
 use crate::time::{Nanos, NS_PER_MS, NS_PER_SEC};
-use crate::token::TokenRecord;
+use crate::token::{OptId, TokenRecord};
 use core::fmt;
 
 /// Subtracts `bytes` from `cell` unless that would go below zero; returns
@@ -506,7 +506,7 @@ impl RailCharge {
         record.holds |= TokenRecord::HOLDS_RAIL_CHARGE;
         record.holds &= !TokenRecord::HOLDS_RAIL_PEER_CHARGE;
         if let Some(p) = self.peer {
-            record.peer = Some(p);
+            record.peer = OptId::some(p);
             record.holds |= TokenRecord::HOLDS_RAIL_PEER_CHARGE;
         }
     }
@@ -521,7 +521,11 @@ impl RailCharge {
         record.holds &= !(TokenRecord::HOLDS_RAIL_CHARGE | TokenRecord::HOLDS_RAIL_PEER_CHARGE);
         Some(RailCharge {
             device: record.device,
-            peer: if peer_charged { record.peer } else { None },
+            peer: if peer_charged {
+                record.peer.get()
+            } else {
+                None
+            },
             bytes: record.bytes,
         })
     }

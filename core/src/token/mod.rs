@@ -58,6 +58,10 @@
 //! | 1 thread (criterion, idle 2-core VM) | 15.0 ns (0.90×) | 16.7 ns | 25.0 ns |
 //! | instructions (callgrind) | 66 (0.57×) | 115 | 91 |
 //!
+//! With the real 56-byte [`TokenRecord`] instead of a `u64` the round trip
+//! is 100 instructions (`ci/icount.sh`, `railyard_full_record`; 105 with
+//! the old 64-byte record, whose slots straddled cache lines).
+//!
 //! Two threads hammering one pool swing by 5× between runs on this VM (see
 //! the bench's docs); a lost CAS on the head backs off exponentially (at most
 //! 2^6 spin hints), as crossbeam's `Backoff` does, so two cores do not spend
@@ -88,30 +92,158 @@ pub type WrId = u64;
 /// Every resource taken on the way down (credit, rail charge, outstanding
 /// post, CC permit, the token itself) is named here, and completion releases
 /// exactly those, once.
+///
+/// ## Layout: 56 bytes, one cache line per pool slot
+///
+/// The record is copied into its pool slot on claim and out again on
+/// completion, so its size is paid on every posted attempt. It is 56 bytes
+/// (it was 64: two `Option<u32>` took 8 bytes each, 3 of them padding), so
+/// a slot (record + 4-byte sequence + 4-byte free-list link) is exactly one
+/// 64-byte cache line, and slots are cache-line aligned: a claim or a
+/// completion touches one line of the slot array, never two.
+///
+/// Nothing here is narrowed or lossy. Nine fields are exact 32-bit ids or
+/// sizes (slice index and attempt, endpoint slot and generation, bytes,
+/// route, route generation, peer, credit key: 36 bytes) and the post time is
+/// a full `u64` of the caller's clock (a 32-bit offset would alias after
+/// 4.3 s and feed the rail selector a wrong bandwidth sample for a stalled
+/// work request). A 32-byte record would have to truncate attempt or
+/// generation fences, which exist precisely to never alias. The two optional
+/// ids are [`OptId`]s: 5 bytes each, with an explicit presence flag (peer 0
+/// and credit key 0 are real values, and so is `u32::MAX`).
+///
+/// ```
+/// use railyard_core::token::{OptId, TokenRecord};
+/// assert!(core::mem::size_of::<TokenRecord>() <= 56);
+/// let mut rec = TokenRecord { bytes: 4096, peer: OptId::some(0), ..TokenRecord::default() };
+/// assert_eq!(rec.peer.get(), Some(0)); // peer 0 is a real peer
+/// rec.peer = None.into();
+/// assert_eq!(rec.peer, None);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct TokenRecord {
+    /// Post time, from the caller's clock.
+    pub post_ns: u64,
     /// The slice and the attempt that was current at post time.
     pub slice: SliceRef,
     /// The endpoint (slot + generation) the work was posted on.
     pub endpoint: EndpointHandle,
-    /// Post time, from the caller's clock.
-    pub post_ns: u64,
     /// Bytes in this work request.
     pub bytes: u32,
     /// Route domain index (local context × remote NIC path), for `cc`.
     pub route: u32,
     /// Route generation at admission, for generation fencing in `cc`.
     pub route_generation: u32,
-    /// Remote peer (segment id), if known. `None` is distinct from peer 0.
-    pub peer: Option<u32>,
-    /// Credit ledger entry charged for this attempt, if receiver credit is on.
-    pub credit_key: Option<u32>,
     /// QP index within the endpoint.
     pub qp: u16,
     /// Local device (device domain / rail) index.
     pub device: u16,
+    /// Remote peer (segment id), if known. `None` is distinct from peer 0.
+    pub peer: OptId,
+    /// Credit ledger entry charged for this attempt, if receiver credit is on.
+    pub credit_key: OptId,
     /// Which resources this attempt holds; see the `HOLDS_*` constants.
     pub holds: u8,
+}
+
+// One record per pool slot, the slot on one cache line (see pool.rs).
+const _: () = assert!(core::mem::size_of::<TokenRecord>() <= 56);
+
+/// An optional 32-bit id in 5 bytes, for [`TokenRecord`]: an explicit
+/// presence flag beside the value, so every `u32` (0 and `u32::MAX`
+/// included) stays a real id. `Option<u32>` takes 8 bytes.
+///
+/// Convert with `From`/`Into` both ways, read with [`OptId::get`]; it
+/// compares equal to the `Option<u32>` it holds.
+///
+/// ```
+/// use railyard_core::token::OptId;
+/// let p = OptId::some(7);
+/// assert_eq!(p.get(), Some(7));
+/// assert_eq!(p, Some(7));
+/// assert_eq!(OptId::from(None), OptId::NONE);
+/// assert_eq!(Option::<u32>::from(OptId::some(u32::MAX)), Some(u32::MAX));
+/// assert_eq!(core::mem::size_of::<OptId>(), 5);
+/// ```
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[repr(C, packed)]
+pub struct OptId {
+    /// The id; 0 while unknown, so each `Option<u32>` has one
+    /// representation and `==` means the same `Option`.
+    value: u32,
+    /// 1 if `value` is meaningful, else 0 (a `u8`, not a `bool`: no niche,
+    /// so a `Result<TokenRecord, _>` does not test this byte).
+    known: u8,
+}
+
+impl OptId {
+    /// No id.
+    pub const NONE: OptId = OptId { value: 0, known: 0 };
+
+    /// The id `value`.
+    #[inline(always)]
+    pub const fn some(value: u32) -> Self {
+        OptId { value, known: 1 }
+    }
+
+    /// From an `Option<u32>` (also `From`).
+    #[inline(always)]
+    pub const fn new(id: Option<u32>) -> Self {
+        match id {
+            Some(v) => OptId::some(v),
+            None => OptId::NONE,
+        }
+    }
+
+    /// The id, if known.
+    #[inline(always)]
+    pub const fn get(self) -> Option<u32> {
+        if self.known != 0 {
+            Some(self.value)
+        } else {
+            None
+        }
+    }
+
+    /// Whether an id is known.
+    #[inline(always)]
+    pub const fn is_some(self) -> bool {
+        self.known != 0
+    }
+
+    /// Whether no id is known.
+    #[inline(always)]
+    pub const fn is_none(self) -> bool {
+        self.known == 0
+    }
+}
+
+impl From<Option<u32>> for OptId {
+    #[inline(always)]
+    fn from(id: Option<u32>) -> Self {
+        OptId::new(id)
+    }
+}
+
+impl From<OptId> for Option<u32> {
+    #[inline(always)]
+    fn from(id: OptId) -> Self {
+        id.get()
+    }
+}
+
+impl PartialEq<Option<u32>> for OptId {
+    #[inline]
+    fn eq(&self, other: &Option<u32>) -> bool {
+        self.get() == *other
+    }
+}
+
+impl fmt::Debug for OptId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.get().fmt(f)
+    }
 }
 
 impl TokenRecord {

@@ -56,7 +56,11 @@ fn make_wr_id(seq: u32, index: u32) -> WrId {
     (u64::from(seq) << 32) | u64::from(index)
 }
 
-/// One slot of the pool.
+/// One slot of the pool, aligned to a cache line: with a [`TokenRecord`]
+/// (56 bytes) the whole slot is exactly one 64-byte line, so a claim or a
+/// completion never touches two lines of the slot array, and neighbouring
+/// slots in flight on different threads never share one.
+#[repr(C, align(64))]
 struct Slot<R> {
     /// Even: free. Odd: owned by the posted attempt whose wr_id carries it.
     seq: AtomicU32,
@@ -66,6 +70,10 @@ struct Slot<R> {
     record: UnsafeCell<R>,
 }
 
+// A record-carrying slot is one cache line (loom's cells are bigger).
+#[cfg(not(railyard_loom))]
+const _: () = assert!(core::mem::size_of::<Slot<TokenRecord>>() == 64);
+
 /// A fixed-capacity, lock-free pool of posted-attempt tokens.
 ///
 /// `R` is the plain-data record each token owns; it defaults to
@@ -73,7 +81,8 @@ struct Slot<R> {
 /// token that is never completed leaks nothing but its slot.
 ///
 /// Needs the `alloc` feature: the slot array is allocated once, in
-/// [`TokenPool::new`].
+/// [`TokenPool::new`]. Each slot is cache-line aligned: 64 bytes for a
+/// [`TokenRecord`] (or any record up to 56 bytes), more for a bigger `R`.
 pub struct TokenPool<R: Copy = TokenRecord> {
     /// Free-list head: `(tag << 32) | index`.
     head: CachePadded<AtomicU64>,
@@ -161,10 +170,19 @@ impl<R: Copy> TokenPool<R> {
     ///
     /// Returns the `wr_id` to post with. Never blocks, spins or allocates:
     /// with every slot owned it returns [`TokenError::Exhausted`] at once.
-    #[inline]
+    #[inline(always)]
     pub fn claim(&self, record: R) -> Result<WrId, TokenError> {
-        let index = self.pop()?;
+        // Inlined into the caller, so a record the caller holds in
+        // registers is stored once, straight into its slot, and never first
+        // materialised on the stack to be copied in.
+        let index = self.pop_slot()?;
         Ok(self.publish(index, record))
+    }
+
+    /// [`Self::pop`]; the compiler decides whether to inline it.
+    #[inline]
+    fn pop_slot(&self) -> Result<u32, TokenError> {
+        self.pop()
     }
 
     /// Writes `record` into the free slot `index` (which the caller owns:
@@ -667,6 +685,7 @@ fn classify_miss(current: u32, wr_id_seq: u32) -> TokenError {
 #[cfg(all(test, not(railyard_loom)))]
 mod tests {
     use super::*;
+    use crate::token::OptId;
     use alloc::vec;
 
     fn rec(bytes: u32) -> TokenRecord {
@@ -857,6 +876,32 @@ mod tests {
             pool.complete(id).unwrap();
         }
         assert_eq!(pool.in_use(), 0);
+    }
+
+    #[test]
+    fn optional_ids_keep_every_value_through_the_pool() {
+        // Peer 0, u32::MAX and "no peer" are three different records; the
+        // compact layout must not fold any two of them.
+        let pool: TokenPool = TokenPool::new(4).unwrap();
+        let mut recs = [rec(1), rec(2), rec(3), rec(4)];
+        recs[0].peer = OptId::some(0);
+        recs[1].peer = OptId::some(u32::MAX);
+        recs[1].credit_key = OptId::some(u32::MAX);
+        recs[2].credit_key = OptId::some(0);
+        assert_ne!(recs[0], recs[3]);
+        assert_ne!(recs[2], recs[3]);
+        let ids: Vec<_> = recs.iter().map(|r| pool.claim(*r).unwrap()).collect();
+        for (id, want) in ids.iter().zip(recs.iter()) {
+            let got = pool.complete(*id).unwrap();
+            assert_eq!(got, *want);
+            assert_eq!(got.peer.get(), want.peer.get());
+            assert_eq!(got.credit_key.get(), want.credit_key.get());
+        }
+        assert_eq!(recs[1].peer, Some(u32::MAX));
+        assert_eq!(recs[3].peer, None);
+        assert_eq!(recs[2].credit_key, Some(0));
+        assert_eq!(core::mem::size_of::<Slot<TokenRecord>>(), 64);
+        assert_eq!(core::mem::align_of::<Slot<TokenRecord>>(), 64);
     }
 
     #[test]

@@ -348,7 +348,7 @@ impl Shared {
                     slice: r,
                     route: m.route.load(Ordering::Relaxed),
                     device: m.dev.load(Ordering::Relaxed) as u16,
-                    peer: Some(m.segment.load(Ordering::Relaxed)),
+                    peer: Some(m.segment.load(Ordering::Relaxed)).into(),
                     bytes: m.len.load(Ordering::Relaxed),
                     ..TokenRecord::default()
                 };

@@ -183,7 +183,7 @@ fn post_round(
             endpoint: path.endpoint,
             bytes: req.bytes,
             route: path.route,
-            peer: req.peer,
+            peer: req.peer.into(),
             qp: path.qp,
             device: path.device,
             ..TokenRecord::default()
