@@ -176,6 +176,17 @@ fn quiescent(n: &Node, who: &str) -> String {
     )
 }
 
+/// The engine's refusal totals, for a `FAULT` line: a worker that re-tried
+/// a refused slice every round showed here as thousands of avoids per
+/// cooldown; parked (issue #18), one per state change.
+fn refusals(n: &Node) -> String {
+    let s = n.e.stats();
+    format!(
+        "avoids={},deferrals={},backpressure={},parks={}",
+        s.avoids, s.deferrals, s.backpressure, s.parks
+    )
+}
+
 /// Pauses CQ polling and lets a poll round already running finish.
 fn pause_polling(n: &Node) {
     n.e.fault_pause_polling(true);
@@ -602,8 +613,9 @@ fn fault4_peer_killed_retry_exc_suspect_quarantine_probe_healthy_and_late_comple
     quiescent(&b4, "target");
     let (class, scope) = class_of(wc::RETRY_EXC_ERR);
     assert_eq!(class, "RouteTimeout");
+    let refusals = refusals(&a);
     say!(
-        "FAULT s4_peer_killed wc={} class={class} scope={scope} path={} anomaly=a:{:?}({:?}),b:{an_b:?} avoided_while_quarantined={avoided} late_old_gen: retry_exc={late} slices_on_new_peer={on_new} stale_feedback={stale} state_kept={}@g{} counters={counters} source=real",
+        "FAULT s4_peer_killed wc={} class={class} scope={scope} path={} anomaly=a:{:?}({:?}),b:{an_b:?} avoided_while_quarantined={avoided} refusals={refusals} late_old_gen: retry_exc={late} slices_on_new_peer={on_new} stale_feedback={stale} state_kept={}@g{} counters={counters} source=real",
         wcs_str(&a.gate.errors_seen()),
         a.gate.path_str(route),
         an_a.state,
@@ -846,10 +858,11 @@ fn fault8_port_err_from_link_down_isolates_the_port() {
     let counters = quiescent(&p.a, "initiator");
     quiescent(&p.b, "target");
     say!(
-        "FAULT s8_port_err event=PORT_ERR+PORT_ACTIVE(async_events={events}) class={:?} scope={:?} device_path={} counters={counters} source=real",
+        "FAULT s8_port_err event=PORT_ERR+PORT_ACTIVE(async_events={events}) class={:?} scope={:?} device_path={} refusals={} counters={counters} source=real",
         k.class,
         k.scope,
         p.a.gate.path_str(DEV),
+        refusals(&p.a),
     );
 }
 
@@ -932,7 +945,17 @@ fn fault8_scripted_device_fatal_isolates_the_local_device_only() {
     assert!(p.b.e.segment_info(b_seg).unwrap().active);
     // Recovery: reconnect, the probe (avoided until the cooldown ends).
     p.a.e.reconnect_segment(p.seg).unwrap();
+    let avoids0 = p.a.e.stats().avoids;
     write_and_verify(&p.a, &p.b, p.seg, LEN, &pattern(19, LEN));
+    // Avoided slices are parked until the cooldown deadline (issue #18):
+    // a few avoids per quarantine (the first refusal, the epoch that first
+    // records the deadline, the deadline itself), not one per worker round
+    // (hundreds to thousands in a 300 ms cooldown before parking).
+    let avoided = p.a.e.stats().avoids - avoids0;
+    assert!(
+        avoided <= 32,
+        "{avoided} avoids in one cooldown: refused slices are re-tried in a loop"
+    );
     assert_eq!(p.a.e.device_snapshot().unwrap().health, Health::Healthy);
     let dpath = p.a.gate.route_path(DEV);
     assert!(
@@ -951,9 +974,10 @@ fn fault8_scripted_device_fatal_isolates_the_local_device_only() {
     let counters = quiescent(&p.a, "initiator");
     quiescent(&p.b, "target");
     say!(
-        "FAULT s8_device_fatal event=DEVICE_FATAL class={:?} scope={:?} device_path={} peer=untouched counters={counters} source=scripted (rdma link delete raises no event on rxe)",
+        "FAULT s8_device_fatal event=DEVICE_FATAL class={:?} scope={:?} device_path={} peer=untouched refusals={} counters={counters} source=scripted (rdma link delete raises no event on rxe)",
         k.class,
         k.scope,
         p.a.gate.path_str(DEV),
+        refusals(&p.a),
     );
 }

@@ -338,6 +338,12 @@ pub struct EngineStats {
     pub avoids: u64,
     /// Posts refused for backpressure (no token, QP full).
     pub backpressure: u64,
+    /// Slices parked after a refusal (deferred, avoided, backpressure),
+    /// each held until the event that can change the answer instead of
+    /// being re-tried every round.
+    pub parks: u64,
+    /// Slices parked right now (a gauge; 0 when idle).
+    pub parked: u64,
     /// WRs of a `bad_wr` tail released unposted.
     pub unposted: u64,
     /// Slices re-queued for a retry.

@@ -195,7 +195,7 @@ impl CcGate {
     pub fn on_epoch(&self, now_ns: u64, poller: PollerStatus) {
         if let Ok(mut m) = self.monitor.lock() {
             let r = m.on_epoch(&self.ctl, now_ns, poller);
-            self.epochs.fetch_add(1, Ordering::Relaxed);
+            self.epochs.fetch_add(1, Ordering::Release);
             if poller == PollerStatus::Stalled {
                 self.stalled_epochs.fetch_add(1, Ordering::Relaxed);
             }
@@ -262,6 +262,11 @@ impl CcGate {
     /// A read-only snapshot of local device `device`'s domain.
     pub fn device_snapshot(&self, device: u16) -> Option<railyard_core::cc::DomainSnapshot> {
         self.ctl.device_snapshot(device)
+    }
+
+    /// Control epochs run (cheap: one load).
+    pub fn epochs(&self) -> u64 {
+        self.epochs.load(Ordering::Acquire)
     }
 
     /// The controller's counters (stale feedback, illegal transitions, ...).

@@ -108,7 +108,7 @@ pub(crate) fn flush_all(sh: &Shared) {
 /// How often the monitor runs reclaim (task timeouts: every 4th tick).
 /// Reclaim and timeouts are millisecond-scale policies; a faster tick only
 /// steals CPU from the workers.
-const MONITOR_TICK: Duration = Duration::from_millis(5);
+pub(crate) const MONITOR_TICK: Duration = Duration::from_millis(5);
 
 /// Reclaim, forced flush and task timeouts, every [`MONITOR_TICK`].
 fn monitor(sh: &Shared) {

@@ -126,6 +126,7 @@ mod fault;
 #[cfg(feature = "fault-injection")]
 mod inject;
 mod memory;
+mod park;
 mod rail_diag;
 mod shared;
 mod submit;
@@ -439,7 +440,7 @@ impl Engine {
         loop {
             let s = self.stats();
             let queued: usize = self.shared.queues.iter().map(|q| q.len()).sum();
-            if s.tokens_in_use == 0 && s.cq_outstanding == 0 && queued == 0 {
+            if s.tokens_in_use == 0 && s.cq_outstanding == 0 && queued == 0 && s.parked == 0 {
                 return true;
             }
             if t0.elapsed() > timeout {

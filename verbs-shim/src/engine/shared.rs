@@ -307,7 +307,14 @@ pub(crate) struct WorkerCounters {
     pub(crate) invalid: AtomicU64,
     /// Poll rounds (the control epoch's poller heartbeat).
     pub(crate) polls: AtomicU64,
+    /// Slices parked (`park.rs`): refused, held until their block lifts.
+    pub(crate) parks: AtomicU64,
+    /// Slices in this worker's parking lot right now (a gauge).
+    pub(crate) parked: AtomicU64,
 }
+
+/// Buckets of [`Shared::credit_changed`]'s sequence (peer index modulo).
+pub(crate) const CREDIT_BUCKETS: usize = 64;
 
 /// State shared by the engine handle and its threads.
 pub(crate) struct Shared {
@@ -372,6 +379,9 @@ pub(crate) struct Shared {
     pub(crate) reconnect_lock: Mutex<()>,
     /// Receiver credit (RFC 2849, `credit.rs`); `None` with it off.
     pub(crate) credit: Option<EngineCredit>,
+    /// Receiver-credit change sequence per peer bucket
+    /// ([`credit_changed`](Self::credit_changed)).
+    pub(crate) credit_seq: [AtomicU64; CREDIT_BUCKETS],
 }
 
 impl Shared {
@@ -506,19 +516,6 @@ impl Shared {
         self.wake_poster(shard);
     }
 
-    /// Receiver credit towards segment `seg` changed (a grant update
-    /// arrived, a link went stale or fresh): wakes every posting worker so
-    /// credit-stalled WRITEs try again. The hook a parking worker model
-    /// un-parks credit-parked slices from.
-    pub(crate) fn credit_changed(&self, seg: u32) {
-        let _ = seg;
-        for w in 0..self.topo.workers() {
-            if self.topo.post_shard(w).is_some() {
-                self.wake(w);
-            }
-        }
-    }
-
     /// A WRITE of slice attempt `r` met credit backpressure `b` at `now`:
     /// counts the stall and shows the typed backpressure on its task.
     pub(crate) fn credit_stalled(
@@ -544,6 +541,35 @@ impl Shared {
         eps.iter().any(|&h| {
             matches!(self.endpoints.state(h),
                 Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+        })
+    }
+
+    /// Receiver credit for `peer` changed (a grant arrived, a link
+    /// opened): slices parked on that peer's credit backpressure
+    /// (`park.rs`) are offered again on their worker's next round, and
+    /// idle posters are unparked. Call it after the ledger holds the new
+    /// credit (the sequence is bumped with `Release` after it).
+    pub(crate) fn credit_changed(&self, peer: u32) {
+        self.credit_seq[peer as usize % CREDIT_BUCKETS].fetch_add(1, Ordering::Release);
+        for s in 0..self.topo.shards() {
+            self.wake_poster(s);
+        }
+    }
+
+    /// The credit sequence of `peer`'s bucket, and the bucket.
+    pub(crate) fn credit_seq_of(&self, peer: u32) -> (usize, u64) {
+        let b = peer as usize % CREDIT_BUCKETS;
+        (b, self.credit_seq[b].load(Ordering::Acquire))
+    }
+
+    /// What moves when a token, a QP slot or CC window bytes may have come
+    /// back: every worker's polled completions and unposted releases (each
+    /// counted after its release), plus the CC epochs (windows change
+    /// there). A parked slice's block lifts when it moves (`park.rs`).
+    pub(crate) fn release_stamp(&self) -> u64 {
+        self.counters.iter().fold(self.gate.epochs(), |a, c| {
+            a.wrapping_add(c.completions.load(Ordering::Acquire))
+                .wrapping_add(c.unposted.load(Ordering::Acquire))
         })
     }
 
@@ -688,6 +714,8 @@ impl Shared {
             s.retries += l(&c.retries);
             s.rail_moves += l(&c.rail_moves);
             s.invalid_posts += l(&c.invalid);
+            s.parks += l(&c.parks);
+            s.parked += l(&c.parked);
         }
         s
     }
@@ -784,6 +812,7 @@ impl Shared {
             reconnect_threads: Mutex::new(Vec::new()),
             reconnect_lock: Mutex::new(()),
             credit: EngineCredit::new(cfg.credit)?,
+            credit_seq: std::array::from_fn(|_| AtomicU64::new(0)),
             cfg,
         });
         let _ = shared.me.set(Arc::downgrade(&shared));

@@ -15,14 +15,17 @@
 
 use super::api::ep_from_word;
 use super::connect::RetryRoute;
+use super::control::MONITOR_TICK;
 use super::fault::TraceEvent;
+use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
 use super::shared::{HotPath, Shared, WorkerCounters};
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS};
+use railyard_core::cc::{Avoidance, DomainKind};
 use railyard_core::classify::{FailureScope, Signal};
 use railyard_core::completion::{Path, PostRequest, Refusal, SliceEffect};
-use railyard_core::endpoint::{EndpointGuard, RetireReason};
+use railyard_core::endpoint::{EndpointError, EndpointGuard, RetireReason};
 use railyard_core::evidence::{Observed, Reason};
-use railyard_core::slice::{Outcome, SliceRef};
+use railyard_core::slice::{Outcome, SliceRef, SliceState};
 use railyard_core::token::{TokenRecord, WrId};
 use std::sync::atomic::Ordering;
 
@@ -39,11 +42,18 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
     let owner = sh.owner();
     let c = &sh.counters[w];
     let mut wcs = [WorkCompletion::default(); 64];
+    // Refused slices wait here for the event that can change the answer
+    // (`park.rs`); allocated once, here.
+    let mut lot = Lot::new(if post_shard.is_some() {
+        sh.cfg.max_slices as usize
+    } else {
+        1
+    });
     let mut idle = 0u32;
     while !sh.stop.load(Ordering::Acquire) {
         let mut did = 0;
         if let Some(s) = post_shard {
-            did += post_round(sh, &owner, &local, s, c);
+            did += post_round(sh, &owner, &local, s, c, &mut lot);
         }
         let poll: &[usize] = if sh.fault.polling_paused() {
             &[]
@@ -59,15 +69,35 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
         }
         if did == 0 {
             idle = idle.saturating_add(1);
+            if idle > SPIN_ROUNDS && idle % 64 == 0 && !lot.is_empty() {
+                // Idle with slices parked: drop those whose task ended
+                // meanwhile (a deadline, a cancel), so a long block (a
+                // cooldown) holds no stale ones and the engine reads idle.
+                let dropped = lot.retain_current(|r| {
+                    matches!(sh.slices.status(r.index),
+                        Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
+                });
+                if dropped > 0 {
+                    c.parked.store(lot.len() as u64, Ordering::Relaxed);
+                }
+            }
             if idle <= SPIN_ROUNDS {
                 std::hint::spin_loop();
-            } else if has_work(sh, post_shard, poll) {
+            } else if has_work(sh, post_shard, poll) || !(lot.is_empty() || lot.only_timed()) {
                 // Work is on the wire: keep polling, but let the kernel
                 // (and, on Soft-RoCE, the NIC itself) run.
                 match sh.cfg.inflight_nap {
                     Some(d) if idle > 16 * SPIN_ROUNDS => std::thread::sleep(d),
                     _ => std::thread::yield_now(),
                 }
+            } else if let (false, Some(d)) = (lot.is_empty(), sh.cfg.idle_sleep) {
+                // Only parked slices that wait for a deadline (a cooldown,
+                // a credit retry time) or an unpark (a credit grant, a
+                // submit): sleep until the earliest, not a poll loop.
+                let now = sh.now();
+                let until = lot.next_deadline().unwrap_or(now);
+                let wait = std::time::Duration::from_nanos(until.saturating_sub(now));
+                std::thread::park_timeout(wait.min(d));
             } else if let Some(d) = sh.cfg.idle_sleep {
                 // Nothing queued and nothing in flight: park (Mooncake's
                 // workers suspend when idle too) until a submit, a retry or
@@ -82,9 +112,13 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
             idle = 0;
         }
     }
+    // Shutdown: nothing parked stays open.
+    lot.drain(|r| sh.settle(r, Outcome::Canceled));
+    c.parked.store(0, Ordering::Relaxed);
 }
 
-/// Whether worker's queue or CQs have anything pending.
+/// Whether worker's queue or CQs have anything pending (parked slices are
+/// the caller's to judge: see [`Lot::only_timed`]).
 fn has_work(sh: &Shared, post_shard: Option<usize>, poll: &[usize]) -> bool {
     post_shard.is_some_and(|s| !sh.queues[s].is_empty())
         || poll.iter().any(|&q| sh.cqs[q].outstanding() > 0)
@@ -100,38 +134,68 @@ struct Pending {
     mem: u32,
 }
 
-/// Pops up to one queue-length of slices from `shard`'s queue and posts
-/// them, chained per QP. Returns how many were handled.
+/// Offers the parked slices whose block lifted, oldest first, then pops
+/// up to one queue-length of slices from `shard`'s queue, and posts them,
+/// chained per QP. A refused slice is parked (`park.rs`) until the event
+/// that can change the answer; a slice that a live block would refuse is
+/// parked without asking the hot path again. Returns how many were handled
+/// (parking is not progress: the worker's idle back-off applies).
 fn post_round(
     sh: &Shared,
     owner: &HotPath<'_>,
     local: &railyard_core::endpoint::EndpointLocal,
     shard: usize,
     c: &WorkerCounters,
+    lot: &mut Lot,
 ) -> usize {
     let q = &sh.queues[shard];
+    let draining = sh.draining.load(Ordering::Relaxed);
     let budget = q.len().min(4 * MAX_POST_BATCH);
-    if budget == 0 {
+    if budget == 0 && lot.is_empty() {
         return 0;
     }
+    if draining {
+        lot.drain(|r| sh.settle(r, Outcome::Canceled));
+    }
+    // Read before any admission of this round: a release the admissions
+    // below do not see moves the stamp past this value (pollers count
+    // after releasing), so a block opened with it cannot miss its wake-up.
+    let stamp = sh.release_stamp();
+    let mut ready: heapless::Vec<SliceRef, { 4 * MAX_POST_BATCH }> = heapless::Vec::new();
+    if !lot.is_empty() {
+        let n = Now {
+            now: sh.now(),
+            stamp,
+            credit: |b: usize| sh.credit_seq[b].load(Ordering::Acquire),
+        };
+        if lot.lift(&n) > 0 {
+            lot.take_ready(&mut ready);
+        }
+    }
+    if budget == 0 && ready.is_empty() {
+        c.parked.store(lot.len() as u64, Ordering::Relaxed);
+        return 0;
+    }
+    let lot_first = ready.len();
     let guard = local.pin();
     let mut chain: heapless::Vec<Pending, MAX_POST_BATCH> = heapless::Vec::new();
     let mut key: Option<(u64, u32)> = None;
     let mut handled = 0;
-    for _ in 0..budget {
-        let Some(r) = q.pop() else { break };
+    let mut from_lot = ready.into_iter();
+    for i in 0..lot_first + budget {
+        let Some(r) = from_lot.next().or_else(|| q.pop()) else {
+            break;
+        };
+        // A slice parked before was noted then; a fresh one is noted once.
+        let fresh = i >= lot_first;
         handled += 1;
-        if sh.draining.load(Ordering::Relaxed) {
+        if draining {
             sh.settle(r, Outcome::Canceled);
             continue;
         }
         let m = &sh.meta[r.index as usize];
         let ep = m.ep.load(Ordering::Relaxed);
         let qp = m.qp.load(Ordering::Relaxed);
-        if key != Some((ep, qp)) || chain.is_full() {
-            flush_chain(sh, owner, &guard, &mut chain, c);
-            key = Some((ep, qp));
-        }
         let now = sh.now();
         let path = Path {
             device: m.dev.load(Ordering::Relaxed) as u16,
@@ -139,15 +203,53 @@ fn post_round(
             route: m.route.load(Ordering::Relaxed),
             endpoint: ep_from_word(ep),
         };
-        let seg = m.segment.load(Ordering::Relaxed);
-        let mut req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now).to_peer(seg);
+        let peer = m.segment.load(Ordering::Relaxed);
+        // Held back by a live block: parked as the slice it refused was,
+        // with the same evidence, without asking the hot path again.
+        // A READ never waits on a remote credit ledger (RFC 2849): it
+        // matches no peer-credit block.
+        let is_write = m.op.load(Ordering::Relaxed) == 0;
+        let sk = SliceKey {
+            route: path.route,
+            device: path.device,
+            peer: if is_write { peer } else { u32::MAX },
+            ep,
+            qp,
+        };
+        if let Some(b) = lot.blocking(&sk).and_then(|id| Some((id, *lot.block(id)?))) {
+            let (id, blk) = b;
+            if blk.avoided() && sh.re_rail(r) {
+                c.rail_moves.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if lot.park(r, id) {
+                c.parks.fetch_add(1, Ordering::Relaxed);
+                if fresh {
+                    let refusal = blk.refusal_on(path);
+                    if let Some(o) = owner.refusal_observation(&refusal, now) {
+                        sh.note_if_current(r, || o);
+                    }
+                    // Its task shows the peer's typed credit backpressure.
+                    if let Refusal::Backpressure(b) = refusal {
+                        sh.credit_stalled(r, b, now);
+                    }
+                }
+                handled -= 1;
+                continue;
+            }
+        }
+        if key != Some((ep, qp)) || chain.is_full() {
+            flush_chain(sh, owner, &guard, &mut chain, c);
+            key = Some((ep, qp));
+        }
+        let mut req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now).to_peer(peer);
         // RFC 2849: a direct WRITE (op 0) to a credit-gated segment
         // reserves its full charge vector; a READ never is gated.
-        if let Some(d) = sh.credit.as_ref().and_then(|c| {
-            (m.op.load(Ordering::Relaxed) == 0)
-                .then(|| c.demand(seg, req.bytes))
-                .flatten()
-        }) {
+        if let Some(d) = sh
+            .credit
+            .as_ref()
+            .and_then(|c| is_write.then(|| c.demand(peer, req.bytes)).flatten())
+        {
             req = req.with_credit(d);
         }
         // The memory pin of this post (memory.rs): held until its token
@@ -188,22 +290,42 @@ fn post_round(
             device: path.device,
             ..TokenRecord::default()
         };
+        // Parks `r` under a block for `refusal`; false if the lot is full
+        // (the caller then falls back to re-queueing).
+        let mut park = |key: Key, wake: Wake| {
+            let parked = lot
+                .open(Block { key, wake, refusal })
+                .is_some_and(|id| lot.park(r, id));
+            if parked {
+                c.parks.fetch_add(1, Ordering::Relaxed);
+            }
+            parked
+        };
         match refusal {
-            // Not now: the slice goes back to its queue and this round
-            // stops (the window frees only when a completion is polled, so
-            // popping on would only spin pop → defer → push and steal the
-            // CPU the NIC — on Soft-RoCE — and the poller need). A deferral
-            // is not progress: the worker's idle back-off applies.
-            Refusal::Deferred { .. } => {
+            // Not now: parked until a release or a CC epoch can have
+            // opened the window (before the lot, the slice went back to its
+            // queue and was popped, deferred and pushed again every round,
+            // stealing the CPU the NIC — on Soft-RoCE — and the poller
+            // need). Parking is not progress: the idle back-off applies.
+            Refusal::Deferred { path: dp, deferral } => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
                     sh.note_if_current(r, || o);
                 }
-                sh.requeue(r);
+                let key = match deferral.domain {
+                    DomainKind::Route => Key::Route(dp.route),
+                    DomainKind::Device => Key::Device(dp.device),
+                };
                 handled -= 1;
-                break;
+                if !park(key, Wake::Release(stamp)) {
+                    sh.requeue(r);
+                    break;
+                }
             }
-            Refusal::Avoided { .. } => {
+            Refusal::Avoided {
+                path: ap,
+                avoidance,
+            } => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
                     sh.note_if_current(r, || o);
@@ -213,27 +335,47 @@ fn post_round(
                     c.rail_moves.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                sh.requeue(r);
+                let key = match avoidance.domain {
+                    DomainKind::Route => Key::Route(ap.route),
+                    DomainKind::Device => Key::Device(ap.device),
+                };
                 handled -= 1;
-                break;
-            }
-            // Receiver credit: the slice waits in its queue (deadline
-            // unchanged) until a grant update wakes the workers
-            // (`Shared::credit_changed`); its task shows the typed
-            // backpressure. Like a deferral, not progress.
-            Refusal::Backpressure(b) => {
-                c.backpressure.fetch_add(1, Ordering::Relaxed);
-                if let Some(o) = owner.refusal_observation(&refusal, now) {
-                    sh.note_if_current(r, || o);
+                if !park(key, Wake::At(avoid_until(sh, &avoidance, ap, now))) {
+                    sh.requeue(r);
+                    break;
                 }
-                sh.credit_stalled(r, b, now);
-                sh.requeue(r);
-                handled -= 1;
-                break;
             }
             _ if refusal.is_backpressure() => {
                 c.backpressure.fetch_add(1, Ordering::Relaxed);
-                sh.requeue(r);
+                let stamp = Wake::Release(stamp);
+                let (key, wake) = match refusal {
+                    Refusal::Backpressure(b) => {
+                        // RFC 2849: the stall is counted and its task shows
+                        // the typed backpressure (and the evidence).
+                        if let Some(o) = owner.refusal_observation(&refusal, now) {
+                            sh.note_if_current(r, || o);
+                        }
+                        sh.credit_stalled(r, b, now);
+                        let (bucket, seq) = sh.credit_seq_of(b.peer);
+                        // A grant unparks us; its retry time bounds the
+                        // wait (and a grant racing this refusal).
+                        let after = b.retry_after_us.saturating_mul(1000);
+                        let at = now.saturating_add(after.clamp(10_000, tick_ns()));
+                        (Key::Peer(b.peer), Wake::Credit { bucket, seq, at })
+                    }
+                    Refusal::Endpoint {
+                        error: EndpointError::QpFull,
+                        ..
+                    } => (Key::Qp(ep, qp), stamp),
+                    Refusal::Endpoint { .. } => (Key::Endpoint(ep), stamp),
+                    // No token (`TokenError::Exhausted`): any release.
+                    _ => (Key::Tokens, stamp),
+                };
+                if park(key, wake) {
+                    handled -= 1;
+                } else {
+                    sh.requeue(r);
+                }
             }
             // Timed out or canceled meanwhile: nothing to do.
             Refusal::Slice(_) => {}
@@ -265,14 +407,39 @@ fn post_round(
             Refusal::NoUsablePath => no_usable_path(sh, r, &rec, now),
             // A bad index or a forged record: an engine bug. The slice
             // fails (never posted without its holds), and it is counted.
-            Refusal::Invalid(_) | Refusal::Token(_) => {
+            Refusal::Invalid(_) | Refusal::Backpressure(_) | Refusal::Token(_) => {
                 c.invalid.fetch_add(1, Ordering::Relaxed);
                 sh.settle(r, Outcome::Failure);
             }
         }
     }
     flush_chain(sh, owner, &guard, &mut chain, c);
+    // Ready slices a stopped round did not reach: back to their queue.
+    for r in from_lot {
+        sh.requeue(r);
+    }
+    c.parked.store(lot.len() as u64, Ordering::Relaxed);
     handled
+}
+
+/// The monitor tick (one CC epoch) in nanoseconds.
+fn tick_ns() -> u64 {
+    MONITOR_TICK.as_nanos() as u64
+}
+
+/// When a slice avoided on `path` may be admitted again: the avoided
+/// domain's cooldown deadline (the monitor moves it to PROBING at its first
+/// epoch at or after it), or the next CC epoch if the deadline is not known
+/// yet (set by the epoch that first sees the quarantine) or already passed.
+fn avoid_until(sh: &Shared, a: &Avoidance, path: Path, now: u64) -> u64 {
+    let snap = match a.domain {
+        DomainKind::Route => sh.gate.route_snapshot(path.route),
+        DomainKind::Device => sh.gate.device_snapshot(path.device),
+    };
+    match snap.map(|s| s.cooldown_until) {
+        Some(Observed::Value(t)) if t > now => t,
+        _ => now.saturating_add(tick_ns()),
+    }
 }
 
 /// Settles slice attempt `r` failed as NO_USABLE_PATH (RFC 4162: every
@@ -308,7 +475,8 @@ fn flush_chain(
             sh.meta[p.slice.index as usize]
                 .posted
                 .store(0, Ordering::Release);
-            c.unposted.fetch_add(1, Ordering::Relaxed);
+            // After the release (`Shared::release_stamp`).
+            c.unposted.fetch_add(1, Ordering::Release);
             if requeue {
                 let shard = sh.meta[p.slice.index as usize]
                     .shard
@@ -430,7 +598,6 @@ fn poll_cq(
         return 0;
     }
     let now = sh.now();
-    c.completions.fetch_add(n as u64, Ordering::Relaxed);
     for wc in &wcs[..n] {
         // The region this token pinned, read while the token is still
         // live (after `complete` its slot may belong to another post).
@@ -476,5 +643,9 @@ fn poll_cq(
             }
         }
     }
+    // Counted after every release of the batch: a poster that reads this
+    // count and then sees a full window will see it move again
+    // (`Shared::release_stamp`).
+    c.completions.fetch_add(n as u64, Ordering::Release);
     n
 }
