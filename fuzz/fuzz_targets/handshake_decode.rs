@@ -11,8 +11,8 @@
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use railyard_core::wire::handshake::{
-    check_len, frame_len, CreditCapability, EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor,
-    MAX_24BIT, MAX_FRAME_LEN,
+    check_len, frame_len, CreditCapability, EndpointDescriptor, PeerDescriptor, QpEndpoint,
+    SegmentDescriptor, MAX_24BIT, MAX_FRAME_LEN,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
