@@ -18,8 +18,10 @@
 #    bench` as server + client on rxe0 (its --json must report transfers).
 # 4. Boots two guests joined by a socket netdev and runs the rdma_pair example
 #    across them (target on node 1, initiator on node 0), then fault scenario 5
-#    (examples/fault_link_down: the peer guest's link goes down mid-transfer);
-#    RXE_CI_TWO=0 skips both.
+#    (examples/fault_link_down: the peer guest's link goes down mid-transfer),
+#    then receiver credit across the guests (examples/credit_pair: a receiver
+#    with small capacities and a slow consumer on node 1, two sender engines
+#    on node 0; ~40 s); RXE_CI_TWO=0 skips them.
 # 4b. Boots one guest with two rxe devices (--rxe-devs 2) and runs only the
 #    two-rail engine test (rxe_rails) with RAILYARD_REQUIRE_RAILS=1, once per
 #    worker model; RXE_CI_RAILS=0 skips it. (rxe_rails is left out of step 3:
@@ -55,9 +57,10 @@ fi
 mapfile -t bins < <(sed -n 's/^ *Executable .* (\(.*\))$/\1/p' "$build_log")
 rm -f "$build_log"
 [[ ${#bins[@]} -gt 0 ]] || { echo "rxe: FAIL: no test binaries found" >&2; exit 1; }
-timeout 900 cargo build -p railyard-verbs --example rdma_pair --example fault_link_down >&2 || { echo "rxe: FAIL: building rdma_pair / fault_link_down" >&2; exit 1; }
+timeout 900 cargo build -p railyard-verbs --example rdma_pair --example fault_link_down --example credit_pair >&2 || { echo "rxe: FAIL: building rdma_pair / fault_link_down / credit_pair" >&2; exit 1; }
 tdir="${CARGO_TARGET_DIR:-target}"; [[ "$tdir" = /* ]] || tdir="$PWD/$tdir"
 pair="$tdir/debug/examples/rdma_pair"
+credit_pair="$tdir/debug/examples/credit_pair"
 # The C ABI's engine example (examples/c/engine.c) against the static library
 # built with the `engine` feature; it runs in the guest with the test binaries
 # (it ignores their --test-threads argument) and must print its OK line.
@@ -179,6 +182,18 @@ if [[ "${RXE_CI_TWO:-1}" == 1 ]]; then
     echo "rxe: FAIL: two-node rdma_pair" >&2; fail=1
   fi
   echo "rxe: two-guest run took $(( $(date +%s) - t ))s"
+  # Receiver credit (RFC 2849, issue #15) across two guests: a receiver with
+  # small capacities and a slow consumer on node 1, two sender engines on
+  # node 0, read-back verified on both sides.
+  t=$(date +%s)
+  if scripts/rxe-vm "${share[@]}" --two --timeout 300 --peer-cmd "$credit_pair receiver 10.77.0.2:18620" -- \
+       "$credit_pair" senders 10.77.0.2:18620 2>&1 | tee "$CACHE/ci-credit.log"; then
+    grep -q 'credit_pair receiver: OK' "$CACHE/ci-credit.log" || { echo "rxe: FAIL: the credit receiver did not verify" >&2; fail=1; }
+    grep -q 'credit_pair senders: OK' "$CACHE/ci-credit.log" || { echo "rxe: FAIL: the credit senders did not verify" >&2; fail=1; }
+  else
+    echo "rxe: FAIL: two-guest credit_pair" >&2; fail=1
+  fi
+  echo "rxe: two-guest credit run took $(( $(date +%s) - t ))s"
   # Fault scenario 5: the peer guest's link goes down mid-transfer.
   t=$(date +%s)
   if scripts/rxe-vm "${share[@]}" --two --timeout 300 --peer-cmd "$linkdown target eth0" -- \

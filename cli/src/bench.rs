@@ -813,7 +813,28 @@ mod verbs {
                 e.listen_addr().port()
             );
         }
-        let done = recv(&mut r);
+        // Receiver credit (MC_RECEIVER_CREDIT, RFC 2849): the server is the
+        // receiver of a WRITE bench and its "application" consumes what
+        // was written at once, returning the consumer slots.
+        let stop = AtomicBool::new(false);
+        let done = std::thread::scope(|sc| {
+            let consumer = e
+                .credit_stats()
+                .map(|_| sc.spawn(|| consume_all(&e, &stop)));
+            let got = recv(&mut r);
+            stop.store(true, Ordering::Release);
+            if let Some((peak, slots)) = consumer.and_then(|c| c.join().ok()) {
+                if let Some(st) = e.credit_stats() {
+                    eprintln!(
+                        "railyard bench server: credit: peak receiver occupancy {peak} B, {slots} consumer slots returned, {} control frames sent, {} received, {} violations",
+                        st.frames_sent,
+                        st.frames_received,
+                        st.receiver.violations + st.sender.violations
+                    );
+                }
+            }
+            got
+        });
         write_metrics(a, &e, "server")?;
         match done? {
             Some(Msg::Done { report }) => {
@@ -824,6 +845,27 @@ mod verbs {
             Some(m) => Err(format!("unexpected message from {from}: {}", wire(&m))),
             None => Err(format!("the client {from} went away before it finished")),
         }
+    }
+
+    /// Returns every consumer slot the senders reported written, every
+    /// millisecond, until `stop`; the peak DATA_BYTES the senders held of
+    /// this receiver's capacity, and the slots returned.
+    fn consume_all(e: &Engine, stop: &AtomicBool) -> (u64, u64) {
+        let (mut peak, mut slots) = (0u64, 0u64);
+        while !stop.load(Ordering::Acquire) {
+            if let Some(st) = e.credit_stats() {
+                peak = peak.max(st.receiver.outstanding[0]);
+                for p in st.peers.iter().filter(|p| p.receiver_consumable > 0) {
+                    if e.consume(SegmentId(p.segment), p.receiver_consumable)
+                        .is_ok()
+                    {
+                        slots += p.receiver_consumable;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        (peak, slots)
     }
 
     fn connect(peer: &str) -> Result<TcpStream, String> {
@@ -919,6 +961,19 @@ mod verbs {
             }
             for &size in &p.sizes {
                 rep.results.push(run_size(a, p, &side, size)?);
+            }
+            if let Some(c) = e.credit_stats() {
+                let p = c.peers.iter().find(|x| x.segment == seg.0);
+                eprintln!(
+                    "railyard bench client: credit {:?}: stall {} ms over {} refusals, {} updates applied, {} control frames sent, {} received, {} violations",
+                    p.and_then(|x| x.negotiated),
+                    p.map_or(0, |x| x.stall_ns / 1_000_000),
+                    p.map_or(0, |x| x.stalls),
+                    c.sender.updates_applied,
+                    c.frames_sent,
+                    c.frames_received,
+                    c.sender.violations
+                );
             }
             if !e.wait_idle(Duration::from_secs(10)) {
                 let s = e.stats();

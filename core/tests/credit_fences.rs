@@ -597,3 +597,48 @@ fn ledger_and_allocator_refuse_zero_identifiers() {
     );
     assert_eq!(a.metrics().stale_usage, 0);
 }
+
+/// A heartbeat refreshes the sender's freshness under a new sequence
+/// without granting anything; a duplicate would not. It is refused for a
+/// peer that was never granted or is closed.
+#[test]
+fn heartbeat_refreshes_freshness_without_minting_credit() {
+    let mut p = pair([4096, 2, 0, 2]);
+    let e = p.e();
+    // Never granted / unknown: refused.
+    let mut fresh =
+        ReceiverAllocator::new(AllocatorConfig::new(RX, 2, 1, [1 << 20, 16, 8, 8])).unwrap();
+    fresh.open(1).unwrap();
+    assert!(fresh.heartbeat(1, 0).is_err());
+    assert!(fresh.heartbeat(0, 0).is_err(), "never opened");
+    let before = p.l.available(e).unwrap().0;
+    let mut u = p.a.heartbeat(0, 0).unwrap();
+    assert_eq!(u.sequence, 2);
+    u.freshness_ttl_ms = 1;
+    assert_eq!(
+        p.c.apply_update(&p.l, 0, &u, 5_000_000).unwrap(),
+        UpdateOutcome::Applied
+    );
+    assert_eq!(p.l.available(e).unwrap().0, before, "nothing minted");
+    assert_eq!(p.a.free(), [(1 << 20) - 4096, 14, 8, 6]);
+    // Within the TTL of the heartbeat's receipt: still active.
+    assert_eq!(p.c.expire(&p.l, 5_500_000).unwrap(), 0);
+    assert_eq!(p.c.expire(&p.l, 7_000_000).unwrap(), 1);
+    p.a.close(0, 1).unwrap();
+    assert_eq!(p.a.heartbeat(0, 0), Err(AllocError::PeerNotOpen));
+}
+
+/// The consumer may return only what the sender reported committed.
+#[test]
+fn consumable_follows_reported_usage() {
+    let mut p = pair([8192, 4, 0, 4]);
+    assert_eq!(p.a.consumable(0, 0).unwrap(), Charge::ZERO);
+    let c = p.commit(Charge::direct_write(4096));
+    assert!(p.l.release(c).is_ok());
+    let u = p.c.usage(&p.l, 0, 0, Charge::ZERO).unwrap();
+    p.a.on_usage(0, &u).unwrap();
+    assert_eq!(p.a.consumable(0, 0).unwrap(), Charge([0, 0, 0, 1]));
+    p.a.consumed(0, 0, &Charge([0, 0, 0, 1])).unwrap();
+    assert_eq!(p.a.consumable(0, 0).unwrap(), Charge::ZERO);
+    assert!(p.a.consumable(5, 0).is_err());
+}

@@ -113,6 +113,9 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_TARGET_MODE, ry_target_mode);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_ROUTE_STATE, ry_engine_route_state);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_LOG_LEVEL, ry_log_level);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_CONFIG, ry_engine_credit_config);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_STATS, ry_engine_credit_stats);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_PEER, ry_engine_credit_peer);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

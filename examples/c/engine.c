@@ -397,6 +397,38 @@ int main(void) {
     CHECK(routes[0].health == RY_HEALTH_HEALTHY);
   }
 
+  /* Receiver credit (RFC 2849): off by default, so nothing to consume. */
+  {
+    ry_engine_credit_stats cs;
+    ry_engine_credit_peer cp;
+    ry_engine c, d;
+    uint32_t cseg;
+    int tries = 0;
+    FAILS_WITH(ry_engine_consume(a, seg, 1), RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE);
+    FAILS_WITH(ry_engine_credit_stats_get(a, &cs), RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE);
+    /* Two engines with credit optional: negotiated active, granted. */
+    cfg.credit.policy = RY_ENGINE_CREDIT_OPTIONAL;
+    OK(ry_engine_create(&cfg, &c));
+    OK(ry_engine_create(&cfg, &d));
+    OK(ry_engine_listen_addr(d, addr, sizeof addr, &alen));
+    OK(ry_engine_open_segment(c, addr, &cseg));
+    do {
+      OK(ry_engine_credit_peer_get(c, cseg, &cp));
+      if (cp.phase != 2) sleep_ms(5);
+    } while (cp.phase != 2 && ++tries < 2000);
+    CHECK(cp.negotiated == RY_ENGINE_CREDIT_NEGOTIATED_ACTIVE && cp.version == 1);
+    CHECK(cp.phase == 2 && cp.granted[0] > 0 && cp.available[3] > 0);
+    FAILS_WITH(ry_engine_credit_peer_get(c, cseg + 100, &cp), RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE);
+    OK(ry_engine_credit_stats_get(c, &cs));
+    CHECK(cs.policy == RY_ENGINE_CREDIT_OPTIONAL && cs.peers == 1 && cs.updates_applied >= 1);
+    CHECK(cs.violations == 0 && cs.malformed == 0 && cs.frames_received >= 1);
+    /* Nothing written yet: nothing to consume. */
+    FAILS_WITH(ry_engine_consume(d, 0, 1), RY_STATUS_ENGINE_CREDIT_CONSUME);
+    OK(ry_engine_destroy(c));
+    OK(ry_engine_destroy(d));
+    cfg.credit.policy = RY_ENGINE_CREDIT_OFF;
+  }
+
   OK(ry_engine_destroy(a));
   OK(ry_engine_destroy(b));
   FAILS_WITH(ry_engine_destroy(a), RY_STATUS_INVALID_HANDLE);

@@ -22,10 +22,17 @@
 // `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
 // and -130..-160 were added; the composed hot path (`ry_hotpath_*`);
 // `ry_cc_config` gained `target_mode` (`ry_target_mode`, status -29).
-#define RY_ABI_VERSION 2
+//
+// 3: `ry_engine_config` gained `credit` (`ry_engine_credit_config`, RFC
+// 2849 receiver credits; its layout changed); `ry_engine_consume`,
+// `ry_engine_credit_stats_get`, `ry_engine_credit_peer_get`; status codes
+// -125..-127; the log callback (`ry_set_log_callback`, `ry_log_level`,
+// status -6) and the stats snapshot (`ry_engine_snapshot`,
+// `ry_engine_route_state`) were added.
+#define RY_ABI_VERSION 3
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 84
+#define RY_ABI_TYPE_COUNT 87
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -51,6 +58,29 @@
 
 // Bytes of `ry_engine_config.device` and `.listen`, NUL included.
 #define RY_ENGINE_NAME_CAPACITY 64
+
+// `ry_engine_credit_config.policy`: off (default).
+#define RY_ENGINE_CREDIT_OFF 0
+
+// `ry_engine_credit_config.policy`: optional (legacy with peers without
+// credit, counted).
+#define RY_ENGINE_CREDIT_OPTIONAL 1
+
+// `ry_engine_credit_config.policy`: required (peers without credit are
+// refused).
+#define RY_ENGINE_CREDIT_REQUIRED 2
+
+// `ry_engine_credit_peer.negotiated`: no negotiation seen.
+#define RY_ENGINE_CREDIT_NEGOTIATED_NONE 0
+
+// Unsupported (credit off here, or a peer without it).
+#define RY_ENGINE_CREDIT_NEGOTIATED_UNSUPPORTED 1
+
+// Optional here, the peer without credit: legacy dispatch.
+#define RY_ENGINE_CREDIT_NEGOTIATED_LEGACY 2
+
+// Active (`version` says which).
+#define RY_ENGINE_CREDIT_NEGOTIATED_ACTIVE 3
 
 // Slices of evidence one task keeps (fixed capacity, no allocation after
 // creation); more are handled by the core's eviction rules and counted in
@@ -308,6 +338,16 @@ enum ry_status
   // queued or posted on it); nothing changed, try again once they
   // finished.
   RY_STATUS_ENGINE_MEMORY_BUSY = -124,
+  // Engine: the receiver-credit negotiation refused the peer (RFC 2849:
+  // `MC_RECEIVER_CREDIT=required` against a peer without a compatible
+  // capability, or an off engine against a required peer); the
+  // connection was dropped before any QP was connected.
+  RY_STATUS_ENGINE_CREDIT_REFUSED = -125,
+  // Engine: the segment has no active receiver-credit session.
+  RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE = -126,
+  // Engine: `ry_engine_consume` asked for more consumer slots than the
+  // sender reported written and not yet consumed; nothing changed.
+  RY_STATUS_ENGINE_CREDIT_CONSUME = -127,
   // Hot path: the post was refused (backpressure, a full window, a
   // quarantined path, a refused endpoint, a stale slice attempt);
   // `ry_post_result.refusal` names the source. Nothing is held.
@@ -1023,6 +1063,12 @@ enum ry_abi_type
   RY_ABI_TYPE_ENGINE_ROUTE_STATE = 82,
   // `ry_log_level`.
   RY_ABI_TYPE_LOG_LEVEL = 83,
+  // `ry_engine_credit_config`.
+  RY_ABI_TYPE_ENGINE_CREDIT_CONFIG = 84,
+  // `ry_engine_credit_stats`.
+  RY_ABI_TYPE_ENGINE_CREDIT_STATS = 85,
+  // `ry_engine_credit_peer`.
+  RY_ABI_TYPE_ENGINE_CREDIT_PEER = 86,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1727,6 +1773,25 @@ typedef struct {
   uint64_t bits;
 } ry_credit_receiver;
 
+// Receiver-credit configuration (`MC_RECEIVER_CREDIT*`), part of
+// `ry_engine_config`. Validated by `ry_engine_create`.
+typedef struct {
+  // DATA_BYTES capacity this engine grants as a receiver (1..=2^32-1).
+  uint64_t bytes;
+  // `RY_ENGINE_CREDIT_OFF`, `_OPTIONAL` or `_REQUIRED`.
+  uint32_t policy;
+  // REQUEST_SLOTS capacity (1..=2047).
+  uint32_t requests;
+  // CONSUMER_SLOTS capacity (1..=2047).
+  uint32_t consumers;
+  // Most credit peers (1..=1024).
+  uint32_t peers;
+  // Freshness TTL, ms (0 = no expiry; else longer than the refresh).
+  uint32_t ttl_ms;
+  // Refresh / heartbeat period, ms (1..=60000).
+  uint32_t refresh_ms;
+} ry_engine_credit_config;
+
 // Everything `ry_engine_create` needs. Start from
 // `ry_engine_config_default` or `ry_engine_config_from_env`, then change
 // fields. Strings are NUL-terminated inside their arrays.
@@ -1784,6 +1849,9 @@ typedef struct {
   // by default). Validated by `ry_engine_create`: an invalid one is a
   // `RY_STATUS_CC_CONFIG_*` error and nothing is created.
   ry_cc_config cc;
+  // Receiver-advertised credits (`MC_RECEIVER_CREDIT*`, RFC 2849; off
+  // by default).
+  ry_engine_credit_config credit;
 } ry_engine_config;
 
 // An engine handle. Zero is never valid.
@@ -1992,6 +2060,98 @@ typedef struct {
   // Bytes in flight on the route.
   uint64_t in_flight_bytes;
 } ry_engine_route_state;
+
+// Aggregate receiver-credit metrics of one engine
+// (`ry_engine_credit_stats_get`). Arrays are indexed by resource code - 1
+// (0 DATA_BYTES, 1 REQUEST_SLOTS, 2 STAGING_SLOTS, 3 CONSUMER_SLOTS).
+typedef struct {
+  // Sender side: cumulative grants in current epochs.
+  uint64_t granted[4];
+  // Sender side: committed (consumed) totals in current epochs.
+  uint64_t consumed[4];
+  // Sender side: available now.
+  uint64_t available[4];
+  // Sender side: in-flight amounts fenced by epoch resets.
+  uint64_t fenced_inflight[4];
+  // Receiver side: free capacity.
+  uint64_t receiver_free[4];
+  // Receiver side: granted and not yet returned, over all peers.
+  uint64_t receiver_outstanding[4];
+  // Receiver side: old-epoch grants waiting for their endpoints.
+  uint64_t receiver_fencing[4];
+  // Receiver side: capacity.
+  uint64_t capacity[4];
+  // Sender: updates applied.
+  uint64_t updates_applied;
+  // Sender: duplicate / old updates ignored.
+  uint64_t duplicate_updates;
+  // Sender: wrong session / epoch updates ignored.
+  uint64_t stale_updates;
+  // Sender: sequence gaps.
+  uint64_t sequence_gaps;
+  // Sender: new sessions / epochs bound over an old one.
+  uint64_t epoch_resets;
+  // Sender + receiver: protocol violations.
+  uint64_t violations;
+  // Connections that fell back to legacy dispatch (optional mode).
+  uint64_t legacy_fallbacks;
+  // Connections refused by the negotiation.
+  uint64_t refused;
+  // Control frames sent.
+  uint64_t frames_sent;
+  // Control frames received.
+  uint64_t frames_received;
+  // Malformed or unexpected frames (fail closed).
+  uint64_t malformed;
+  // Control channels lost.
+  uint64_t channels_lost;
+  // Old-epoch fences completed.
+  uint64_t fences_completed;
+  // Consumer slots returned by `ry_engine_consume`.
+  uint64_t consumed_slots;
+  // Receiver: stale / duplicate usage reports ignored.
+  uint64_t stale_usage;
+  // Receiver: epoch resets (a peer's new epoch over an old one).
+  uint64_t receiver_epoch_resets;
+  // The configured policy (`RY_ENGINE_CREDIT_*`).
+  uint32_t policy;
+  // Credit peers known (entries `ry_engine_credit_peer_get` answers).
+  uint32_t peers;
+} ry_engine_credit_stats;
+
+// One segment's receiver-credit state (`ry_engine_credit_peer_get`).
+typedef struct {
+  // Sender side: granted per resource (current epoch).
+  uint64_t granted[4];
+  // Sender side: committed per resource.
+  uint64_t consumed[4];
+  // Sender side: released by completions per resource.
+  uint64_t released[4];
+  // Sender side: available per resource.
+  uint64_t available[4];
+  // Receiver side: held by this peer per resource.
+  uint64_t receiver_outstanding[4];
+  // Sender side: credit backpressure refusals.
+  uint64_t stalls;
+  // Sender side: credit-stalled time, ns.
+  uint64_t stall_ns;
+  // Sender side: age of the last applied update, ms (`UINT64_MAX`:
+  // none yet).
+  uint64_t update_age_ms;
+  // Receiver side: the peer's epoch (0: not a credit peer).
+  uint64_t receiver_epoch;
+  // Receiver side: consumer slots `ry_engine_consume` may return now.
+  uint64_t receiver_consumable;
+  // `RY_ENGINE_CREDIT_NEGOTIATED_*`.
+  uint32_t negotiated;
+  // The negotiated schema version (with ACTIVE), else 0.
+  uint32_t version;
+  // Sender-side phase: 0 ungated, 1 negotiating, 2 active, 3 stale,
+  // 4 quarantined.
+  uint32_t phase;
+  // The segment.
+  uint32_t segment;
+} ry_engine_credit_peer;
 
 // A task-evidence handle. Zero is never valid.
 typedef struct {
@@ -3397,6 +3557,45 @@ ry_status ry_engine_snapshot(ry_engine engine,
 // # Safety
 // `idle_out` is valid for writes.
 ry_status ry_engine_wait_idle(ry_engine engine, uint64_t timeout_ms, bool *idle_out);
+#endif
+
+#if defined(RY_ENGINE)
+// Returns `n` consumer slots of the sender on `segment` (the
+// receiving application used what it wrote; one slot per work
+// request). `RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE` for a segment
+// without an active credit session, `RY_STATUS_ENGINE_CREDIT_CONSUME`
+// (nothing changed) for more slots than were reported written.
+//
+// Ownership: borrows its arguments for the call only; retains nothing.
+// Thread-safety: any thread, concurrently.
+ry_status ry_engine_consume(ry_engine engine, uint32_t segment, uint64_t n);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes the engine's aggregate receiver-credit metrics.
+// `RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE` with credit off.
+//
+// Ownership: writes plain data to the caller's out-pointer; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+//
+// `out` must be valid for writes (or null: refused).
+ry_status ry_engine_credit_stats_get(ry_engine engine, ry_engine_credit_stats *out);
+#endif
+
+#if defined(RY_ENGINE)
+// Writes segment `segment`'s receiver-credit state.
+// `RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE` with credit off or for a
+// segment the negotiation never saw.
+//
+// Ownership: writes plain data to the caller's out-pointer; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+//
+// `out` must be valid for writes (or null: refused).
+ry_status ry_engine_credit_peer_get(ry_engine engine, uint32_t segment, ry_engine_credit_peer *out);
 #endif
 
 // Creates empty evidence for one logical task (minimal state UNKNOWN until

@@ -12,7 +12,14 @@ use crate::ptr::write_out;
 /// `mem_regions`/`mem_pins` (its layout changed); status codes -122..-124
 /// and -130..-160 were added; the composed hot path (`ry_hotpath_*`);
 /// `ry_cc_config` gained `target_mode` (`ry_target_mode`, status -29).
-pub const RY_ABI_VERSION: u32 = 2;
+///
+/// 3: `ry_engine_config` gained `credit` (`ry_engine_credit_config`, RFC
+/// 2849 receiver credits; its layout changed); `ry_engine_consume`,
+/// `ry_engine_credit_stats_get`, `ry_engine_credit_peer_get`; status codes
+/// -125..-127; the log callback (`ry_set_log_callback`, `ry_log_level`,
+/// status -6) and the stats snapshot (`ry_engine_snapshot`,
+/// `ry_engine_route_state`) were added.
+pub const RY_ABI_VERSION: u32 = 3;
 
 /// The ABI version the library was built with.
 ///
@@ -195,10 +202,16 @@ pub enum ry_abi_type {
     EngineRouteState = 82,
     /// `ry_log_level`.
     LogLevel = 83,
+    /// `ry_engine_credit_config`.
+    EngineCreditConfig = 84,
+    /// `ry_engine_credit_stats`.
+    EngineCreditStats = 85,
+    /// `ry_engine_credit_peer`.
+    EngineCreditPeer = 86,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 84;
+pub const RY_ABI_TYPE_COUNT: u32 = 87;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -557,6 +570,18 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             83 => (
                 size_of::<crate::log::ry_log_level>(),
                 align_of::<crate::log::ry_log_level>(),
+            ),
+            84 => (
+                size_of::<crate::engine_credit::ry_engine_credit_config>(),
+                align_of::<crate::engine_credit::ry_engine_credit_config>(),
+            ),
+            85 => (
+                size_of::<crate::engine_credit::ry_engine_credit_stats>(),
+                align_of::<crate::engine_credit::ry_engine_credit_stats>(),
+            ),
+            86 => (
+                size_of::<crate::engine_credit::ry_engine_credit_peer>(),
+                align_of::<crate::engine_credit::ry_engine_credit_peer>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

@@ -147,6 +147,9 @@ pub struct ry_engine_config {
     /// by default). Validated by `ry_engine_create`: an invalid one is a
     /// `RY_STATUS_CC_CONFIG_*` error and nothing is created.
     pub cc: ry_cc_config,
+    /// Receiver-advertised credits (`MC_RECEIVER_CREDIT*`, RFC 2849; off
+    /// by default).
+    pub credit: crate::engine_credit::ry_engine_credit_config,
 }
 
 /// A memory region registered with an engine (local side).
@@ -358,12 +361,19 @@ mod imp {
                 EngineError::RegionOverlap { .. } => RyStatus::EngineRegionOverlap,
                 EngineError::NoSuchRegion { .. } => RyStatus::EngineNoSuchRegion,
                 EngineError::MemoryBusy { .. } => RyStatus::EngineMemoryBusy,
+                EngineError::CreditRefused { .. } => RyStatus::EngineCreditRefused,
+                EngineError::CreditNotActive(_) => RyStatus::EngineCreditNotActive,
+                EngineError::CreditConsume { .. } => RyStatus::EngineCreditConsume,
             };
             Error::new(s, e)
         }
     }
 
-    fn config_error(field: &str, value: impl std::fmt::Display, expected: &str) -> Error {
+    pub(crate) fn config_error(
+        field: &str,
+        value: impl std::fmt::Display,
+        expected: &str,
+    ) -> Error {
         Error::new(
             RyStatus::EngineConfig,
             format_args!(
@@ -435,6 +445,7 @@ mod imp {
                 qp_retry_cnt: c.qp_retry_cnt,
                 reserved: [0; 4],
                 cc: ry_cc_config::from(&c.cc),
+                credit: crate::engine_credit::ry_engine_credit_config::from(&c.credit),
             };
             if !c.devices.is_empty() {
                 put_name(&mut out.device, &c.devices.join(","), "MC_RDMA_DEVICES")?;
@@ -500,6 +511,7 @@ mod imp {
                 idle_sleep: us(self.idle_park_us),
                 inflight_nap: us(self.inflight_nap_us),
                 cc: self.cc.to_core()?,
+                credit: self.credit.to_core()?,
             };
             c.validate().map_err(EngineError::from)?;
             Ok(c)
@@ -606,7 +618,7 @@ mod imp {
 
     static ENGINES: Registry<Slot> = Registry::new(7, "engine");
 
-    fn with_engine<R>(h: ry_engine, f: impl FnOnce(&Engine) -> Result<R>) -> Result<R> {
+    pub(crate) fn with_engine<R>(h: ry_engine, f: impl FnOnce(&Engine) -> Result<R>) -> Result<R> {
         let slot: Pinned<Slot> = ENGINES.get(h.bits)?;
         let g = slot.read().unwrap_or_else(|e| e.into_inner());
         match g.as_ref() {
@@ -1385,6 +1397,17 @@ mod imp {
                 },
                 EngineError::NoSuchRegion { addr: 1 },
                 EngineError::MemoryBusy { addr: 1, pins: 3 },
+                EngineError::CreditRefused {
+                    ours: "required",
+                    theirs: "off",
+                    why: "x",
+                },
+                EngineError::CreditNotActive(1),
+                EngineError::CreditConsume {
+                    segment: 1,
+                    slots: 2,
+                    why: "x",
+                },
             ];
             let n = all.len();
             let mut seen = HashSet::new();
@@ -1392,7 +1415,7 @@ mod imp {
                 let text = e.to_string();
                 let err = Error::from(e);
                 assert_eq!(err.message, text, "the engine's message is kept");
-                assert!((-124..=-100).contains(&(err.status as i32)), "{text}");
+                assert!((-127..=-100).contains(&(err.status as i32)), "{text}");
                 assert!(seen.insert(err.status), "{text}: status reused");
             }
             assert_eq!(seen.len(), n);

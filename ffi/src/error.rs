@@ -243,6 +243,16 @@ pub enum RyStatus {
     /// queued or posted on it); nothing changed, try again once they
     /// finished.
     EngineMemoryBusy = -124,
+    /// Engine: the receiver-credit negotiation refused the peer (RFC 2849:
+    /// `MC_RECEIVER_CREDIT=required` against a peer without a compatible
+    /// capability, or an off engine against a required peer); the
+    /// connection was dropped before any QP was connected.
+    EngineCreditRefused = -125,
+    /// Engine: the segment has no active receiver-credit session.
+    EngineCreditNotActive = -126,
+    /// Engine: `ry_engine_consume` asked for more consumer slots than the
+    /// sender reported written and not yet consumed; nothing changed.
+    EngineCreditConsume = -127,
 
     /// Hot path: the post was refused (backpressure, a full window, a
     /// quarantined path, a refused endpoint, a stale slice attempt);
@@ -717,6 +727,9 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         EngineRegionOverlap => c"RY_STATUS_ENGINE_REGION_OVERLAP",
         EngineNoSuchRegion => c"RY_STATUS_ENGINE_NO_SUCH_REGION",
         EngineMemoryBusy => c"RY_STATUS_ENGINE_MEMORY_BUSY",
+        EngineCreditRefused => c"RY_STATUS_ENGINE_CREDIT_REFUSED",
+        EngineCreditNotActive => c"RY_STATUS_ENGINE_CREDIT_NOT_ACTIVE",
+        EngineCreditConsume => c"RY_STATUS_ENGINE_CREDIT_CONSUME",
         PostRefused => c"RY_STATUS_POST_REFUSED",
         HotpathConfig => c"RY_STATUS_HOTPATH_CONFIG",
         EndpointStaleGeneration => c"RY_STATUS_ENDPOINT_STALE_GENERATION",

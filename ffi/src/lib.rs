@@ -50,6 +50,7 @@ pub mod cc;
 pub mod classify;
 pub mod credit;
 pub mod engine;
+pub mod engine_credit;
 pub mod evidence;
 pub mod hotpath;
 pub mod log;

@@ -11,8 +11,8 @@
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use railyard_core::wire::handshake::{
-    check_len, frame_len, EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor,
-    MAX_24BIT, MAX_FRAME_LEN,
+    check_len, frame_len, CreditCapability, EndpointDescriptor, PeerDescriptor, QpEndpoint,
+    SegmentDescriptor, MAX_24BIT, MAX_FRAME_LEN,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -143,7 +143,21 @@ fn descriptor(u: &mut Unstructured<'_>) -> Result<PeerDescriptor> {
     } else {
         None
     };
-    Ok(PeerDescriptor { nics, replaces })
+    let credit = if u.arbitrary()? {
+        let min_version = u.int_in_range(1..=u16::MAX)?;
+        Some(CreditCapability {
+            min_version,
+            max_version: u.int_in_range(min_version..=u16::MAX)?,
+            required: u.arbitrary()?,
+        })
+    } else {
+        None
+    };
+    Ok(PeerDescriptor {
+        nics,
+        replaces,
+        credit,
+    })
 }
 
 fn structured(data: &[u8]) -> Result<()> {

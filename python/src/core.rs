@@ -85,6 +85,9 @@ pub fn classify(e: &EngineError) -> (&'static str, &'static str, i32) {
             mc::ADDRESS_NOT_REGISTERED,
         ),
         E::MemoryBusy { .. } => ("MemoryBusy", "BusyError", mc::BATCH_BUSY),
+        E::CreditRefused { .. } => ("CreditRefused", "PeerError", mc::REJECT_HANDSHAKE),
+        E::CreditNotActive(_) => ("CreditNotActive", "InvalidArgument", mc::INVALID_ARGUMENT),
+        E::CreditConsume { .. } => ("CreditConsume", "InvalidArgument", mc::INVALID_ARGUMENT),
         E::Unsupported(_) => ("Unsupported", "InternalError", mc::NOT_IMPLEMENTED),
         E::Core(_) => ("Core", "InternalError", mc::MEMORY),
         // EngineError is not #[non_exhaustive]; a new variant fails here.

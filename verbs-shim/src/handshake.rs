@@ -274,6 +274,13 @@ impl Handshake {
         &self.stream
     }
 
+    /// Ends the handshake and keeps its connection (the engine's receiver
+    /// credit control channel); the stream keeps the handshake's timeouts
+    /// until the caller changes them.
+    pub fn into_stream(self) -> TcpStream {
+        self.stream
+    }
+
     fn finish<D>(self, r: Result<D, HandshakeError>) -> Result<(D, Self), HandshakeError> {
         match r {
             Ok(d) => Ok((d, self)),

@@ -458,6 +458,23 @@ impl ReceiverAllocator {
         Ok(self.update_for(peer, class, i))
     }
 
+    /// A refresh of `(peer, class)`'s current cumulative grants under a new
+    /// sequence, granting nothing: the heartbeat that keeps a sender's
+    /// freshness TTL alive while no capacity is free (a duplicate sequence
+    /// would not refresh it). Refused for a peer that is not open or an
+    /// entry that was never granted (nothing to refresh).
+    pub fn heartbeat(&mut self, peer: u32, class: u32) -> Result<CreditUpdate, AllocError> {
+        let i = self.idx(peer, class)?;
+        if self.peers[peer as usize].state != PeerState::Open {
+            return Err(AllocError::PeerNotOpen);
+        }
+        if self.slots[i].update_seq == 0 {
+            return Err(AllocError::Key(KeyError::EmptyCharge));
+        }
+        self.slots[i].update_seq += 1;
+        Ok(self.update_for(peer, class, i))
+    }
+
     /// The current update for `(peer, class)` (same sequence: a refresh /
     /// retransmission that the sender treats as a duplicate), or `None` if
     /// nothing was granted in this epoch yet (there is no update to repeat:
@@ -569,6 +586,24 @@ impl ReceiverAllocator {
         }
         self.slots[i].usage_seq = Some(u.sequence);
         Ok(UsageOutcome::Applied(back))
+    }
+
+    /// What the receiver's consumer may return for `(peer, class)` right
+    /// now: for each [`ReturnPath::ReceiverConsumption`] resource, what the
+    /// sender reported committed (its WRITEs were handed to the transport)
+    /// minus what was consumed locally already; 0 for the others. A
+    /// consumer that returns only this never frees a slot the sender still
+    /// holds unused.
+    pub fn consumable(&self, peer: u32, class: u32) -> Result<Charge, AllocError> {
+        let i = self.idx(peer, class)?;
+        let s = &self.slots[i];
+        let mut c = Charge::ZERO;
+        for k in 0..RESOURCES {
+            if self.cfg.return_path[k] == ReturnPath::ReceiverConsumption {
+                c.0[k] = s.consumed[k].saturating_sub(s.local[k]);
+            }
+        }
+        Ok(c)
     }
 
     /// A receiver-local consumption report: the consumer freed `amounts` of

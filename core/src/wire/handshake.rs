@@ -18,16 +18,25 @@
 //! | 4 | `frame_len` | length of everything after this field; at most [`MAX_FRAME_LEN`] |
 //! | 4 | `magic` | [`MAGIC`] (`b"RYHS"`) |
 //! | 2 | `version` | [`VERSION`] (2); any other value is [`DecodeError::UnknownVersion`] |
-//! | 2 | `flags` | bit 0 = [`FLAG_REPLACES`]; every other bit is reserved and must be 0 ([`DecodeError::ReservedFlags`]) |
+//! | 2 | `flags` | bit 0 = [`FLAG_REPLACES`], bit 1 = [`FLAG_CREDIT`]; every other bit is reserved and must be 0 ([`DecodeError::ReservedFlags`]) |
 //! | 2 | `n_nics` | 1..=[`MAX_NICS`] |
 //! | 2 | `n_segments` | 0..=[`MAX_SEGMENTS`] |
 //! | 4, only with [`FLAG_REPLACES`] | `replaces_qpn` | < 2^24: see [`PeerDescriptor::replaces`] |
+//! | 6, only with [`FLAG_CREDIT`] | credit capability | `min_version: u16` (≥ 1), `max_version: u16` (≥ min), `mode: u16` (bit 0 = required; other bits reserved, 0): see [`CreditCapability`] |
 //! | 16 × n_segments | region | `addr: u64`, `len: u64` (> 0, `addr + len` must not overflow) |
 //! | per NIC: 16 | `gid` | raw GID bytes, network order as `ibv_query_gid` returns them |
 //! | 2 | `lid` | 0 on RoCE |
 //! | 2 | `n_qps` | 1..=[`MAX_QPS`] |
 //! | 8 × n_qps | qp | `qpn: u32`, `psn: u32`, both < 2^24 |
 //! | 4 × n_segments | rkey | this NIC's rkey of each region, in region order |
+//!
+//! The credit capability (RFC 2849 negotiation) is optional and flagged,
+//! so a peer that does not offer receiver credit sends exactly the bytes
+//! it sent before the field existed, and its descriptor decodes with
+//! `credit: None` (the peer is *Unsupported*). A build that predates the
+//! flag refuses a descriptor that carries it ([`DecodeError::ReservedFlags`]):
+//! an engine therefore only offers the capability when its credit mode is
+//! not off.
 //!
 //! Version 1 (one NIC, rkey inline with each segment) is no longer spoken:
 //! a version-1 peer gets [`DecodeError::UnknownVersion`] and the handshake
@@ -55,6 +64,13 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"RYHS");
 pub const VERSION: u16 = 2;
 /// Flag bit: the frame carries `replaces_qpn` ([`PeerDescriptor::replaces`]).
 pub const FLAG_REPLACES: u16 = 1;
+/// Flag bit: the frame carries a [`CreditCapability`] ([`PeerDescriptor::credit`]).
+pub const FLAG_CREDIT: u16 = 2;
+/// Encoded size of the optional credit capability.
+pub const CREDIT_LEN: usize = 6;
+/// Credit-capability mode bit: the sender of the descriptor requires
+/// receiver credit (an unsupported peer is refused, never unlimited).
+pub const CREDIT_REQUIRED: u16 = 1;
 /// Most QPs one NIC entry may carry.
 pub const MAX_QPS: usize = 64;
 /// Most memory segments (regions) one descriptor may carry.
@@ -76,6 +92,7 @@ pub const RKEY_LEN: usize = 4;
 /// Largest payload a receiver accepts (the largest valid descriptor).
 pub const MAX_FRAME_LEN: usize = HEADER_LEN
     + REPLACES_LEN
+    + CREDIT_LEN
     + MAX_SEGMENTS * REGION_ENTRY_LEN
     + MAX_NICS * (NIC_HEADER_LEN + MAX_QPS * QP_ENTRY_LEN + MAX_SEGMENTS * RKEY_LEN);
 /// Largest PSN / QP number: both are 24-bit quantities in the BTH.
@@ -163,7 +180,7 @@ pub struct EndpointDescriptor {
 ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
 ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey }],
 /// };
-/// let d = PeerDescriptor { nics: vec![nic(1, 7), nic(2, 9)], replaces: None };
+/// let d = PeerDescriptor { nics: vec![nic(1, 7), nic(2, 9)], replaces: None, credit: None };
 /// let frame = d.encode()?;
 /// assert_eq!(PeerDescriptor::decode_frame(&frame), Ok(d));
 /// # Ok::<(), railyard_core::wire::handshake::EncodeError>(())
@@ -178,6 +195,33 @@ pub struct PeerDescriptor {
     /// receiver honours it only for a connection from the same peer NIC.
     /// `None` for a first connection.
     pub replaces: Option<u32>,
+    /// The receiver-credit capability the sender of the descriptor offers
+    /// (RFC 2849 bootstrap negotiation); `None` = no credit capability
+    /// (credit off, or a build without it): the peer is *Unsupported*.
+    pub credit: Option<CreditCapability>,
+}
+
+/// The receiver-credit capability carried in a descriptor: the credit wire
+/// schema versions (`railyard_core::wire::credit`) the engine speaks and
+/// whether it requires credit.
+///
+/// ```
+/// use railyard_core::wire::handshake::{CreditCapability, EndpointDescriptor, PeerDescriptor, QpEndpoint};
+/// let nic = EndpointDescriptor { gid: [1; 16], lid: 0, qps: vec![QpEndpoint { qpn: 1, psn: 1 }], segments: vec![] };
+/// let mut d = PeerDescriptor::from(nic);
+/// d.credit = Some(CreditCapability { min_version: 1, max_version: 1, required: true });
+/// let frame = d.encode()?;
+/// assert_eq!(PeerDescriptor::decode_frame(&frame), Ok(d));
+/// # Ok::<(), railyard_core::wire::handshake::EncodeError>(())
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CreditCapability {
+    /// Lowest credit schema version spoken (≥ 1).
+    pub min_version: u16,
+    /// Highest credit schema version spoken (≥ `min_version`).
+    pub max_version: u16,
+    /// The sender runs credit in required mode.
+    pub required: bool,
 }
 
 impl From<EndpointDescriptor> for PeerDescriptor {
@@ -185,6 +229,7 @@ impl From<EndpointDescriptor> for PeerDescriptor {
         Self {
             nics: vec![d],
             replaces: None,
+            credit: None,
         }
     }
 }
@@ -199,6 +244,13 @@ pub enum EncodeError {
     /// No NIC entries, or more than [`MAX_NICS`] (or, for a single
     /// [`EndpointDescriptor`], a frame with other than one NIC).
     NicCount(usize),
+    /// A credit capability with version 0 or `min_version > max_version`.
+    BadCreditVersions {
+        /// Lowest version announced.
+        min: u16,
+        /// Highest version announced.
+        max: u16,
+    },
     /// NIC `nic` lists other regions (count, address or length) than NIC 0.
     RegionMismatch {
         /// Index of the NIC.
@@ -231,6 +283,10 @@ impl fmt::Display for EncodeError {
             Self::RegionMismatch { nic } => {
                 write!(f, "NIC entry {nic} lists other regions than NIC entry 0")
             }
+            Self::BadCreditVersions { min, max } => write!(
+                f,
+                "credit capability versions {min}..={max}: must be 1 <= min <= max"
+            ),
             Self::Not24Bit { field, value } => {
                 write!(f, "{field} {value:#x} does not fit in 24 bits")
             }
@@ -357,7 +413,7 @@ impl EndpointDescriptor {
     /// Encodes the descriptor as one length-prefixed one-NIC frame appended
     /// to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        encode_nics(core::slice::from_ref(self), None, out)
+        encode_nics(core::slice::from_ref(self), None, None, out)
     }
 
     /// Encodes the descriptor as one length-prefixed one-NIC frame.
@@ -383,6 +439,9 @@ impl EndpointDescriptor {
         if d.replaces.is_some() {
             // This one-NIC form has no place for it: refuse, never drop it.
             return Err(DecodeError::ReservedFlags(FLAG_REPLACES));
+        }
+        if d.credit.is_some() {
+            return Err(DecodeError::ReservedFlags(FLAG_CREDIT));
         }
         if d.nics.len() != 1 {
             return Err(DecodeError::Invalid(EncodeError::NicCount(d.nics.len())));
@@ -410,10 +469,15 @@ fn validate_nics(nics: &[EndpointDescriptor]) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn payload_len_of(nics: &[EndpointDescriptor], replaces: Option<u32>) -> usize {
+fn payload_len_of(
+    nics: &[EndpointDescriptor],
+    replaces: Option<u32>,
+    credit: Option<CreditCapability>,
+) -> usize {
     let nseg = nics.first().map_or(0, |n| n.segments.len());
     HEADER_LEN
         + replaces.map_or(0, |_| REPLACES_LEN)
+        + credit.map_or(0, |_| CREDIT_LEN)
         + nseg * REGION_ENTRY_LEN
         + nics
             .iter()
@@ -424,9 +488,13 @@ fn payload_len_of(nics: &[EndpointDescriptor], replaces: Option<u32>) -> usize {
 fn encode_nics(
     nics: &[EndpointDescriptor],
     replaces: Option<u32>,
+    credit: Option<CreditCapability>,
     out: &mut Vec<u8>,
 ) -> Result<(), EncodeError> {
     validate_nics(nics)?;
+    if let Some(c) = credit {
+        check_credit(c)?;
+    }
     if let Some(q) = replaces {
         if q >= 1 << 24 {
             return Err(EncodeError::Not24Bit {
@@ -435,7 +503,7 @@ fn encode_nics(
             });
         }
     }
-    let payload = payload_len_of(nics, replaces);
+    let payload = payload_len_of(nics, replaces, credit);
     debug_assert!(payload <= MAX_FRAME_LEN);
     let regions = &nics[0].segments;
     out.reserve(4 + payload);
@@ -444,11 +512,18 @@ fn encode_nics(
     out.put_u32(payload as u32);
     out.put_u32(MAGIC);
     out.put_u16(VERSION);
-    out.put_u16(if replaces.is_some() { FLAG_REPLACES } else { 0 });
+    let flags = if replaces.is_some() { FLAG_REPLACES } else { 0 }
+        | if credit.is_some() { FLAG_CREDIT } else { 0 };
+    out.put_u16(flags);
     out.put_u16(nics.len() as u16);
     out.put_u16(regions.len() as u16);
     if let Some(q) = replaces {
         out.put_u32(q);
+    }
+    if let Some(c) = credit {
+        out.put_u16(c.min_version);
+        out.put_u16(c.max_version);
+        out.put_u16(if c.required { CREDIT_REQUIRED } else { 0 });
     }
     for s in regions {
         out.put_u64(s.addr);
@@ -472,7 +547,7 @@ fn encode_nics(
 impl PeerDescriptor {
     /// Payload length (without the 4-byte length prefix) of the encoding.
     pub fn payload_len(&self) -> usize {
-        payload_len_of(&self.nics, self.replaces)
+        payload_len_of(&self.nics, self.replaces, self.credit)
     }
 
     /// Checks the field ranges and the cross-NIC rules the wire format
@@ -483,7 +558,7 @@ impl PeerDescriptor {
 
     /// Encodes the descriptor as one length-prefixed frame appended to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        encode_nics(&self.nics, self.replaces, out)
+        encode_nics(&self.nics, self.replaces, self.credit, out)
     }
 
     /// Encodes the descriptor as one length-prefixed frame.
@@ -532,7 +607,7 @@ impl PeerDescriptor {
             });
         }
         let flags = r.u16()?;
-        if flags & !FLAG_REPLACES != 0 {
+        if flags & !(FLAG_REPLACES | FLAG_CREDIT) != 0 {
             return Err(DecodeError::ReservedFlags(flags));
         }
         let n_nics = usize::from(r.u16()?);
@@ -549,6 +624,21 @@ impl PeerDescriptor {
         } else {
             None
         };
+        let credit = if flags & FLAG_CREDIT != 0 {
+            let (min_version, max_version, mode) = (r.u16()?, r.u16()?, r.u16()?);
+            if mode & !CREDIT_REQUIRED != 0 {
+                return Err(DecodeError::ReservedFlags(mode));
+            }
+            let c = CreditCapability {
+                min_version,
+                max_version,
+                required: mode & CREDIT_REQUIRED != 0,
+            };
+            check_credit(c).map_err(DecodeError::Invalid)?;
+            Some(c)
+        } else {
+            None
+        };
         if n_nics == 0 || n_nics > MAX_NICS {
             return Err(DecodeError::Invalid(EncodeError::NicCount(n_nics)));
         }
@@ -559,6 +649,7 @@ impl PeerDescriptor {
         // before allocating for them.
         let least = HEADER_LEN
             + replaces.map_or(0, |_| REPLACES_LEN)
+            + credit.map_or(0, |_| CREDIT_LEN)
             + n_segments * REGION_ENTRY_LEN
             + n_nics * (NIC_HEADER_LEN + QP_ENTRY_LEN + n_segments * RKEY_LEN);
         if p.len() < least {
@@ -614,8 +705,22 @@ impl PeerDescriptor {
             });
         }
         validate_nics(&nics).map_err(DecodeError::Invalid)?;
-        Ok(Self { nics, replaces })
+        Ok(Self {
+            nics,
+            replaces,
+            credit,
+        })
     }
+}
+
+fn check_credit(c: CreditCapability) -> Result<(), EncodeError> {
+    if c.min_version == 0 || c.min_version > c.max_version {
+        return Err(EncodeError::BadCreditVersions {
+            min: c.min_version,
+            max: c.max_version,
+        });
+    }
+    Ok(())
 }
 
 /// Reads and bounds-checks the 4-byte length prefix at the start of `frame`.
@@ -674,6 +779,66 @@ mod tests {
                 rkey: 0x26b,
             }],
         }
+    }
+
+    /// RFC 2849 negotiation: the credit capability is flagged and
+    /// optional; a descriptor without it is byte-identical to the layout
+    /// before the field existed and decodes as "no capability".
+    #[test]
+    fn credit_capability_is_optional_and_checked() {
+        let plain = PeerDescriptor::from(sample());
+        let old = plain.encode().unwrap();
+        assert_eq!(&old[10..12], &[0, 0], "no credit, no flag: the old bytes");
+        assert_eq!(PeerDescriptor::decode_frame(&old).unwrap().credit, None);
+        let cap = CreditCapability {
+            min_version: 1,
+            max_version: 3,
+            required: true,
+        };
+        let d = PeerDescriptor {
+            credit: Some(cap),
+            ..plain.clone()
+        };
+        let f = d.encode().unwrap();
+        assert_eq!(f.len(), old.len() + CREDIT_LEN);
+        assert_eq!(&f[10..12], &FLAG_CREDIT.to_le_bytes());
+        assert_eq!(&f[16..22], &[1, 0, 3, 0, 1, 0]);
+        assert_eq!(PeerDescriptor::decode_frame(&f).unwrap(), d);
+        // Reserved mode bits, version 0 and min > max are refused.
+        let mut bad = f.clone();
+        bad[20] = 2;
+        assert_eq!(
+            PeerDescriptor::decode_frame(&bad),
+            Err(DecodeError::ReservedFlags(2))
+        );
+        for (lo, hi) in [(0u16, 1u16), (3, 2)] {
+            let mut bad = f.clone();
+            bad[16..18].copy_from_slice(&lo.to_le_bytes());
+            bad[18..20].copy_from_slice(&hi.to_le_bytes());
+            assert_eq!(
+                PeerDescriptor::decode_frame(&bad),
+                Err(DecodeError::Invalid(EncodeError::BadCreditVersions {
+                    min: lo,
+                    max: hi
+                }))
+            );
+            let mut e = d.clone();
+            e.credit = Some(CreditCapability {
+                min_version: lo,
+                max_version: hi,
+                required: false,
+            });
+            assert!(e.encode().is_err());
+        }
+        // The one-NIC form has no place for it.
+        assert_eq!(
+            EndpointDescriptor::decode_frame(&f),
+            Err(DecodeError::ReservedFlags(FLAG_CREDIT))
+        );
+        // Truncated inside the capability.
+        let mut short = f[..20].to_vec();
+        short[..4].copy_from_slice(&16u32.to_le_bytes());
+        assert!(PeerDescriptor::decode_frame(&short).is_err());
     }
 
     #[test]
@@ -758,10 +923,10 @@ mod tests {
             Err(DecodeError::BadMagic(_))
         ));
         let mut fl = f.clone();
-        fl[10] = 2; // bit 0 is FLAG_REPLACES; bit 1 is reserved
+        fl[10] = 4; // bit 0 is FLAG_REPLACES, bit 1 FLAG_CREDIT; bit 2 is reserved
         assert_eq!(
             EndpointDescriptor::decode_frame(&fl),
-            Err(DecodeError::ReservedFlags(2))
+            Err(DecodeError::ReservedFlags(4))
         );
         let mut t = f.clone();
         t.push(0);
@@ -880,6 +1045,11 @@ mod tests {
         let all = PeerDescriptor {
             nics: vec![d; MAX_NICS],
             replaces: Some(MAX_24BIT),
+            credit: Some(CreditCapability {
+                min_version: 1,
+                max_version: u16::MAX,
+                required: true,
+            }),
         };
         let f = all.encode().unwrap();
         assert_eq!(f.len(), 4 + MAX_FRAME_LEN);
@@ -895,6 +1065,7 @@ mod tests {
         let d = PeerDescriptor {
             nics: vec![sample()],
             replaces: Some(0x12_3456),
+            credit: None,
         };
         let f = d.encode().unwrap();
         assert_eq!(f.len(), 4 + d.payload_len());
@@ -913,6 +1084,7 @@ mod tests {
         // A QP number beyond 24 bits, on either side.
         let bad = PeerDescriptor {
             replaces: Some(1 << 24),
+            credit: None,
             ..d.clone()
         };
         assert!(matches!(
@@ -933,10 +1105,10 @@ mod tests {
         ));
         // Any other flag bit is still reserved.
         let mut h = f.clone();
-        h[10..12].copy_from_slice(&(FLAG_REPLACES | 2).to_le_bytes());
+        h[10..12].copy_from_slice(&(FLAG_REPLACES | 4).to_le_bytes());
         assert_eq!(
             PeerDescriptor::decode_frame(&h),
-            Err(DecodeError::ReservedFlags(FLAG_REPLACES | 2))
+            Err(DecodeError::ReservedFlags(FLAG_REPLACES | 4))
         );
         // Without the flag the field is absent: a flagless frame is 4 bytes
         // shorter and decodes to `None`.
@@ -954,6 +1126,7 @@ mod tests {
         let d = PeerDescriptor {
             nics: vec![sample(), b.clone()],
             replaces: None,
+            credit: None,
         };
         let f = d.encode().unwrap();
         assert_eq!(f.len(), 4 + d.payload_len());
@@ -1039,6 +1212,7 @@ mod tests {
             n in 1usize..=MAX_NICS,
             salt in any::<u32>(),
             replaces in prop::option::of(0u32..=MAX_24BIT),
+            credit in prop::option::of((1u16..8, 0u16..8, any::<bool>())),
         ) {
             // Every NIC lists the same regions with its own GID, QPs and rkeys.
             let nics: Vec<EndpointDescriptor> = (0..n)
@@ -1052,7 +1226,16 @@ mod tests {
                     x
                 })
                 .collect();
-            let p = PeerDescriptor { nics, replaces };
+            let credit = credit.map(|(min_version, d, required)| CreditCapability {
+                min_version,
+                max_version: min_version + d,
+                required,
+            });
+            let p = PeerDescriptor {
+                nics,
+                replaces,
+                credit,
+            };
             let f = p.encode().unwrap();
             prop_assert_eq!(f.len(), 4 + p.payload_len());
             prop_assert_eq!(PeerDescriptor::decode_frame(&f).unwrap(), p);

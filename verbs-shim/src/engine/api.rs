@@ -108,6 +108,29 @@ pub enum EngineError {
         /// Slices queued plus work requests in flight on it.
         pins: u64,
     },
+    /// The receiver-credit negotiation refused the peer (RFC 2849: a
+    /// required side never treats an unsupported peer as unlimited); the
+    /// connection was dropped before any QP was connected.
+    CreditRefused {
+        /// Our `MC_RECEIVER_CREDIT` policy.
+        ours: &'static str,
+        /// What the peer's descriptor offered (`off` = no capability).
+        theirs: &'static str,
+        /// Why.
+        why: &'static str,
+    },
+    /// The segment has no active receiver-credit session (credit off,
+    /// unsupported or legacy peer, or not a segment).
+    CreditNotActive(u32),
+    /// `consume` was refused by the receiver allocator; nothing changed.
+    CreditConsume {
+        /// The segment.
+        segment: u32,
+        /// Slots asked for.
+        slots: u64,
+        /// Why.
+        why: &'static str,
+    },
     /// Not implemented yet; the message says what it waits for.
     Unsupported(&'static str),
     /// A core table could not be built.
@@ -158,6 +181,21 @@ impl fmt::Display for EngineError {
             Self::MemoryBusy { addr, pins } => write!(
                 f,
                 "memory region {addr:#x} is in use by transfers ({pins} slices queued or in flight); not deregistered"
+            ),
+            Self::CreditRefused { ours, theirs, why } => write!(
+                f,
+                "receiver credit refused the peer: MC_RECEIVER_CREDIT is {ours} here, the peer's is {theirs}: {why}"
+            ),
+            Self::CreditNotActive(s) => {
+                write!(f, "segment {s} has no active receiver-credit session")
+            }
+            Self::CreditConsume {
+                segment,
+                slots,
+                why,
+            } => write!(
+                f,
+                "consume({segment}, {slots}) refused: {why}; nothing changed"
             ),
             Self::Unsupported(what) => write!(f, "not supported yet: {what}"),
             Self::Core(what) => write!(f, "cannot build {what}"),

@@ -22,6 +22,7 @@
 //! | `MC_RAIL_NOMINAL_MBPS` | [`EngineConfig::rail_nominal_bps`] | 12500 (100 Gb/s) | 1 ..= 1000000 (MB/s, 10^6 bytes/s) |
 //!
 //! | `MC_ADAPTIVE_CC_*` | [`EngineConfig::cc`] | CC off | see `railyard_core::cc::config` (RFC 4162) |
+//! | `MC_RECEIVER_CREDIT*` | [`EngineConfig::credit`] | credit off | see [`CreditConfig`] (RFC 2849) |
 //!
 //! Unset or empty means the default. Anything else that does not parse or
 //! is out of range is a [`ConfigError`] naming the variable, never a silent
@@ -32,6 +33,7 @@
 //! does not validate leaves the controller **off** (RFC 4162), and
 //! [`Engine::cc_config_error`](super::Engine::cc_config_error) surfaces why.
 
+use super::credit::CreditConfig;
 use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
 use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Variant};
 
@@ -158,6 +160,9 @@ pub struct EngineConfig {
     /// The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162). Off by
     /// default.
     pub cc: CcConfig,
+    /// Receiver-advertised credits (`MC_RECEIVER_CREDIT*`, RFC 2849). Off
+    /// by default.
+    pub credit: CreditConfig,
 }
 
 impl Default for EngineConfig {
@@ -188,6 +193,7 @@ impl Default for EngineConfig {
             idle_sleep: Some(Duration::from_millis(1)),
             inflight_nap: None,
             cc: CcConfig::default(),
+            credit: CreditConfig::default(),
         }
     }
 }
@@ -329,6 +335,7 @@ impl EngineConfig {
         }
         c.rail_from_lookup(&var)?;
         c.cc = CcConfig::from_lookup(&var).map_err(|e| cc_error(e, &var))?;
+        c.credit.read_lookup(&var)?;
         c.validate()?;
         Ok(c)
     }
@@ -398,6 +405,7 @@ impl EngineConfig {
                 "an integer in 1..=1024",
             );
         }
+        self.credit.validate()?;
         if self.rail_nominal_bps == 0 {
             return bad("rail_nominal_bps", "0".into(), "bytes per second from 1");
         }

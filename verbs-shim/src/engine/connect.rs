@@ -37,6 +37,7 @@
 use super::api::{ep_from_word, ep_word};
 use super::api::{EngineError, SegmentId};
 use super::config::{ConfigError, EngineConfig};
+use super::credit::{self, CreditPolicy, Negotiated};
 use super::fault::TraceEvent;
 use super::shared::{Dev, EpResource, RailEntry, SegmentEntry, Shared};
 use crate::handshake::{Handshake, HandshakeError};
@@ -94,6 +95,18 @@ fn repeats(known: impl IntoIterator<Item = ([u8; 16], u32, u32)>, peer: &PeerDes
         return false;
     };
     known.into_iter().any(|k| k == (nic.gid, qp.qpn, qp.psn))
+}
+
+/// What [`Shared::establish`] built.
+pub(crate) struct Established {
+    /// One per rail.
+    pub(crate) rails: Vec<RailEntry>,
+    /// The peer's QP number of the connection this one replaces.
+    pub(crate) replaces: Option<u32>,
+    /// The receiver-credit negotiation's outcome.
+    pub(crate) credit: Negotiated,
+    /// The handshake connection (after the barrier).
+    pub(crate) hs: Handshake,
 }
 
 /// Which side of the handshake [`Shared::establish`] runs.
@@ -224,8 +237,10 @@ impl Shared {
         hs: Handshake,
         peer: Option<SocketAddr>,
     ) -> Result<SegmentId, EngineError> {
-        let (rails, _) = self.establish(hs, Side::Initiator, None)?;
-        Ok(self.record_segment(rails, peer))
+        let est = self.establish(hs, Side::Initiator, None)?;
+        let seg = self.record_segment(est.rails, peer);
+        self.attach_credit(seg, est.credit, est.hs, None)?;
+        Ok(seg)
     }
 
     /// The target's side, for a descriptor the listener already received
@@ -241,12 +256,12 @@ impl Shared {
             // Dropping `hs` closes the connection.
             return Err(EngineError::Handshake(HandshakeError::Replayed));
         }
-        let (rails, replaces) = self.establish(hs, Side::Target(peer), None)?;
-        if let Some(q) = replaces {
-            self.retire_replaced(q, &rails);
-        }
-        self.record_segment(rails, None);
-        Ok(())
+        let est = self.establish(hs, Side::Target(peer), None)?;
+        let old = est
+            .replaces
+            .and_then(|q| self.retire_replaced(q, &est.rails));
+        let seg = self.record_segment(est.rails, None);
+        self.attach_credit(seg, est.credit, est.hs, old)
     }
 
     pub(crate) fn record_segment(
@@ -297,17 +312,26 @@ impl Shared {
     ///
     /// `replaces` (a reconnect): the peer's QP number of the connection
     /// this one replaces, sent to the peer ([`PeerDescriptor::replaces`]).
-    /// Returns the rails and what the *peer* said it replaces.
+    /// Returns the rails, what the *peer* said it replaces, the receiver
+    /// credit negotiation's outcome and the handshake connection (the
+    /// credit control channel of an `Active` segment).
+    ///
+    /// Receiver credit (RFC 2849) is negotiated from the two descriptors
+    /// right after the exchange, before any QP is connected: a refusal
+    /// ([`EngineError::CreditRefused`]) drops the connection, and since
+    /// the target replies before it decides, both sides see the other's
+    /// capability and both report the refusal.
     pub(crate) fn establish(
         &self,
         hs: Handshake,
         side: Side,
         replaces: Option<u32>,
-    ) -> Result<(Vec<RailEntry>, Option<u32>), EngineError> {
+    ) -> Result<Established, EngineError> {
         let mut built = Vec::with_capacity(self.devs.len());
         let mut local = PeerDescriptor {
             nics: Vec::new(),
             replaces,
+            credit: self.cfg.credit.capability(),
         };
         for d in 0..self.devs.len() {
             let (qps, shards) = self.new_qps(d)?;
@@ -319,6 +343,11 @@ impl Shared {
             Side::Initiator => hs.exchange_as_initiator(&local)?,
             Side::Target(peer) => (peer, hs.reply(&local)?),
         };
+        let credit = credit::negotiate(self.cfg.credit.policy, peer.credit).inspect_err(|_| {
+            if let Some(c) = &self.credit {
+                c.note_refused();
+            }
+        })?;
         let rails = built.len().min(peer.nics.len());
         built.truncate(rails);
         let mut connected = Vec::with_capacity(rails);
@@ -392,7 +421,51 @@ impl Shared {
                 route,
             });
         }
-        Ok((entry, peer.replaces))
+        Ok(Established {
+            rails: entry,
+            replaces: peer.replaces,
+            credit,
+            hs,
+        })
+    }
+
+    /// Hands a recorded segment's negotiation to the receiver-credit
+    /// plumbing: an `Active` one keeps its handshake connection as the
+    /// control channel (`inherit`: the segment whose connection it
+    /// replaces). A segment that cannot be credit-gated (no credit peer
+    /// slot left, `MC_RECEIVER_CREDIT_PEERS`) is closed and refused in
+    /// required mode and falls back to legacy dispatch in optional mode.
+    pub(crate) fn attach_credit(
+        &self,
+        seg: SegmentId,
+        neg: Negotiated,
+        hs: Handshake,
+        inherit: Option<u32>,
+    ) -> Result<(), EngineError> {
+        let Some(c) = &self.credit else {
+            return Ok(());
+        };
+        let eps: Vec<EndpointHandle> = {
+            let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+            segs.get(seg.0 as usize)
+                .map(|e| e.rails.iter().map(|r| r.handle).collect())
+                .unwrap_or_default()
+        };
+        let stream = matches!(neg, Negotiated::Active(_)).then(|| hs.into_stream());
+        if c.attach(seg.0, neg, stream, inherit, eps) {
+            return Ok(());
+        }
+        if self.cfg.credit.policy == CreditPolicy::Required {
+            c.note_refused();
+            let _ = self.close_segment(seg);
+            return Err(EngineError::CreditRefused {
+                ours: "required",
+                theirs: "required or optional",
+                why: "no receiver-credit peer slot left (MC_RECEIVER_CREDIT_PEERS)",
+            });
+        }
+        c.attach(seg.0, Negotiated::OptionalLegacy, None, None, Vec::new());
+        Ok(())
     }
 
     /// The passive side of a reconnect: the peer replaced the connection
@@ -401,30 +474,27 @@ impl Shared {
     /// stale"), so repeated reconnects do not pile up stale endpoints.
     /// Honoured only if that connection came from the same peer NIC (the
     /// same rail-0 route domain) as the new one; anything else is ignored.
-    pub(crate) fn retire_replaced(&self, qpn: u32, new: &[RailEntry]) {
-        let Some(h) = self
+    /// Returns the replaced segment's id.
+    pub(crate) fn retire_replaced(&self, qpn: u32, new: &[RailEntry]) -> Option<u32> {
+        let h = self
             .qpn_map
             .read()
             .ok()
-            .and_then(|m| m.get(&(0, qpn)).copied())
-        else {
-            return;
-        };
-        let old: Vec<EndpointHandle> = {
+            .and_then(|m| m.get(&(0, qpn)).copied())?;
+        let (seg, old): (u32, Vec<EndpointHandle>) = {
             let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let Some(e) = segs.iter_mut().find(|e| {
+            let (i, e) = segs.iter_mut().enumerate().find(|(_, e)| {
                 e.rails.first().is_some_and(|r| {
                     r.handle == h && new.first().is_some_and(|n| n.route == r.route)
                 })
-            }) else {
-                return;
-            };
+            })?;
             e.closed = true;
-            e.rails.iter().map(|r| r.handle).collect()
+            (i as u32, e.rails.iter().map(|r| r.handle).collect())
         };
         for h in old {
             self.retire(h, RetireReason::PassiveHandshakeStale);
         }
+        Some(seg)
     }
 
     /// Forgets the QP numbers of a reclaimed endpoint (also one a
@@ -665,15 +735,9 @@ impl Shared {
             .name("railyard-reconnect".into())
             .spawn(move || {
                 tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
-                // A success ends the reconnect where it publishes the new
-                // endpoints (under the same lock), so that an error
-                // completion on a new endpoint, however soon, finds no
-                // reconnect under way and starts the next one; a failure
-                // publishes nothing and ends it here.
+                // Ends the reconnect (`reconnect_once`) before the line
+                // below is written.
                 let r = me.reconnect_once(seg, true);
-                if r.is_err() {
-                    me.end_reconnect(seg);
-                }
                 // Logged only after the reconnect ended, so that writing
                 // the line does not widen the window in which a retry finds
                 // the endpoint retired and the reconnect still under way.
@@ -717,9 +781,27 @@ impl Shared {
 
     /// One reconnect of `seg` ([`reconnect`](Self::reconnect)). `auto`:
     /// the automatic reconnect [`after_retire`](Self::after_retire)
-    /// started, whose `reconnecting` mark this clears in the same critical
-    /// section that publishes the new endpoints (on success only).
+    /// started, whose `reconnecting` mark this ends: in the same critical
+    /// section that publishes the new endpoints, so that an error
+    /// completion on a new endpoint, however soon, finds no reconnect under
+    /// way and starts the next one (else that retry would find its endpoint
+    /// retired and nothing coming: `NO_USABLE_PATH`); or, if it fails
+    /// before publishing anything, on the way out.
     fn reconnect_once(&self, seg: usize, auto: bool) -> Result<u32, EngineError> {
+        let mut published = false;
+        let r = self.replace_endpoints(seg, auto, &mut published);
+        if auto && !published {
+            self.end_reconnect(seg);
+        }
+        r
+    }
+
+    fn replace_endpoints(
+        &self,
+        seg: usize,
+        auto: bool,
+        published: &mut bool,
+    ) -> Result<u32, EngineError> {
         let id = SegmentId(seg as u32);
         let _one = self
             .reconnect_lock
@@ -751,7 +833,8 @@ impl Shared {
         let hs = crate::handshake::Handshake::connect(peer, self.cfg.handshake_timeout)?;
         // The peer retires its side of the old connection (named by its
         // rail-0 QP number) once the new one is up.
-        let (new, _) = self.establish(hs, Side::Initiator, replaces)?;
+        let est = self.establish(hs, Side::Initiator, replaces)?;
+        let new = est.rails;
         // The new generations first, then the endpoints become visible: no
         // post on a new endpoint is admitted on an old generation.
         for x in &new {
@@ -770,6 +853,11 @@ impl Shared {
         if auto {
             e.reconnecting = false;
         }
+        *published = true;
+        drop(segs);
+        // Receiver credit re-negotiated: a new control channel and a new
+        // epoch on both sides; the old one's grants are fenced.
+        self.attach_credit(id, est.credit, est.hs, None)?;
         Ok(generation)
     }
 }
@@ -799,6 +887,7 @@ mod tests {
         let two = PeerDescriptor {
             nics: vec![nic(3, 1, 1), nic(1, 10, 500)],
             replaces: None,
+            credit: None,
         };
         assert!(!repeats(known, &two));
     }

@@ -57,6 +57,13 @@ pub(crate) fn spawn_all(
                 Box::new(move || async_events(&s, d)),
             )?);
         }
+        if sh.credit.is_some() {
+            let s = sh.clone();
+            v.push(spawn(
+                "railyard-credit".into(),
+                Box::new(move || super::credit::control_loop(&s)),
+            )?);
+        }
         let s = sh.clone();
         v.push(spawn(
             "railyard-listen".into(),

@@ -99,7 +99,16 @@
 //!   whose rail is gone while another rail of the segment is live moves
 //!   there (rail failover, `Shared::re_rail`).
 //!
-//! Not done yet: receiver credits (#4). Rails start with equal nominal
+//! * **Receiver credit** (RFC 2849, `credit.rs`, off by default,
+//!   `MC_RECEIVER_CREDIT=off|optional|required`): negotiated in the
+//!   handshake descriptor; an `Active` segment keeps its handshake TCP
+//!   connection as the typed credit control channel; direct WRITEs reserve
+//!   bytes + request slot + consumer slot in the composed hot path (READs
+//!   never); the receiving application returns consumer slots with
+//!   [`Engine::consume`]; [`Engine::credit_stats`],
+//!   [`Engine::task_backpressure`], [`Engine::segment_credit`].
+//!
+//! Rails start with equal nominal
 //! rates ([`EngineConfig::rail_nominal_bps`], default [`NOMINAL_RAIL_BPS`];
 //! the port's link rate is not queried) and the completion EWMA learns the
 //! rest. The peer ledger (RFC 4534 V0–V3)
@@ -113,6 +122,7 @@ mod cc_gate;
 mod config;
 mod connect;
 mod control;
+mod credit;
 mod events;
 mod fault;
 #[cfg(feature = "fault-injection")]
@@ -135,12 +145,17 @@ pub use config::{
     slice_count, ConfigError, EngineConfig, WorkerModel, MAX_RAILS, NOMINAL_RAIL_BPS,
 };
 pub use connect::SegmentInfo;
+pub use credit::{
+    negotiate, CreditConfig, CreditFaults, CreditPolicy, CreditStats, LinkPhase, Negotiated,
+    PeerCredit, CREDIT_VERSIONS,
+};
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
 pub use observe::{EngineSnapshot, RouteState};
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
 pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
+pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;
@@ -557,6 +572,62 @@ impl Engine {
     /// or `None` without a controller.
     pub fn cc_stats(&self) -> Option<CcStats> {
         Some(self.shared.gate.cc_stats())
+    }
+
+    /// Receiver credit (RFC 2849): the receiving application used `n`
+    /// consumer slots of what the sender on segment `seg` wrote (one slot
+    /// per work request: slice) and returns them; the next refresh grants
+    /// them to the sender again. For a one-sided WRITE only the
+    /// application knows when the data was consumed. Refused (nothing
+    /// changes) for a segment without an active credit session or for
+    /// more slots than the sender was granted and has not returned.
+    pub fn consume(&self, seg: SegmentId, n: u64) -> Result<(), EngineError> {
+        match &self.shared.credit {
+            Some(c) => c.consume(seg.0, n),
+            None => Err(EngineError::CreditNotActive(seg.0)),
+        }
+    }
+
+    /// The receiver-credit metrics (per peer and aggregate, sender and
+    /// receiver side), or `None` with credit off.
+    pub fn credit_stats(&self) -> Option<CreditStats> {
+        self.shared
+            .credit
+            .as_ref()
+            .map(|c| c.stats(self.shared.now()))
+    }
+
+    /// What the receiver-credit negotiation gave for `seg` (`None` with
+    /// credit off, or for a segment it never saw).
+    pub fn segment_credit(&self, seg: SegmentId) -> Option<Negotiated> {
+        self.credit_stats()?
+            .peers
+            .iter()
+            .find(|p| p.segment == seg.0)
+            .and_then(|p| p.negotiated)
+    }
+
+    /// The last receiver-credit backpressure a WRITE of task `task` of
+    /// `batch` met (source, peer, exhausted resources, retry hint), or
+    /// `None` if it never stalled for credit. Valid during the task's
+    /// lifetime, like [`task_status`](Self::task_status).
+    pub fn task_backpressure(
+        &self,
+        batch: BatchId,
+        task: usize,
+    ) -> Result<Option<BackpressureInfo>, EngineError> {
+        self.shared.with_task(batch, task, |t| {
+            *t.backpressure.lock().unwrap_or_else(|e| e.into_inner())
+        })
+    }
+
+    /// Installs receiver-credit control-frame faults (duplicate, reorder,
+    /// delay, silence) on the updates this engine sends as a receiver.
+    #[cfg(feature = "fault-injection")]
+    pub fn set_credit_faults(&self, f: CreditFaults) {
+        if let Some(c) = &self.shared.credit {
+            c.set_faults(f);
+        }
     }
 }
 

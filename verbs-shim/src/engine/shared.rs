@@ -9,6 +9,7 @@
 use super::api::{BatchId, EngineError, EngineStats, HandshakeCounters, TaskState, TaskStatus};
 use super::cc_gate::CcGate;
 use super::config::{ConfigError, EngineConfig, MAX_RAILS};
+use super::credit::EngineCredit;
 use super::memory;
 pub(crate) use super::topology::Topology;
 use super::{fault, rail_diag};
@@ -89,7 +90,11 @@ pub(crate) struct Dev {
 pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
     'a,
     EpResource,
-    railyard_core::completion::Layers<(), &'a Selector, &'a CcGate>,
+    railyard_core::completion::Layers<
+        Option<&'a railyard_core::credit::SenderLedger>,
+        &'a Selector,
+        &'a CcGate,
+    >,
 >;
 
 /// Per-slice data written by `submit` before the slice is queued (the
@@ -134,6 +139,9 @@ pub(crate) struct TaskCell {
     pub(crate) evidence: Mutex<TaskEvidence>,
     /// Observations recorded since submit.
     pub(crate) anomalies: AtomicU32,
+    /// The last receiver-credit backpressure a WRITE of the task met
+    /// (RFC 2849 typed backpressure); locked only on a credit refusal.
+    pub(crate) backpressure: Mutex<Option<railyard_core::credit::BackpressureInfo>>,
 }
 
 impl TaskCell {
@@ -269,6 +277,8 @@ pub(crate) struct Shared {
     pub(crate) reconnect_threads: Mutex<Vec<JoinHandle<()>>>,
     /// Serializes reconnects.
     pub(crate) reconnect_lock: Mutex<()>,
+    /// Receiver credit (RFC 2849, `credit.rs`); `None` with it off.
+    pub(crate) credit: Option<EngineCredit>,
     /// Receiver-credit change sequence per peer bucket
     /// ([`credit_changed`](Self::credit_changed)).
     pub(crate) credit_seq: [AtomicU64; CREDIT_BUCKETS],
@@ -287,15 +297,16 @@ impl Shared {
     }
 
     /// The composed hot path (`railyard_core::completion`) over this
-    /// engine's tables and layers: the rail selector and the congestion
-    /// controller (receiver credit is not wired into the engine yet). Every
+    /// engine's tables and layers: receiver credit (the sender ledger, or
+    /// `None` with credit off), the rail selector and the congestion
+    /// controller. Every
     /// post and every completion goes through it; nothing else takes or
     /// releases a permit or a rail charge, or maps a WC status.
     #[inline(always)]
     pub(crate) fn owner(&self) -> HotPath<'_> {
         railyard_core::completion::Owner::new(&self.tokens, &self.slices, &self.endpoints)
             .with_layers(railyard_core::completion::Layers {
-                credit: (),
+                credit: self.credit.as_ref().map(|c| &c.ledger),
                 rail: &self.rails,
                 cc: &self.gate,
             })
@@ -405,12 +416,39 @@ impl Shared {
         self.wake_poster(shard);
     }
 
+    /// A WRITE of slice attempt `r` met credit backpressure `b` at `now`:
+    /// counts the stall and shows the typed backpressure on its task.
+    pub(crate) fn credit_stalled(
+        &self,
+        r: SliceRef,
+        b: railyard_core::credit::BackpressureInfo,
+        now: u64,
+    ) {
+        let Some(c) = self.credit.as_ref() else {
+            return;
+        };
+        c.stalled(b.peer, now);
+        *self
+            .task_of(r.index)
+            .backpressure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(c.backpressure(b));
+    }
+
+    /// Whether any of `eps` still accepts posts (receiver credit fences an
+    /// old epoch only once its endpoints stopped).
+    pub(crate) fn any_active(&self, eps: &[EndpointHandle]) -> bool {
+        eps.iter().any(|&h| {
+            matches!(self.endpoints.state(h),
+                Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+        })
+    }
+
     /// Receiver credit for `peer` changed (a grant arrived, a link
     /// opened): slices parked on that peer's credit backpressure
     /// (`park.rs`) are offered again on their worker's next round, and
     /// idle posters are unparked. Call it after the ledger holds the new
     /// credit (the sequence is bumped with `Release` after it).
-    #[allow(dead_code)] // called by the receiver-credit path (issue #4) once it is wired
     pub(crate) fn credit_changed(&self, peer: u32) {
         self.credit_seq[peer as usize % CREDIT_BUCKETS].fetch_add(1, Ordering::Release);
         for s in 0..self.topo.shards() {
@@ -675,6 +713,7 @@ impl Shared {
             me: OnceLock::new(),
             reconnect_threads: Mutex::new(Vec::new()),
             reconnect_lock: Mutex::new(()),
+            credit: EngineCredit::new(cfg.credit)?,
             credit_seq: std::array::from_fn(|_| AtomicU64::new(0)),
             cfg,
         });

@@ -234,6 +234,7 @@ impl Shared {
         cell.deadline_ns.store(deadline, Ordering::Relaxed);
         *cell.evidence.lock().unwrap_or_else(|e| e.into_inner()) = TaskEvidence::new();
         cell.anomalies.store(0, Ordering::Relaxed);
+        *cell.backpressure.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let runs = n.div_ceil(SLICES_PER_QP_RUN);
         let run0 = self.next_run.fetch_add(runs, Ordering::Relaxed);
         let keys: Vec<(u16, u32)> = p.rails.iter().map(|r| (r.dev, r.route)).collect();

@@ -206,10 +206,13 @@ fn post_round(
         let peer = m.segment.load(Ordering::Relaxed);
         // Held back by a live block: parked as the slice it refused was,
         // with the same evidence, without asking the hot path again.
+        // A READ never waits on a remote credit ledger (RFC 2849): it
+        // matches no peer-credit block.
+        let is_write = m.op.load(Ordering::Relaxed) == 0;
         let sk = SliceKey {
             route: path.route,
             device: path.device,
-            peer,
+            peer: if is_write { peer } else { u32::MAX },
             ep,
             qp,
         };
@@ -222,8 +225,13 @@ fn post_round(
             if lot.park(r, id) {
                 c.parks.fetch_add(1, Ordering::Relaxed);
                 if fresh {
-                    if let Some(o) = owner.refusal_observation(&blk.refusal_on(path), now) {
+                    let refusal = blk.refusal_on(path);
+                    if let Some(o) = owner.refusal_observation(&refusal, now) {
                         sh.note_if_current(r, || o);
+                    }
+                    // Its task shows the peer's typed credit backpressure.
+                    if let Refusal::Backpressure(b) = refusal {
+                        sh.credit_stalled(r, b, now);
                     }
                 }
                 handled -= 1;
@@ -234,7 +242,16 @@ fn post_round(
             flush_chain(sh, owner, &guard, &mut chain, c);
             key = Some((ep, qp));
         }
-        let req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now).to_peer(peer);
+        let mut req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now).to_peer(peer);
+        // RFC 2849: a direct WRITE (op 0) to a credit-gated segment
+        // reserves its full charge vector; a READ never is gated.
+        if let Some(d) = sh
+            .credit
+            .as_ref()
+            .and_then(|c| is_write.then(|| c.demand(peer, req.bytes)).flatten())
+        {
+            req = req.with_credit(d);
+        }
         // The memory pin of this post (memory.rs): held until its token
         // ends. Refused only for a stale queued reference (its slice
         // settled and its region was deregistered; the settle is then a
@@ -333,6 +350,12 @@ fn post_round(
                 let stamp = Wake::Release(stamp);
                 let (key, wake) = match refusal {
                     Refusal::Backpressure(b) => {
+                        // RFC 2849: the stall is counted and its task shows
+                        // the typed backpressure (and the evidence).
+                        if let Some(o) = owner.refusal_observation(&refusal, now) {
+                            sh.note_if_current(r, || o);
+                        }
+                        sh.credit_stalled(r, b, now);
                         let (bucket, seq) = sh.credit_seq_of(b.peer);
                         // A grant unparks us; its retry time bounds the
                         // wait (and a grant racing this refusal).

@@ -1,0 +1,1363 @@
+//! Receiver-advertised credits in the engine (RFC 2849 PR 2–3): the
+//! configuration, the bootstrap negotiation, the receiver's allocator, the
+//! sender's ledger and the control channel between them.
+//!
+//! **Off by default** (`MC_RECEIVER_CREDIT=off`): nothing here runs, the
+//! descriptor carries no capability (byte-identical to an engine without
+//! this module) and the hot path's credit layer is `None`.
+//!
+//! # Negotiation ([`negotiate`])
+//!
+//! The handshake descriptor carries the credit capability
+//! ([`CreditCapability`]: schema versions and the required bit) when the
+//! policy is not off. Both sides compute the same outcome from the two
+//! descriptors, before any QP is connected:
+//!
+//! | ours \ theirs | no capability | optional | required |
+//! |---|---|---|---|
+//! | off | [`Negotiated::Unsupported`] | Unsupported | **refused** |
+//! | optional | [`Negotiated::OptionalLegacy`] (metric) | `Active(v)` | `Active(v)` |
+//! | required | **refused** | `Active(v)` | `Active(v)` |
+//!
+//! A refusal is [`EngineError::CreditRefused`] naming both policies; no
+//! version in common is refused in required mode and legacy in optional
+//! mode. `OptionalLegacy` keeps today's bounded local dispatch (the local
+//! queue, `max_inflight`, QP depth, CC) and counts a legacy fallback; it is
+//! never an unlimited grant in required mode.
+//!
+//! # Control transport: typed frames over the handshake's TCP connection
+//!
+//! The RFC's preferred first production transport is a typed control RPC
+//! ("Typed ControlService RPC": explicit schema, identity and error
+//! reporting, easy to fault-inject), not the notification QP (its WR/CQ
+//! budget would have to be carved out of the data QPs' and proven first).
+//! The engine already has a TCP connection per segment: the handshake's.
+//! After the barrier of an `Active` segment it is kept open and becomes the
+//! credit control channel, carrying `railyard_core::wire::credit` frames
+//! (`CreditUpdate` receiver → sender, `CreditUsage` sender → receiver;
+//! both directions on one connection, since either side may WRITE):
+//!
+//! * **own budget, no data credit**: control frames never take receiver
+//!   credit, tokens, QP slots or CQ entries, so a data window at zero never
+//!   blocks the update that reopens it (RFC 2849 acceptance 5);
+//! * **peer identity is the connection**: a frame applies to the segment
+//!   whose handshake opened the socket, never to a peer named in payload;
+//!   the receiver session is bound on the first update of a channel and any
+//!   other session on it fails closed;
+//! * **bounded and non-blocking**: one `railyard-credit` thread polls every
+//!   channel's non-blocking socket; because grants and usage are absolute
+//!   cumulative totals, the outbox of a channel holds at most the *latest*
+//!   update and the *latest* usage report (coalescing loses nothing), and
+//!   the inbound buffer at most one frame ([`wire::MAX_MESSAGE_LEN`]);
+//! * **freshness**: the receiver refreshes every `refresh` (a new top-up
+//!   grant or a heartbeat under a new sequence) with a `ttl` freshness
+//!   hint; a sender whose peer went silent for `ttl` marks it Stale — new
+//!   credit-gated WRITEs wait, in-flight work finishes;
+//! * **fail closed**: a malformed frame, an unexpected message type, a
+//!   decreasing / overflowing total or a wrong-session frame is counted;
+//!   framing errors and a lost connection end the channel: the sender side
+//!   goes Stale (new WRITEs wait, READs and in-flight work go on), the
+//!   receiver side closes the peer's epoch: its outstanding grants move to
+//!   fencing and become free only once the connection's endpoints stopped
+//!   accepting posts and then had the engine's drain bound (twice the drain
+//!   timeout) to finish or flush. A lost control channel therefore never
+//!   takes the data path down, and credit the receiver can no longer
+//!   account for is never reused while the old QPs may still write.
+//!
+//! # Receiver
+//!
+//! One [`ReceiverAllocator`] per engine over the configured capacities
+//! (`MC_RECEIVER_CREDIT_BYTES` / `_REQUESTS` / `_CONSUMERS`). Each sender
+//! connection is a peer; a reconnect that replaces a connection keeps the
+//! peer's index and opens its next epoch (the old epoch's grants are fenced
+//! and freed only after the old endpoints drained). Per-peer target: an
+//! equal share of the capacity among the open peers (at least one slice's
+//! bytes and one slot); every refresh tops each peer up to its target from
+//! what is free, so `free + Σ outstanding + Σ fencing == capacity` holds
+//! throughout. DATA_BYTES and REQUEST_SLOTS come back with the sender's
+//! usage reports (its completions); CONSUMER_SLOTS only through
+//! [`Engine::consume`](super::Engine::consume): for a one-sided WRITE only
+//! the application knows when the data was used.
+//!
+//! # Sender
+//!
+//! A direct WRITE to an `Active` segment reserves its slice's full charge
+//! vector (`Charge::direct_write`: bytes + one request slot + one consumer
+//! slot) atomically in the composed hot path, right before the token
+//! claim. A READ is never gated. Work without credit stays queued with its
+//! original deadline, its task shows the typed [`BackpressureInfo`]
+//! ([`Engine::task_backpressure`](super::Engine::task_backpressure)).
+//! Completions release the reservation in core; the control thread reports
+//! the cumulative usage, and only a receiver update makes new credit.
+//!
+//! Not done here: STAGING_SLOTS (no staged path in this engine), QoS
+//! classes other than 0, and a dedicated control QP.
+
+use super::api::EngineError;
+use super::config::ConfigError;
+use super::shared::Shared;
+use railyard_core::credit::{
+    AllocatorConfig, AllocatorMetrics, BackpressureInfo, Charge, CreditMetrics, EntryId,
+    EntryMetrics, LedgerConfig, ReceiverAllocator, Resource, SenderControl, SenderLedger,
+    SessionId, UsageOutcome, RESOURCES,
+};
+use railyard_core::endpoint::EndpointHandle;
+use railyard_core::wire::credit::{self as wire, CreditUpdateV1, CreditUsageV1, Message};
+use railyard_core::wire::handshake::CreditCapability;
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The credit schema versions this engine speaks.
+pub const CREDIT_VERSIONS: (u16, u16) = (wire::SCHEMA_V1, wire::SCHEMA_V1);
+
+/// `MC_RECEIVER_CREDIT`: whether this engine negotiates receiver credit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CreditPolicy {
+    /// `off` (default): no capability offered; everything as before.
+    #[default]
+    Off,
+    /// `optional`: credit with peers that offer it, legacy bounded local
+    /// dispatch (counted) with peers that do not.
+    Optional,
+    /// `required`: a peer without a compatible capability is refused.
+    Required,
+}
+
+impl CreditPolicy {
+    /// The policy's name as `MC_RECEIVER_CREDIT` spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CreditPolicy::Off => "off",
+            CreditPolicy::Optional => "optional",
+            CreditPolicy::Required => "required",
+        }
+    }
+}
+
+/// Receiver-credit configuration ([`EngineConfig::credit`](super::EngineConfig::credit)).
+///
+/// | variable | field | default | range |
+/// |---|---|---|---|
+/// | `MC_RECEIVER_CREDIT` | [`policy`](Self::policy) | `off` | `off`, `optional`, `required` |
+/// | `MC_RECEIVER_CREDIT_BYTES` | [`bytes`](Self::bytes) | 67108864 | 1 ..= 4294967295 |
+/// | `MC_RECEIVER_CREDIT_REQUESTS` | [`requests`](Self::requests) | 1024 | 1 ..= 2047 |
+/// | `MC_RECEIVER_CREDIT_CONSUMERS` | [`consumers`](Self::consumers) | 1024 | 1 ..= 2047 |
+/// | `MC_RECEIVER_CREDIT_PEERS` | [`peers`](Self::peers) | 64 | 1 ..= 1024 |
+/// | `MC_RECEIVER_CREDIT_TTL_MS` | [`ttl`](Self::ttl) | 2000 | 0 (no expiry) ..= 600000 |
+/// | `MC_RECEIVER_CREDIT_REFRESH_MS` | [`refresh`](Self::refresh) | 100 | 1 ..= 60000, below the TTL |
+///
+/// ```
+/// use railyard_verbs::engine::{CreditPolicy, EngineConfig};
+/// let env = |k: &str| match k {
+///     "MC_RECEIVER_CREDIT" => Some("required".to_string()),
+///     "MC_RECEIVER_CREDIT_CONSUMERS" => Some("8".to_string()),
+///     _ => None,
+/// };
+/// let c = EngineConfig::from_lookup(env).unwrap();
+/// assert_eq!(c.credit.policy, CreditPolicy::Required);
+/// assert_eq!(c.credit.consumers, 8);
+/// let bad = EngineConfig::from_lookup(|k| (k == "MC_RECEIVER_CREDIT").then(|| "yes".into()));
+/// assert_eq!(bad.unwrap_err().var, "MC_RECEIVER_CREDIT");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreditConfig {
+    /// Off, optional or required.
+    pub policy: CreditPolicy,
+    /// DATA_BYTES capacity this engine grants as a receiver, over all
+    /// senders.
+    pub bytes: u64,
+    /// REQUEST_SLOTS capacity (work requests in flight towards us).
+    pub requests: u64,
+    /// CONSUMER_SLOTS capacity (written slices not yet consumed by the
+    /// application, [`Engine::consume`](super::Engine::consume)).
+    pub consumers: u64,
+    /// Most credit peers on each side; a connection beyond them is
+    /// refused in required mode, legacy in optional mode. The sender side
+    /// indexes its ledger by [`SegmentId`](super::SegmentId), and segment
+    /// ids are never reused, so this bounds the segments ever credit-gated
+    /// over the engine's life (a reconnect keeps its segment; a peer's
+    /// reconnect to us records a new one).
+    pub peers: u32,
+    /// Freshness TTL the receiver advertises; a sender without an update
+    /// for this long marks the peer Stale. Zero: no expiry.
+    pub ttl: Duration,
+    /// How often the receiver refreshes (top-up or heartbeat) and the
+    /// sender reports usage when nothing else triggered it.
+    pub refresh: Duration,
+}
+
+impl Default for CreditConfig {
+    fn default() -> Self {
+        Self {
+            policy: CreditPolicy::Off,
+            bytes: 64 << 20,
+            requests: 1024,
+            consumers: 1024,
+            peers: 64,
+            ttl: Duration::from_millis(2000),
+            refresh: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Largest REQUEST/CONSUMER capacity (the sender ledger's 11-bit window).
+const MAX_SLOTS: u64 = 2047;
+
+impl CreditConfig {
+    /// Reads the `MC_RECEIVER_CREDIT*` variables through `var` (unset or
+    /// empty: default).
+    pub(crate) fn read_lookup(
+        &mut self,
+        var: &impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        let err = |var: &'static str, value: String, expected: &'static str| ConfigError {
+            var,
+            value,
+            expected,
+        };
+        if let Some(v) = var("MC_RECEIVER_CREDIT") {
+            self.policy = match v.trim().to_ascii_lowercase().as_str() {
+                "off" => CreditPolicy::Off,
+                "optional" => CreditPolicy::Optional,
+                "required" => CreditPolicy::Required,
+                _ => return Err(err("MC_RECEIVER_CREDIT", v, "off, optional or required")),
+            };
+        }
+        let num = |name: &'static str, lo: u64, hi: u64, expected: &'static str| {
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| (lo..=hi).contains(n))
+                        .ok_or_else(|| err(name, v, expected))
+                })
+                .transpose()
+        };
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_BYTES",
+            1,
+            u64::from(u32::MAX),
+            "bytes in 1..=4294967295",
+        )? {
+            self.bytes = n;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_REQUESTS",
+            1,
+            MAX_SLOTS,
+            "an integer in 1..=2047",
+        )? {
+            self.requests = n;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_CONSUMERS",
+            1,
+            MAX_SLOTS,
+            "an integer in 1..=2047",
+        )? {
+            self.consumers = n;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_PEERS",
+            1,
+            1024,
+            "an integer in 1..=1024",
+        )? {
+            self.peers = n as u32;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_TTL_MS",
+            0,
+            600_000,
+            "milliseconds in 0..=600000 (0 = no expiry)",
+        )? {
+            self.ttl = Duration::from_millis(n);
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_REFRESH_MS",
+            1,
+            60_000,
+            "milliseconds in 1..=60000",
+        )? {
+            self.refresh = Duration::from_millis(n);
+        }
+        self.validate()
+    }
+
+    /// Checks the ranges and that the refresh comes before the TTL.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |var: &'static str, value: String, expected: &'static str| {
+            Err(ConfigError {
+                var,
+                value,
+                expected,
+            })
+        };
+        if self.bytes == 0 || self.bytes > u64::from(u32::MAX) {
+            return bad(
+                "MC_RECEIVER_CREDIT_BYTES",
+                self.bytes.to_string(),
+                "bytes in 1..=4294967295",
+            );
+        }
+        for (var, v) in [
+            ("MC_RECEIVER_CREDIT_REQUESTS", self.requests),
+            ("MC_RECEIVER_CREDIT_CONSUMERS", self.consumers),
+        ] {
+            if v == 0 || v > MAX_SLOTS {
+                return bad(var, v.to_string(), "an integer in 1..=2047");
+            }
+        }
+        if self.peers == 0 || self.peers > 1024 {
+            return bad(
+                "MC_RECEIVER_CREDIT_PEERS",
+                self.peers.to_string(),
+                "an integer in 1..=1024",
+            );
+        }
+        if self.refresh.is_zero() || self.refresh > Duration::from_secs(60) {
+            return bad(
+                "MC_RECEIVER_CREDIT_REFRESH_MS",
+                self.refresh.as_millis().to_string(),
+                "milliseconds in 1..=60000",
+            );
+        }
+        if !self.ttl.is_zero() && self.ttl <= self.refresh {
+            return bad(
+                "MC_RECEIVER_CREDIT_TTL_MS",
+                self.ttl.as_millis().to_string(),
+                "0 or longer than MC_RECEIVER_CREDIT_REFRESH_MS",
+            );
+        }
+        Ok(())
+    }
+
+    /// The capability this engine offers in its descriptor (`None` = off).
+    pub fn capability(&self) -> Option<CreditCapability> {
+        (self.policy != CreditPolicy::Off).then_some(CreditCapability {
+            min_version: CREDIT_VERSIONS.0,
+            max_version: CREDIT_VERSIONS.1,
+            required: self.policy == CreditPolicy::Required,
+        })
+    }
+}
+
+/// The negotiated credit mode of one segment (RFC 2849 "Capability
+/// negotiation"; `Required` refusals are [`EngineError::CreditRefused`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Negotiated {
+    /// No credit: this side is off, or the peer offers nothing (and this
+    /// side is off).
+    Unsupported,
+    /// Optional here, the peer offers no compatible capability: legacy
+    /// bounded local dispatch (counted as a legacy fallback).
+    OptionalLegacy,
+    /// Credit active at this schema version: WRITEs are gated.
+    Active(u16),
+}
+
+/// The outcome of the bootstrap negotiation between our `policy` and the
+/// peer's capability (see the module table). Both sides compute it from
+/// the same two descriptors.
+///
+/// ```
+/// use railyard_verbs::engine::{negotiate, CreditPolicy, EngineError, Negotiated};
+/// use railyard_verbs::wire::CreditCapability;
+/// let req = CreditCapability { min_version: 1, max_version: 1, required: true };
+/// assert_eq!(negotiate(CreditPolicy::Off, None).unwrap(), Negotiated::Unsupported);
+/// assert_eq!(negotiate(CreditPolicy::Optional, None).unwrap(), Negotiated::OptionalLegacy);
+/// assert_eq!(negotiate(CreditPolicy::Optional, Some(req)).unwrap(), Negotiated::Active(1));
+/// assert!(matches!(negotiate(CreditPolicy::Required, None), Err(EngineError::CreditRefused { .. })));
+/// assert!(matches!(negotiate(CreditPolicy::Off, Some(req)), Err(EngineError::CreditRefused { .. })));
+/// ```
+pub fn negotiate(
+    policy: CreditPolicy,
+    peer: Option<CreditCapability>,
+) -> Result<Negotiated, EngineError> {
+    let refuse = |theirs: &'static str, why: &'static str| {
+        Err(EngineError::CreditRefused {
+            ours: policy.name(),
+            theirs,
+            why,
+        })
+    };
+    let theirs = match peer {
+        None => "off",
+        Some(c) if c.required => "required",
+        Some(_) => "optional",
+    };
+    match (policy, peer) {
+        (CreditPolicy::Off, Some(c)) if c.required => refuse(
+            theirs,
+            "the peer requires receiver credit and MC_RECEIVER_CREDIT is off here",
+        ),
+        (CreditPolicy::Off, _) => Ok(Negotiated::Unsupported),
+        (_, Some(c)) => {
+            match wire::negotiate_version((c.min_version, c.max_version), CREDIT_VERSIONS) {
+                Some(v) => Ok(Negotiated::Active(v)),
+                None if policy == CreditPolicy::Required || c.required => {
+                    refuse(theirs, "no credit schema version in common")
+                }
+                None => Ok(Negotiated::OptionalLegacy),
+            }
+        }
+        (CreditPolicy::Optional, None) => Ok(Negotiated::OptionalLegacy),
+        (CreditPolicy::Required, None) => refuse(
+            theirs,
+            "the peer offers no receiver-credit capability (credit off or an older build)",
+        ),
+    }
+}
+
+/// The sender-side state of one segment's credit link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LinkPhase {
+    /// Not credit-gated (credit off, unsupported or legacy).
+    #[default]
+    Ungated,
+    /// Gated, waiting for the receiver's first update: WRITEs wait.
+    Negotiating,
+    /// Fresh credit: WRITEs reserve and go.
+    Active,
+    /// No update within the TTL, or the control channel was lost: new
+    /// WRITEs wait, in-flight work finishes.
+    Stale,
+    /// The receiver violated the protocol: no new WRITEs until a new
+    /// session/epoch binds.
+    Quarantined,
+}
+
+/// Per-segment credit metrics (bounded: one entry per credit peer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerCredit {
+    /// The segment.
+    pub segment: u32,
+    /// What the negotiation gave.
+    pub negotiated: Option<Negotiated>,
+    /// Sender side: the link's phase.
+    pub phase: LinkPhase,
+    /// Sender side: granted / consumed / released / available per resource
+    /// (index = `Resource::index`), in the current epoch.
+    pub sender: EntryMetrics,
+    /// Sender side: credit backpressure refusals of WRITEs to this peer.
+    pub stalls: u64,
+    /// Sender side: time WRITEs to this peer spent credit-stalled, ns
+    /// (spans of back-to-back refusals).
+    pub stall_ns: u64,
+    /// Sender side: age of the last applied update, ms (`None`: none yet).
+    pub update_age_ms: Option<u64>,
+    /// Receiver side: what this peer holds of our capacity (granted and
+    /// not yet returned), per resource.
+    pub receiver_outstanding: [u64; RESOURCES],
+    /// Receiver side: the peer's epoch.
+    pub receiver_epoch: u64,
+    /// Receiver side: consumer slots the application may return now
+    /// (written by the sender, per its usage reports, and not consumed).
+    pub receiver_consumable: u64,
+}
+
+/// The engine's receiver-credit metrics ([`Engine::credit_stats`](super::Engine::credit_stats)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CreditStats {
+    /// The configured policy.
+    pub policy: CreditPolicy,
+    /// This engine's receiver session id (0 with credit off).
+    pub session: u128,
+    /// Sender-side aggregate (core's bounded metrics).
+    pub sender: CreditMetrics,
+    /// Receiver-side aggregate (free / outstanding / fencing per resource,
+    /// stale / duplicate usage, epoch resets, violations).
+    pub receiver: AllocatorMetrics,
+    /// Receiver capacity per resource.
+    pub capacity: [u64; RESOURCES],
+    /// Connections that fell back to legacy dispatch (optional mode).
+    pub legacy_fallbacks: u64,
+    /// Connections refused by the negotiation.
+    pub refused: u64,
+    /// Control frames sent / received.
+    pub frames_sent: u64,
+    /// Control frames received.
+    pub frames_received: u64,
+    /// Frames that failed to decode or were unexpected (fail closed).
+    pub malformed: u64,
+    /// Control channels lost (EOF, socket error, framing error).
+    pub channels_lost: u64,
+    /// Old-epoch grants freed after their endpoints drained.
+    pub fences_completed: u64,
+    /// Consumer slots returned through `consume`.
+    pub consumed_slots: u64,
+    /// Per credit peer.
+    pub peers: Vec<PeerCredit>,
+}
+
+impl CreditStats {
+    /// Whether nothing is held: no credit outstanding towards any peer on
+    /// the sender side (every reservation released) — the end-of-test check.
+    pub fn sender_idle(&self) -> bool {
+        self.peers
+            .iter()
+            .all(|p| (0..RESOURCES).all(|k| p.sender.consumed[k] == p.sender.released[k]))
+    }
+}
+
+/// Control-frame faults for tests (`fault-injection` feature,
+/// [`Engine::set_credit_faults`](super::Engine::set_credit_faults)): applied
+/// to the credit updates this engine sends as a receiver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreditFaults {
+    /// Send every update twice.
+    pub duplicate: bool,
+    /// Hold each update back and send it after the next one (reordered).
+    pub reorder: bool,
+    /// Delay every update by this long.
+    pub delay: Duration,
+    /// Stop sending updates and heartbeats altogether (the sender goes
+    /// Stale after its TTL).
+    pub silence: bool,
+}
+
+/// One frame buffer.
+type Frame = heapless::Vec<u8, { wire::MAX_MESSAGE_LEN }>;
+
+/// A credit control channel: one segment's handshake connection.
+struct Chan {
+    stream: TcpStream,
+    /// Our segment id (the sender ledger's peer index).
+    seg: u32,
+    /// The allocator's peer index for the sender on the other end.
+    rx_peer: u32,
+    rx_epoch: u64,
+    /// The connection's endpoints (one per rail).
+    eps: Vec<EndpointHandle>,
+    /// Sender side: the receiver session bound on this channel.
+    bound: Option<SessionId>,
+    inbuf: Vec<u8>,
+    /// Bytes of frames being written.
+    out: Vec<u8>,
+    /// Coalesced latest update / usage to send.
+    pending_update: Option<Frame>,
+    pending_usage: Option<Frame>,
+    /// Fault hook: held-back / delayed updates.
+    held: Vec<(u64, Frame)>,
+    last_refresh_ns: u64,
+    last_usage: [u64; RESOURCES],
+    last_usage_ns: u64,
+    last_update_ns: Option<u64>,
+    dead: bool,
+}
+
+/// A receiver peer index whose old epoch waits for its endpoints to drain.
+struct Fencing {
+    rx_peer: u32,
+    epoch: u64,
+    /// The old connection's endpoints.
+    eps: Vec<EndpointHandle>,
+    /// When they were first seen stopped (0 = still active).
+    stopped_ns: u64,
+}
+
+struct Inner {
+    ctl: SenderControl,
+    alloc: ReceiverAllocator,
+    chans: Vec<Chan>,
+    /// Segment → the allocator peer index of the sender on it.
+    rx_peer_of_seg: HashMap<u32, u32>,
+    next_rx_peer: u32,
+    fencing: Vec<Fencing>,
+    negotiated: HashMap<u32, Negotiated>,
+    faults: CreditFaults,
+}
+
+/// Per credit peer counters the hot path updates (no lock).
+#[derive(Default)]
+struct PeerAtomics {
+    gated: AtomicBool,
+    stalls: AtomicU64,
+    stall_ns: AtomicU64,
+    last_stall_ns: AtomicU64,
+}
+
+/// The engine's credit plumbing (one per engine; `None` in `Shared` when
+/// the policy is off).
+pub(crate) struct EngineCredit {
+    pub(crate) cfg: CreditConfig,
+    pub(crate) ledger: SenderLedger,
+    session: SessionId,
+    peers: Box<[PeerAtomics]>,
+    inner: Mutex<Inner>,
+    legacy: AtomicU64,
+    refused: AtomicU64,
+    sent: AtomicU64,
+    received: AtomicU64,
+    malformed: AtomicU64,
+    lost: AtomicU64,
+    fenced: AtomicU64,
+    consumed: AtomicU64,
+}
+
+fn lock(m: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn encode(msg: &Message) -> Option<Frame> {
+    let mut f = Frame::new();
+    f.resize_default(wire::MAX_MESSAGE_LEN).ok()?;
+    let n = wire::encode(msg, &mut f).ok()?;
+    f.truncate(n);
+    Some(f)
+}
+
+/// A fresh receiver session id: the wall clock orders incarnations (a
+/// restarted engine gets a larger one), a random nonce tells engines apart.
+fn new_session() -> SessionId {
+    use std::hash::{BuildHasher, Hasher};
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+        .max(1);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(now);
+    SessionId::new(now, h.finish() | 1)
+}
+
+impl EngineCredit {
+    /// The plumbing for `cfg`, or `None` with credit off.
+    pub(crate) fn new(cfg: CreditConfig) -> Result<Option<Self>, EngineError> {
+        if cfg.policy == CreditPolicy::Off {
+            return Ok(None);
+        }
+        cfg.validate()?;
+        let (ledger, ctl) = SenderLedger::new(LedgerConfig {
+            max_peers: cfg.peers,
+            max_classes: 1,
+            window: [u64::from(u32::MAX), MAX_SLOTS, 0, MAX_SLOTS],
+        })
+        .map_err(|_| EngineError::Core("the receiver-credit sender ledger"))?;
+        let session = new_session();
+        let alloc = ReceiverAllocator::new(AllocatorConfig::new(
+            session,
+            cfg.peers,
+            1,
+            [cfg.bytes, cfg.requests, 0, cfg.consumers],
+        ))
+        .map_err(|_| EngineError::Core("the receiver-credit allocator"))?;
+        Ok(Some(Self {
+            cfg,
+            ledger,
+            session,
+            peers: (0..cfg.peers).map(|_| PeerAtomics::default()).collect(),
+            inner: Mutex::new(Inner {
+                ctl,
+                alloc,
+                chans: Vec::new(),
+                rx_peer_of_seg: HashMap::new(),
+                next_rx_peer: 0,
+                fencing: Vec::new(),
+                negotiated: HashMap::new(),
+                faults: CreditFaults::default(),
+            }),
+            legacy: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            malformed: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            fenced: AtomicU64::new(0),
+            consumed: AtomicU64::new(0),
+        }))
+    }
+
+    /// Counts a negotiation refusal.
+    pub(crate) fn note_refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The hot path's demand for a slice of `bytes` to segment `seg`, if
+    /// WRITEs to it are credit-gated. Lock-free.
+    #[inline]
+    pub(crate) fn demand(
+        &self,
+        seg: u32,
+        bytes: u32,
+    ) -> Option<railyard_core::completion::CreditDemand> {
+        let p = self.peers.get(seg as usize)?;
+        if !p.gated.load(Ordering::Acquire) {
+            return None;
+        }
+        let entry: EntryId = self.ledger.entry(seg, 0).ok()?;
+        Some(railyard_core::completion::CreditDemand {
+            entry,
+            charge: Charge::direct_write(bytes),
+        })
+    }
+
+    /// A WRITE to `peer` was refused for credit at `now` (ns): counts the
+    /// stall and extends its span. Lock-free.
+    pub(crate) fn stalled(&self, peer: u32, now: u64) {
+        let Some(p) = self.peers.get(peer as usize) else {
+            return;
+        };
+        p.stalls.fetch_add(1, Ordering::Relaxed);
+        let last = p.last_stall_ns.swap(now, Ordering::Relaxed);
+        let gap = now.saturating_sub(last);
+        // Back-to-back refusals (within two refresh periods) are one stall.
+        if last != 0 && gap <= 2 * self.cfg.refresh.as_nanos() as u64 {
+            p.stall_ns.fetch_add(gap, Ordering::Relaxed);
+        }
+    }
+
+    /// The typed backpressure a stalled WRITE's task shows: the refusal's
+    /// info with the retry hint (the next refresh).
+    pub(crate) fn backpressure(&self, mut b: BackpressureInfo) -> BackpressureInfo {
+        b.retry_after_us = self.cfg.refresh.as_micros() as u64;
+        b.fallback_allowed = false;
+        b
+    }
+
+    /// Records the outcome of `seg`'s negotiation and, for an `Active`
+    /// one, turns its handshake connection into the control channel and
+    /// opens the receiver side (`inherit`: the segment whose connection
+    /// this one replaces, whose receiver peer index it keeps). Returns
+    /// false if the segment cannot be credit-gated (no peer index left):
+    /// the caller refuses it in required mode.
+    pub(crate) fn attach(
+        &self,
+        seg: u32,
+        neg: Negotiated,
+        stream: Option<TcpStream>,
+        inherit: Option<u32>,
+        eps: Vec<EndpointHandle>,
+    ) -> bool {
+        let mut g = lock(&self.inner);
+        let inner = &mut *g;
+        inner.negotiated.insert(seg, neg);
+        if neg == Negotiated::OptionalLegacy {
+            self.legacy.fetch_add(1, Ordering::Relaxed);
+            inner.ctl.note_legacy_fallback();
+        }
+        let (Negotiated::Active(_), Some(stream)) = (neg, stream) else {
+            if let Some(p) = self.peers.get(seg as usize) {
+                p.gated.store(false, Ordering::Release);
+            }
+            return true;
+        };
+        // Our own reconnect keeps the segment; the peer's names the one
+        // it replaces: either way the sender keeps its receiver peer index.
+        let prior = inner.rx_peer_of_seg.get(&inherit.unwrap_or(seg)).copied();
+        let rx_peer = match prior {
+            Some(p) => Some(p),
+            None if inner.next_rx_peer < self.cfg.peers => {
+                inner.next_rx_peer += 1;
+                Some(inner.next_rx_peer - 1)
+            }
+            None => None,
+        };
+        let (Some(rx_peer), Some(pa)) = (rx_peer, self.peers.get(seg as usize)) else {
+            return false;
+        };
+        if stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let _ = stream.set_nodelay(true);
+        // A replaced connection of this segment (our reconnect) or of the
+        // inherited one (the peer's) ends here; its receiver epoch fences
+        // (`open` moves its outstanding grants to fencing).
+        let old_epoch = inner.alloc.epoch(rx_peer).filter(|&e| e > 0);
+        let mut old_eps = Vec::new();
+        inner.chans.retain_mut(|c| {
+            let replaced = c.seg == seg || Some(c.seg) == inherit;
+            if replaced {
+                old_eps.append(&mut c.eps);
+            }
+            !replaced
+        });
+        let Ok(epoch) = inner.alloc.open(rx_peer) else {
+            return false;
+        };
+        if let Some(old) = old_epoch {
+            inner.fencing.push(Fencing {
+                rx_peer,
+                epoch: old,
+                eps: old_eps,
+                stopped_ns: 0,
+            });
+        }
+        inner.rx_peer_of_seg.insert(seg, rx_peer);
+        inner.chans.push(Chan {
+            stream,
+            seg,
+            rx_peer,
+            rx_epoch: epoch,
+            eps,
+            bound: None,
+            inbuf: Vec::with_capacity(wire::MAX_MESSAGE_LEN),
+            out: Vec::with_capacity(4 * wire::MAX_MESSAGE_LEN),
+            pending_update: None,
+            pending_usage: None,
+            held: Vec::new(),
+            last_refresh_ns: 0,
+            last_usage: [0; RESOURCES],
+            last_usage_ns: 0,
+            last_update_ns: None,
+            dead: false,
+        });
+        pa.gated.store(true, Ordering::Release);
+        true
+    }
+
+    /// Returns `n` consumer slots of the sender on segment `seg` (the
+    /// application used what it wrote); the next refresh grants them again.
+    pub(crate) fn consume(&self, seg: u32, n: u64) -> Result<(), EngineError> {
+        let mut g = lock(&self.inner);
+        let Some(&rx_peer) = g.rx_peer_of_seg.get(&seg) else {
+            return Err(EngineError::CreditNotActive(seg));
+        };
+        let can = g
+            .alloc
+            .consumable(rx_peer, 0)
+            .map_or(0, |c| c.get(Resource::ConsumerSlots));
+        if n == 0 || n > can {
+            return Err(EngineError::CreditConsume {
+                segment: seg,
+                slots: n,
+                why: "more consumer slots than the sender reported written and not yet consumed (or zero)",
+            });
+        }
+        g.alloc
+            .consumed(rx_peer, 0, &Charge::ZERO.with(Resource::ConsumerSlots, n))
+            .map_err(|e| EngineError::CreditConsume {
+                segment: seg,
+                slots: n,
+                why: alloc_why(e),
+            })?;
+        self.consumed.fetch_add(n, Ordering::Relaxed);
+        // Publish at the next tick, not the next refresh.
+        if let Some(c) = g.chans.iter_mut().find(|c| c.rx_peer == rx_peer) {
+            c.last_refresh_ns = 0;
+        }
+        Ok(())
+    }
+
+    /// Installs control-frame faults (tests).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_faults(&self, f: CreditFaults) {
+        lock(&self.inner).faults = f;
+    }
+
+    /// One round of the control thread: read and apply frames, top up and
+    /// refresh grants, report usage, expire stale links, complete fences,
+    /// write what is pending. Never blocks (non-blocking sockets).
+    pub(crate) fn tick(&self, sh: &Shared) {
+        let now = sh.now();
+        let refresh = self.cfg.refresh.as_nanos() as u64;
+        let drain = 2 * sh.cfg.drain_timeout.as_nanos() as u64;
+        let mut g = lock(&self.inner);
+        let inner = &mut *g;
+        let mut lost = Vec::new();
+        let mut changed = Vec::new();
+        for i in 0..inner.chans.len() {
+            self.read_chan(inner, i, now, &mut changed);
+        }
+        // Receiver: top up every open peer to its share, or heartbeat.
+        let open = inner.chans.iter().filter(|c| !c.dead).count().max(1) as u64;
+        let cap = inner.alloc.capacity();
+        let slice = u64::from(sh.cfg.slice_size);
+        let target = [
+            (cap[0] / open).max(slice.min(cap[0])),
+            (cap[1] / open).max(1),
+            0,
+            (cap[3] / open).max(1),
+        ];
+        let faults = inner.faults;
+        for c in inner.chans.iter_mut().filter(|c| !c.dead) {
+            if now.saturating_sub(c.last_refresh_ns) < refresh && c.last_refresh_ns != 0 {
+                continue;
+            }
+            c.last_refresh_ns = now.max(1);
+            let out = inner
+                .alloc
+                .outstanding(c.rx_peer, 0)
+                .unwrap_or(Charge::ZERO);
+            let free = inner.alloc.free();
+            let mut add = Charge::ZERO;
+            for k in [0usize, 1, 3] {
+                add.0[k] = target[k].saturating_sub(out.0[k]).min(free[k]);
+            }
+            let u = if add != Charge::ZERO {
+                inner.alloc.grant(c.rx_peer, 0, &add)
+            } else {
+                inner.alloc.heartbeat(c.rx_peer, 0)
+            };
+            // Nothing ever granted and nothing free: an empty first grant
+            // is impossible; the sender stays Negotiating until capacity
+            // frees up.
+            let Ok(mut u) = u else { continue };
+            u.freshness_ttl_ms = self.cfg.ttl.as_millis() as u32;
+            if faults.silence {
+                continue;
+            }
+            let Some(f) = encode(&Message::CreditUpdate(CreditUpdateV1::from_update(&u))) else {
+                continue;
+            };
+            if faults.reorder || !faults.delay.is_zero() {
+                c.held.push((now + faults.delay.as_nanos() as u64, f));
+            } else {
+                if faults.duplicate {
+                    c.out.extend_from_slice(&f);
+                }
+                c.pending_update = Some(f);
+            }
+        }
+        // Fault hook: release delayed updates; reorder = newest first.
+        for c in inner.chans.iter_mut() {
+            if c.held.is_empty() {
+                continue;
+            }
+            let ready = if faults.reorder {
+                c.held.len() >= 2 || c.held.iter().all(|h| h.0 <= now)
+            } else {
+                c.held.iter().any(|h| h.0 <= now)
+            };
+            if !ready {
+                continue;
+            }
+            let mut h = std::mem::take(&mut c.held);
+            if faults.reorder {
+                h.reverse();
+            }
+            let mut keep = Vec::new();
+            for (at, f) in h {
+                if at <= now || faults.reorder {
+                    c.out.extend_from_slice(&f);
+                    if faults.duplicate {
+                        c.out.extend_from_slice(&f);
+                    }
+                    self.sent.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    keep.push((at, f));
+                }
+            }
+            c.held = keep;
+        }
+        // Sender: report usage when it moved, or every refresh.
+        for c in inner
+            .chans
+            .iter_mut()
+            .filter(|c| !c.dead && c.bound.is_some())
+        {
+            let Ok(m) = inner.ctl.entry_metrics(&self.ledger, c.seg, 0) else {
+                continue;
+            };
+            let moved = m.released != c.last_usage;
+            if !moved && now.saturating_sub(c.last_usage_ns) < refresh {
+                continue;
+            }
+            let Ok(u) = inner.ctl.usage(&self.ledger, c.seg, 0, Charge::ZERO) else {
+                continue;
+            };
+            c.last_usage = m.released;
+            c.last_usage_ns = now;
+            if let Some(f) = encode(&Message::CreditUsage(CreditUsageV1::from_usage(&u))) {
+                c.pending_usage = Some(f);
+            }
+        }
+        let _ = inner.ctl.expire(&self.ledger, now);
+        // Write; a channel whose socket failed is lost.
+        for (i, c) in inner.chans.iter_mut().enumerate() {
+            for f in [c.pending_update.take(), c.pending_usage.take()]
+                .into_iter()
+                .flatten()
+            {
+                c.out.extend_from_slice(&f);
+                self.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            while !c.out.is_empty() && !c.dead {
+                match c.stream.write(&c.out) {
+                    Ok(0) => c.dead = true,
+                    Ok(n) => {
+                        c.out.drain(..n);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => c.dead = true,
+                }
+            }
+            // Bounded: a peer that does not read gets at most a few
+            // frames buffered, then its channel is dropped.
+            if c.out.len() > 16 * wire::MAX_MESSAGE_LEN {
+                c.dead = true;
+            }
+            if c.dead {
+                lost.push(i);
+            }
+        }
+        for &i in lost.iter().rev() {
+            let c = inner.chans.remove(i);
+            self.lost.fetch_add(1, Ordering::Relaxed);
+            let _ = inner.ctl.mark_stale(&self.ledger, c.seg);
+            if inner.alloc.close(c.rx_peer, c.rx_epoch).is_ok() {
+                inner.fencing.push(Fencing {
+                    rx_peer: c.rx_peer,
+                    epoch: c.rx_epoch,
+                    eps: c.eps,
+                    stopped_ns: 0,
+                });
+            }
+            changed.push(c.seg);
+        }
+        // Fences: old-epoch grants become free once the old endpoints
+        // stopped and then had the engine's whole drain bound.
+        let mut done = 0;
+        let alloc = &mut inner.alloc;
+        inner.fencing.retain_mut(|f| {
+            if f.stopped_ns == 0 {
+                if sh.any_active(&f.eps) {
+                    return true;
+                }
+                f.stopped_ns = now.max(1);
+            }
+            if now.saturating_sub(f.stopped_ns) < drain {
+                return true;
+            }
+            if alloc.fence_complete(f.rx_peer, f.epoch).is_ok() {
+                done += 1;
+            }
+            false
+        });
+        self.fenced.fetch_add(done, Ordering::Relaxed);
+        drop(g);
+        for seg in changed {
+            sh.credit_changed(seg);
+        }
+    }
+
+    /// Reads what channel `i` has and applies every whole frame.
+    fn read_chan(&self, inner: &mut Inner, i: usize, now: u64, changed: &mut Vec<u32>) {
+        let mut buf = [0u8; 1024];
+        loop {
+            let c = &mut inner.chans[i];
+            if c.dead {
+                return;
+            }
+            match c.stream.read(&mut buf) {
+                Ok(0) => {
+                    c.dead = true;
+                    return;
+                }
+                Ok(n) => c.inbuf.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    c.dead = true;
+                    return;
+                }
+            }
+            // Whole frames out of the buffer before reading more.
+            loop {
+                let c = &mut inner.chans[i];
+                if c.inbuf.len() < wire::HEADER_LEN {
+                    break;
+                }
+                let body =
+                    u32::from_le_bytes([c.inbuf[4], c.inbuf[5], c.inbuf[6], c.inbuf[7]]) as usize;
+                if body > wire::MAX_MESSAGE_LEN - wire::HEADER_LEN {
+                    self.malformed.fetch_add(1, Ordering::Relaxed);
+                    c.dead = true;
+                    return;
+                }
+                let len = wire::HEADER_LEN + body;
+                if c.inbuf.len() < len {
+                    break;
+                }
+                let msg = wire::decode(&c.inbuf[..len]);
+                c.inbuf.drain(..len);
+                self.received.fetch_add(1, Ordering::Relaxed);
+                match msg {
+                    Ok(m) => self.apply(inner, i, m, now, changed),
+                    Err(_) => {
+                        self.malformed.fetch_add(1, Ordering::Relaxed);
+                        inner.chans[i].dead = true;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Applies one decoded frame from channel `i`: identity is the channel.
+    fn apply(&self, inner: &mut Inner, i: usize, m: Message, now: u64, changed: &mut Vec<u32>) {
+        let c = &mut inner.chans[i];
+        match m {
+            Message::CreditUpdate(u) => {
+                let u = u.to_update();
+                match c.bound {
+                    None => {
+                        if inner
+                            .ctl
+                            .bind(&self.ledger, c.seg, u.receiver_session, u.epoch)
+                            .is_err()
+                        {
+                            // An older session/epoch than the one bound:
+                            // fenced (counted stale by the ledger).
+                            return;
+                        }
+                        c.bound = Some(u.receiver_session);
+                    }
+                    Some(s) if s != u.receiver_session => {
+                        // Another receiver session on this connection:
+                        // not the peer we negotiated with. Fail closed.
+                        self.malformed.fetch_add(1, Ordering::Relaxed);
+                        let _ = inner.ctl.quarantine(&self.ledger, c.seg);
+                        return;
+                    }
+                    Some(_) => {}
+                }
+                if inner.ctl.apply_update(&self.ledger, c.seg, &u, now).is_ok() {
+                    c.last_update_ns = Some(now);
+                }
+                changed.push(c.seg);
+            }
+            Message::CreditUsage(u) => {
+                let u = u.to_usage();
+                if let Ok(UsageOutcome::Applied(back)) = inner.alloc.on_usage(c.rx_peer, &u) {
+                    if back != Charge::ZERO {
+                        // Capacity came back: top up at this tick.
+                        c.last_refresh_ns = 0;
+                    }
+                }
+            }
+            // Capability messages belong to the handshake: unexpected here.
+            Message::CapabilityOffer(_) | Message::CapabilityAnswer(_) => {
+                self.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The credit metrics.
+    pub(crate) fn stats(&self, now: u64) -> CreditStats {
+        let g = lock(&self.inner);
+        let mut peers: Vec<PeerCredit> = g
+            .negotiated
+            .iter()
+            .map(|(&seg, &neg)| {
+                let chan = g.chans.iter().find(|c| c.seg == seg);
+                let pa = self.peers.get(seg as usize);
+                let gated = pa.is_some_and(|p| p.gated.load(Ordering::Acquire));
+                let phase = if !gated {
+                    LinkPhase::Ungated
+                } else if g.ctl.is_active(seg) {
+                    LinkPhase::Active
+                } else if chan.is_some_and(|c| c.bound.is_none()) {
+                    LinkPhase::Negotiating
+                } else if g.ctl.metrics(&self.ledger).violations > 0 && chan.is_some() {
+                    LinkPhase::Quarantined
+                } else {
+                    LinkPhase::Stale
+                };
+                let rx = g.rx_peer_of_seg.get(&seg).copied();
+                PeerCredit {
+                    segment: seg,
+                    negotiated: Some(neg),
+                    phase,
+                    sender: if gated {
+                        g.ctl
+                            .entry_metrics(&self.ledger, seg, 0)
+                            .unwrap_or_default()
+                    } else {
+                        EntryMetrics::default()
+                    },
+                    stalls: pa.map_or(0, |p| p.stalls.load(Ordering::Relaxed)),
+                    stall_ns: pa.map_or(0, |p| p.stall_ns.load(Ordering::Relaxed)),
+                    update_age_ms: chan
+                        .and_then(|c| c.last_update_ns)
+                        .map(|t| now.saturating_sub(t) / 1_000_000),
+                    receiver_outstanding: rx
+                        .and_then(|p| g.alloc.outstanding(p, 0).ok())
+                        .map_or([0; RESOURCES], |c| c.0),
+                    receiver_epoch: rx.and_then(|p| g.alloc.epoch(p)).unwrap_or(0),
+                    receiver_consumable: rx
+                        .and_then(|p| g.alloc.consumable(p, 0).ok())
+                        .map_or(0, |c| c.get(Resource::ConsumerSlots)),
+                }
+            })
+            .collect();
+        peers.sort_by_key(|p| p.segment);
+        CreditStats {
+            policy: self.cfg.policy,
+            session: self.session.0,
+            sender: g.ctl.metrics(&self.ledger),
+            receiver: g.alloc.metrics(),
+            capacity: g.alloc.capacity(),
+            legacy_fallbacks: self.legacy.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+            frames_sent: self.sent.load(Ordering::Relaxed),
+            frames_received: self.received.load(Ordering::Relaxed),
+            malformed: self.malformed.load(Ordering::Relaxed),
+            channels_lost: self.lost.load(Ordering::Relaxed),
+            fences_completed: self.fenced.load(Ordering::Relaxed),
+            consumed_slots: self.consumed.load(Ordering::Relaxed),
+            peers,
+        }
+    }
+}
+
+fn alloc_why(e: railyard_core::credit::AllocError) -> &'static str {
+    use railyard_core::credit::AllocError as A;
+    match e {
+        A::OverRelease(_) => "more consumer slots than the peer was granted and has not returned",
+        A::PeerNotOpen => "the peer's credit session is closed or quarantined",
+        A::Key(_) => "not a credit peer",
+        _ => "refused by the receiver allocator",
+    }
+}
+
+/// The control thread: ticks until the engine stops.
+pub(crate) fn control_loop(sh: &Shared) {
+    let Some(c) = sh.credit.as_ref() else { return };
+    let nap = (c.cfg.refresh / 4).clamp(Duration::from_micros(200), Duration::from_millis(2));
+    while !sh.stop.load(Ordering::Acquire) {
+        c.tick(sh);
+        std::thread::sleep(nap);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::EngineConfig;
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn default_is_off_and_offers_nothing() {
+        let c = EngineConfig::from_lookup(|_| None).unwrap();
+        assert_eq!(c.credit.policy, CreditPolicy::Off);
+        assert_eq!(c.credit.capability(), None);
+        assert!(EngineCredit::new(c.credit).unwrap().is_none());
+    }
+
+    #[test]
+    fn variables_parse_and_bad_values_name_the_variable() {
+        let c = EngineConfig::from_lookup(env(&[
+            ("MC_RECEIVER_CREDIT", "Optional"),
+            ("MC_RECEIVER_CREDIT_BYTES", "1048576"),
+            ("MC_RECEIVER_CREDIT_REQUESTS", "16"),
+            ("MC_RECEIVER_CREDIT_CONSUMERS", "4"),
+            ("MC_RECEIVER_CREDIT_PEERS", "8"),
+            ("MC_RECEIVER_CREDIT_TTL_MS", "500"),
+            ("MC_RECEIVER_CREDIT_REFRESH_MS", "20"),
+        ]))
+        .unwrap()
+        .credit;
+        assert_eq!(c.policy, CreditPolicy::Optional);
+        assert_eq!(
+            (c.bytes, c.requests, c.consumers, c.peers),
+            (1 << 20, 16, 4, 8)
+        );
+        assert_eq!(c.ttl, Duration::from_millis(500));
+        assert_eq!(c.refresh, Duration::from_millis(20));
+        assert_eq!(
+            c.capability(),
+            Some(CreditCapability {
+                min_version: 1,
+                max_version: 1,
+                required: false
+            })
+        );
+        for (var, val) in [
+            ("MC_RECEIVER_CREDIT", "on"),
+            ("MC_RECEIVER_CREDIT_BYTES", "0"),
+            ("MC_RECEIVER_CREDIT_REQUESTS", "2048"),
+            ("MC_RECEIVER_CREDIT_CONSUMERS", "x"),
+            ("MC_RECEIVER_CREDIT_PEERS", "0"),
+            ("MC_RECEIVER_CREDIT_TTL_MS", "-1"),
+            ("MC_RECEIVER_CREDIT_REFRESH_MS", "0"),
+        ] {
+            let e =
+                EngineConfig::from_lookup(|k| (k == var).then(|| val.to_string())).expect_err(var);
+            assert_eq!(e.var, var);
+            assert_eq!(e.value, val);
+        }
+        // A TTL not longer than the refresh could never stay fresh.
+        let e = EngineConfig::from_lookup(env(&[
+            ("MC_RECEIVER_CREDIT_TTL_MS", "100"),
+            ("MC_RECEIVER_CREDIT_REFRESH_MS", "100"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.var, "MC_RECEIVER_CREDIT_TTL_MS");
+    }
+
+    #[test]
+    fn negotiation_table() {
+        use CreditPolicy::*;
+        let cap = |required, min, max| {
+            Some(CreditCapability {
+                min_version: min,
+                max_version: max,
+                required,
+            })
+        };
+        let opt = cap(false, 1, 1);
+        let req = cap(true, 1, 1);
+        let future = cap(false, 2, 3);
+        let future_req = cap(true, 2, 3);
+        let ok = |p, c| negotiate(p, c).unwrap();
+        let refused = |p, c| matches!(negotiate(p, c), Err(EngineError::CreditRefused { .. }));
+        assert_eq!(ok(Off, None), Negotiated::Unsupported);
+        assert_eq!(ok(Off, opt), Negotiated::Unsupported);
+        assert!(refused(Off, req));
+        assert_eq!(ok(Optional, None), Negotiated::OptionalLegacy);
+        assert_eq!(ok(Optional, opt), Negotiated::Active(1));
+        assert_eq!(ok(Optional, req), Negotiated::Active(1));
+        assert_eq!(ok(Optional, future), Negotiated::OptionalLegacy);
+        assert!(refused(Optional, future_req));
+        assert!(refused(Required, None));
+        assert_eq!(ok(Required, opt), Negotiated::Active(1));
+        assert_eq!(ok(Required, req), Negotiated::Active(1));
+        assert!(refused(Required, future));
+        // Both ends agree: the table is symmetric in outcome class.
+        let e = negotiate(Required, None).unwrap_err().to_string();
+        assert!(e.contains("required") && e.contains("off"), "{e}");
+    }
+
+    #[test]
+    fn stalls_are_spans_of_back_to_back_refusals() {
+        let cfg = CreditConfig {
+            policy: CreditPolicy::Optional,
+            ..CreditConfig::default()
+        };
+        let c = EngineCredit::new(cfg).unwrap().unwrap();
+        let ms = 1_000_000;
+        c.stalled(0, 10 * ms);
+        c.stalled(0, 15 * ms);
+        c.stalled(0, 20 * ms);
+        // A long gap (> 2 refreshes) starts a new stall.
+        c.stalled(0, 900 * ms);
+        c.stalled(99, ms); // not a peer: ignored
+        let p = &c.peers[0];
+        assert_eq!(p.stalls.load(Ordering::Relaxed), 4);
+        assert_eq!(p.stall_ns.load(Ordering::Relaxed), 10 * ms);
+        let b = c.backpressure(BackpressureInfo::receiver_credit(
+            0,
+            0,
+            railyard_core::credit::ResourceSet::EMPTY,
+            0,
+            true,
+        ));
+        assert_eq!(b.retry_after_us, 100_000);
+        assert!(!b.fallback_allowed);
+        assert!(c.demand(0, 4096).is_none(), "not gated before attach");
+    }
+}
