@@ -735,11 +735,12 @@ impl Shared {
             .name("railyard-reconnect".into())
             .spawn(move || {
                 tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
-                let r = me.reconnect_once(seg);
-                me.end_reconnect(seg);
-                // Logged only after `end_reconnect`, so that writing the
-                // line does not widen the window in which a retire of the
-                // new endpoint finds the reconnect still under way.
+                // Ends the reconnect (`reconnect_once`) before the line
+                // below is written.
+                let r = me.reconnect_once(seg, true);
+                // Logged only after the reconnect ended, so that writing
+                // the line does not widen the window in which a retry finds
+                // the endpoint retired and the reconnect still under way.
                 me.log_reconnect(seg, &r);
             });
         let mut threads = self
@@ -773,12 +774,34 @@ impl Shared {
     /// ever orphaned. Returns rail 0's new endpoint generation.
     pub(crate) fn reconnect(&self, seg: usize) -> Result<u32, EngineError> {
         tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
-        let r = self.reconnect_once(seg);
+        let r = self.reconnect_once(seg, false);
         self.log_reconnect(seg, &r);
         r
     }
 
-    fn reconnect_once(&self, seg: usize) -> Result<u32, EngineError> {
+    /// One reconnect of `seg` ([`reconnect`](Self::reconnect)). `auto`:
+    /// the automatic reconnect [`after_retire`](Self::after_retire)
+    /// started, whose `reconnecting` mark this ends: in the same critical
+    /// section that publishes the new endpoints, so that an error
+    /// completion on a new endpoint, however soon, finds no reconnect under
+    /// way and starts the next one (else that retry would find its endpoint
+    /// retired and nothing coming: `NO_USABLE_PATH`); or, if it fails
+    /// before publishing anything, on the way out.
+    fn reconnect_once(&self, seg: usize, auto: bool) -> Result<u32, EngineError> {
+        let mut published = false;
+        let r = self.replace_endpoints(seg, auto, &mut published);
+        if auto && !published {
+            self.end_reconnect(seg);
+        }
+        r
+    }
+
+    fn replace_endpoints(
+        &self,
+        seg: usize,
+        auto: bool,
+        published: &mut bool,
+    ) -> Result<u32, EngineError> {
         let id = SegmentId(seg as u32);
         let _one = self
             .reconnect_lock
@@ -827,6 +850,10 @@ impl Shared {
         e.rails = new;
         e.reconnects += 1;
         e.closed = false;
+        if auto {
+            e.reconnecting = false;
+        }
+        *published = true;
         drop(segs);
         // Receiver credit re-negotiated: a new control channel and a new
         // epoch on both sides; the old one's grants are fenced.
