@@ -53,15 +53,7 @@ fn engine(test: &str, cfg: EngineConfig) -> Option<Engine> {
 }
 
 fn wait_batch(e: &Engine, batch: BatchId) -> Vec<TaskState> {
-    let t0 = Instant::now();
-    loop {
-        let st = e.batch_status(batch).unwrap();
-        if st.iter().all(|s| s.state.is_terminal()) {
-            return st.iter().map(|s| s.state).collect();
-        }
-        assert!(t0.elapsed() < WAIT, "batch did not finish: {st:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    support::wait_batch_for(e, batch, WAIT, Duration::from_millis(1))
 }
 
 fn write(mem: &MemoryRegion, off: usize, seg: SegmentId, remote: u64, len: usize) -> Transfer {

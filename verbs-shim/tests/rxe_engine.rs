@@ -93,15 +93,7 @@ fn pair_with(
 }
 
 fn wait_batch(e: &Engine, batch: BatchId) -> Vec<TaskState> {
-    let t0 = Instant::now();
-    loop {
-        let st = e.batch_status(batch).unwrap();
-        if st.iter().all(|s| s.state.is_terminal()) {
-            return st.iter().map(|s| s.state).collect();
-        }
-        assert!(t0.elapsed() < WAIT, "batch did not finish: {st:?}");
-        std::thread::yield_now();
-    }
+    support::wait_batch_for(e, batch, WAIT, Duration::ZERO)
 }
 
 /// One transfer in its own batch, waited for and freed.

@@ -178,15 +178,7 @@ fn submit(e: &Engine, ts: &[Transfer]) -> BatchId {
 }
 
 fn wait_batch(e: &Engine, batch: BatchId) -> Vec<TaskState> {
-    let t0 = Instant::now();
-    loop {
-        let st = e.batch_status(batch).unwrap();
-        if st.iter().all(|s| s.state.is_terminal()) {
-            return st.iter().map(|s| s.state).collect();
-        }
-        assert!(t0.elapsed() < WAIT, "batch did not finish: {st:?}");
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    support::wait_batch_for(e, batch, WAIT, Duration::from_micros(200))
 }
 
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {

@@ -6,9 +6,11 @@
 pub mod hostile;
 pub mod tracer;
 
-use railyard_verbs::engine::{CcMode, Engine, EngineConfig, EngineError, EngineStats};
+use railyard_verbs::engine::{
+    BatchId, CcMode, Engine, EngineConfig, EngineError, EngineStats, TaskState,
+};
 use railyard_verbs::VerbsError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One line to stderr, unbuffered and unmixed with the test harness.
 macro_rules! say {
@@ -90,4 +92,28 @@ pub fn assert_idle(e: &Engine, who: &str, wait: Duration) -> EngineStats {
     assert_eq!(g.release_errors, 0, "{who}: CC release refused: {g:?}");
     assert_eq!(g.acquire_errors, 0, "{who}: CC acquire errors: {g:?}");
     s
+}
+
+/// Waits until every task of `batch` is terminal and returns their states;
+/// panics after `within`. Between polls it sleeps `pause`, or yields the
+/// thread when `pause` is zero.
+pub fn wait_batch_for(
+    e: &Engine,
+    batch: BatchId,
+    within: Duration,
+    pause: Duration,
+) -> Vec<TaskState> {
+    let t0 = Instant::now();
+    loop {
+        let st = e.batch_status(batch).unwrap();
+        if st.iter().all(|s| s.state.is_terminal()) {
+            return st.iter().map(|s| s.state).collect();
+        }
+        assert!(t0.elapsed() < within, "batch did not finish: {st:?}");
+        if pause.is_zero() {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(pause);
+        }
+    }
 }
