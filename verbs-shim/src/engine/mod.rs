@@ -21,8 +21,10 @@
 //!   [`Engine::task_anomaly_detail`] (RFC 4162 task evidence).
 //! * **Where things are**: `api.rs` (errors, ids, [`Transfer`], task
 //!   status, stats), `shared.rs` (the state every thread shares, task
-//!   accounting, the shard/worker `Topology`), `connect.rs` (devices,
-//!   QPs, descriptors, handshake, reconnect), `submit.rs` (validate →
+//!   accounting, the shard/worker `Topology`), `connect/` (devices,
+//!   QPs, descriptors, handshake; `reconnect.rs`), `credit/` (receiver
+//!   credit: config and negotiation; `plane.rs` allocator, ledger,
+//!   control channels), `submit.rs` (validate →
 //!   reserve → describe → enqueue), `worker.rs` (post and poll),
 //!   `control.rs` (monitor, async events, listener), `observe.rs`
 //!   (control-path logging targets, the health watch, [`Engine::snapshot`]),
@@ -91,7 +93,7 @@
 //!   only the endpoints with a QP on that CQ, with fatal feedback to their
 //!   routes; port / device → that device's endpoints and device domain.
 //!
-//! * **Reconnect** (`connect.rs`): the retired endpoints of a segment
+//! * **Reconnect** (`connect/reconnect.rs`): the retired endpoints of a segment
 //!   this engine opened are replaced (automatically once after a CQ error
 //!   or a QP-scope event, or by [`Engine::reconnect_segment`]): the
 //!   handshake runs again for every rail, each rail's route moves to a new
@@ -99,7 +101,7 @@
 //!   whose rail is gone while another rail of the segment is live moves
 //!   there (rail failover, `Shared::re_rail`).
 //!
-//! * **Receiver credit** (RFC 2849, `credit.rs`, off by default,
+//! * **Receiver credit** (RFC 2849, `credit/`, off by default,
 //!   `MC_RECEIVER_CREDIT=off|optional|required`): negotiated in the
 //!   handshake descriptor; an `Active` segment keeps its handshake TCP
 //!   connection as the typed credit control channel; direct WRITEs reserve

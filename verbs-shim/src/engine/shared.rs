@@ -1,7 +1,7 @@
 //! The state the engine handle and its threads share ([`Shared`]): the
 //! core tables, the devices and their shards ([`Topology`]), segments and
 //! their rails, per-slice and per-task records, and the task accounting
-//! every path settles through. Connection setup (`connect.rs`), submit
+//! every path settles through. Connection setup (`connect/`), submit
 //! (`submit.rs`), the workers (`worker.rs`) and the control threads
 //! (`control.rs`) are methods on [`Shared`] or functions of it; none of
 //! them keeps state of its own.
@@ -277,7 +277,7 @@ pub(crate) struct Shared {
     pub(crate) reconnect_threads: Mutex<Vec<JoinHandle<()>>>,
     /// Serializes reconnects.
     pub(crate) reconnect_lock: Mutex<()>,
-    /// Receiver credit (RFC 2849, `credit.rs`); `None` with it off.
+    /// Receiver credit (RFC 2849, `credit/`); `None` with it off.
     pub(crate) credit: Option<EngineCredit>,
     /// Receiver-credit change sequence per peer bucket
     /// ([`credit_changed`](Self::credit_changed)).
@@ -492,7 +492,7 @@ impl Shared {
 
     /// Retires an endpoint (the one teardown API) and counts it. A QP that
     /// must be rebuilt (CQ error, QP-scope event) on a segment this engine
-    /// opened starts one automatic reconnect (see `connect.rs`).
+    /// opened starts one automatic reconnect (see `connect/reconnect.rs`).
     pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
         // Counted and logged there (`observe.rs`).
         self.retire_logged(h, reason, None);

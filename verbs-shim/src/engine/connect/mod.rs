@@ -3,36 +3,8 @@
 //! INIT → RTR → RTS, barrier, one endpoint per rail), the passive retire of
 //! a connection the peer replaced, and reconnect.
 //!
-//! Reconnect: a segment's retired endpoint is replaced by a new one on a
-//! new route generation (RFC 4162 generation fencing, RFC 3136 endpoint
-//! generations).
-//!
-//! * **When**: explicitly ([`Engine::reconnect_segment`]), or automatically
-//!   once, on a background thread, when the endpoint of a segment this
-//!   engine opened is retired for a CQ error or a QP-scope async event (the
-//!   RC QP is in ERR and must be rebuilt; RFC 4162: refresh the address,
-//!   rkey and endpoint generation before the existing retry path runs).
-//!   Segments a peer opened to us are reconnected by that peer.
-//! * **How**: the old endpoint (if still active) is retired through the one
-//!   retire API, the handshake runs again (fresh descriptors: rkeys,
-//!   addresses), the route moves to a new generation
-//!   ([`CcGate::new_generation`](super::CcGate::new_generation)), and
-//!   only then is the new endpoint published under the same [`SegmentId`].
-//!   The new descriptor names the connection it replaces (the peer's
-//!   rail-0 QP number, `PeerDescriptor::replaces`), so the peer retires
-//!   its stale side (`PassiveHandshakeStale`) instead of keeping it.
-//! * **Retries**: a slice attempt whose endpoint was retired is re-pointed
-//!   to the segment's current endpoint if that one is active; while a
-//!   reconnect is in progress it waits in its queue (bounded by the task
-//!   deadline); otherwise it fails with `NO_USABLE_PATH`.
-//! * **Late completions** of the old endpoint carry the old route
-//!   generation in their token: they settle accounting only and cannot move
-//!   the new generation's path state; their slice effects are fenced by the
-//!   slice attempt as always.
-//! * **Path recovery** is the controller's: a route QUARANTINED before the
-//!   reconnect stays QUARANTINED (new posts avoided) until its cooldown
-//!   moves it to PROBING, and a successful bounded probe on the current
-//!   generation makes it HEALTHY again.
+//! Reconnect, and where a retry of a retired endpoint's slice goes, are in
+//! [`reconnect`].
 
 use super::api::{ep_from_word, ep_word};
 use super::api::{EngineError, SegmentId};
@@ -47,6 +19,8 @@ use railyard_core::endpoint::{EndpointHandle, Phase, RetireReason};
 use railyard_core::slice::SliceRef;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
+
+mod reconnect;
 
 /// A segment's connection state, for one of its rails
 /// ([`Engine::segment_info`], [`Engine::segment_rail_info`]).
@@ -664,201 +638,6 @@ impl Shared {
 
     fn is_active(&self, h: EndpointHandle) -> bool {
         matches!(self.endpoints.state(h), Ok(s) if s.phase == Phase::Active)
-    }
-
-    /// Where slice attempt `r`, refused because its endpoint is retired,
-    /// goes next: its rail's replacement endpoint (after a reconnect),
-    /// else wait for a reconnect in progress, else another live rail of
-    /// the segment, else nowhere.
-    pub(crate) fn retry_route(&self, r: SliceRef) -> RetryRoute {
-        let m = &self.meta[r.index as usize];
-        let ep = m.ep.load(Ordering::Relaxed);
-        let dev = m.dev.load(Ordering::Relaxed) as u16;
-        let teardown = {
-            let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-            // Teardown: the endpoint was retired by its owner (it may
-            // already be reclaimed, so the segment's `closed` mark says it
-            // too).
-            let mut teardown = matches!(
-                self.endpoints.state(ep_from_word(ep)),
-                Ok(s) if s.reason == Some(RetireReason::Shutdown)
-            );
-            let Some(e) = segs.get(m.segment.load(Ordering::Relaxed) as usize) else {
-                return RetryRoute::NoPath { teardown };
-            };
-            if let Some(x) = e.rails.iter().find(|x| x.dev == dev) {
-                teardown |= e.closed && ep_word(x.handle) == ep;
-                if ep_word(x.handle) != ep && self.is_active(x.handle) && !x.shards.is_empty() {
-                    let qp = m.qp.load(Ordering::Relaxed) as usize % x.shards.len();
-                    m.qp.store(qp as u32, Ordering::Relaxed);
-                    m.shard.store(u32::from(x.shards[qp]), Ordering::Relaxed);
-                    m.route.store(x.route, Ordering::Relaxed);
-                    m.ep.store(ep_word(x.handle), Ordering::Release);
-                    return RetryRoute::Repointed;
-                }
-            }
-            if e.reconnecting {
-                return RetryRoute::Wait;
-            }
-            teardown
-        };
-        if !teardown && self.re_rail(r) {
-            return RetryRoute::Moved;
-        }
-        RetryRoute::NoPath { teardown }
-    }
-
-    /// Called after `h` was retired for `reason`: starts one automatic
-    /// reconnect of its segment if this engine opened it and the QP must
-    /// be rebuilt (CQ error, QP-scope event). Returns that segment, if it
-    /// started one.
-    pub(crate) fn after_retire(&self, h: EndpointHandle, reason: RetireReason) -> Option<usize> {
-        if !matches!(reason, RetireReason::CqError | RetireReason::QpFatal)
-            || self.draining.load(Ordering::Acquire)
-            || self.stop.load(Ordering::Acquire)
-        {
-            return None;
-        }
-        let seg = {
-            let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let (i, e) = segs.iter_mut().enumerate().find(|(_, e)| {
-                e.rails.iter().any(|x| x.handle == h) && e.peer.is_some() && !e.reconnecting
-            })?;
-            e.reconnecting = true;
-            i
-        };
-        let Some(me) = self.me.get().and_then(|w| w.upgrade()) else {
-            self.end_reconnect(seg);
-            return None;
-        };
-        let spawned = std::thread::Builder::new()
-            .name("railyard-reconnect".into())
-            .spawn(move || {
-                tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
-                // Ends the reconnect (`reconnect_once`) before the line
-                // below is written.
-                let r = me.reconnect_once(seg, true);
-                // Logged only after the reconnect ended, so that writing
-                // the line does not widen the window in which a retry finds
-                // the endpoint retired and the reconnect still under way.
-                me.log_reconnect(seg, &r);
-            });
-        let mut threads = self
-            .reconnect_threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        threads.retain(|t| !t.is_finished());
-        match spawned {
-            Ok(t) => {
-                threads.push(t);
-                Some(seg)
-            }
-            Err(_) => {
-                self.end_reconnect(seg);
-                None
-            }
-        }
-    }
-
-    fn end_reconnect(&self, seg: usize) {
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = segs.get_mut(seg) {
-            e.reconnecting = false;
-        }
-    }
-
-    /// Replaces segment `seg`'s endpoints (every rail: the handshake
-    /// covers them all): retires the old ones still active, runs the
-    /// handshake again, advances each rail's route generation, publishes
-    /// the new endpoints. Reconnects are serialized, so no new endpoint is
-    /// ever orphaned. Returns rail 0's new endpoint generation.
-    pub(crate) fn reconnect(&self, seg: usize) -> Result<u32, EngineError> {
-        tracing::info!(target: "railyard::reconnect", segment = seg, "reconnect started");
-        let r = self.reconnect_once(seg, false);
-        self.log_reconnect(seg, &r);
-        r
-    }
-
-    /// One reconnect of `seg` ([`reconnect`](Self::reconnect)). `auto`:
-    /// the automatic reconnect [`after_retire`](Self::after_retire)
-    /// started, whose `reconnecting` mark this ends: in the same critical
-    /// section that publishes the new endpoints, so that an error
-    /// completion on a new endpoint, however soon, finds no reconnect under
-    /// way and starts the next one (else that retry would find its endpoint
-    /// retired and nothing coming: `NO_USABLE_PATH`); or, if it fails
-    /// before publishing anything, on the way out.
-    fn reconnect_once(&self, seg: usize, auto: bool) -> Result<u32, EngineError> {
-        let mut published = false;
-        let r = self.replace_endpoints(seg, auto, &mut published);
-        if auto && !published {
-            self.end_reconnect(seg);
-        }
-        r
-    }
-
-    fn replace_endpoints(
-        &self,
-        seg: usize,
-        auto: bool,
-        published: &mut bool,
-    ) -> Result<u32, EngineError> {
-        let id = SegmentId(seg as u32);
-        let _one = self
-            .reconnect_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        let (peer, old, replaces) = {
-            let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-            let e = segs.get(seg).ok_or(EngineError::NoSuchSegment(id))?;
-            let peer = e.peer.ok_or(EngineError::Unsupported(
-                "reconnecting a segment the peer opened (the peer reconnects it)",
-            ))?;
-            let old: Vec<EndpointHandle> = e.rails.iter().map(|x| x.handle).collect();
-            (peer, old, e.rails.first().map(|x| x.peer_qpn))
-        };
-        if self.draining.load(Ordering::Acquire) {
-            return Err(EngineError::SegmentClosed(id));
-        }
-        for h in old {
-            if self.is_active(h)
-                && self
-                    .endpoints
-                    .retire(h, RetireReason::Shutdown, self.now())
-                    .is_ok()
-            {
-                self.retired.fetch_add(1, Ordering::Relaxed);
-                self.log_retired(h, RetireReason::Shutdown);
-            }
-        }
-        let hs = crate::handshake::Handshake::connect(peer, self.cfg.handshake_timeout)?;
-        // The peer retires its side of the old connection (named by its
-        // rail-0 QP number) once the new one is up.
-        let est = self.establish(hs, Side::Initiator, replaces)?;
-        let new = est.rails;
-        // The new generations first, then the endpoints become visible: no
-        // post on a new endpoint is admitted on an old generation.
-        for x in &new {
-            let g = self.gate.new_generation(x.route);
-            tracing::debug!(target: "railyard::reconnect", segment = seg, device = x.dev,
-                route = x.route, generation = ?g, "route moved to a new generation");
-            self.fault
-                .trace(&self.gate, TraceEvent::NewGeneration(x.route));
-        }
-        let generation = new.first().map_or(0, |x| x.handle.generation);
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        let e = segs.get_mut(seg).ok_or(EngineError::NoSuchSegment(id))?;
-        e.rails = new;
-        e.reconnects += 1;
-        e.closed = false;
-        if auto {
-            e.reconnecting = false;
-        }
-        *published = true;
-        drop(segs);
-        // Receiver credit re-negotiated: a new control channel and a new
-        // epoch on both sides; the old one's grants are fenced.
-        self.attach_credit(id, est.credit, est.hs, None)?;
-        Ok(generation)
     }
 }
 
