@@ -50,6 +50,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[path = "../tests/support/netdev.rs"]
+mod netdev;
+use netdev::netdev_of;
+
 /// Bytes of one lane's slot (its transfers are 1..=SLOT bytes).
 const SLOT: usize = 256 * 1024;
 /// How long one transfer may take before the lane calls it hung.
@@ -514,23 +518,6 @@ fn control(peer: &str, port: u16, cmd: &str) -> Res<()> {
             Err(e) => return Err(format!("control {cmd:?}: {e}")),
         }
     }
-}
-
-/// The netdev under RDMA device `dev` (from `rdma link show`).
-fn netdev_of(dev: &str) -> Option<String> {
-    let out = std::process::Command::new("rdma")
-        .args(["link", "show"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.contains(&format!("{dev}/")))?;
-    let mut it = line.split_whitespace();
-    while let Some(w) = it.next() {
-        if w == "netdev" {
-            return it.next().map(str::to_owned);
-        }
-    }
-    None
 }
 
 fn ip_link(dev: &str, state: &str) -> Res<()> {

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 
 #[macro_use]
 mod support;
+use support::netdev::netdev_of;
 use support::tracer::{health_name, wcs_str, Tracer, DEV};
 use support::{assert_idle, pattern, skips_without_device};
 
@@ -888,23 +889,6 @@ fn fault7_retire_races_two_posting_workers() {
 
 // ---------------------------------------------------------------------------
 // Scenario 8: async events.
-
-/// The netdev under the RDMA device (from `rdma link show`).
-fn netdev_of(dev: &str) -> Option<String> {
-    let out = std::process::Command::new("rdma")
-        .args(["link", "show"])
-        .output()
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text.lines().find(|l| l.contains(&format!("{dev}/")))?;
-    let mut it = line.split_whitespace();
-    while let Some(w) = it.next() {
-        if w == "netdev" {
-            return it.next().map(str::to_owned);
-        }
-    }
-    None
-}
 
 fn ip_link(dev: &str, state: &str) {
     let st = std::process::Command::new("ip")

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod hostile;
+pub mod netdev;
 pub mod tracer;
 
 use railyard_verbs::engine::{
