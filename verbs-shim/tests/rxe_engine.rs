@@ -862,11 +862,13 @@ fn engine_deregister_memory_refuses_while_busy() {
 }
 
 /// The workers' token caches (issue #18 item 4) on a pool just big enough
-/// for them (2 × 32 tokens per worker), with far more slices submitted than
-/// tokens: claims starve while other workers' caches hold free tokens, and
-/// every transfer still completes (no spurious permanent "no token"); the
-/// gauges never count a cached free token as in use; after shutdown every
-/// token is back in the pool (`free == capacity`).
+/// for them (2 × 32 tokens per worker), CC off, with four times more slices
+/// submitted at once than tokens: claims may starve while other workers'
+/// caches hold free tokens (the shared model does, `backpressure` > 0 on
+/// Soft-RoCE; one dedicated poster may not outrun its poller), and every
+/// transfer still completes (no spurious permanent "no token"); the gauges
+/// never count a cached free token as in use; after shutdown every token is
+/// back in the pool (`free == capacity`).
 #[test]
 fn engine_token_caches_starve_recover_and_flush_at_shutdown() {
     const TASKS: usize = 64;
@@ -878,6 +880,8 @@ fn engine_token_caches_starve_recover_and_flush_at_shutdown() {
         |c| {
             c.slice_size = 4096;
             c.max_inflight = 2 * 32 * u32::from(c.workers);
+            // Tokens, not the CC window, must be what runs out.
+            c.cc.mode = CcMode::Off;
         },
     ) else {
         return;
@@ -908,13 +912,16 @@ fn engine_token_caches_starve_recover_and_flush_at_shutdown() {
             std::thread::sleep(Duration::from_millis(1));
         }
         let st = wait_batch(&p.a, b);
-        assert!(st.iter().all(|s| *s == TaskState::Completed), "{st:?}");
+        assert!(
+            st.iter().all(|s| *s == TaskState::Completed),
+            "round {round}: {st:?} {:?}",
+            p.a.stats()
+        );
         p.a.free_batch(b).unwrap();
     }
     let s = p.a.stats();
     // (TASKS × 8 slices per round ≫ cap tokens.)
     assert!(s.posts >= 4 * (TASKS * 8) as u64, "{s:?}");
-    assert!(s.backpressure > 0, "no claim starved: {s:?}");
     assert_quiescent(&p.a, "initiator");
     assert_quiescent(&p.b, "target");
     p.a.shutdown();

@@ -143,7 +143,17 @@
 //! | CC enforce + rail + credit | 1154 | 1252 | +8.5 % |
 //!
 //! (2026-12-01; before the compact token record and the in-place claim the
-//! same arms were 554 / 606 and 1185 / 1290.) Issue #13's goal is ≤ 2 %;
+//! same arms were 554 / 606 and 1185 / 1290.)
+//!
+//! Through a per-thread [`TokenCache`] ([`Owner::post_via`] /
+//! [`Owner::complete_via`], as the engine's workers run it; arms
+//! `composed_enforce_cached` / `composed_all_cached`, same build and
+//! method): 587 vs 573 through the pool, and 1265 vs 1259 (+2.4 % / +0.5 %:
+//! a cache hit is a few more plain instructions than an uncontended CAS —
+//! the flush-request load, the vector and the same-pool check — and saves
+//! the two shared-line CASes per slice that two threads on one pool fight
+//! over, which instruction counts do not show; see `benches/benches/token.rs`
+//! for the 2-thread times). Issue #13's goal is ≤ 2 %;
 //! not met. What the composition still pays for, from the per-instruction
 //! profile: the request is built (and its path and credit demand loaded)
 //! before the slice check, so those values live across that call; the

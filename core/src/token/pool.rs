@@ -623,7 +623,10 @@ impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
     }
 
     /// [`TokenPool::claim`] through the cache: the same `wr_id` and errors.
-    #[inline]
+    ///
+    /// Always inlined, like [`TokenPool::claim`]: the record goes straight
+    /// into its slot (refill and flush stay out of line).
+    #[inline(always)]
     pub fn claim(&mut self, record: R) -> Result<WrId, TokenError> {
         self.answer_flush();
         let index = match self.free.pop() {
@@ -635,7 +638,10 @@ impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
 
     /// [`TokenPool::complete`] through the cache: the same exactly-once
     /// record and errors; the freed slot stays in this cache.
-    #[inline]
+    ///
+    /// Always inlined: the record is handed back in registers, not copied
+    /// out of a call.
+    #[inline(always)]
     pub fn complete(&mut self, wr_id: WrId) -> Result<R, TokenError> {
         let (index, record) = self.pool.take(wr_id)?;
         if self.answer_flush() {

@@ -200,7 +200,9 @@ fn post_round(
             stamp,
             credit: |b: usize| sh.credit_seq[b].load(Ordering::Acquire),
         };
-        if lot.lift(&n) > 0 {
+        // Also the ready slices a previous round had no room for: with no
+        // further refusal no block would lift again to take them.
+        if lot.lift(&n) > 0 || lot.has_ready() {
             lot.take_ready(&mut ready);
         }
     }
