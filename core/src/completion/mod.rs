@@ -155,9 +155,13 @@
 use core::fmt;
 
 mod layer;
+mod order;
 mod stack;
 
 pub use layer::{CcLayer, CcRefusal, CreditDemand, CreditLayer, CreditRefusal, RailLayer};
+pub use order::{
+    BadOrderCapacity, BadSignalInterval, Covered, PostOrder, SignalPolicy, MAX_SIGNAL_INTERVAL,
+};
 pub use stack::{Stack, StackConfig, StackControl, StackError, StackLayers};
 
 use crate::cc::{AcquireError, Avoidance, Deferral, DomainKind, Settlement};
@@ -871,6 +875,56 @@ where
         } else {
             self.finish(record, classify_wc(status, vendor_err), now)
         })
+    }
+
+    /// Processes a request that a CQE for a *later* request on the same QP
+    /// covers (selective signaling: the request was posted unsignaled, or
+    /// its own CQE never came; see [`PostOrder`] for the rule):
+    /// `covering_status` is the status of that CQE. A success proves this
+    /// request succeeded (RC completes a QP's send queue in order); after
+    /// any error it completes as `WR_FLUSH_ERR` — a derived flush,
+    /// retryable and never a root failure — because a silently flushed
+    /// request must not read as moved data. Otherwise exactly
+    /// [`complete`](Self::complete): the token's record back exactly once,
+    /// a duplicate or stale `wr_id` a typed error that changes nothing.
+    ///
+    /// ```
+    /// use railyard_core::classify::wc;
+    /// use railyard_core::completion::{Owner, PostOrder, PostRequest, SliceEffect};
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// use railyard_core::slice::{SliceState, SliceTable};
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let tokens: TokenPool = TokenPool::new(4).unwrap();
+    /// let slices = SliceTable::new(4).unwrap();
+    /// let eps = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let ep = eps.open(()).unwrap();
+    /// let order = PostOrder::new(4).unwrap();
+    /// let a = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 4096, 0)).unwrap();
+    /// let b = owner.post(PostRequest::new(slices.open(1).unwrap(), ep, 0, 4096, 0)).unwrap();
+    /// assert!(order.record(&[a.wr_id, b.wr_id])); // a unsignaled, b signaled
+    /// // polled: b's CQE, success
+    /// for w in order.covered_by(b.wr_id) {
+    ///     let d = owner.complete_covered(w, wc::SUCCESS, 10).unwrap();
+    ///     assert_eq!(d.slice, SliceEffect::Settled(SliceState::Succeeded));
+    /// }
+    /// owner.complete(b.wr_id, wc::SUCCESS, 0, 10).unwrap();
+    /// assert_eq!(tokens.in_use(), 0);
+    /// ```
+    #[inline(always)]
+    pub fn complete_covered(
+        &self,
+        wr_id: WrId,
+        covering_status: u32,
+        now: Nanos,
+    ) -> Result<Completed, TokenError> {
+        let status = if covering_status == crate::classify::wc::SUCCESS {
+            crate::classify::wc::SUCCESS
+        } else {
+            crate::classify::wc::WR_FLUSH_ERR
+        };
+        self.complete(wr_id, status, 0, now)
     }
 
     /// The body of [`complete`](Self::complete) once the token is won.
