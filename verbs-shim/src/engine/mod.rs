@@ -134,6 +134,7 @@ mod observe;
 mod park;
 mod rail_diag;
 mod shared;
+mod signal;
 mod submit;
 mod topology;
 mod worker;
