@@ -55,7 +55,7 @@
 //! posts on the QP records (before `ibv_post_send`, so a CQE polled before
 //! the post returns already finds it) and the one thread that polls its
 //! CQ pops. The loom model `order_cover_spsc` checks it (its broken twin
-//! publishes the head before the entries).
+//! releases a slot to the poster before reading it).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -210,12 +210,9 @@ impl PostOrder {
         if wr_ids.len() as u64 > free {
             return false;
         }
-        #[cfg(railyard_broken = "order_head_first")]
-        self.head.store(h + wr_ids.len() as u64, Ordering::Release);
         for (i, &w) in wr_ids.iter().enumerate() {
             self.slots[((h + i as u64) & self.mask) as usize].store(w, Ordering::Relaxed);
         }
-        #[cfg(not(railyard_broken = "order_head_first"))]
         self.head.store(h + wr_ids.len() as u64, Ordering::Release);
         true
     }
@@ -305,9 +302,14 @@ impl Iterator for Covered<'_> {
     fn next(&mut self) -> Option<WrId> {
         let o = self.order;
         if self.next < self.end {
+            // BROKEN twin (loom only): the slot is released to the producer
+            // before it is read, so a new record can overwrite it first.
+            #[cfg(railyard_broken = "order_tail_before_read")]
+            o.tail.store(self.next + 1, Ordering::Release);
             let w = o.slots[(self.next & o.mask) as usize].load(Ordering::Relaxed);
             self.next += 1;
             // Read before it is released to the producer.
+            #[cfg(not(railyard_broken = "order_tail_before_read"))]
             o.tail.store(self.next, Ordering::Release);
             return Some(w);
         }
