@@ -30,7 +30,6 @@ fn order_cover_spsc() {
                     got.push(cqe);
                     break;
                 }
-                drop(c);
                 thread::yield_now();
             }
         }

@@ -84,6 +84,13 @@
 //! [`Owner::unposted`] gives back a `bad_wr` tail the same way, without
 //! feedback and without touching the slice.
 //!
+//! With selective signaling ([`SignalPolicy`], [`PostOrder`]) a CQE also
+//! covers the requests posted before it on its QP:
+//! [`Owner::complete_covered`] completes each of them, in posting order,
+//! before the CQE's own — as success after a successful CQE, as a derived
+//! flush (`WR_FLUSH_ERR`) after any error — with the same exactly-once
+//! token hand-back.
+//!
 //! ## Layers and cost
 //!
 //! The layers are type parameters ([`Layers`]): `()` is a layer that is
