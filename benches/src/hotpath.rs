@@ -192,6 +192,19 @@ impl Fixture {
     /// (run it with N a multiple of [`CHAIN`]).
     #[inline]
     pub fn composed_enforce_covered(&mut self, now: u64) {
+        self.chains(now, true)
+    }
+
+    /// [`composed_enforce_covered`](Self::composed_enforce_covered)'s
+    /// baseline: the same chains of [`CHAIN`] in flight, every request
+    /// completed by its own CQE.
+    #[inline]
+    pub fn composed_enforce_chain(&mut self, now: u64) {
+        self.chains(now, false)
+    }
+
+    #[inline(always)]
+    fn chains(&mut self, now: u64, covered: bool) {
         let owner = Owner::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: (),
             rail: (),
@@ -205,6 +218,21 @@ impl Fixture {
         self.pending[k] = p.wr_id;
         self.chained = (k + 1) % CHAIN;
         if self.chained != 0 {
+            return;
+        }
+        if !covered {
+            // The baseline: the same chains, every request signaled.
+            for &w in &self.pending {
+                let d = owner
+                    .complete(black_box(w), black_box(wc::SUCCESS), 0, now + 1)
+                    .unwrap();
+                black_box(use_completion(
+                    &d.record,
+                    d.wc.status,
+                    matches!(d.slice, SliceEffect::Settled(_)),
+                    d.released.endpoint,
+                ));
+            }
             return;
         }
         assert!(self.order.record(&self.pending));
@@ -363,12 +391,14 @@ impl Fixture {
     }
 
     /// Runs `n` ops of arm `which` (`hand_enforce`, `composed_enforce`,
-    /// `composed_enforce_covered`, `hand_all`, `composed_all`).
+    /// `composed_enforce_chain`, `composed_enforce_covered`, `hand_all`,
+    /// `composed_all`).
     pub fn run(&mut self, which: &str, n: u64) {
         let f: fn(&mut Self, u64) = match which {
             "hand_enforce" => Self::hand_enforce,
             "composed_enforce" => Self::composed_enforce,
             "composed_enforce_covered" => Self::composed_enforce_covered,
+            "composed_enforce_chain" => Self::composed_enforce_chain,
             "hand_all" => Self::hand_all,
             "composed_all" => Self::composed_all,
             other => panic!("unknown arm {other}"),

@@ -149,12 +149,14 @@
 //! | CC enforce, rail + credit off | 532 | 568 | +6.8 % |
 //! | CC enforce + rail + credit | 1154 | 1252 | +8.5 % |
 //!
-//! The arm `composed_enforce_covered` (CC enforce, chains of 16 recorded
-//! in a [`PostOrder`], one CQE covering 15 through
-//! [`Owner::complete_covered`]) costs 619 instructions per slice against
-//! `composed_enforce`'s 568 in the same build (+9 %: the record, the scan
-//! for the CQE's entry and the pops); what it saves is outside core — 15
-//! of 16 CQEs the provider never writes and `ibv_poll_cq` never reads.
+//! Selective signaling, CC enforce, chains of 16 in flight: every request
+//! completed by its own CQE (`composed_enforce_chain`) 590 instructions
+//! per slice; recorded in a [`PostOrder`] with one CQE covering 15 through
+//! [`Owner::complete_covered`] (`composed_enforce_covered`) 619 (+4.9 %:
+//! the record, the scan for the CQE's entry and the pops; 16 in flight
+//! instead of 1 is the other 22 over `composed_enforce`'s 568). What it
+//! saves is outside core: 15 of 16 CQEs the provider never writes and
+//! `ibv_poll_cq` never reads.
 //!
 //! (2026-12-01; before the compact token record and the in-place claim the
 //! same arms were 554 / 606 and 1185 / 1290.) Issue #13's goal is ≤ 2 %;
