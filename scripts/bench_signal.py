@@ -20,27 +20,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_peers import parse_perftest, parse_railyard  # noqa: E402
+# listening() reads /proc, never a probe connection: perftest's server
+# takes the first connection as its client.
+from bench_peers import listening, parse_perftest, parse_railyard  # noqa: E402
 
 RY_PORT = 18515
 PT_PORT = 18516
-
-
-def listening(port):
-    """Whether a socket listens on TCP `port` (/proc, never a probe
-    connection: perftest's server takes the first connection as its
-    client)."""
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as f:
-                next(f)
-                for line in f:
-                    x = line.split()
-                    if x[3] == "0A" and int(x[1].rsplit(":", 1)[1], 16) == port:
-                        return True
-        except OSError:
-            pass
-    return False
 
 
 def run(argv, env, log, timeout):
