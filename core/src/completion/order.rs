@@ -144,8 +144,8 @@ impl fmt::Display for BadOrderCapacity {
 /// assert!(o.record(&[10, 11, 12]));
 /// // A CQE for 12 covers 10 and 11 (in order), then pops 12 itself.
 /// let mut c = o.covered_by(12);
-/// assert_eq!((c.next(), c.next(), c.next()), (Some(10), Some(11), None));
 /// assert!(c.found());
+/// assert_eq!((c.next(), c.next(), c.next()), (Some(10), Some(11), None));
 /// assert_eq!(o.len(), 0);
 /// ```
 pub struct PostOrder {
@@ -284,7 +284,8 @@ pub struct Covered<'o> {
 }
 
 impl Covered<'_> {
-    /// Whether the CQE's own request was recorded.
+    /// Whether the CQE's own request was recorded (and not yet popped: it
+    /// is popped, and this turns false, when the iterator is exhausted).
     pub fn found(&self) -> bool {
         self.found
     }
