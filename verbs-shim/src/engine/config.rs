@@ -39,7 +39,14 @@ use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
 use railyard_core::completion::{SignalPolicy, MAX_SIGNAL_INTERVAL};
 use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Variant};
 
-/// [`EngineConfig::signal_interval`]'s default.
+/// [`EngineConfig::signal_interval`]'s default: every work request
+/// signaled. Selective signaling is correct on Soft-RoCE (the `signal_*`
+/// tests of `rxe_faults`, and every engine test binary run with
+/// `MC_SIGNAL_INTERVAL=32`), but `scripts/bench-signal.sh` showed no clear
+/// 4 KiB message-rate gain there (per-round k=32 / k=1 ratios 0.6–2.1,
+/// medians 0.95–1.34, host loaded by other guests): rxe's own per-WQE work
+/// dominates, not the CQE. Its gain is a NIC's CQE writes and the polls
+/// saved; measure on the NIC before turning it on.
 pub const DEFAULT_SIGNAL_INTERVAL: u32 = 1;
 
 /// Most devices (rails) one engine drives (the handshake's NIC limit).
