@@ -18,7 +18,7 @@ use std::hint::black_box;
 use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Monitor};
 use railyard_core::classify::{classify_wc, wc, wc_outcome, WcOutcome};
 use railyard_core::completion::{
-    CreditDemand, Layers, Owner, Path, PostRequest, SliceEffect, TokenSource,
+    CreditDemand, Layers, Owner, Path, PostOrder, PostRequest, SliceEffect, TokenSource,
 };
 use railyard_core::credit::{
     Charge, CreditUpdate, EntryId, LedgerConfig, SenderControl, SenderLedger, SessionId, Totals,
@@ -32,6 +32,9 @@ use railyard_core::token::{OptId, TokenCache, TokenPool, TokenRecord};
 pub const BYTES: u32 = 64 * 1024;
 /// Ops between two credit refills.
 pub const REFILL_EVERY: u64 = 1024;
+/// Requests per chain in the selective-signaling arm (one signaled: the
+/// last, as `MC_SIGNAL_INTERVAL` >= 16 gives for chains of 16).
+pub const CHAIN: usize = 16;
 const SESSION: SessionId = SessionId(9);
 
 /// What an integrator reads after a completion (the slice, the path, the
@@ -68,6 +71,9 @@ pub struct Fixture {
     seq: u64,
     granted: u64,
     ops: u64,
+    order: PostOrder,
+    pending: [u64; CHAIN],
+    chained: usize,
 }
 
 impl Default for Fixture {
@@ -119,6 +125,9 @@ impl Fixture {
             seq: 0,
             granted: 0,
             ops: 0,
+            order: PostOrder::new(CHAIN).unwrap(),
+            pending: [0; CHAIN],
+            chained: 0,
         };
         f.refill();
         f
@@ -204,6 +213,79 @@ impl Fixture {
             matches!(d.slice, SliceEffect::Settled(_)),
             d.released.endpoint,
         ));
+    }
+
+    /// One op through the composition, CC only, selectively signaled:
+    /// chains of [`CHAIN`] posts recorded in posting order, the last one's
+    /// CQE covering the rest (`Owner::complete_covered`), as the engine
+    /// does with `MC_SIGNAL_INTERVAL` >= 16. Per slice, like the others
+    /// (run it with N a multiple of [`CHAIN`]).
+    #[inline]
+    pub fn composed_enforce_covered(&mut self, now: u64) {
+        self.chains(now, true)
+    }
+
+    /// [`composed_enforce_covered`](Self::composed_enforce_covered)'s
+    /// baseline: the same chains of [`CHAIN`] in flight, every request
+    /// completed by its own CQE.
+    #[inline]
+    pub fn composed_enforce_chain(&mut self, now: u64) {
+        self.chains(now, false)
+    }
+
+    #[inline(always)]
+    fn chains(&mut self, now: u64, covered: bool) {
+        let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
+            credit: (),
+            rail: (),
+            cc: &self.cc,
+        });
+        let k = self.chained;
+        let s = self.slices.open(k as u32).unwrap();
+        let p = owner
+            .post(PostRequest::on(s, self.path, black_box(BYTES), now))
+            .unwrap();
+        self.pending[k] = p.wr_id;
+        self.chained = (k + 1) % CHAIN;
+        if self.chained != 0 {
+            return;
+        }
+        if !covered {
+            // The baseline: the same chains, every request signaled.
+            for &w in &self.pending {
+                let d = owner
+                    .complete(black_box(w), black_box(wc::SUCCESS), 0, now + 1)
+                    .unwrap();
+                black_box(use_completion(
+                    &d.record,
+                    d.wc.status,
+                    matches!(d.slice, SliceEffect::Settled(_)),
+                    d.released.endpoint,
+                ));
+            }
+            return;
+        }
+        assert!(self.order.record(&self.pending));
+        let use_it = |d: &railyard_core::completion::Completed| {
+            black_box(use_completion(
+                &d.record,
+                d.wc.status,
+                matches!(d.slice, SliceEffect::Settled(_)),
+                d.released.endpoint,
+            ))
+        };
+        for w in self.order.covered_by(black_box(p.wr_id)) {
+            use_it(
+                &owner
+                    .complete_covered(w, black_box(wc::SUCCESS), now + 1)
+                    .unwrap(),
+            );
+        }
+        use_it(
+            &owner
+                .complete(black_box(p.wr_id), black_box(wc::SUCCESS), 0, now + 1)
+                .unwrap(),
+        );
     }
 
     /// The same op composed by hand, CC only.
@@ -362,12 +444,15 @@ impl Fixture {
     }
 
     /// Runs `n` ops of arm `which` (`hand_enforce`, `composed_enforce`,
-    /// `hand_all`, `composed_all`, and the last two through a worker's
-    /// token cache: `composed_enforce_cached`, `composed_all_cached`).
+    /// `composed_enforce_chain`, `composed_enforce_covered`, `hand_all`,
+    /// `composed_all`, and two arms through a worker's token cache:
+    /// `composed_enforce_cached`, `composed_all_cached`).
     pub fn run(&mut self, which: &str, n: u64) {
         let f: fn(&mut Self, u64) = match which {
             "hand_enforce" => Self::hand_enforce,
             "composed_enforce" => Self::composed_enforce,
+            "composed_enforce_covered" => Self::composed_enforce_covered,
+            "composed_enforce_chain" => Self::composed_enforce_chain,
             "hand_all" => Self::hand_all,
             "composed_all" => Self::composed_all,
             "composed_enforce_cached" | "composed_all_cached" => {

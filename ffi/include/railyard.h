@@ -1843,8 +1843,13 @@ typedef struct {
   uint8_t qp_timeout;
   // RC transport retries, 0..=7 (`MC_IB_RETRY_CNT`).
   uint8_t qp_retry_cnt;
+  // Selective signaling (`MC_SIGNAL_INTERVAL`, 1..=1024): every n-th
+  // work request of a doorbell chain and always its last is signaled;
+  // 1 signals every request. 0 (what a zeroed reserved field of ABI 3
+  // reads as) means the default.
+  uint16_t signal_interval;
   // Reserved, zero (explicit: the struct has no implicit padding).
-  uint8_t reserved[4];
+  uint8_t reserved[2];
   // The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
   // by default). Validated by `ry_engine_create`: an invalid one is a
   // `RY_STATUS_CC_CONFIG_*` error and nothing is created.

@@ -141,8 +141,13 @@ pub struct ry_engine_config {
     pub qp_timeout: u8,
     /// RC transport retries, 0..=7 (`MC_IB_RETRY_CNT`).
     pub qp_retry_cnt: u8,
+    /// Selective signaling (`MC_SIGNAL_INTERVAL`, 1..=1024): every n-th
+    /// work request of a doorbell chain and always its last is signaled;
+    /// 1 signals every request. 0 (what a zeroed reserved field of ABI 3
+    /// reads as) means the default.
+    pub signal_interval: u16,
     /// Reserved, zero (explicit: the struct has no implicit padding).
-    pub reserved: [u8; 4],
+    pub reserved: [u8; 2],
     /// The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
     /// by default). Validated by `ry_engine_create`: an invalid one is a
     /// `RY_STATUS_CC_CONFIG_*` error and nothing is created.
@@ -443,7 +448,8 @@ mod imp {
                 gid_index: c.gid_index,
                 qp_timeout: c.qp_timeout,
                 qp_retry_cnt: c.qp_retry_cnt,
-                reserved: [0; 4],
+                signal_interval: c.signal_interval as u16,
+                reserved: [0; 2],
                 cc: ry_cc_config::from(&c.cc),
                 credit: crate::engine_credit::ry_engine_credit_config::from(&c.credit),
             };
@@ -510,6 +516,10 @@ mod imp {
                 max_handshakes: EngineConfig::default().max_handshakes,
                 idle_sleep: us(self.idle_park_us),
                 inflight_nap: us(self.inflight_nap_us),
+                signal_interval: match self.signal_interval {
+                    0 => railyard_verbs::engine::DEFAULT_SIGNAL_INTERVAL,
+                    n => u32::from(n),
+                },
                 cc: self.cc.to_core()?,
                 credit: self.credit.to_core()?,
             };
@@ -1431,8 +1441,20 @@ mod imp {
             core.idle_sleep = None;
             core.inflight_nap = Some(Duration::from_micros(50));
             core.listen = "10.0.0.1:18515".parse().unwrap();
+            core.signal_interval = 16;
             let c = ry_engine_config::from_core(&core).ok().unwrap();
+            assert_eq!(c.signal_interval, 16);
             assert!(c.to_core().ok().unwrap() == core);
+            // A zeroed field (ABI 3's reserved bytes) is the default; an
+            // out-of-range one is refused.
+            let mut z = c;
+            z.signal_interval = 0;
+            assert_eq!(
+                z.to_core().ok().unwrap().signal_interval,
+                railyard_verbs::engine::DEFAULT_SIGNAL_INTERVAL
+            );
+            z.signal_interval = 2000;
+            assert!(z.to_core().is_err());
             core.device = Some("d".repeat(64));
             let e = ry_engine_config::from_core(&core).err().unwrap();
             assert_eq!(e.status, RyStatus::EngineConfig);

@@ -86,6 +86,7 @@ impl Config {
             ("MC_GID_INDEX", c.gid_index.to_string()),
             ("MC_RDMA_IDLE_PARK_US", us(c.idle_sleep)),
             ("MC_RDMA_INFLIGHT_NAP_US", us(c.inflight_nap)),
+            ("MC_SIGNAL_INTERVAL", c.signal_interval.to_string()),
             ("MC_IB_TIMEOUT", c.qp_timeout.to_string()),
             ("MC_IB_RETRY_CNT", c.qp_retry_cnt.to_string()),
             (

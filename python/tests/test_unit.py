@@ -12,12 +12,14 @@ from railyard import _native
 
 
 def test_config_reads_mc_variables_and_round_trips():
-    c = railyard.Config({"MC_SLICE_SIZE": "131072", "MC_NUM_QP_PER_EP": "4", "MC_ADAPTIVE_CC_MODE": "enforce"})
+    c = railyard.Config({"MC_SLICE_SIZE": "131072", "MC_NUM_QP_PER_EP": "4", "MC_ADAPTIVE_CC_MODE": "enforce",
+                         "MC_SIGNAL_INTERVAL": "16"})
     assert c.slice_size == 131072
     assert c.qps_per_endpoint == 4
     assert c.cc_mode == "enforce"
     env = c.as_env()
     assert env["MC_SLICE_SIZE"] == "131072"
+    assert env["MC_SIGNAL_INTERVAL"] == "16"
     assert railyard.Config(env, use_env=False) == c
     assert railyard.Config(use_env=False) != c
 

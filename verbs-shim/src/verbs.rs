@@ -801,8 +801,9 @@ impl WorkCompletion {
 
 struct CqInner {
     cq: NonNull<sys::ibv_cq>,
-    /// Signaled work requests posted to QPs using this CQ as send CQ and not
-    /// yet polled.
+    /// Work requests posted to QPs using this CQ as send CQ (signaled or
+    /// not) whose completion was not polled yet, nor retired as covered by
+    /// a later one ([`CompletionQueue::retire_covered`]).
     outstanding: AtomicU64,
     /// Completions polled while `outstanding` was already zero.
     unexpected: AtomicU64,
@@ -885,9 +886,25 @@ impl CompletionQueue {
         }
     }
 
-    /// Signaled work requests posted through this CQ's QPs and not yet polled.
+    /// Work requests posted through this CQ's QPs (signaled or not) that
+    /// still occupy their send-queue slot: not polled, and not yet covered
+    /// by a later request's polled completion.
     pub fn outstanding(&self) -> u64 {
         self.inner.outstanding.load(Ordering::Acquire)
+    }
+
+    /// Retires `n` unsignaled work requests that a polled completion of a
+    /// later request on the same QP covered (RC completes a send queue in
+    /// order): they leave [`outstanding`](Self::outstanding). Never below
+    /// zero (an excess counts as [`unexpected`](Self::unexpected_completions)).
+    pub fn retire_covered(&self, n: u64) {
+        let r = self
+            .inner
+            .outstanding
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(n));
+        if r.is_err() {
+            self.inner.unexpected.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Completions that arrived with nothing outstanding (should stay 0; a
@@ -1430,8 +1447,11 @@ impl QueuePair {
     /// `posted` is 0. If the provider refuses part of the chain, `bad_wr` is
     /// mapped back to an index: `wrs[..posted]` are on the wire and will
     /// complete, `wrs[posted..]` were not posted and are the caller's to
-    /// release or retry. [`CompletionQueue::outstanding`] counts only the
-    /// signaled requests that were actually posted.
+    /// release or retry. [`CompletionQueue::outstanding`] counts every
+    /// request that was actually posted; an unsignaled one (`signaled:
+    /// false`) produces a completion only if it fails (or is flushed), and
+    /// otherwise leaves it through [`CompletionQueue::retire_covered`] when
+    /// a later signaled request's completion on this QP is polled.
     ///
     /// # Safety
     ///
@@ -1461,7 +1481,6 @@ impl QueuePair {
         }; MAX_POST_BATCH];
         // SAFETY: ibv_send_wr is plain C data (pointers/unions); all-zero is valid.
         let mut chain: [sys::ibv_send_wr; MAX_POST_BATCH] = unsafe { std::mem::zeroed() };
-        let mut signaled = 0u64;
         for (i, w) in wrs.iter().enumerate() {
             if w.len == 0 {
                 return fail(VerbsError::ZeroLength);
@@ -1491,7 +1510,6 @@ impl QueuePair {
             };
             if w.signaled {
                 wr.send_flags = sys::ibv_send_flags::IBV_SEND_SIGNALED.0;
-                signaled += 1;
             }
             wr.wr.rdma = sys::rdma_t {
                 remote_addr: raddr,
@@ -1521,7 +1539,7 @@ impl QueuePair {
         // before ibv_post_send returns.
         self.send_cq
             .outstanding
-            .fetch_add(signaled, Ordering::AcqRel);
+            .fetch_add(n as u64, Ordering::AcqRel);
         let mut bad: *mut sys::ibv_send_wr = ptr::null_mut();
         // SAFETY: live QP in RTS; `chain` and `sges` outlive the call (verbs
         // copies them into the send queue); the local buffers' lifetime is the
@@ -1542,12 +1560,12 @@ impl QueuePair {
         let at =
             (bad as usize).wrapping_sub(base as usize) / std::mem::size_of::<sys::ibv_send_wr>();
         let posted = if !bad.is_null() && at < n { at } else { 0 };
-        let unposted_signaled = wrs[posted..].iter().filter(|w| w.signaled).count() as u64;
+        let unposted = (n - posted) as u64;
         let _ = self
             .send_cq
             .outstanding
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
-                v.checked_sub(unposted_signaled)
+                v.checked_sub(unposted)
             });
         Err(PostError { posted, error })
     }

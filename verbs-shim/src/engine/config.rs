@@ -12,6 +12,7 @@
 //! | `MC_RDMA_DEVICES` | [`EngineConfig::devices`] | unset | a comma-separated list of 1..=8 distinct names; set together with `MC_RDMA_DEVICE` the two must agree |
 //! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 1000 | 0 (busy-poll) ..= 1000000 |
 //! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
+//! | `MC_SIGNAL_INTERVAL` | [`EngineConfig::signal_interval`] | 1 (every WR signaled) | 1 ..= 1024 |
 //! | `MC_IB_TIMEOUT` | [`EngineConfig::qp_timeout`] | 14 | 1 ..= 31 (4.096 µs × 2^n) |
 //! | `MC_IB_RETRY_CNT` | [`EngineConfig::qp_retry_cnt`] | 7 | 0 ..= 7 |
 //! | `MC_RAIL_PEER_ACCOUNTING` | [`RailConfig::peer_accounting`] | `0` | `0`/`1`/`false`/`true`; `1` needs the `peer-feedback` feature |
@@ -35,7 +36,18 @@
 
 use super::credit::CreditConfig;
 use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
+use railyard_core::completion::{SignalPolicy, MAX_SIGNAL_INTERVAL};
 use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Variant};
+
+/// [`EngineConfig::signal_interval`]'s default: every work request
+/// signaled. Selective signaling is correct on Soft-RoCE (the `signal_*`
+/// tests of `rxe_faults`, and every engine test binary run with
+/// `MC_SIGNAL_INTERVAL=32`), but `scripts/bench-signal.sh` showed no clear
+/// 4 KiB message-rate gain there (per-round k=32 / k=1 ratios 0.6–2.1,
+/// medians 0.95–1.34, host loaded by other guests): rxe's own per-WQE work
+/// dominates, not the CQE. Its gain is a NIC's CQE writes and the polls
+/// saved; measure on the NIC before turning it on.
+pub const DEFAULT_SIGNAL_INTERVAL: u32 = 1;
 
 /// Most devices (rails) one engine drives (the handshake's NIC limit).
 pub const MAX_RAILS: usize = crate::wire::MAX_NICS;
@@ -157,6 +169,14 @@ pub struct EngineConfig {
     /// Soft-RoCE guests, where the "NIC" needs the CPU the poller spins on
     /// (`MC_RDMA_INFLIGHT_NAP_US`).
     pub inflight_nap: Option<Duration>,
+    /// Selective signaling (`MC_SIGNAL_INTERVAL`): in each doorbell chain
+    /// of one QP, every `signal_interval`-th work request and always the
+    /// chain's last one is signaled; the CQE of a signaled request
+    /// completes the unsignaled ones posted before it on that QP, in
+    /// posting order (`railyard_core::completion::PostOrder`). 1 signals
+    /// every request. An unsignaled request never waits for a later post:
+    /// its chain's last request covers it.
+    pub signal_interval: u32,
     /// The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162). Off by
     /// default.
     pub cc: CcConfig,
@@ -192,6 +212,7 @@ impl Default for EngineConfig {
             qp_retry_cnt: 7,
             idle_sleep: Some(Duration::from_millis(1)),
             inflight_nap: None,
+            signal_interval: DEFAULT_SIGNAL_INTERVAL,
             cc: CcConfig::default(),
             credit: CreditConfig::default(),
         }
@@ -292,6 +313,15 @@ impl EngineConfig {
             )?;
             c.idle_sleep = (us > 0).then(|| Duration::from_micros(us));
         }
+        if let Some(v) = var("MC_SIGNAL_INTERVAL") {
+            c.signal_interval = num(
+                "MC_SIGNAL_INTERVAL",
+                &v,
+                1,
+                MAX_SIGNAL_INTERVAL,
+                "an integer in 1..=1024 (1 = every work request signaled)",
+            )?;
+        }
         if let Some(v) = var("MC_RDMA_INFLIGHT_NAP_US") {
             let us: u64 = num(
                 "MC_RDMA_INFLIGHT_NAP_US",
@@ -376,6 +406,13 @@ impl EngineConfig {
                 "MC_NUM_QP_PER_EP",
                 self.qps_per_endpoint.to_string(),
                 "an integer in 1..=64",
+            );
+        }
+        if SignalPolicy::new(self.signal_interval).is_err() {
+            return bad(
+                "MC_SIGNAL_INTERVAL",
+                self.signal_interval.to_string(),
+                "an integer in 1..=1024 (1 = every work request signaled)",
             );
         }
         if self.max_wr == 0 || self.max_wr > 32768 {
@@ -593,8 +630,10 @@ mod tests {
             ("MC_RDMA_DEDICATED_POLLER", "1"),
             ("MC_GID_INDEX", "0"),
             ("MC_RDMA_DEVICE", "mlx5_0"),
+            ("MC_SIGNAL_INTERVAL", "16"),
         ])
         .unwrap();
+        assert_eq!(c.signal_interval, 16);
         assert_eq!(c.slice_size, 4096);
         assert_eq!(c.qps_per_endpoint, 4);
         assert_eq!(c.max_wr, 64);
@@ -620,6 +659,9 @@ mod tests {
             ("MC_RDMA_DEDICATED_POLLER", "yes"),
             ("MC_GID_INDEX", "256"),
             ("MC_RDMA_INFLIGHT_NAP_US", "-5"),
+            ("MC_SIGNAL_INTERVAL", "0"),
+            ("MC_SIGNAL_INTERVAL", "1025"),
+            ("MC_SIGNAL_INTERVAL", "8x"),
             ("MC_RDMA_IDLE_PARK_US", "1000001"),
             ("MC_RDMA_DEVICE", "rxe0,"),
             ("MC_RDMA_DEVICE", "rxe0,rxe0"),

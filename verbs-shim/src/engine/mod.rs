@@ -146,6 +146,7 @@ mod observe;
 mod park;
 mod rail_diag;
 mod shared;
+mod signal;
 mod submit;
 mod topology;
 mod worker;
@@ -156,7 +157,8 @@ pub use api::{
 };
 pub use cc_gate::{CcGate, GateStats};
 pub use config::{
-    slice_count, ConfigError, EngineConfig, WorkerModel, MAX_RAILS, NOMINAL_RAIL_BPS,
+    slice_count, ConfigError, EngineConfig, WorkerModel, DEFAULT_SIGNAL_INTERVAL, MAX_RAILS,
+    NOMINAL_RAIL_BPS,
 };
 pub use connect::SegmentInfo;
 pub use credit::{

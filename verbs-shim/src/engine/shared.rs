@@ -243,6 +243,8 @@ pub(crate) struct Shared {
     pub(crate) epoch: Instant,
     /// Shard `s`'s CQ (device [`Topology::device_of`]).
     pub(crate) cqs: Vec<CompletionQueue>,
+    /// Selective signaling (`MC_SIGNAL_INTERVAL`; `signal.rs`).
+    pub(crate) signal: super::signal::Signaling,
     pub(crate) tokens: TokenPool,
     pub(crate) slices: SliceTable,
     pub(crate) endpoints: EndpointTable<EpResource>,
@@ -711,6 +713,14 @@ impl Shared {
             rail_trace: rail_diag::RailTrace::new(cfg.rail.trace && cfg.rail.peer_accounting),
             epoch: Instant::now(),
             cqs,
+            signal: super::signal::Signaling::new(
+                railyard_core::completion::SignalPolicy::new(cfg.signal_interval)
+                    .unwrap_or(railyard_core::completion::SignalPolicy::EVERY),
+                cfg.max_endpoints,
+                cfg.qps_per_endpoint,
+                cfg.max_wr,
+                inflight as usize,
+            ),
             tokens,
             slices,
             endpoints,

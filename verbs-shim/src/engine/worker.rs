@@ -19,7 +19,7 @@ use super::control::MONITOR_TICK;
 use super::fault::TraceEvent;
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
 use super::shared::{HotPath, Shared, WorkerCounters, WorkerTokens};
-use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS};
+use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
 use railyard_core::cc::{Avoidance, DomainKind};
 use railyard_core::classify::{FailureScope, Signal};
 use railyard_core::completion::{Path, PostRequest, Refusal, SliceEffect};
@@ -536,8 +536,14 @@ fn flush_chain(
         chain.clear();
         return;
     };
+    // Selective signaling (`signal.rs`): recorded in posting order before
+    // the doorbell, then every k-th and the last request signaled; a chain
+    // that is not recorded is posted fully signaled.
+    let ids: heapless::Vec<WrId, MAX_POST_BATCH> = chain.iter().map(|p| p.wr_id).collect();
+    let selective = sh.signal.record(h, qp_idx, &ids);
+    let n = chain.len();
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
-    for p in chain.iter() {
+    for (i, p) in chain.iter().enumerate() {
         let m = &sh.meta[p.slice.index as usize];
         let mi = p.mem as usize;
         let dev = usize::from(p.path.device);
@@ -553,6 +559,9 @@ fn flush_chain(
             .map(|d| sh.fault.remote(h, *d));
         let (Some(mem), Some(remote)) = (mem, remote) else {
             // Cannot happen for a validated submit; fail rather than guess.
+            if selective {
+                sh.signal.retract(h, qp_idx, n);
+            }
             release_from(tokens, 0, false, chain);
             chain.clear();
             return;
@@ -569,7 +578,7 @@ fn flush_chain(
             len: m.len.load(Ordering::Relaxed),
             remote,
             remote_off: m.remote_off.load(Ordering::Relaxed),
-            signaled: true,
+            signaled: !selective || sh.signal.policy.signaled(i, n),
         });
     }
     c.doorbells.fetch_add(1, Ordering::Relaxed);
@@ -612,13 +621,20 @@ fn flush_chain(
             if !transient {
                 sh.retire(h, RetireReason::QpFatal);
             }
+            if selective {
+                // The unposted tail never reached the send queue. (A posted
+                // head whose last request is unsignaled is covered by the
+                // flush of the retired QP, or by the next chain's CQE.)
+                sh.signal.retract(h, qp_idx, n - e.posted);
+            }
             release_from(tokens, e.posted, true, chain);
         }
     }
     chain.clear();
 }
 
-/// Polls one CQ and resolves every completion through its token.
+/// Polls one CQ and resolves every completion through its token, each
+/// covered (unsignaled) request before the CQE that covers it.
 fn poll_cq(
     sh: &Shared,
     owner: &HotPath<'_>,
@@ -636,53 +652,104 @@ fn poll_cq(
     }
     let now = sh.now();
     for wc in &wcs[..n] {
-        // The region this token pinned, read while the token is still
-        // live (after `complete` its slot may belong to another post).
-        let pinned = sh.mem.token_region(wc.wr_id);
-        // Classified once, every hold released, the slice settled or
-        // retried: all inside the composed hot path.
-        let done = match owner.complete_via(tokens, wc.wr_id, wc.status, wc.vendor_err, now) {
-            Ok(d) => d,
-            Err(_) => {
-                c.bad.fetch_add(1, Ordering::Relaxed);
-                continue;
+        if let Some((order, generation)) = sh.signal.order_of(wc.wr_id) {
+            // Selective signaling: the CQE covers every request recorded
+            // before it on its QP; core decides what each completes as. A
+            // leftover of an abandoned endpoint in the same slot is
+            // covered as a flush.
+            for x in order.covered_by(wc.wr_id) {
+                let status = if sh.signal.same_endpoint(x, order, generation) {
+                    wc.status
+                } else {
+                    WC_WR_FLUSH_ERR
+                };
+                if resolve(sh, owner, tokens, c, x, Cqe::Covered(status), now) {
+                    sh.cqs[cq].retire_covered(1);
+                }
             }
+        }
+        let own = Cqe::Own {
+            status: wc.status,
+            vendor_err: wc.vendor_err,
         };
-        if let Some(m) = pinned {
-            sh.mem.unpin(m, 1);
-        }
-        sh.fault.trace(&sh.gate, TraceEvent::Completion(wc.status));
-        if wc.status != WC_SUCCESS {
-            // The QP is in ERR now: retire its endpoint (one API). For a
-            // flush this is a no-op unless the QP went to ERR behind the
-            // engine's back (then the burst retires it exactly once).
-            sh.retire_after_wc(&done);
-        }
-        // Task evidence, for the slice's current attempt only (a stale
-        // completion's slice slot may already belong to another task).
-        let evidence = |sh: &Shared| match owner.completion_observation(&done, now) {
-            None => sh.resolve(done.record.slice, now),
-            Some(o) => sh.note(done.record.slice, o),
-        };
-        match done.slice {
-            SliceEffect::Settled(s) => {
-                evidence(sh);
-                sh.settled(done.record.slice.index, s)
-            }
-            SliceEffect::Retry(r) => {
-                c.retries.fetch_add(1, Ordering::Relaxed);
-                evidence(sh);
-                sh.begin_attempt(r);
-                sh.requeue(r);
-            }
-            SliceEffect::StaleReleaseOnly => {
-                c.stale.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        resolve(sh, owner, tokens, c, wc.wr_id, own, now);
     }
     // Counted after every release of the batch: a poster that reads this
     // count and then sees a full window will see it move again
     // (`Shared::release_stamp`).
     c.completions.fetch_add(n as u64, Ordering::Release);
     n
+}
+
+/// What completed a token: its own CQE, or a later request's CQE on the
+/// same QP (with that CQE's status) that covers it.
+#[derive(Clone, Copy)]
+enum Cqe {
+    Own { status: u32, vendor_err: u32 },
+    Covered(u32),
+}
+
+/// Resolves one token: every hold released, the slice settled or retried
+/// (all inside the composed hot path), then the engine's bookkeeping.
+/// Returns whether the token was live (a duplicate or stale `wr_id` is
+/// counted as bad and changes nothing).
+#[inline(always)]
+fn resolve(
+    sh: &Shared,
+    owner: &HotPath<'_>,
+    tokens: &mut WorkerTokens<'_>,
+    c: &WorkerCounters,
+    wr_id: WrId,
+    cqe: Cqe,
+    now: u64,
+) -> bool {
+    // The region this token pinned, read while the token is still live
+    // (after `complete` its slot may belong to another post).
+    let pinned = sh.mem.token_region(wr_id);
+    let done = match cqe {
+        Cqe::Own { status, vendor_err } => {
+            owner.complete_via(tokens, wr_id, status, vendor_err, now)
+        }
+        Cqe::Covered(status) => owner.complete_covered_via(tokens, wr_id, status, now),
+    };
+    let done = match done {
+        Ok(d) => d,
+        Err(_) => {
+            c.bad.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+    };
+    if let Some(m) = pinned {
+        sh.mem.unpin(m, 1);
+    }
+    sh.fault
+        .trace(&sh.gate, TraceEvent::Completion(done.wc.status));
+    if done.wc.status != WC_SUCCESS {
+        // The QP is in ERR now: retire its endpoint (one API). For a
+        // flush this is a no-op unless the QP went to ERR behind the
+        // engine's back (then the burst retires it exactly once).
+        sh.retire_after_wc(&done);
+    }
+    // Task evidence, for the slice's current attempt only (a stale
+    // completion's slice slot may already belong to another task).
+    let evidence = |sh: &Shared| match owner.completion_observation(&done, now) {
+        None => sh.resolve(done.record.slice, now),
+        Some(o) => sh.note(done.record.slice, o),
+    };
+    match done.slice {
+        SliceEffect::Settled(s) => {
+            evidence(sh);
+            sh.settled(done.record.slice.index, s)
+        }
+        SliceEffect::Retry(r) => {
+            c.retries.fetch_add(1, Ordering::Relaxed);
+            evidence(sh);
+            sh.begin_attempt(r);
+            sh.requeue(r);
+        }
+        SliceEffect::StaleReleaseOnly => {
+            c.stale.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    true
 }
