@@ -121,6 +121,7 @@
 
 mod api;
 mod cc_gate;
+mod chains;
 mod config;
 mod connect;
 mod control;
