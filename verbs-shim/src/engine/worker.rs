@@ -195,9 +195,11 @@ fn post_round(
     // Pinned for the whole round, so every open chain's endpoint resource
     // stays readable until its doorbell. An endpoint retired mid-round
     // (another worker's `bad_wr`, the monitor) stays readable too: the QP
-    // depth each admitted request holds keeps it from being reclaimed, and
-    // its QP (in ERR) turns the chain's requests into flushes that core
-    // completes as such, exactly as a chain posted just before the retire.
+    // depth each admitted request holds keeps it from being reclaimed
+    // (short of an abandon after twice the drain timeout, seconds: then
+    // `flush_chain` fails the chain, as it always did), and its QP (in ERR)
+    // turns the chain's requests into flushes that core completes as such,
+    // exactly as a chain posted just before the retire.
     let guard = local.pin();
     let mut chains: OpenChains<Pending, MAX_POST_BATCH> = OpenChains::new();
     let mut handled = 0;
