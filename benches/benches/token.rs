@@ -47,6 +47,26 @@
 //! whatever the load): railyard 66, array_queue 115 (railyard 0.57×),
 //! mutex_vec 91 (uncontended futex mutex: two CAS pairs and no syscall).
 //!
+//! Per-worker caches (issue #18 item 4; `railyard_cache` = a
+//! `TokenCache<u64, 32>` per thread over the shared pool, what the engine's
+//! workers use), two criterion runs back to back on 2026-12-01 ~20:32 UTC
+//! with another agent's qemu guest running (load average 2.7–3.9 on 2
+//! cores), `cargo bench -p railyard-benches --bench token -- --warm-up-time 1
+//! --measurement-time 3`; two threads each doing claim + complete on one
+//! pool, time per round trip:
+//!
+//! | contender | run 1 | run 2 | vs array_queue (run 1 / 2) |
+//! |---|---|---|---|
+//! | railyard (pool) | 9.9 ns | 10.2 ns | 0.59× / 0.84× |
+//! | railyard_cache | 7.5 ns | 7.0 ns | 0.45× / 0.57× |
+//! | array_queue | 16.7 ns | 12.2 ns | 1.00× |
+//! | mutex_vec | 14.8 ns | 16.4 ns | 0.88× / 1.34× |
+//!
+//! (One thread in run 1: railyard 11.4, railyard_cache 5.4, array_queue 8.6,
+//! mutex_vec 11.7 ns.) The poster/poller group is dominated by the hand-off
+//! queue and was not stable (railyard_cache 59 then 132 ns; the others
+//! 49–102 ns); quote no ratio from it.
+//!
 //! Goal (issue #2): railyard ≤ 1.0× ArrayQueue — met single-threaded (time
 //! and instructions); the contended case is unresolved on this machine.
 

@@ -18,7 +18,7 @@ use std::hint::black_box;
 use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Monitor};
 use railyard_core::classify::{classify_wc, wc, wc_outcome, WcOutcome};
 use railyard_core::completion::{
-    CreditDemand, Layers, Owner, Path, PostOrder, PostRequest, SliceEffect,
+    CreditDemand, Layers, Owner, Path, PostOrder, PostRequest, SliceEffect, TokenSource,
 };
 use railyard_core::credit::{
     Charge, CreditUpdate, EntryId, LedgerConfig, SenderControl, SenderLedger, SessionId, Totals,
@@ -26,7 +26,7 @@ use railyard_core::credit::{
 use railyard_core::endpoint::{EndpointConfig, EndpointTable};
 use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
 use railyard_core::slice::{Outcome, SliceTable};
-use railyard_core::token::{OptId, TokenPool, TokenRecord};
+use railyard_core::token::{OptId, TokenCache, TokenPool, TokenRecord};
 
 /// Slice bytes.
 pub const BYTES: u32 = 64 * 1024;
@@ -56,7 +56,9 @@ fn use_completion(
 
 /// The tables and layers, built once.
 pub struct Fixture {
-    tokens: TokenPool,
+    /// Leaked once at construction, so a cache over it ([`Self::cache`])
+    /// borrows nothing of the fixture.
+    tokens: &'static TokenPool,
     slices: SliceTable,
     eps: EndpointTable<()>,
     cc: Controller,
@@ -108,8 +110,9 @@ impl Fixture {
         .unwrap();
         ctl.bind(&ledger, 0, SESSION, 1).unwrap();
         let entry = ledger.entry(0, 0).unwrap();
+        let tokens: &'static TokenPool = Box::leak(Box::new(TokenPool::new(1024).unwrap()));
         let mut f = Fixture {
-            tokens: TokenPool::new(1024).unwrap(),
+            tokens,
             slices: SliceTable::new(64).unwrap(),
             eps,
             cc,
@@ -165,17 +168,44 @@ impl Fixture {
     /// One op through the composition, CC only.
     #[inline]
     pub fn composed_enforce(&mut self, now: u64) {
-        let owner = Owner::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
+        self.enforce_via(&mut (), now)
+    }
+
+    /// A worker's token cache over the fixture's pool (the engine's size).
+    pub fn cache(&self) -> TokenCache<'static, TokenRecord, 32> {
+        self.tokens.cache()
+    }
+
+    /// [`composed_enforce`](Self::composed_enforce) claiming and completing
+    /// through a worker's token cache.
+    #[inline]
+    pub fn composed_enforce_cached(
+        &mut self,
+        cache: &mut TokenCache<'static, TokenRecord, 32>,
+        now: u64,
+    ) {
+        self.enforce_via(cache, now)
+    }
+
+    #[inline(always)]
+    fn enforce_via<T: TokenSource>(&self, tokens: &mut T, now: u64) {
+        let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: (),
             rail: (),
             cc: &self.cc,
         });
         let s = self.slices.open(0).unwrap();
         let p = owner
-            .post(PostRequest::on(s, self.path, black_box(BYTES), now))
+            .post_via(tokens, PostRequest::on(s, self.path, black_box(BYTES), now))
             .unwrap();
         let d = owner
-            .complete(black_box(p.wr_id), black_box(wc::SUCCESS), 0, now + 1)
+            .complete_via(
+                tokens,
+                black_box(p.wr_id),
+                black_box(wc::SUCCESS),
+                0,
+                now + 1,
+            )
             .unwrap();
         black_box(use_completion(
             &d.record,
@@ -205,7 +235,7 @@ impl Fixture {
 
     #[inline(always)]
     fn chains(&mut self, now: u64, covered: bool) {
-        let owner = Owner::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
+        let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: (),
             rail: (),
             cc: &self.cc,
@@ -300,7 +330,24 @@ impl Fixture {
     /// One op through the composition, every layer on.
     #[inline]
     pub fn composed_all(&mut self, now: u64) {
-        let owner = Owner::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
+        self.all_via(&mut (), now);
+        self.tick();
+    }
+
+    /// [`composed_all`](Self::composed_all) through a worker's token cache.
+    #[inline]
+    pub fn composed_all_cached(
+        &mut self,
+        cache: &mut TokenCache<'static, TokenRecord, 32>,
+        now: u64,
+    ) {
+        self.all_via(cache, now);
+        self.tick();
+    }
+
+    #[inline(always)]
+    fn all_via<T: TokenSource>(&self, tokens: &mut T, now: u64) {
+        let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: &self.ledger,
             rail: &self.rails,
             cc: &self.cc,
@@ -311,14 +358,21 @@ impl Fixture {
         };
         let s = self.slices.open(0).unwrap();
         let p = owner
-            .post(
+            .post_via(
+                tokens,
                 PostRequest::on(s, self.path, black_box(BYTES), now)
                     .to_peer(0)
                     .with_credit(demand),
             )
             .unwrap();
         let d = owner
-            .complete(black_box(p.wr_id), black_box(wc::SUCCESS), 0, now + 1)
+            .complete_via(
+                tokens,
+                black_box(p.wr_id),
+                black_box(wc::SUCCESS),
+                0,
+                now + 1,
+            )
             .unwrap();
         black_box(use_completion(
             &d.record,
@@ -326,7 +380,6 @@ impl Fixture {
             matches!(d.slice, SliceEffect::Settled(_)),
             d.released.endpoint,
         ));
-        self.tick();
     }
 
     /// The same op composed by hand, every layer on.
@@ -392,7 +445,8 @@ impl Fixture {
 
     /// Runs `n` ops of arm `which` (`hand_enforce`, `composed_enforce`,
     /// `composed_enforce_chain`, `composed_enforce_covered`, `hand_all`,
-    /// `composed_all`).
+    /// `composed_all`, and two arms through a worker's token cache:
+    /// `composed_enforce_cached`, `composed_all_cached`).
     pub fn run(&mut self, which: &str, n: u64) {
         let f: fn(&mut Self, u64) = match which {
             "hand_enforce" => Self::hand_enforce,
@@ -401,6 +455,21 @@ impl Fixture {
             "composed_enforce_chain" => Self::composed_enforce_chain,
             "hand_all" => Self::hand_all,
             "composed_all" => Self::composed_all,
+            "composed_enforce_cached" | "composed_all_cached" => {
+                let mut cache = self.cache();
+                let f: fn(&mut Self, &mut TokenCache<'static, TokenRecord, 32>, u64) =
+                    if which == "composed_all_cached" {
+                        Self::composed_all_cached
+                    } else {
+                        Self::composed_enforce_cached
+                    };
+                for i in 0..n {
+                    f(self, &mut cache, i * 1000);
+                }
+                drop(cache);
+                self.check_idle();
+                return;
+            }
             other => panic!("unknown arm {other}"),
         };
         for i in 0..n {

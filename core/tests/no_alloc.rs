@@ -109,6 +109,45 @@ fn post_and_complete_protocol_never_allocates() {
 }
 
 #[test]
+fn post_and_complete_through_token_caches_never_allocate() {
+    // Small caches over a small pool: refills, batch flushes to the depot,
+    // starvation and the flush it asks for all happen in the loop.
+    let tokens: TokenPool = TokenPool::new(16).unwrap();
+    let slices = SliceTable::new(64).unwrap();
+    let eps = EndpointTable::<()>::new(EndpointConfig::default()).unwrap();
+    let ep = eps.open(()).unwrap();
+    let owner = Owner::new(&tokens, &slices, &eps);
+    let mut poster = owner.token_cache::<4>();
+    let mut poller = owner.token_cache::<4>();
+    let mut live = [0u64; 16];
+    let before = allocs();
+    for round in 0..500u32 {
+        let mut n = 0;
+        for i in 0..16u32 {
+            let s = slices.open((round * 16 + i) % 64).unwrap();
+            match owner.post_via(&mut poster, PostRequest::new(s, ep, 0, 4096, 0)) {
+                Ok(p) => {
+                    live[n] = p.wr_id;
+                    n += 1;
+                }
+                Err(_) => {
+                    slices.settle(s, Outcome::Canceled).unwrap();
+                }
+            }
+        }
+        for &wr in &live[..n] {
+            owner
+                .complete_via(&mut poller, wr, wc::SUCCESS, 0, 1)
+                .unwrap();
+        }
+        poller.idle(round % 7 == 0);
+        poster.idle(false);
+    }
+    assert_eq!(allocs(), before, "post/complete through caches allocated");
+    assert_eq!(tokens.in_use(), 0);
+}
+
+#[test]
 fn composed_hot_path_with_every_layer_never_allocates() {
     use railyard_core::cc::{CcConfig, Controller, Mode};
     use railyard_core::completion::{CreditDemand, Layers, Path, Refusal};

@@ -924,3 +924,75 @@ fn engine_deregister_memory_refuses_while_busy() {
     assert_quiescent(&p.b, "target");
     say!("deregister: {:?}", p.a.stats());
 }
+
+/// The workers' token caches (issue #18 item 4) on a pool just big enough
+/// for them (2 × 32 tokens per worker), CC off, with four times more slices
+/// submitted at once than tokens: claims may starve while other workers'
+/// caches hold free tokens (the shared model does, `backpressure` > 0 on
+/// Soft-RoCE; one dedicated poster may not outrun its poller), and every
+/// transfer still completes (no spurious permanent "no token"); the gauges
+/// never count a cached free token as in use; after shutdown every token is
+/// back in the pool (`free == capacity`).
+#[test]
+fn engine_token_caches_starve_recover_and_flush_at_shutdown() {
+    const TASKS: usize = 64;
+    const LEN: usize = 4096 * 8; // 8 slices of 4 KiB each
+    let Some(mut p) = pair_with(
+        "engine_token_caches_starve_recover_and_flush_at_shutdown",
+        TASKS * LEN,
+        TASKS * LEN,
+        |c| {
+            c.slice_size = 4096;
+            c.max_inflight = 2 * 32 * u32::from(c.workers);
+            // Tokens, not the CC window, must be what runs out.
+            c.cc.mode = CcMode::Off;
+        },
+    ) else {
+        return;
+    };
+    let cap = u64::from(p.a.config().max_inflight);
+    for round in 0..4u64 {
+        let b = p.a.allocate_batch(TASKS).unwrap();
+        let ts: Vec<Transfer> = (0..TASKS)
+            .map(|k| Transfer {
+                op: if round % 2 == 0 { Op::Write } else { Op::Read },
+                local: p.a_mem.addr() + (k * LEN) as u64,
+                len: LEN as u64,
+                segment: p.seg,
+                remote_offset: p.b_mem.addr() + (k * LEN) as u64,
+            })
+            .collect();
+        p.a.submit(b, &ts).unwrap();
+        let t0 = Instant::now();
+        while !p.a.task_status(b, TASKS - 1).unwrap().state.is_terminal() {
+            let s = p.a.stats();
+            assert!(
+                s.tokens_in_use + s.tokens_cached <= cap,
+                "in use {} + cached {} > {cap}",
+                s.tokens_in_use,
+                s.tokens_cached
+            );
+            assert!(t0.elapsed() < WAIT, "round {round} stuck: {s:?}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let st = wait_batch(&p.a, b);
+        assert!(
+            st.iter().all(|s| *s == TaskState::Completed),
+            "round {round}: {st:?} {:?}",
+            p.a.stats()
+        );
+        p.a.free_batch(b).unwrap();
+    }
+    let s = p.a.stats();
+    // (TASKS × 8 slices per round ≫ cap tokens.)
+    assert!(s.posts >= 4 * (TASKS * 8) as u64, "{s:?}");
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+    p.a.shutdown();
+    let s = p.a.stats();
+    assert_eq!(
+        (s.tokens_in_use, s.tokens_cached),
+        (0, 0),
+        "after shutdown every token is back in the pool: {s:?}"
+    );
+}

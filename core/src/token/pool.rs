@@ -264,6 +264,37 @@ impl<R: Copy> TokenPool<R> {
             .count()
     }
 
+    /// Free slots on the pool's own lists (its single free list and the
+    /// depot of cache batches): `capacity − in_use − free tokens held in
+    /// caches`. A walk (O(capacity)) for diagnostics and leak checks
+    /// (`free_in_pool() == capacity()` once every cache is flushed or
+    /// dropped and nothing is live); exact when nothing runs concurrently,
+    /// and bounded by the capacity (never loops) when something does.
+    pub fn free_in_pool(&self) -> usize {
+        let cap = self.capacity();
+        let mut n = 0;
+        let mut at = head_index(self.head.load(Ordering::Acquire));
+        while n < cap {
+            let Some(s) = self.slots.get(at as usize) else {
+                break;
+            };
+            n += 1;
+            at = s.next.load(Ordering::Acquire);
+        }
+        let mut batch = head_index(self.depot.load(Ordering::Acquire));
+        let mut batches = 0;
+        while n < cap && batches < cap {
+            let Some(link) = self.batch_link.get(batch as usize) else {
+                break;
+            };
+            let meta = link.load(Ordering::Acquire);
+            n += ((meta >> 32) as usize).max(1);
+            batches += 1;
+            batch = meta as u32;
+        }
+        n.min(cap)
+    }
+
     /// Whether `wr_id` currently names a live attempt (diagnostics only: the
     /// answer can be stale by the time the caller reads it).
     pub fn is_live(&self, wr_id: WrId) -> bool {
@@ -471,10 +502,18 @@ impl<R: Copy> TokenPool<R> {
 /// `capacity − in_flight − N × (caches − 1)` tokens. Every `Exhausted`
 /// (through a cache or the pool) also asks each cache to return all its
 /// free tokens at its next call (`claim`, `complete` or [`flush`]), and a
-/// cache returns them when dropped; a worker that parks should call
-/// [`flush`] first.
+/// cache returns them when dropped. A thread that stops calling `claim` and
+/// `complete` for a while (an idle worker) calls [`idle`] from its idle
+/// loop, so a request is answered and a sleeping cache holds nothing; work
+/// refused with `Exhausted` is then retried when a completion or such an
+/// answer returns tokens (see [`idle`]).
+///
+/// The composed hot path claims and completes through a cache with
+/// [`Owner::post_via`](crate::completion::Owner::post_via) and
+/// [`Owner::complete_via`](crate::completion::Owner::complete_via).
 ///
 /// [`flush`]: TokenCache::flush
+/// [`idle`]: TokenCache::idle
 ///
 /// ```
 /// use railyard_core::token::{TokenError, TokenPool, TokenRecord};
@@ -538,8 +577,56 @@ impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
         self.free.len()
     }
 
-    /// [`TokenPool::claim`] through the cache: the same `wr_id` and errors.
+    /// The pool this cache is over.
     #[inline]
+    pub fn pool(&self) -> &'p TokenPool<R> {
+        self.pool
+    }
+
+    /// Whether a claim found the pool's shared lists empty (and so asked
+    /// every cache for its tokens) since this cache last answered. One
+    /// relaxed load; [`claim`](Self::claim), [`complete`](Self::complete)
+    /// and [`idle`](Self::idle) answer it.
+    #[inline]
+    pub fn flush_requested(&self) -> bool {
+        self.pool.flush_epoch.load(Ordering::Relaxed) != self.seen_flush
+    }
+
+    /// For a worker's idle loop: answers a pending flush request (returns
+    /// every cached token if a claim anywhere found the pool empty since
+    /// this cache last looked) and, with `parking` (the thread is about to
+    /// sleep or block), returns every cached token whatever was asked.
+    /// Returns how many tokens went back to the pool; when that is not 0,
+    /// wake whatever waits for a token (work refused with
+    /// [`TokenError::Exhausted`]).
+    ///
+    /// Why both: a claim that starves bumps the request *after* it saw the
+    /// lists empty, so a thread that checked the request just before and
+    /// then parks would keep its tokens for as long as it sleeps. A parked
+    /// cache therefore holds nothing, and a spinning one answers within one
+    /// round (the loom model `token_cache_starved_claim_is_woken` checks it;
+    /// its broken twin only answers requests when parking).
+    pub fn idle(&mut self, parking: bool) -> usize {
+        let held = self.free.len();
+        #[cfg(not(all(railyard_loom, railyard_broken = "token_cache_park_keeps")))]
+        if parking {
+            self.seen_flush = self.pool.flush_epoch.load(Ordering::Relaxed);
+            self.flush();
+            return held;
+        }
+        let _ = parking;
+        if self.answer_flush() {
+            held
+        } else {
+            0
+        }
+    }
+
+    /// [`TokenPool::claim`] through the cache: the same `wr_id` and errors.
+    ///
+    /// Always inlined, like [`TokenPool::claim`]: the record goes straight
+    /// into its slot (refill and flush stay out of line).
+    #[inline(always)]
     pub fn claim(&mut self, record: R) -> Result<WrId, TokenError> {
         self.answer_flush();
         let index = match self.free.pop() {
@@ -551,7 +638,10 @@ impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
 
     /// [`TokenPool::complete`] through the cache: the same exactly-once
     /// record and errors; the freed slot stays in this cache.
-    #[inline]
+    ///
+    /// Always inlined: the record is handed back in registers, not copied
+    /// out of a call.
+    #[inline(always)]
     pub fn complete(&mut self, wr_id: WrId) -> Result<R, TokenError> {
         let (index, record) = self.pool.take(wr_id)?;
         if self.answer_flush() {
@@ -856,6 +946,25 @@ mod tests {
         for w in got {
             b.complete(w).unwrap();
         }
+    }
+
+    #[test]
+    fn free_in_pool_counts_the_lists_not_the_caches() {
+        let pool: TokenPool = TokenPool::new(8).unwrap();
+        assert_eq!(pool.free_in_pool(), 8);
+        let mut c = pool.cache::<4>();
+        let ids: Vec<_> = (0..6).map(|i| pool.claim(rec(i)).unwrap()).collect();
+        assert_eq!(pool.free_in_pool(), 2);
+        for id in &ids[..5] {
+            c.complete(*id).unwrap(); // 4 cached, then a batch of 2 to the depot
+        }
+        assert_eq!(pool.in_use(), 1);
+        assert_eq!(pool.free_in_pool() + c.cached() + pool.in_use(), 8);
+        assert!(c.cached() > 0);
+        drop(c);
+        assert_eq!(pool.free_in_pool(), 7);
+        pool.complete(ids[5]).unwrap();
+        assert_eq!(pool.free_in_pool(), 8);
     }
 
     #[test]

@@ -311,8 +311,14 @@ pub struct TaskStatus {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct EngineStats {
-    /// Tokens (posted attempts) not yet completed.
+    /// Tokens (posted attempts) not yet completed. A free token in a
+    /// worker's cache is not in use.
     pub tokens_in_use: u64,
+    /// Free tokens held in the workers' token caches (not in use, not on
+    /// the pool's own lists; a gauge, at most 32 per worker; 0 after
+    /// shutdown). `tokens_in_use + tokens_cached + free in the pool` is the
+    /// pool's capacity (`max_inflight`, bounded by the CQ size).
+    pub tokens_cached: u64,
     /// Posts admitted on endpoints and not released.
     pub endpoint_outstanding: u64,
     /// Sum of per-QP depths.

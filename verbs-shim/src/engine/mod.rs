@@ -43,6 +43,18 @@
 //!   completion resolves through `Owner::complete(wr_id, ..)` only, never a
 //!   pointer; the unposted tail of a `bad_wr` chain is released with
 //!   `Owner::unposted` (and only it).
+//! * **Token caches**: each worker thread claims and returns tokens through
+//!   its own `TokenCache` (`Owner::post_via` / `complete_via` /
+//!   `unposted_via`): a dedicated poller's completions refill its cache,
+//!   which returns whole batches that the posters' caches refill from. At
+//!   most 32 free tokens per worker are cached, only when the pool
+//!   (`max_inflight`) has at least 64 per worker; a claim that starves
+//!   while other caches hold free tokens parks its slice and makes every
+//!   cache return its tokens (at its next call, or its idle round; a
+//!   sleeping worker's cache is empty), and the return moves the release
+//!   stamp that wakes the slice. `EngineStats::tokens_in_use` counts live
+//!   attempts only; `tokens_cached` is the cached free tokens (0 after
+//!   shutdown: every cache is flushed when its worker exits).
 //! * **Workers** ([`WorkerModel`]): shared (default; worker `i` posts and
 //!   polls shard `i`) or dedicated poller (`MC_RDMA_DEDICATED_POLLER=1`).
 //!   Plus: a monitor (reclaim, forced flush, task timeouts), an async-event

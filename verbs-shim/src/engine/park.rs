@@ -299,6 +299,17 @@ impl Lot {
         self.held = [0; MAX_BLOCKS];
     }
 
+    /// Whether slices of a lifted block are still parked: a round takes only
+    /// as many ready slices as it can post ([`take_ready`](Self::take_ready)),
+    /// so the next round must take the rest even if no block lifts then
+    /// (else, with no further refusal, they would wait for their deadline).
+    pub(crate) fn has_ready(&self) -> bool {
+        self.blocks
+            .iter()
+            .zip(self.held.iter())
+            .any(|(b, &h)| b.is_none() && h > 0)
+    }
+
     /// Whether every live block that holds slices is lifted only by time
     /// (or an unpark): then the worker may sleep until
     /// [`next_deadline`](Self::next_deadline).
@@ -372,6 +383,30 @@ mod tests {
             stamp,
             credit: |_| 0,
         }
+    }
+
+    #[test]
+    fn ready_slices_a_round_could_not_take_are_taken_next_round() {
+        let mut lot = Lot::new(16);
+        let b = lot
+            .open(blk(Key::Tokens, Wake::Release(1), deferred()))
+            .unwrap();
+        for i in 0..3 {
+            assert!(lot.park(r(i), b));
+        }
+        assert!(!lot.has_ready());
+        assert_eq!(lot.lift(&now(5, 2)), 1);
+        let mut out = heapless::Vec::<SliceRef, 2>::new();
+        lot.take_ready(&mut out);
+        assert_eq!(out.as_slice(), &[r(0), r(1)]);
+        // Nothing lifts in the next round, but one ready slice is left.
+        assert_eq!(lot.lift(&now(6, 2)), 0);
+        assert!(lot.has_ready());
+        out.clear();
+        lot.take_ready(&mut out);
+        assert_eq!(out.as_slice(), &[r(2)]);
+        assert!(!lot.has_ready());
+        assert!(lot.is_empty());
     }
 
     #[test]

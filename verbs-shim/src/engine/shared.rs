@@ -87,6 +87,15 @@ pub(crate) struct Dev {
 
 /// The engine's composed hot path: its tables, its rail selector and its
 /// CC layer.
+/// Free tokens a worker's cache holds at most ([`Shared::worker_tokens`]).
+pub(crate) const TOKEN_CACHE: usize = 32;
+
+/// A worker thread's token source for the hot path: its own cache over the
+/// engine's pool, or `None` (the pool directly) when the pool is too small
+/// to spare [`TOKEN_CACHE`] free tokens per worker.
+pub(crate) type WorkerTokens<'a> =
+    Option<railyard_core::token::TokenCache<'a, railyard_core::token::TokenRecord, TOKEN_CACHE>>;
+
 pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
     'a,
     EpResource,
@@ -211,6 +220,10 @@ pub(crate) struct WorkerCounters {
     pub(crate) parks: AtomicU64,
     /// Slices in this worker's parking lot right now (a gauge).
     pub(crate) parked: AtomicU64,
+    /// Times this worker's idle round returned cached free tokens to the
+    /// pool (a claim starved, or the worker went to sleep): part of the
+    /// release stamp, so work parked on "no token" is offered again.
+    pub(crate) token_returns: AtomicU64,
 }
 
 /// Buckets of [`Shared::credit_changed`]'s sequence (peer index modulo).
@@ -312,6 +325,23 @@ impl Shared {
                 rail: &self.rails,
                 cc: &self.gate,
             })
+    }
+
+    /// This worker thread's token cache for [`owner`](Self::owner)'s
+    /// `*_via` calls: posts claim from it, completions (whichever thread
+    /// polls) return to it, and it moves tokens to and from the pool in
+    /// batches. `None` (the pool directly) unless the pool can spare
+    /// 2 × [`TOKEN_CACHE`] tokens per worker, so caches never hide more
+    /// than half of it. A claim that starves while other caches hold free
+    /// tokens is refused `Exhausted` (the slice parks on the release
+    /// stamp) and asks every cache for its tokens: a busy worker answers in
+    /// its next claim or completion, an idle one in its idle round
+    /// ([`TokenCache::idle`](railyard_core::token::TokenCache::idle)), which
+    /// moves the stamp; a sleeping worker's cache is empty. Dropped (and so
+    /// flushed) when the worker exits.
+    pub(crate) fn worker_tokens(&self) -> WorkerTokens<'_> {
+        let spare = 2 * TOKEN_CACHE * self.topo.workers();
+        (self.tokens.capacity() >= spare).then(|| self.owner().token_cache())
     }
 
     /// Accounts a slice that reached a terminal state through the caller
@@ -465,13 +495,14 @@ impl Shared {
     }
 
     /// What moves when a token, a QP slot or CC window bytes may have come
-    /// back: every worker's polled completions and unposted releases (each
-    /// counted after its release), plus the CC epochs (windows change
+    /// back: every worker's polled completions, unposted releases and
+    /// cache returns (each counted after its release), plus the CC epochs (windows change
     /// there). A parked slice's block lifts when it moves (`park.rs`).
     pub(crate) fn release_stamp(&self) -> u64 {
         self.counters.iter().fold(self.gate.epochs(), |a, c| {
             a.wrapping_add(c.completions.load(Ordering::Acquire))
                 .wrapping_add(c.unposted.load(Ordering::Acquire))
+                .wrapping_add(c.token_returns.load(Ordering::Acquire))
         })
     }
 
@@ -574,6 +605,8 @@ impl Shared {
     pub(crate) fn stats(&self) -> EngineStats {
         let mut s = EngineStats {
             tokens_in_use: self.tokens.in_use() as u64,
+            tokens_cached: (self.tokens.capacity() - self.tokens.in_use())
+                .saturating_sub(self.tokens.free_in_pool()) as u64,
             endpoint_outstanding: self.endpoints.outstanding_total(),
             qp_depth: self.endpoints.qp_depth_total(),
             cq_outstanding: self.cqs.iter().map(|c| c.outstanding()).sum(),

@@ -20,7 +20,7 @@ use super::connect::RetryRoute;
 use super::control::MONITOR_TICK;
 use super::fault::TraceEvent;
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
-use super::shared::{HotPath, Shared, WorkerCounters};
+use super::shared::{HotPath, Shared, WorkerCounters, WorkerTokens};
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
 use railyard_core::cc::{Avoidance, DomainKind};
 use railyard_core::classify::{FailureScope, Signal};
@@ -42,6 +42,9 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
     let poll_all: Vec<usize> = sh.topo.poll_shards(w).collect();
     let local = sh.endpoints.register();
     let owner = sh.owner();
+    // This thread's token cache: its posts claim from it, its polls return
+    // to it (`Shared::worker_tokens`); flushed when the loop ends.
+    let mut tokens = sh.worker_tokens();
     let c = &sh.counters[w];
     let mut wcs = [WorkCompletion::default(); 64];
     // Refused slices wait here for the event that can change the answer
@@ -55,7 +58,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
     while !sh.stop.load(Ordering::Acquire) {
         let mut did = 0;
         if let Some(s) = post_shard {
-            did += post_round(sh, &owner, &local, s, c, &mut lot);
+            did += post_round(sh, &owner, &mut tokens, &local, s, c, &mut lot);
         }
         let poll: &[usize] = if sh.fault.polling_paused() {
             &[]
@@ -63,7 +66,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
             &poll_all
         };
         for &q in poll {
-            did += poll_cq(sh, &owner, q, &mut wcs, c);
+            did += poll_cq(sh, &owner, &mut tokens, q, &mut wcs, c);
         }
         if !poll.is_empty() {
             // Heartbeat for the control epoch's poller-stall check.
@@ -83,16 +86,25 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                     c.parked.store(lot.len() as u64, Ordering::Relaxed);
                 }
             }
+            // Idle: answer a starved claim's request for this cache's free
+            // tokens (the slice it refused is parked on the release stamp,
+            // which this moves).
+            idle_tokens(&mut tokens, false, c);
             if idle <= SPIN_ROUNDS {
                 std::hint::spin_loop();
             } else if has_work(sh, post_shard, poll) || !(lot.is_empty() || lot.only_timed()) {
                 // Work is on the wire: keep polling, but let the kernel
                 // (and, on Soft-RoCE, the NIC itself) run.
                 match sh.cfg.inflight_nap {
-                    Some(d) if idle > 16 * SPIN_ROUNDS => std::thread::sleep(d),
+                    Some(d) if idle > 16 * SPIN_ROUNDS => {
+                        idle_tokens(&mut tokens, true, c);
+                        std::thread::sleep(d)
+                    }
                     _ => std::thread::yield_now(),
                 }
             } else if let (false, Some(d)) = (lot.is_empty(), sh.cfg.idle_sleep) {
+                // A sleeping worker's cache holds no free token.
+                idle_tokens(&mut tokens, true, c);
                 // Only parked slices that wait for a deadline (a cooldown,
                 // a credit retry time) or an unpark (a credit grant, a
                 // submit): sleep until the earliest, not a poll loop.
@@ -106,6 +118,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                 // a post for our CQ unparks us, or `d` passes. Park tokens
                 // make the check-then-park race harmless. `None` =
                 // pure busy-poll.
+                idle_tokens(&mut tokens, true, c);
                 std::thread::park_timeout(d);
             } else {
                 std::thread::yield_now();
@@ -114,9 +127,27 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
             idle = 0;
         }
     }
-    // Shutdown: nothing parked stays open.
+    // Shutdown: nothing parked stays open, and every cached token goes
+    // back to the pool (`free == capacity` once the workers are joined).
     lot.drain(|r| sh.settle(r, Outcome::Canceled));
     c.parked.store(0, Ordering::Relaxed);
+    idle_tokens(&mut tokens, true, c);
+}
+
+/// A worker's idle round for its token cache ([`TokenCache::idle`]): with
+/// `parking` returns every cached token, else answers a pending request;
+/// tokens returned move the release stamp, so a slice parked on "no
+/// token" is offered again.
+///
+/// [`TokenCache::idle`]: railyard_core::token::TokenCache::idle
+#[inline]
+fn idle_tokens(tokens: &mut WorkerTokens<'_>, parking: bool, c: &WorkerCounters) {
+    if let Some(t) = tokens {
+        if t.idle(parking) > 0 {
+            // After the return (`Shared::release_stamp`).
+            c.token_returns.fetch_add(1, Ordering::Release);
+        }
+    }
 }
 
 /// Whether worker's queue or CQs have anything pending (parked slices are
@@ -145,6 +176,7 @@ struct Pending {
 fn post_round(
     sh: &Shared,
     owner: &HotPath<'_>,
+    tokens: &mut WorkerTokens<'_>,
     local: &railyard_core::endpoint::EndpointLocal,
     shard: usize,
     c: &WorkerCounters,
@@ -183,7 +215,9 @@ fn post_round(
             stamp,
             credit: |b: usize| sh.credit_seq[b].load(Ordering::Acquire),
         };
-        if lot.lift(&n) > 0 {
+        // Also the ready slices a previous round had no room for: with no
+        // further refusal no block would lift again to take them.
+        if lot.lift(&n) > 0 || lot.has_ready() {
             lot.take_ready(&mut ready);
         }
     }
@@ -261,7 +295,8 @@ fn post_round(
         }
         // This QP's open chain, with room for this request (a full one, or
         // the fullest when every slot holds another QP, is flushed first).
-        let (chain, flushed) = chains.room((ep, qp), |ch| flush_chain(sh, owner, &guard, ch, c));
+        let (chain, flushed) =
+            chains.room((ep, qp), |ch| flush_chain(sh, owner, tokens, &guard, ch, c));
         if flushed {
             now = sh.now();
         }
@@ -287,7 +322,7 @@ fn post_round(
         // Owned by a token from the claim on: a deadline then finds it in
         // flight (cleared if the post or the chain refuses it).
         m.posted.store(r.attempt, Ordering::Release);
-        let refusal = match owner.post(req) {
+        let refusal = match owner.post_via(tokens, req) {
             Ok(p) => {
                 sh.mem.token_holds(p.wr_id, mem);
                 // `room` left room in `chain`.
@@ -439,7 +474,7 @@ fn post_round(
             }
         }
     }
-    chains.flush_all(|ch| flush_chain(sh, owner, &guard, ch, c));
+    chains.flush_all(|ch| flush_chain(sh, owner, tokens, &guard, ch, c));
     // Ready slices a stopped round did not reach: back to their queue.
     for r in from_lot {
         sh.requeue(r);
@@ -483,6 +518,7 @@ fn no_usable_path(sh: &Shared, r: SliceRef, rec: &TokenRecord, now: u64) {
 fn flush_chain(
     sh: &Shared,
     owner: &HotPath<'_>,
+    tokens: &mut WorkerTokens<'_>,
     guard: &EndpointGuard,
     chain: &mut heapless::Vec<Pending, MAX_POST_BATCH>,
     c: &WorkerCounters,
@@ -492,37 +528,38 @@ fn flush_chain(
     };
     let h = first.path.endpoint;
     let qp_idx = usize::from(first.path.qp);
-    let release_from = |from: usize, requeue: bool, chain: &[Pending]| {
-        let now = sh.now();
-        for p in &chain[from..] {
-            if owner.unposted(p.wr_id, now).is_ok() {
-                sh.mem.unpin(p.mem as usize, 1);
+    let release_from =
+        |tokens: &mut WorkerTokens<'_>, from: usize, requeue: bool, chain: &[Pending]| {
+            let now = sh.now();
+            for p in &chain[from..] {
+                if owner.unposted_via(tokens, p.wr_id, now).is_ok() {
+                    sh.mem.unpin(p.mem as usize, 1);
+                }
+                sh.meta[p.slice.index as usize]
+                    .posted
+                    .store(0, Ordering::Release);
+                // After the release (`Shared::release_stamp`).
+                c.unposted.fetch_add(1, Ordering::Release);
+                if requeue {
+                    let shard = sh.meta[p.slice.index as usize]
+                        .shard
+                        .load(Ordering::Relaxed);
+                    let _ = sh.queues[shard as usize].push(p.slice);
+                } else {
+                    sh.settle(p.slice, Outcome::Failure);
+                }
             }
-            sh.meta[p.slice.index as usize]
-                .posted
-                .store(0, Ordering::Release);
-            // After the release (`Shared::release_stamp`).
-            c.unposted.fetch_add(1, Ordering::Release);
-            if requeue {
-                let shard = sh.meta[p.slice.index as usize]
-                    .shard
-                    .load(Ordering::Relaxed);
-                let _ = sh.queues[shard as usize].push(p.slice);
-            } else {
-                sh.settle(p.slice, Outcome::Failure);
-            }
-        }
-    };
+        };
     let res = match sh.endpoints.resource(h, guard) {
         Ok(r) => r,
         Err(_) => {
-            release_from(0, false, chain);
+            release_from(tokens, 0, false, chain);
             chain.clear();
             return;
         }
     };
     let Some(qp) = res.qps.get(qp_idx) else {
-        release_from(0, false, chain);
+        release_from(tokens, 0, false, chain);
         chain.clear();
         return;
     };
@@ -552,7 +589,7 @@ fn flush_chain(
             if selective {
                 sh.signal.retract(h, qp_idx, n);
             }
-            release_from(0, false, chain);
+            release_from(tokens, 0, false, chain);
             chain.clear();
             return;
         };
@@ -617,7 +654,7 @@ fn flush_chain(
                 // flush of the retired QP, or by the next chain's CQE.)
                 sh.signal.retract(h, qp_idx, n - e.posted);
             }
-            release_from(e.posted, true, chain);
+            release_from(tokens, e.posted, true, chain);
         }
     }
     chain.clear();
@@ -628,6 +665,7 @@ fn flush_chain(
 fn poll_cq(
     sh: &Shared,
     owner: &HotPath<'_>,
+    tokens: &mut WorkerTokens<'_>,
     cq: usize,
     wcs: &mut [WorkCompletion],
     c: &WorkerCounters,
@@ -652,7 +690,7 @@ fn poll_cq(
                 } else {
                     WC_WR_FLUSH_ERR
                 };
-                if resolve(sh, owner, c, x, Cqe::Covered(status), now) {
+                if resolve(sh, owner, tokens, c, x, Cqe::Covered(status), now) {
                     sh.cqs[cq].retire_covered(1);
                 }
             }
@@ -661,7 +699,7 @@ fn poll_cq(
             status: wc.status,
             vendor_err: wc.vendor_err,
         };
-        resolve(sh, owner, c, wc.wr_id, own, now);
+        resolve(sh, owner, tokens, c, wc.wr_id, own, now);
     }
     // Counted after every release of the batch: a poster that reads this
     // count and then sees a full window will see it move again
@@ -686,6 +724,7 @@ enum Cqe {
 fn resolve(
     sh: &Shared,
     owner: &HotPath<'_>,
+    tokens: &mut WorkerTokens<'_>,
     c: &WorkerCounters,
     wr_id: WrId,
     cqe: Cqe,
@@ -695,8 +734,10 @@ fn resolve(
     // (after `complete` its slot may belong to another post).
     let pinned = sh.mem.token_region(wr_id);
     let done = match cqe {
-        Cqe::Own { status, vendor_err } => owner.complete(wr_id, status, vendor_err, now),
-        Cqe::Covered(status) => owner.complete_covered(wr_id, status, now),
+        Cqe::Own { status, vendor_err } => {
+            owner.complete_via(tokens, wr_id, status, vendor_err, now)
+        }
+        Cqe::Covered(status) => owner.complete_covered_via(tokens, wr_id, status, now),
     };
     let done = match done {
         Ok(d) => d,
