@@ -75,6 +75,10 @@ RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-core --no-deps --features std,p
 # target, including examples/rfc4534_eval.rs, which requires the feature.
 cargo test -p railyard-verbs --features peer-feedback --lib --example rfc4534_eval
 cargo clippy -p railyard-verbs --all-targets --features peer-feedback -- -D warnings
+# The shim's docs, with and without the test hooks (a link to a
+# feature-gated item breaks the build without that feature).
+RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-verbs --no-deps
+RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-verbs --no-deps --features fault-injection
 
 step "miri (ci/miri.sh; SKIPPED without a nightly toolchain with miri)"
 bash ci/miri.sh

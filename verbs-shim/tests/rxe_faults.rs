@@ -418,7 +418,9 @@ fn fault2_wrong_lkey_is_local_configuration_and_touches_no_path() {
     assert_eq!(p.a.e.stats().posts, posts);
     p.a.e.free_batch(b).unwrap();
 
-    // A wrong lkey does: LOC_PROT_ERR (or another LocalConfiguration status).
+    // A wrong lkey does: a LocalConfiguration status. rxe reports
+    // LOC_QP_OP_ERR (QP scope, retried on each rebuilt endpoint until the
+    // task fails); a hardware NIC typically LOC_PROT_ERR (operation scope).
     p.a.e.fault_bad_lkey(true).unwrap();
     let batch = submit(&p.a.e, &[write_t(&p.a, &p.b, p.seg, LEN, LEN)]);
     let st = wait_batch(&p.a.e, batch);

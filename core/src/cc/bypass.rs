@@ -179,4 +179,14 @@ impl BypassMonitor {
     pub fn on_epoch(&mut self, _ctl: &Bypass, _now: Nanos, _poller: PollerStatus) -> EpochReport {
         EpochReport::default()
     }
+
+    /// Always `None`: nothing is measured without the controller.
+    pub fn route_base_drain_ns(&self, _route: u32) -> Option<u64> {
+        None
+    }
+
+    /// Always `None`: nothing is measured without the controller.
+    pub fn device_base_drain_ns(&self, _device: u16) -> Option<u64> {
+        None
+    }
 }

@@ -204,6 +204,35 @@ impl CcGate {
                 .fetch_add(r.counted_timeouts, Ordering::Relaxed);
             self.suppressed_timeouts
                 .fetch_add(r.suppressed_timeouts, Ordering::Relaxed);
+            if tracing::enabled!(target: "railyard::cc", tracing::Level::TRACE) {
+                self.trace_epoch(&m, now_ns);
+            }
+        }
+    }
+
+    /// `railyard::cc` at TRACE: per epoch, one line for each domain that
+    /// holds bytes or is not HEALTHY, with what the policy saw (window,
+    /// bytes in flight, the base drain time the adaptive target scales
+    /// from). Control path only, and only when that level is enabled: this
+    /// is how to watch the controller settle on a path
+    /// (`RUST_LOG=railyard::cc=trace`).
+    fn trace_epoch(&self, m: &Monitor, now_ns: u64) {
+        let active = |s: &railyard_core::cc::DomainSnapshot| {
+            s.in_flight > 0 || s.health != railyard_core::cc::Health::Healthy
+        };
+        for r in 0..self.ctl.routes() as u32 {
+            if let Some(s) = self.ctl.route_snapshot(r).filter(active) {
+                tracing::trace!(target: "railyard::cc", now_ns, route = r, health = ?s.health,
+                    window = s.window, in_flight = s.in_flight,
+                    base_drain_ns = ?m.route_base_drain_ns(r), "epoch");
+            }
+        }
+        for d in 0..self.ctl.devices() as u16 {
+            if let Some(s) = self.ctl.device_snapshot(d).filter(active) {
+                tracing::trace!(target: "railyard::cc", now_ns, device = d, health = ?s.health,
+                    window = s.window, in_flight = s.in_flight,
+                    base_drain_ns = ?m.device_base_drain_ns(d), "epoch");
+            }
         }
     }
 
@@ -451,6 +480,67 @@ mod tests {
         g.on_epoch(10, PollerStatus::Progressing);
         g.on_epoch(20, PollerStatus::Stalled);
         assert_eq!((g.stats().epochs, g.stats().stalled_epochs), (2, 1));
+    }
+
+    /// A `MakeWriter` that appends formatted lines to a shared buffer.
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn trace_level_logs_each_active_domain_per_epoch_and_nothing_below_it() {
+        let g = enforce(1 << 20, 4);
+        let mut r = rec(2, 65536, 0);
+        assert_eq!(admit(&g, &mut r), Ok(()));
+        let run = |level: tracing::Level, g: &CcGate| {
+            let buf = Buf::default();
+            let w = buf.clone();
+            let sub = tracing_subscriber::fmt()
+                .with_max_level(level)
+                .with_ansi(false)
+                .with_writer(move || w.clone())
+                .finish();
+            tracing::subscriber::with_default(sub, || {
+                g.on_epoch(1_000_000, PollerStatus::Progressing);
+                g.on_epoch(2_000_000, PollerStatus::Progressing);
+            });
+            let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+            out
+        };
+        let out = run(tracing::Level::TRACE, &g);
+        let epochs: Vec<&str> = out.lines().filter(|l| l.contains(" epoch ")).collect();
+        // Route 2 and device 0 hold the slice; routes 0, 1, 3 are idle.
+        assert_eq!(epochs.len(), 4, "{out}");
+        assert_eq!(
+            epochs.iter().filter(|l| l.contains("route=2 ")).count(),
+            2,
+            "{out}"
+        );
+        assert_eq!(
+            epochs.iter().filter(|l| l.contains("device=0 ")).count(),
+            2,
+            "{out}"
+        );
+        assert!(
+            epochs.iter().all(|l| l.contains("in_flight=65536")),
+            "{out}"
+        );
+        assert!(!run(tracing::Level::DEBUG, &g).contains(" epoch "));
+        release(&g, &mut r, Some(0));
+        assert!(
+            !run(tracing::Level::TRACE, &g).contains(" epoch "),
+            "idle domains are not logged"
+        );
     }
 
     #[cfg(feature = "adaptive-cc")]

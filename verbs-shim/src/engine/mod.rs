@@ -77,7 +77,7 @@
 //!   context, PD, CQs and worker shards (`MC_WORKERS_PER_CTX` workers per
 //!   device). Memory is registered on every device (per-device lkey/rkey);
 //!   the handshake descriptor carries one NIC entry per device
-//!   ([`PeerDescriptor`], wire version 2), and `open_segment` connects
+//!   ([`PeerDescriptor`](railyard_core::wire::handshake::PeerDescriptor), wire version 2), and `open_segment` connects
 //!   local device `i` to the peer's NIC `i` for `i < min(ours, theirs)`,
 //!   one endpoint per rail. `submit` plans each transfer's runs of
 //!   [`SLICES_PER_QP_RUN`] slices over the segment's active rails with

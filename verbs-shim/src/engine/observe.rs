@@ -13,7 +13,7 @@
 //! | `railyard::endpoint` | endpoints opened, retired (with the error completion's classification), force-flushed, reclaimed, abandoned | debug, info, warn |
 //! | `railyard::qp` | QP state changes (RESET → INIT → RTR → RTS, → ERR) | debug |
 //! | `railyard::reconnect` | reconnect started / done / failed | info, warn |
-//! | `railyard::cc` | route and device health changes (quarantine, probing, recovery), controller left off | info, warn |
+//! | `railyard::cc` | route and device health changes (quarantine, probing, recovery), controller left off; per control epoch, each domain holding bytes: window, in flight, base drain (`CcGate::on_epoch`) | info, warn; trace |
 //! | `railyard::event` | async events and where they landed | info, warn |
 //! | `railyard::config` | configuration values refused | warn |
 //!

@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 mod reconnect;
 
 /// A segment's connection state, for one of its rails
-/// ([`Engine::segment_info`], [`Engine::segment_rail_info`]).
+/// ([`Engine::segment_info`](super::Engine::segment_info), [`Engine::segment_rail_info`](super::Engine::segment_rail_info)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentInfo {
     /// The rail's local device index (rail `i` = local device `i` ↔ the

@@ -506,7 +506,7 @@ impl CreditStats {
 }
 
 /// Control-frame faults for tests (`fault-injection` feature,
-/// [`Engine::set_credit_faults`](super::Engine::set_credit_faults)): applied
+/// `Engine::set_credit_faults`, also behind that feature): applied
 /// to the credit updates this engine sends as a receiver.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CreditFaults {
