@@ -50,6 +50,9 @@ cargo clippy -p railyard-cli --no-default-features --features verbs -- -D warnin
 bash -n scripts/bench-peers.sh
 scripts/bench-peers.sh --dry-run >/dev/null
 python3 scripts/bench_peers.py selftest
+# scripts/bench-chains.sh (a benchmark too): its syntax and its Python's.
+bash -n scripts/bench-chains.sh
+python3 -m py_compile scripts/bench_chains.py
 
 step "C ABI (ci/ffi.sh)"
 # Header freshness, C11/C++17 compiles, the C and C++ examples (-Wall

@@ -133,6 +133,7 @@
 
 mod api;
 mod cc_gate;
+mod chains;
 mod config;
 mod connect;
 mod control;

@@ -6,7 +6,8 @@
 //! description → the composed hot path's `Owner::post` (slice attempt,
 //! endpoint generation + QP depth, rail charge, CC permit, token = wr_id;
 //! any refusal gives back everything) → `ibv_post_send` of up to
-//! [`MAX_POST_BATCH`] requests of one QP. On a `bad_wr` only
+//! [`MAX_POST_BATCH`] requests of one QP (one open chain per (endpoint, QP)
+//! in a round, `chains.rs`). On a `bad_wr` only
 //! `wrs[posted..]` are released (`Owner::unposted`) and re-queued. Its
 //! poll path is `ibv_poll_cq` → `Owner::complete(wr_id, status,
 //! vendor_err)` (classified once, every hold released, the slice settled or
@@ -14,6 +15,7 @@
 //! new attempt. No pointer ever travels through a `wr_id`.
 
 use super::api::ep_from_word;
+use super::chains::OpenChains;
 use super::connect::RetryRoute;
 use super::control::MONITOR_TICK;
 use super::fault::TraceEvent;
@@ -193,10 +195,23 @@ fn post_round(
     // below do not see moves the stamp past this value (pollers count
     // after releasing), so a block opened with it cannot miss its wake-up.
     let stamp = sh.release_stamp();
+    // One clock read per round (and one after each mid-round doorbell),
+    // not one per slice: in a VM the clocksource may be an emulated device
+    // (HPET: every `clock_gettime` an MMIO exit), and a round is a few
+    // microseconds of work with no syscall but its doorbells. The value is
+    // every post's `post_ns` (the rail selector's latency sample, measured
+    // from it to the completion's poll) and the time admission checks task
+    // deadlines against: read before the doorbell, as a per-slice read was,
+    // and early by at most the round's CPU time since the last read — so a
+    // latency sample is longer by at most that (far below a completion's
+    // round trip), and a deadline that passes within the round is caught by
+    // the next round or the in-flight deadline scan, as one passing just
+    // after a post always was.
+    let mut now = sh.now();
     let mut ready: heapless::Vec<SliceRef, { 4 * MAX_POST_BATCH }> = heapless::Vec::new();
     if !lot.is_empty() {
         let n = Now {
-            now: sh.now(),
+            now,
             stamp,
             credit: |b: usize| sh.credit_seq[b].load(Ordering::Acquire),
         };
@@ -211,9 +226,16 @@ fn post_round(
         return 0;
     }
     let lot_first = ready.len();
+    // Pinned for the whole round, so every open chain's endpoint resource
+    // stays readable until its doorbell. An endpoint retired mid-round
+    // (another worker's `bad_wr`, the monitor) stays readable too: the QP
+    // depth each admitted request holds keeps it from being reclaimed
+    // (short of an abandon after twice the drain timeout, seconds: then
+    // `flush_chain` fails the chain, as it always did), and its QP (in ERR)
+    // turns the chain's requests into flushes that core completes as such,
+    // exactly as a chain posted just before the retire.
     let guard = local.pin();
-    let mut chain: heapless::Vec<Pending, MAX_POST_BATCH> = heapless::Vec::new();
-    let mut key: Option<(u64, u32)> = None;
+    let mut chains: OpenChains<Pending, MAX_POST_BATCH> = OpenChains::new();
     let mut handled = 0;
     let mut from_lot = ready.into_iter();
     for i in 0..lot_first + budget {
@@ -230,7 +252,6 @@ fn post_round(
         let m = &sh.meta[r.index as usize];
         let ep = m.ep.load(Ordering::Relaxed);
         let qp = m.qp.load(Ordering::Relaxed);
-        let now = sh.now();
         let path = Path {
             device: m.dev.load(Ordering::Relaxed) as u16,
             qp: qp as u16,
@@ -272,9 +293,12 @@ fn post_round(
                 continue;
             }
         }
-        if key != Some((ep, qp)) || chain.is_full() {
-            flush_chain(sh, owner, tokens, &guard, &mut chain, c);
-            key = Some((ep, qp));
+        // This QP's open chain, with room for this request (a full one, or
+        // the fullest when every slot holds another QP, is flushed first).
+        let (chain, flushed) =
+            chains.room((ep, qp), |ch| flush_chain(sh, owner, tokens, &guard, ch, c));
+        if flushed {
+            now = sh.now();
         }
         let mut req = PostRequest::on(r, path, m.len.load(Ordering::Relaxed), now).to_peer(peer);
         // RFC 2849: a direct WRITE (op 0) to a credit-gated segment
@@ -301,13 +325,16 @@ fn post_round(
         let refusal = match owner.post_via(tokens, req) {
             Ok(p) => {
                 sh.mem.token_holds(p.wr_id, mem);
-                // `chain` was flushed above if full.
-                let _ = chain.push(Pending {
-                    wr_id: p.wr_id,
-                    slice: r,
-                    path: p.path,
-                    mem,
-                });
+                // `room` left room in `chain`.
+                chains.push(
+                    chain,
+                    Pending {
+                        wr_id: p.wr_id,
+                        slice: r,
+                        path: p.path,
+                        mem,
+                    },
+                );
                 continue;
             }
             Err(e) => e,
@@ -447,7 +474,7 @@ fn post_round(
             }
         }
     }
-    flush_chain(sh, owner, tokens, &guard, &mut chain, c);
+    chains.flush_all(|ch| flush_chain(sh, owner, tokens, &guard, ch, c));
     // Ready slices a stopped round did not reach: back to their queue.
     for r in from_lot {
         sh.requeue(r);
