@@ -386,6 +386,30 @@ impl Engine {
         self.shared.with_task(batch, task, TaskCell::status)
     }
 
+    /// Whether every task of `batch` is terminal (completed, failed, timed
+    /// out or canceled): the cheap check for a wait loop. It allocates
+    /// nothing and stops at the first task still open; read
+    /// [`batch_status`](Self::batch_status) once it says `true`. A batch
+    /// with no tasks is done.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, BatchId};
+    /// # fn wait(e: &Engine, b: BatchId) -> Result<(), railyard_verbs::engine::EngineError> {
+    /// while !e.batch_done(b)? {
+    ///     std::thread::yield_now();
+    /// }
+    /// let statuses = e.batch_status(b)?;
+    /// # let _ = statuses; Ok(()) }
+    /// ```
+    pub fn batch_done(&self, batch: BatchId) -> Result<bool, EngineError> {
+        self.shared.with_batch(batch, |b| {
+            Ok(b.tasks.iter().all(|te| {
+                let t = &self.shared.tasks[te.task as usize];
+                t.settled() >= t.total.load(Ordering::Acquire)
+            }))
+        })
+    }
+
     /// All tasks of `batch`, in submission order.
     pub fn batch_status(&self, batch: BatchId) -> Result<Vec<TaskStatus>, EngineError> {
         self.shared.with_batch(batch, |b| {

@@ -106,8 +106,14 @@ pub fn wait_batch_for(
 ) -> Vec<TaskState> {
     let t0 = Instant::now();
     loop {
+        // `batch_done` (the cheap check) must agree with the statuses read
+        // around it: never done while a status read after it is open, and
+        // done at the latest one poll after every status is terminal.
+        let done = e.batch_done(batch).unwrap();
         let st = e.batch_status(batch).unwrap();
-        if st.iter().all(|s| s.state.is_terminal()) {
+        let terminal = st.iter().all(|s| s.state.is_terminal());
+        if done {
+            assert!(terminal, "batch_done while a task is open: {st:?}");
             return st.iter().map(|s| s.state).collect();
         }
         assert!(t0.elapsed() < within, "batch did not finish: {st:?}");
