@@ -403,10 +403,9 @@ impl Engine {
     /// ```
     pub fn batch_done(&self, batch: BatchId) -> Result<bool, EngineError> {
         self.shared.with_batch(batch, |b| {
-            Ok(b.tasks.iter().all(|te| {
-                let t = &self.shared.tasks[te.task as usize];
-                t.settled() >= t.total.load(Ordering::Acquire)
-            }))
+            Ok(b.tasks
+                .iter()
+                .all(|te| self.shared.tasks[te.task as usize].is_done()))
         })
     }
 

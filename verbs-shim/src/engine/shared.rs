@@ -161,9 +161,13 @@ impl TaskCell {
             + self.canceled.load(Ordering::Acquire)
     }
 
+    /// Whether every slice of the task has settled (a terminal state).
+    pub(crate) fn is_done(&self) -> bool {
+        self.settled() >= self.total.load(Ordering::Acquire)
+    }
+
     pub(crate) fn status(&self) -> TaskStatus {
-        let total = self.total.load(Ordering::Acquire);
-        let state = if self.settled() >= total {
+        let state = if self.is_done() {
             if self.failed.load(Ordering::Acquire) > 0 {
                 TaskState::Failed
             } else if self.timed_out.load(Ordering::Acquire) > 0 {
