@@ -34,15 +34,6 @@ use std::sync::atomic::Ordering;
 /// Empty rounds a worker spins before it starts yielding its core.
 const SPIN_ROUNDS: u32 = 256;
 
-/// Empty rounds (after [`SPIN_ROUNDS`]) a worker with nothing queued and
-/// nothing in flight yields before it parks: a submitter that waits for
-/// one batch and submits the next (Mooncake's bench shape) finds it still
-/// awake, and the next batch's first doorbell does not wait for a futex
-/// wake-up and a reschedule. Yielding leaves the core to any other
-/// runnable thread (the submitter, the kernel's Soft-RoCE work), and a
-/// worker idle for longer parks as before.
-const LINGER_ROUNDS: u32 = 4 * SPIN_ROUNDS;
-
 /// Worker `w`'s loop: post its shard's queue, poll its CQs
 /// ([`Topology`](super::shared::Topology) says which), spin, then yield or
 /// park when idle.
@@ -121,9 +112,6 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                 let until = lot.next_deadline().unwrap_or(now);
                 let wait = std::time::Duration::from_nanos(until.saturating_sub(now));
                 std::thread::park_timeout(wait.min(d));
-            } else if sh.cfg.idle_sleep.is_some() && idle <= SPIN_ROUNDS + LINGER_ROUNDS {
-                // Just gone idle: the next submit is likely right behind.
-                std::thread::yield_now();
             } else if let Some(d) = sh.cfg.idle_sleep {
                 // Nothing queued and nothing in flight: park (Mooncake's
                 // workers suspend when idle too) until a submit, a retry or
