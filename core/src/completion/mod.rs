@@ -199,9 +199,7 @@ use crate::evidence::{Observation, Observed, PathId, Reason};
 use crate::rail::{Choice as RailChoice, RailError};
 use crate::slice::{Outcome, Retry, SliceError, SliceRef, SliceState, SliceTable};
 use crate::time::Nanos;
-use crate::token::{
-    OptId, TokenCache, TokenCacheOver, TokenError, TokenPool, TokenRecord, WrId,
-};
+use crate::token::{OptId, TokenCache, TokenCacheOver, TokenError, TokenPool, TokenRecord, WrId};
 
 /// One resolved RDMA path for a slice: the local device (rail), the route
 /// domain (local device × remote NIC) and the endpoint and QP that carry it.

@@ -536,7 +536,8 @@ impl<R: Copy> TokenPool<R> {
 /// let pool = railyard_core::token::TokenPool::<u64>::new(8).unwrap();
 /// let _odd = pool.cache::<3>();
 /// ```
-pub type TokenCache<'p, R = TokenRecord, const N: usize = 64> = TokenCacheOver<&'p TokenPool<R>, R, N>;
+pub type TokenCache<'p, R = TokenRecord, const N: usize = 64> =
+    TokenCacheOver<&'p TokenPool<R>, R, N>;
 
 /// A [`TokenCache`] over any pointer `P` to its pool: `&TokenPool` (the
 /// [`TokenCache`] alias, what a worker thread borrows), or an owning
