@@ -555,7 +555,8 @@ pub type TokenCache<'p, R = TokenRecord, const N: usize = 64> =
 /// let mut cache: TokenCacheOver<_, u64, 4> = TokenCacheOver::new(Arc::clone(&pool));
 /// let w = cache.claim(7).unwrap();
 /// assert_eq!(cache.complete(w), Ok(7));
-/// assert_eq!(cache.cached(), 1);
+/// assert_eq!(pool.in_use(), 0);
+/// assert!(cache.cached() >= 1); // the freed slot (and what the refill took)
 /// drop(cache); // returns its tokens
 /// assert_eq!(pool.free_in_pool(), 8);
 /// ```
