@@ -74,6 +74,9 @@ impl Deref for PoolRef {
 
 /// A cache of one of the supported capacities (`TokenCacheOver`'s
 /// capacity is a compile-time constant).
+// One per handle, on the heap behind its mutex: boxing the big variants
+// would only add a pointer chase to every call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum AnyCache {
     /// Capacity 2.
     C2(TokenCacheOver<PoolRef, TokenRecord, 2>),
@@ -507,6 +510,7 @@ mod tests {
         assert_eq!(free_in_pool(p), 8);
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_claim(c, p, &rec, &mut w) },
             RyStatus::Ok
         );
@@ -560,6 +564,7 @@ mod tests {
             let mut w = 0;
             // SAFETY: valid pointers.
             assert_eq!(
+                // SAFETY: every pointer comes from a live local.
                 unsafe { ry_token_cache_claim(poster, p, &rec, &mut w) },
                 RyStatus::Ok
             );
@@ -582,12 +587,14 @@ mod tests {
         let mut back = u32::MAX;
         // SAFETY: valid out-pointer.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_flush(poller, &mut back) },
             RyStatus::Ok
         );
         assert_eq!((back, cached(poller)), (hidden - cached(poster), 0));
         // SAFETY: valid out-pointer.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_idle(poster, 1, &mut back) },
             RyStatus::Ok
         );
@@ -600,6 +607,7 @@ mod tests {
         let mut w = 0;
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_claim(poster, p, &rec, &mut w) },
             RyStatus::InvalidHandle
         );
@@ -622,6 +630,7 @@ mod tests {
         for &x in &w {
             // SAFETY: valid pointers.
             assert_eq!(
+                // SAFETY: every pointer comes from a live local.
                 unsafe { ry_token_cache_complete(a, p, x, &mut out) },
                 RyStatus::Ok
             );
@@ -630,6 +639,7 @@ mod tests {
         let mut x = 0;
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_claim(b, p, &rec, &mut x) },
             RyStatus::TokenExhausted
         );
@@ -637,17 +647,20 @@ mod tests {
         let mut back = 0;
         // SAFETY: valid out-pointer.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_idle(a, 0, &mut back) },
             RyStatus::Ok
         );
         assert_eq!(back, 4);
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_claim(b, p, &rec, &mut x) },
             RyStatus::Ok
         );
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_complete(b, p, x, &mut out) },
             RyStatus::Ok
         );
@@ -661,6 +674,7 @@ mod tests {
         let mut c = std::mem::MaybeUninit::<ry_hotpath_config>::uninit();
         // SAFETY: valid out-pointer.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_hotpath_config_default(c.as_mut_ptr()) },
             RyStatus::Ok
         );
@@ -731,6 +745,7 @@ mod tests {
         let mut ep = ry_endpoint::default();
         // SAFETY: valid out-pointer.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_hotpath_endpoint_open(hp, 1, &mut ep) },
             RyStatus::Ok
         );
@@ -856,12 +871,14 @@ mod tests {
         let mut w = 0;
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_claim(c, p, &rec, &mut w) },
             RyStatus::Ok
         );
         let mut out = ry_token_record::default();
         // SAFETY: valid pointers.
         assert_eq!(
+            // SAFETY: every pointer comes from a live local.
             unsafe { ry_token_cache_complete(c, p, w, &mut out) },
             RyStatus::Ok
         );
