@@ -65,10 +65,8 @@ fn ffi_round_trip(p: ry_token_pool, rec: &ry_token_record, out: &mut ry_token_re
 fn ffi_cache(p: ry_token_pool) -> ry_token_cache {
     let mut c = ry_token_cache::default();
     // SAFETY: `c` is a live local.
-    assert_eq!(
-        unsafe { ry_token_cache_create(p, 32, &mut c) },
-        ry_status::Ok
-    );
+    let st = unsafe { ry_token_cache_create(p, 32, &mut c) };
+    assert_eq!(st, ry_status::Ok);
     c
 }
 
