@@ -104,7 +104,9 @@ pub use bypass::{Bypass, BypassMonitor};
 #[cfg(not(any(feature = "adaptive-cc", all(railyard_loom, feature = "alloc"))))]
 pub use bypass::{Bypass as Controller, BypassMonitor as Monitor};
 
-pub use config::{CcConfig, ConfigError, Mode, Param, Params, TargetMode};
+pub use config::{
+    CcConfig, ConfigError, DrainSignal, Mode, Param, Params, SoftwareProvider, TargetMode,
+};
 pub use health::Health;
 
 use core::fmt;
@@ -451,6 +453,30 @@ pub struct EpochReport {
     pub counted_timeouts: u64,
     /// Software timeouts suppressed because the poller stalled.
     pub suppressed_timeouts: u64,
+    /// Domains whose epoch was pressured by drain time but whose device's
+    /// drain signal is [`DrainSignal::Advisory`]: observed, not enforced.
+    pub advisory_pressure: u32,
+}
+
+/// What the monitor's policy saw for one domain at its last epoch
+/// (diagnostics, slow path): the drain-time inputs and verdict, and whether
+/// the verdict was enforced. `Default` is what a domain shows before its
+/// first judged epoch (and what the compiled-out controller always shows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PolicyView {
+    /// The drain signal in force (a route's is its device's).
+    pub drain_signal: DrainSignal,
+    /// The measured base drain time (adaptive target), if any.
+    pub base_drain_ns: Option<u64>,
+    /// Drain time of the last judged epoch (`None`: the domain was empty).
+    pub drain_ns: Option<u64>,
+    /// The pressure threshold of the last judged epoch.
+    pub threshold_ns: Option<u64>,
+    /// Whether the last judged epoch was pressured by drain time (whether
+    /// or not that was enforced).
+    pub pressured: bool,
+    /// Pressured epochs that were not enforced ([`DrainSignal::Advisory`]).
+    pub advisory_pressure_epochs: u64,
 }
 
 /// Controller counters.
