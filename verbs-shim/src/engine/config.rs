@@ -565,6 +565,7 @@ fn cc_error(e: CcError, var: &impl Fn(&str) -> Option<String>) -> ConfigError {
     let (p, expected) = match e {
         CcError::InvalidMode => (Param::Mode, "off, observe or enforce"),
         CcError::InvalidTargetMode => (Param::TargetMode, "adaptive or fixed"),
+        CcError::InvalidSoftwareDrain => (Param::SoftwareDrain, "advisory or enforce"),
         CcError::NotANumber(p) => (p, "a decimal integer"),
         CcError::Zero(p) => (p, "a positive integer"),
         CcError::TooLarge(p) => (p, "a smaller integer (see railyard_core::cc::config)"),
