@@ -722,6 +722,11 @@ mod tests {
         assert_eq!(c.cc.max_window_bytes, 1 << 20);
         assert_eq!(c.cc.cooldown_ms, 50);
         assert_eq!(cfg(&[]).unwrap().cc.mode, Mode::Off);
+        let c = cfg(&[("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", "enforce")]).unwrap();
+        assert_eq!(
+            c.cc.software_drain,
+            Some(railyard_core::cc::DrainSignal::Enforce)
+        );
         for (k, v) in [
             ("MC_ADAPTIVE_CC_MODE", "on"),
             ("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "fast"),
@@ -729,6 +734,7 @@ mod tests {
             ("MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD", "70000"),
             ("MC_ADAPTIVE_CC_DECREASE_PERCENT", "100"),
             ("MC_ADAPTIVE_CC_MIN_WINDOW_BYTES", "999999999999"),
+            ("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", "ignore"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert_eq!(e.var, k, "{k}={v}");
