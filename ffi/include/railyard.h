@@ -28,7 +28,9 @@
 // `ry_engine_credit_stats_get`, `ry_engine_credit_peer_get`; status codes
 // -125..-127; the log callback (`ry_set_log_callback`, `ry_log_level`,
 // status -6) and the stats snapshot (`ry_engine_snapshot`,
-// `ry_engine_route_state`) were added.
+// `ry_engine_route_state`) were added. Later, within 3 (no layout
+// change: both use bytes that were reserved and zero): `signal_interval`
+// and `cc_software_drain` (status -38) in `ry_engine_config`.
 #define RY_ABI_VERSION 3
 
 // Number of `ry_abi_type` values.
@@ -191,6 +193,8 @@ enum ry_status
   RY_STATUS_CC_SPLIT_OUT_OF_RANGE = -36,
   // CC record: the token record already holds a permit; nothing moved.
   RY_STATUS_CC_ALREADY_HELD = -37,
+  // CC config: `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` is not advisory or enforce.
+  RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN = -38,
   // Rail config: rejected selector configuration or device list.
   RY_STATUS_RAIL_CONFIG = -40,
   // Rail: the device index is not a candidate.
@@ -1848,8 +1852,16 @@ typedef struct {
   // 1 signals every request. 0 (what a zeroed reserved field of ABI 3
   // reads as) means the default.
   uint16_t signal_interval;
+  // Drain-time pressure on software RDMA providers (rxe, siw;
+  // `MC_ADAPTIVE_CC_SOFTWARE_DRAIN`): 0 (what a zeroed reserved byte of
+  // ABI 3 reads as) follows `cc.target_mode` (adaptive: advisory, i.e.
+  // observed but never shrinking the window; fixed: enforced, the RFC
+  // meaning), 1 enforces it, 2 makes it advisory. Hardware devices
+  // always enforce. Anything else is
+  // `RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN`.
+  uint8_t cc_software_drain;
   // Reserved, zero (explicit: the struct has no implicit padding).
-  uint8_t reserved[2];
+  uint8_t reserved;
   // The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
   // by default). Validated by `ry_engine_create`: an invalid one is a
   // `RY_STATUS_CC_CONFIG_*` error and nothing is created.

@@ -18,7 +18,9 @@ use crate::ptr::write_out;
 /// `ry_engine_credit_stats_get`, `ry_engine_credit_peer_get`; status codes
 /// -125..-127; the log callback (`ry_set_log_callback`, `ry_log_level`,
 /// status -6) and the stats snapshot (`ry_engine_snapshot`,
-/// `ry_engine_route_state`) were added.
+/// `ry_engine_route_state`) were added. Later, within 3 (no layout
+/// change: both use bytes that were reserved and zero): `signal_interval`
+/// and `cc_software_drain` (status -38) in `ry_engine_config`.
 pub const RY_ABI_VERSION: u32 = 3;
 
 /// The ABI version the library was built with.
