@@ -32,9 +32,9 @@
 //
 // Compatible additions within 3 (no struct changed size or layout; a
 // field took bytes that were reserved and zero, and an older library
-// leaves them 0): `ry_engine_config.signal_interval`;
-// `ry_engine_stats.tokens_cached`; per-thread token caches
-// (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
+// leaves them 0): `signal_interval` and `cc_software_drain` (status -38)
+// in `ry_engine_config`; `ry_engine_stats.tokens_cached`; per-thread
+// token caches (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
 // `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
 // `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
 #define RY_ABI_VERSION 3
@@ -206,6 +206,8 @@ enum ry_status
   RY_STATUS_CC_SPLIT_OUT_OF_RANGE = -36,
   // CC record: the token record already holds a permit; nothing moved.
   RY_STATUS_CC_ALREADY_HELD = -37,
+  // CC config: `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` is not advisory or enforce.
+  RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN = -38,
   // Rail config: rejected selector configuration or device list.
   RY_STATUS_RAIL_CONFIG = -40,
   // Rail: the device index is not a candidate.
@@ -1865,8 +1867,16 @@ typedef struct {
   // 1 signals every request. 0 (what a zeroed reserved field of ABI 3
   // reads as) means the default.
   uint16_t signal_interval;
+  // Drain-time pressure on software RDMA providers (rxe, siw;
+  // `MC_ADAPTIVE_CC_SOFTWARE_DRAIN`): 0 (what a zeroed reserved byte of
+  // ABI 3 reads as) follows `cc.target_mode` (adaptive: advisory, i.e.
+  // observed but never shrinking the window; fixed: enforced, the RFC
+  // meaning), 1 enforces it, 2 makes it advisory. Hardware devices
+  // always enforce. Anything else is
+  // `RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN`.
+  uint8_t cc_software_drain;
   // Reserved, zero (explicit: the struct has no implicit padding).
-  uint8_t reserved[2];
+  uint8_t reserved;
   // The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
   // by default). Validated by `ry_engine_create`: an invalid one is a
   // `RY_STATUS_CC_CONFIG_*` error and nothing is created.

@@ -22,9 +22,9 @@ use crate::ptr::write_out;
 ///
 /// Compatible additions within 3 (no struct changed size or layout; a
 /// field took bytes that were reserved and zero, and an older library
-/// leaves them 0): `ry_engine_config.signal_interval`;
-/// `ry_engine_stats.tokens_cached`; per-thread token caches
-/// (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
+/// leaves them 0): `signal_interval` and `cc_software_drain` (status -38)
+/// in `ry_engine_config`; `ry_engine_stats.tokens_cached`; per-thread
+/// token caches (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
 /// `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
 /// `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
 pub const RY_ABI_VERSION: u32 = 3;

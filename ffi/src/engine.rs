@@ -146,8 +146,16 @@ pub struct ry_engine_config {
     /// 1 signals every request. 0 (what a zeroed reserved field of ABI 3
     /// reads as) means the default.
     pub signal_interval: u16,
+    /// Drain-time pressure on software RDMA providers (rxe, siw;
+    /// `MC_ADAPTIVE_CC_SOFTWARE_DRAIN`): 0 (what a zeroed reserved byte of
+    /// ABI 3 reads as) follows `cc.target_mode` (adaptive: advisory, i.e.
+    /// observed but never shrinking the window; fixed: enforced, the RFC
+    /// meaning), 1 enforces it, 2 makes it advisory. Hardware devices
+    /// always enforce. Anything else is
+    /// `RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN`.
+    pub cc_software_drain: u8,
     /// Reserved, zero (explicit: the struct has no implicit padding).
-    pub reserved: [u8; 2],
+    pub reserved: u8,
     /// The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
     /// by default). Validated by `ry_engine_create`: an invalid one is a
     /// `RY_STATUS_CC_CONFIG_*` error and nothing is created.
@@ -342,6 +350,7 @@ mod imp {
     use std::sync::RwLock;
     use std::time::Duration;
 
+    use railyard_core::cc::{CcConfig, ConfigError as CcConfigError, DrainSignal};
     use railyard_verbs::engine::{
         BatchId, Engine, EngineConfig, EngineError, EngineStats, Op, SegmentId, TaskState,
         TaskStatus, Transfer, WorkerModel,
@@ -472,7 +481,12 @@ mod imp {
                 qp_timeout: c.qp_timeout,
                 qp_retry_cnt: c.qp_retry_cnt,
                 signal_interval: c.signal_interval as u16,
-                reserved: [0; 2],
+                cc_software_drain: match c.cc.software_drain {
+                    None => 0,
+                    Some(DrainSignal::Enforce) => 1,
+                    Some(DrainSignal::Advisory) => 2,
+                },
+                reserved: 0,
                 cc: ry_cc_config::from(&c.cc),
                 credit: crate::engine_credit::ry_engine_credit_config::from(&c.credit),
             };
@@ -543,7 +557,15 @@ mod imp {
                     0 => railyard_verbs::engine::DEFAULT_SIGNAL_INTERVAL,
                     n => u32::from(n),
                 },
-                cc: self.cc.to_core()?,
+                cc: CcConfig {
+                    software_drain: match self.cc_software_drain {
+                        0 => None,
+                        1 => Some(DrainSignal::Enforce),
+                        2 => Some(DrainSignal::Advisory),
+                        _ => return Err(CcConfigError::InvalidSoftwareDrain.into()),
+                    },
+                    ..self.cc.to_core()?
+                },
                 credit: self.credit.to_core()?,
             };
             c.validate().map_err(EngineError::from)?;
@@ -1479,6 +1501,24 @@ mod imp {
             );
             z.signal_interval = 2000;
             assert!(z.to_core().is_err());
+            // The software-drain byte (ABI 3's reserved byte): 0 follows
+            // the target mode, 1 / 2 are explicit, anything else refused.
+            for (v, want) in [
+                (None, 0u8),
+                (Some(DrainSignal::Enforce), 1),
+                (Some(DrainSignal::Advisory), 2),
+            ] {
+                core.cc.software_drain = v;
+                let c = ry_engine_config::from_core(&core).ok().unwrap();
+                assert_eq!(c.cc_software_drain, want);
+                assert!(c.to_core().ok().unwrap() == core);
+            }
+            let mut z = ry_engine_config::from_core(&core).ok().unwrap();
+            z.cc_software_drain = 3;
+            assert_eq!(
+                z.to_core().err().unwrap().status,
+                RyStatus::CcConfigInvalidSoftwareDrain
+            );
             core.device = Some("d".repeat(64));
             let e = ry_engine_config::from_core(&core).err().unwrap();
             assert_eq!(e.status, RyStatus::EngineConfig);

@@ -96,6 +96,8 @@ pub enum RyStatus {
     CcSplitOutOfRange = -36,
     /// CC record: the token record already holds a permit; nothing moved.
     CcAlreadyHeld = -37,
+    /// CC config: `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` is not advisory or enforce.
+    CcConfigInvalidSoftwareDrain = -38,
 
     /// Rail config: rejected selector configuration or device list.
     RailConfig = -40,
@@ -378,6 +380,7 @@ impl From<ConfigError> for Error {
         let s = match e {
             ConfigError::InvalidMode => RyStatus::CcConfigInvalidMode,
             ConfigError::InvalidTargetMode => RyStatus::CcConfigInvalidTargetMode,
+            ConfigError::InvalidSoftwareDrain => RyStatus::CcConfigInvalidSoftwareDrain,
             ConfigError::NotANumber(_) => RyStatus::CcConfigNotANumber,
             ConfigError::Zero(_) => RyStatus::CcConfigZero,
             ConfigError::MinAboveMax { .. } => RyStatus::CcConfigMinAboveMax,
@@ -668,6 +671,7 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         CcUnderflow => c"RY_STATUS_CC_UNDERFLOW",
         CcSplitOutOfRange => c"RY_STATUS_CC_SPLIT_OUT_OF_RANGE",
         CcAlreadyHeld => c"RY_STATUS_CC_ALREADY_HELD",
+        CcConfigInvalidSoftwareDrain => c"RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN",
         RailConfig => c"RY_STATUS_RAIL_CONFIG",
         RailUnknownDevice => c"RY_STATUS_RAIL_UNKNOWN_DEVICE",
         RailNicUnderflow => c"RY_STATUS_RAIL_NIC_UNDERFLOW",
