@@ -232,7 +232,8 @@ pub struct ry_engine_task_status {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ry_engine_stats {
-    /// Tokens (posted attempts) not yet completed.
+    /// Tokens (posted attempts) not yet completed. A free token in a
+    /// worker's token cache is not in use (see `tokens_cached`).
     pub tokens_in_use: u64,
     /// Posts admitted on endpoints and not released.
     pub endpoint_outstanding: u64,
@@ -293,7 +294,13 @@ pub struct ry_engine_stats {
     /// Whether a controller is in the gate and not in mode off.
     pub gate_enabled: bool,
     /// Reserved, zero.
-    pub reserved: [u8; 7],
+    pub reserved: [u8; 3],
+    /// Free tokens held in the workers' token caches: not in use and not on
+    /// the pool's own lists (a gauge, at most 32 per worker; 0 after
+    /// shutdown). `tokens_in_use + tokens_cached` never exceeds the token
+    /// pool's capacity (`max_inflight`). In what were reserved bytes of
+    /// ABI 3 (the struct's layout is unchanged; older libraries write 0).
+    pub tokens_cached: u32,
 }
 
 /// One CC route domain (local device × peer NIC) of an engine, as
@@ -315,6 +322,22 @@ pub struct ry_engine_route_state {
     pub window_bytes: u64,
     /// Bytes in flight on the route.
     pub in_flight_bytes: u64,
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::ry_engine_stats;
+    use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn tokens_cached_took_reserved_bytes_and_the_abi3_layout_is_unchanged() {
+        // ABI 3: 28 u64 counters, `gate_enabled`, 7 reserved bytes.
+        assert_eq!(offset_of!(ry_engine_stats, gate_enabled), 28 * 8);
+        assert_eq!(size_of::<ry_engine_stats>(), 29 * 8);
+        assert_eq!(align_of::<ry_engine_stats>(), 8);
+        assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
+        assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
+    }
 }
 
 #[cfg(feature = "engine")]
@@ -617,7 +640,8 @@ mod imp {
                 mem_regions: s.mem_regions,
                 mem_pins: s.mem_pins,
                 gate_enabled: s.gate.enabled,
-                reserved: [0; 7],
+                reserved: [0; 3],
+                tokens_cached: u32::try_from(s.tokens_cached).unwrap_or(u32::MAX),
             }
         }
     }
@@ -1499,6 +1523,23 @@ mod imp {
             let e = ry_engine_config::from_core(&core).err().unwrap();
             assert_eq!(e.status, RyStatus::EngineConfig);
             assert!(e.message.contains("MC_RDMA_DEVICE"), "{}", e.message);
+        }
+
+        #[test]
+        fn stats_carry_every_gauge_to_c() {
+            let s = EngineStats {
+                tokens_in_use: 3,
+                tokens_cached: 29,
+                ..EngineStats::default()
+            };
+            let c = ry_engine_stats::from(s);
+            assert_eq!((c.tokens_in_use, c.tokens_cached), (3, 29));
+            assert_eq!(c.reserved, [0; 3]);
+            let big = EngineStats {
+                tokens_cached: u64::MAX,
+                ..EngineStats::default()
+            };
+            assert_eq!(ry_engine_stats::from(big).tokens_cached, u32::MAX);
         }
     }
 }
