@@ -3,7 +3,10 @@
 //! conversions) against calling `railyard-core` directly, in the same run.
 //!
 //! - `token/*`: claim + complete of a full `TokenRecord` round trip;
-//!   `2 threads` runs two threads on one shared pool (time per round trip).
+//!   `2 threads` runs two threads on one shared pool (time per round trip);
+//!   `ffi cache` goes through a per-thread `ry_token_cache` of 32 tokens
+//!   (`ry_token_cache_claim` / `ry_token_cache_complete`; with 2 threads,
+//!   one cache each).
 //! - `cc/*`: `try_acquire` + `release` of one slice, enforce mode.
 //!
 //! Run: `cargo bench -p railyard-benches --bench ffi -- --warm-up-time 1 --measurement-time 3`
@@ -19,6 +22,24 @@
 //! | token, 1 thread | 26.2 / 26.2 | 41.6 / 39.8 | 1.59× / 1.52× |
 //! | cc, 1 thread | 20.6 / 19.6 | 48.4 / 45.5 | 2.35× / 2.32× |
 //! | token, 2 threads | 38.1 / 83.4 | 154 / 101 | noise-dominated |
+//!
+//! The per-thread cache arms, two consecutive runs on the same VM at load
+//! average ≈ 9 (so every figure is inflated and the 2-thread ones are
+//! noise: `ffi 2 threads` moved 90 → 629 ns between the runs), ns per
+//! round trip:
+//!
+//! | arm | run 1 | run 2 |
+//! |---|---|---|
+//! | core, 1 thread | 77.9 | 53.6 |
+//! | ffi (pool), 1 thread | 129 | 114 |
+//! | ffi cache, 1 thread | 178 | 164 |
+//! | core, 2 threads | 267 | 89.2 |
+//! | ffi (pool), 2 threads | 89.9 | 629 |
+//! | ffi cache, 2 threads | 339 | 120 |
+//!
+//! Single-threaded the C cache costs about 1.4× the pool call (one more
+//! handle lookup and the cache's uncontended mutex, for nothing to save on
+//! one thread); whether it wins under contention needs a quiet machine.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -36,6 +57,10 @@ use railyard_ffi::ry_status;
 use railyard_ffi::token::{
     ry_token_claim, ry_token_complete, ry_token_pool, ry_token_pool_create, ry_token_record,
 };
+use railyard_ffi::token_cache::{
+    ry_token_cache, ry_token_cache_claim, ry_token_cache_complete, ry_token_cache_create,
+    ry_token_cache_destroy,
+};
 
 fn ffi_pool() -> ry_token_pool {
     let mut p = ry_token_pool::default();
@@ -52,6 +77,30 @@ fn ffi_round_trip(p: ry_token_pool, rec: &ry_token_record, out: &mut ry_token_re
     debug_assert_eq!(st, ry_status::Ok);
     // SAFETY: as above.
     let st = unsafe { ry_token_complete(p, wr, out) };
+    debug_assert_eq!(st, ry_status::Ok);
+}
+
+fn ffi_cache(p: ry_token_pool) -> ry_token_cache {
+    let mut c = ry_token_cache::default();
+    // SAFETY: `c` is a live local.
+    let st = unsafe { ry_token_cache_create(p, 32, &mut c) };
+    assert_eq!(st, ry_status::Ok);
+    c
+}
+
+#[inline]
+fn ffi_cache_round_trip(
+    c: ry_token_cache,
+    p: ry_token_pool,
+    rec: &ry_token_record,
+    out: &mut ry_token_record,
+) {
+    let mut wr = 0u64;
+    // SAFETY: all pointers come from live references.
+    let st = unsafe { ry_token_cache_claim(c, p, rec, &mut wr) };
+    debug_assert_eq!(st, ry_status::Ok);
+    // SAFETY: as above.
+    let st = unsafe { ry_token_cache_complete(c, p, wr, out) };
     debug_assert_eq!(st, ry_status::Ok);
 }
 
@@ -112,6 +161,34 @@ fn token(c: &mut Criterion) {
                 ffi_round_trip(p, &frec, &mut out);
                 black_box(out.bytes);
             })
+        })
+    });
+    let one = ffi_cache(p);
+    g.bench_function("ffi cache", |b| {
+        let mut out = ry_token_record::default();
+        b.iter(|| {
+            ffi_cache_round_trip(one, p, black_box(&frec), &mut out);
+            black_box(out.bytes)
+        })
+    });
+    assert_eq!(ry_token_cache_destroy(one), ry_status::Ok);
+    g.bench_function("ffi cache 2 threads", |b| {
+        b.iter_custom(|iters| {
+            let start = Instant::now();
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        let c = ffi_cache(p);
+                        let mut out = ry_token_record::default();
+                        for _ in 0..iters {
+                            ffi_cache_round_trip(c, p, &frec, &mut out);
+                            black_box(out.bytes);
+                        }
+                        assert_eq!(ry_token_cache_destroy(c), ry_status::Ok);
+                    });
+                }
+            });
+            start.elapsed() / 2
         })
     });
     g.finish();

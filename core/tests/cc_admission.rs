@@ -16,6 +16,7 @@ fn cfg(mode: Mode) -> CcConfig {
         initial_window_bytes: Some(4_000),
         target_drain_us: 100,
         target_mode: TargetMode::Fixed,
+        software_drain: None,
         high_pressure_epochs: 2,
         low_pressure_epochs: 2,
         hard_error_threshold: 3,

@@ -6,7 +6,9 @@ use railyard_core::cc::aimd::{
     drain_time_ns, epoch_pressured, pressure_threshold_ns, Aimd, BaseDrain, Sample, BASE_PERIOD_NS,
 };
 use railyard_core::cc::health::{arrow_exists, needs_escalation, step, Event, Health, HealthWord};
-use railyard_core::cc::{CcConfig, ConfigError, Mode, Param, TargetMode};
+use railyard_core::cc::{
+    CcConfig, ConfigError, DrainSignal, Mode, Param, SoftwareProvider, TargetMode,
+};
 
 const STATES: [Health; 5] = [
     Health::Healthy,
@@ -396,6 +398,7 @@ fn env_parsing_reads_every_parameter() {
             target_drain_us: 50,
             // An explicit target keeps the RFC's absolute meaning.
             target_mode: TargetMode::Fixed,
+            software_drain: None,
             high_pressure_epochs: 4,
             low_pressure_epochs: 5,
             hard_error_threshold: 6,
@@ -437,6 +440,87 @@ fn target_mode_is_adaptive_by_default_and_fixed_by_an_explicit_target() {
     assert!(ConfigError::InvalidTargetMode
         .to_string()
         .contains("MC_ADAPTIVE_CC_TARGET_MODE"));
+}
+
+#[test]
+fn software_drain_is_advisory_by_default_and_enforced_by_an_explicit_target() {
+    let get = |v: &[(&str, &str)]| CcConfig::from_lookup(lookup(v)).unwrap();
+    let rxe = Some(SoftwareProvider::Rxe);
+    // Defaults: software providers advisory, hardware enforced.
+    let c = get(&[]);
+    assert_eq!(c.software_drain, None);
+    assert_eq!(c.validate().unwrap().software_drain, DrainSignal::Advisory);
+    assert_eq!(c.drain_signal(rxe), DrainSignal::Advisory);
+    assert_eq!(c.drain_signal(None), DrainSignal::Enforce);
+    // An explicit target (the RFC meaning): enforced everywhere ...
+    let c = get(&[("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "300")]);
+    assert_eq!(c.drain_signal(rxe), DrainSignal::Enforce);
+    assert_eq!(c.validate().unwrap().software_drain, DrainSignal::Enforce);
+    // ... unless the knob says otherwise.
+    let c = get(&[
+        ("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "300"),
+        ("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", " Advisory "),
+    ]);
+    assert_eq!(c.software_drain, Some(DrainSignal::Advisory));
+    assert_eq!(c.drain_signal(rxe), DrainSignal::Advisory);
+    // The knob alone: the old behaviour (enforced on software providers).
+    let c = get(&[("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", "enforce")]);
+    assert_eq!(c.target_mode, TargetMode::Adaptive);
+    assert_eq!(
+        c.drain_signal(Some(SoftwareProvider::Siw)),
+        DrainSignal::Enforce
+    );
+    // Hardware is never advisory, whatever the knob says.
+    let c = get(&[("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", "advisory")]);
+    assert_eq!(c.drain_signal(None), DrainSignal::Enforce);
+    // A bad value is a typed error naming the variable, never a default.
+    for bad in ["", "off", "advise", "1"] {
+        assert_eq!(
+            CcConfig::from_lookup(lookup(&[("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", bad)])),
+            Err(ConfigError::InvalidSoftwareDrain),
+            "{bad:?}"
+        );
+    }
+    assert!(ConfigError::InvalidSoftwareDrain
+        .to_string()
+        .contains("MC_ADAPTIVE_CC_SOFTWARE_DRAIN"));
+    assert_eq!(
+        Param::SoftwareDrain.env_name(),
+        "MC_ADAPTIVE_CC_SOFTWARE_DRAIN"
+    );
+    assert!(Param::ALL.contains(&Param::SoftwareDrain));
+    for s in [DrainSignal::Enforce, DrainSignal::Advisory] {
+        assert_eq!(DrainSignal::parse(s.as_str()), Ok(s));
+    }
+}
+
+#[test]
+fn software_providers_are_recognised_by_vendor_id() {
+    // RXE_VENDOR_ID (rxe_param.h) and SIW_VENDOR_ID (siw.h).
+    assert_eq!(
+        SoftwareProvider::from_vendor_id(0x00FF_FFFF),
+        Some(SoftwareProvider::Rxe)
+    );
+    assert_eq!(
+        SoftwareProvider::from_vendor_id(0x0062_6D74),
+        Some(SoftwareProvider::Siw)
+    );
+    assert_eq!(SoftwareProvider::Rxe.name(), "rxe");
+    assert_eq!(SoftwareProvider::Siw.name(), "siw");
+    // Hardware (Mellanox/NVIDIA 0x02c9, Broadcom 0x14e4, Intel 0x8086),
+    // the pre-vendor-id rxe's 0 and neighbours of the software ids are not.
+    for v in [
+        0x02c9,
+        0x14e4,
+        0x8086,
+        0,
+        0x00FF_FFFE,
+        0x0100_0000,
+        0x0062_6D75,
+        u32::MAX,
+    ] {
+        assert_eq!(SoftwareProvider::from_vendor_id(v), None, "{v:#x}");
+    }
 }
 
 // ---- adaptive drain target ----

@@ -382,6 +382,10 @@ int main(void) {
   CHECK(st.mem_regions == 1);
   CHECK(st.gate_enabled && st.gate_in_flight_bytes == 0 && st.gate_admitted == st.gate_released);
   CHECK(st.posts >= 11 && st.completions >= 11 && st.bad_completions == 0);
+  /* Free tokens in the workers' caches: neither in use nor lost, at most
+   * 32 per worker, within the pool (max_inflight). */
+  CHECK(st.tokens_in_use + st.tokens_cached <= cfg.max_inflight);
+  CHECK(st.tokens_cached <= 32u * cfg.workers);
   {
     /* The snapshot: the same counters plus every route's CC state. */
     ry_engine_stats snap;
@@ -393,6 +397,7 @@ int main(void) {
     FAILS_WITH(ry_engine_snapshot(a, &snap, routes, 4, NULL), RY_STATUS_NULL_ARGUMENT);
     OK(ry_engine_snapshot(a, &snap, routes, 4, &nr));
     CHECK(nr == 1 && snap.posts == st.posts && snap.tokens_in_use == 0);
+    CHECK(snap.tokens_cached <= 32u * cfg.workers);
     CHECK(routes[0].device == 0 && routes[0].in_flight_bytes == 0 && routes[0].window_bytes > 0);
     CHECK(routes[0].health == RY_HEALTH_HEALTHY);
   }

@@ -76,6 +76,19 @@ void error_paths() {
     threw = e.status() == RY_STATUS_INVALID_HANDLE;
   }
   CHECK(threw);
+  // A token cache owns its handle too; a bad capacity is a typed error.
+  {
+    Pool p = make_pool(8);
+    CHECK(!ry::make_token_cache(p, 3).ok());
+    ry::TokenCache c = ry::make_token_cache(p, 4).value();
+    ry_token_record rec{};
+    uint64_t w = 0;
+    ry::check(ry_token_cache_claim(c.get(), p.get(), &rec, &w));
+    ry::check(ry_token_cache_complete(c.get(), p.get(), w, &rec));
+    uint32_t cached = 0;
+    ry::check(ry_token_cache_cached(c.get(), &cached, nullptr));
+    CHECK(cached >= 1 && cached <= 4);  // the slot came back to the cache
+  }  // the cache (its token back in the pool), then the pool, destroyed here
   // Moving transfers ownership: the source owns nothing afterwards.
   Pool a = make_pool(4);
   Pool b = std::move(a);

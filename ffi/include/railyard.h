@@ -29,10 +29,18 @@
 // -125..-127; the log callback (`ry_set_log_callback`, `ry_log_level`,
 // status -6) and the stats snapshot (`ry_engine_snapshot`,
 // `ry_engine_route_state`) were added.
+//
+// Compatible additions within 3 (no struct changed size or layout; a
+// field took bytes that were reserved and zero, and an older library
+// leaves them 0): `signal_interval` and `cc_software_drain` (status -38)
+// in `ry_engine_config`; `ry_engine_stats.tokens_cached`; per-thread
+// token caches (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
+// `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
+// `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
 #define RY_ABI_VERSION 3
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 87
+#define RY_ABI_TYPE_COUNT 88
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -111,6 +119,9 @@
 // `ry_token_record.holds`: the rail charge includes the peer entry.
 #define RY_HOLDS_RAIL_PEER_CHARGE (1 << 4)
 
+// Largest `capacity` a token cache may have (free tokens it holds at most).
+#define RY_TOKEN_CACHE_MAX_CAPACITY 256
+
 // Largest encoded message, in bytes: a buffer this big always suffices.
 #define RY_WIRE_MAX_MESSAGE_LEN 432
 
@@ -153,8 +164,12 @@ enum ry_status
   RY_STATUS_TOKEN_STALE = -13,
   // Token pool: the wr_id was never issued by this pool.
   RY_STATUS_TOKEN_FORGED = -14,
-  // Token pool: capacity must be in 1..=u32::MAX-1.
+  // Token pool: capacity must be in 1..=u32::MAX-1 (a token cache's:
+  // a power of two in 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`).
   RY_STATUS_TOKEN_INVALID_CAPACITY = -15,
+  // Token cache: the cache was created over another pool or hot path
+  // than the one named in the call (nothing was claimed or completed).
+  RY_STATUS_TOKEN_CACHE_WRONG_POOL = -16,
   // CC config: the mode is not off, observe or enforce.
   RY_STATUS_CC_CONFIG_INVALID_MODE = -20,
   // CC config: a value is not a decimal integer that fits.
@@ -191,6 +206,8 @@ enum ry_status
   RY_STATUS_CC_SPLIT_OUT_OF_RANGE = -36,
   // CC record: the token record already holds a permit; nothing moved.
   RY_STATUS_CC_ALREADY_HELD = -37,
+  // CC config: `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` is not advisory or enforce.
+  RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN = -38,
   // Rail config: rejected selector configuration or device list.
   RY_STATUS_RAIL_CONFIG = -40,
   // Rail: the device index is not a candidate.
@@ -1069,6 +1086,8 @@ enum ry_abi_type
   RY_ABI_TYPE_ENGINE_CREDIT_STATS = 85,
   // `ry_engine_credit_peer`.
   RY_ABI_TYPE_ENGINE_CREDIT_PEER = 86,
+  // `ry_token_cache`.
+  RY_ABI_TYPE_TOKEN_CACHE = 87,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -1848,8 +1867,16 @@ typedef struct {
   // 1 signals every request. 0 (what a zeroed reserved field of ABI 3
   // reads as) means the default.
   uint16_t signal_interval;
+  // Drain-time pressure on software RDMA providers (rxe, siw;
+  // `MC_ADAPTIVE_CC_SOFTWARE_DRAIN`): 0 (what a zeroed reserved byte of
+  // ABI 3 reads as) follows `cc.target_mode` (adaptive: advisory, i.e.
+  // observed but never shrinking the window; fixed: enforced, the RFC
+  // meaning), 1 enforces it, 2 makes it advisory. Hardware devices
+  // always enforce. Anything else is
+  // `RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN`.
+  uint8_t cc_software_drain;
   // Reserved, zero (explicit: the struct has no implicit padding).
-  uint8_t reserved[2];
+  uint8_t reserved;
   // The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
   // by default). Validated by `ry_engine_create`: an invalid one is a
   // `RY_STATUS_CC_CONFIG_*` error and nothing is created.
@@ -1983,7 +2010,8 @@ typedef struct {
 // `gate_in_flight_bytes` with a controller) are all zero when the engine
 // is idle; anything else is a leak.
 typedef struct {
-  // Tokens (posted attempts) not yet completed.
+  // Tokens (posted attempts) not yet completed. A free token in a
+  // worker's token cache is not in use (see `tokens_cached`).
   uint64_t tokens_in_use;
   // Posts admitted on endpoints and not released.
   uint64_t endpoint_outstanding;
@@ -2044,7 +2072,13 @@ typedef struct {
   // Whether a controller is in the gate and not in mode off.
   bool gate_enabled;
   // Reserved, zero.
-  uint8_t reserved[7];
+  uint8_t reserved[3];
+  // Free tokens held in the workers' token caches: not in use and not on
+  // the pool's own lists (a gauge, at most 32 per worker; 0 after
+  // shutdown). `tokens_in_use + tokens_cached` never exceeds the token
+  // pool's capacity (`max_inflight`). In what were reserved bytes of
+  // ABI 3 (the struct's layout is unchanged; older libraries write 0).
+  uint32_t tokens_cached;
 } ry_engine_stats;
 
 // One CC route domain (local device × peer NIC) of an engine, as
@@ -2337,6 +2371,12 @@ typedef struct {
   // The rail layer fell back to NIC-scope feedback.
   uint8_t rail_fallback;
 } ry_post_result;
+
+// A token cache handle. Zero is never a valid handle.
+typedef struct {
+  // Opaque handle bits.
+  uint64_t bits;
+} ry_token_cache;
 
 // The result of `ry_hotpath_complete`.
 typedef struct {
@@ -3799,6 +3839,25 @@ ry_status ry_hotpath_slice_settle(ry_hotpath hp, ry_slice_ref slice, uint32_t ou
 // `out` is valid for writes.
 ry_status ry_hotpath_post(ry_hotpath hp, const ry_post_request *req, ry_post_result *out);
 
+// `ry_hotpath_post`, claiming the token through `cache` (this thread's
+// `ry_token_cache`, from `ry_hotpath_token_cache_create` on this hot
+// path): the same admission order, refusals, `wr_id` and errors, but the
+// claim touches no shared cache line until the cache runs dry. A cache of
+// another hot path or pool is `RY_STATUS_TOKEN_CACHE_WRONG_POOL` (nothing
+// held). A `RY_REFUSAL_TOKEN` refusal means the cache and the pool were
+// empty; it also asked every other cache to return its free tokens.
+//
+// Ownership: as `ry_hotpath_post`. Thread-safety: any thread; `cache` is
+// the calling thread's (a cache in use by another thread at that moment is
+// bypassed: the token comes from the pool directly).
+//
+// # Safety
+// As `ry_hotpath_post`.
+ry_status ry_hotpath_post_via(ry_hotpath hp,
+                              ry_token_cache cache,
+                              const ry_post_request *req,
+                              ry_post_result *out);
+
 // Releases a tokenized work request that never reached the NIC (the
 // `bad_wr` tail of a partially posted chain): its token and every hold
 // its record names, without feedback. The slice's attempt stays current:
@@ -3807,6 +3866,16 @@ ry_status ry_hotpath_post(ry_hotpath hp, const ry_post_request *req, ry_post_res
 //
 // Ownership: none. Thread-safety: any thread.
 ry_status ry_hotpath_unposted(ry_hotpath hp, uint64_t wr_id, uint64_t now_ns);
+
+// `ry_hotpath_unposted`, returning the token to `cache` (the calling
+// thread's, over this hot path: `RY_STATUS_TOKEN_CACHE_WRONG_POOL`
+// otherwise, nothing released). The same typed errors.
+//
+// Ownership: none. Thread-safety: any thread; `cache` is the caller's.
+ry_status ry_hotpath_unposted_via(ry_hotpath hp,
+                                  ry_token_cache cache,
+                                  uint64_t wr_id,
+                                  uint64_t now_ns);
 
 // Processes one polled completion: hands the token's record back exactly
 // once, classifies the WC once (RFC 4162's table), releases every hold in
@@ -3827,6 +3896,25 @@ ry_status ry_hotpath_complete(ry_hotpath hp,
                               uint32_t vendor_err,
                               uint64_t now_ns,
                               ry_completion *out);
+
+// `ry_hotpath_complete`, returning the token to `cache` (the calling
+// thread's `ry_token_cache` over this hot path, whichever thread or cache
+// claimed it; `RY_STATUS_TOKEN_CACHE_WRONG_POOL` otherwise, nothing
+// completed): the same exactly-once record, release order, slice rules
+// and typed errors.
+//
+// Ownership: writes `*out`. Thread-safety: any thread; `cache` is the
+// caller's (bypassed for the pool if another thread is using it).
+//
+// # Safety
+// `out` is valid for writes.
+ry_status ry_hotpath_complete_via(ry_hotpath hp,
+                                  ry_token_cache cache,
+                                  uint64_t wr_id,
+                                  uint32_t status,
+                                  uint32_t vendor_err,
+                                  uint64_t now_ns,
+                                  ry_completion *out);
 
 // One control epoch at `now_ns` (the monitor thread): AIMD, hysteresis,
 // the health state machine, cooldowns and pending software timeouts
@@ -4089,6 +4177,8 @@ ry_status ry_token_pool_create(uint32_t capacity, ry_token_pool *out);
 
 // Destroys a pool. Records of attempts still live are dropped with it:
 // complete them first (`ry_token_pool_in_use` tells how many are live).
+// A token cache over the pool keeps its memory until the cache is
+// destroyed too (its calls then need the pool's handle, now invalid).
 // A second destroy, or any later use of the handle, is
 // `RY_STATUS_INVALID_HANDLE`. Thread-safety: any thread; calls already
 // running on the pool in other threads finish safely.
@@ -4139,6 +4229,110 @@ ry_status ry_token_pool_in_use(ry_token_pool pool, uint32_t *out);
 // # Safety
 // `out` is valid for writes.
 ry_status ry_token_pool_capacity(ry_token_pool pool, uint32_t *out);
+
+// Creates a cache of at most `capacity` free tokens (a power of two in
+// 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`; otherwise
+// `RY_STATUS_TOKEN_INVALID_CAPACITY`) over token pool `pool`, for
+// `ry_token_cache_claim` / `ry_token_cache_complete`. Allocates here only.
+//
+// Ownership: on success `*out` names a new cache owned by the caller; free
+// it with `ry_token_cache_destroy` (which returns its tokens). The cache
+// keeps the pool's memory alive until then. Thread-safety: any thread.
+//
+// # Safety
+// `out` is NULL (refused) or valid for writes.
+ry_status ry_token_cache_create(ry_token_pool pool, uint32_t capacity, ry_token_cache *out);
+
+// Creates a cache of at most `capacity` free tokens (a power of two in
+// 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`) over hot path `hp`'s token pool, for
+// `ry_hotpath_post_via`, `ry_hotpath_complete_via` and
+// `ry_hotpath_unposted_via`: one per poster or poller thread.
+//
+// Ownership: on success `*out` is the caller's; free it with
+// `ry_token_cache_destroy`. The cache keeps the hot path's memory alive
+// until then. Thread-safety: any thread.
+//
+// # Safety
+// `out` is NULL (refused) or valid for writes.
+ry_status ry_hotpath_token_cache_create(ry_hotpath hp, uint32_t capacity, ry_token_cache *out);
+
+// Returns every token the cache holds to its pool and destroys the cache.
+// A second destroy, or any later use of the handle, is
+// `RY_STATUS_INVALID_HANDLE`.
+//
+// Ownership: consumes the handle; every copy becomes invalid.
+// Thread-safety: any thread; a call racing on another thread finishes on
+// the old cache, whose tokens go back to the pool when it is freed.
+ry_status ry_token_cache_destroy(ry_token_cache cache);
+
+// Returns every token the cache holds to its pool now (e.g. before a
+// thread stops posting for a while); writes how many to `*returned_out`
+// (optional).
+//
+// Ownership: writes plain data. Thread-safety: any thread (waits for a
+// call on the cache running in another thread; never called on the data
+// path).
+//
+// # Safety
+// `returned_out` is NULL or valid for writes.
+ry_status ry_token_cache_flush(ry_token_cache cache, uint32_t *returned_out);
+
+// For a thread's idle loop: answers a pending request to return tokens
+// (a claim anywhere found the pool empty since this cache last looked)
+// and, with `parking` nonzero (the thread is about to sleep or block),
+// returns every cached token whatever was asked. Writes how many tokens
+// went back to `*returned_out` (optional); when not 0, wake whatever waits
+// for a token (work refused with `RY_STATUS_TOKEN_EXHAUSTED` or a
+// `RY_REFUSAL_TOKEN` post).
+//
+// Ownership: writes plain data. Thread-safety: the cache's own thread.
+//
+// # Safety
+// `returned_out` is NULL or valid for writes.
+ry_status ry_token_cache_idle(ry_token_cache cache, uint8_t parking, uint32_t *returned_out);
+
+// Writes the number of free tokens the cache holds now (at most its
+// capacity) to `*cached_out` and, if `capacity_out` is not NULL, its
+// capacity.
+//
+// Ownership: writes plain data. Thread-safety: any thread (a snapshot).
+//
+// # Safety
+// `cached_out` is valid for writes; `capacity_out` is NULL or valid for
+// writes.
+ry_status ry_token_cache_cached(ry_token_cache cache, uint32_t *cached_out, uint32_t *capacity_out);
+
+// `ry_token_claim` through `cache`, which must be over `pool`
+// (`RY_STATUS_TOKEN_CACHE_WRONG_POOL` otherwise): the same `wr_id`s and
+// errors. `RY_STATUS_TOKEN_EXHAUSTED` means the cache and the pool's shared
+// lists were empty; it also asked every other cache to return its tokens.
+//
+// Ownership: the pool owns the record copy until it is completed.
+// Thread-safety: the cache's own thread (lock-free; never allocates).
+//
+// # Safety
+// `record` is valid for reads; `wr_id_out` is valid for writes (NULLs are
+// refused before anything is claimed).
+ry_status ry_token_cache_claim(ry_token_cache cache,
+                               ry_token_pool pool,
+                               const ry_token_record *record,
+                               uint64_t *wr_id_out);
+
+// `ry_token_complete` through `cache`, which must be over `pool`: the same
+// exactly-once record and errors (a duplicate, stale, forged or
+// out-of-range `wr_id` releases nothing); the freed slot stays in the
+// cache, whichever cache (or none) claimed it.
+//
+// Ownership: the record moves to the caller. Thread-safety: the cache's
+// own thread.
+//
+// # Safety
+// `record_out` is valid for writes (NULL is refused before anything is
+// completed).
+ry_status ry_token_cache_complete(ry_token_cache cache,
+                                  ry_token_pool pool,
+                                  uint64_t wr_id,
+                                  ry_token_record *record_out);
 
 // Encodes `*msg` into `buf[0..cap)` and writes the encoded length to
 // `*len_out`. A buffer of `RY_WIRE_MAX_MESSAGE_LEN` always suffices; a

@@ -8,7 +8,7 @@
  *    use exceptions: ok(), value() (throws ry::Error if it holds an error),
  *    error(), operator->.
  *  - ry::Handle<H, Destroy> owns one handle (move-only; the destructor calls
- *    Destroy). ry::TokenPool, ry::Cc, ry::Rail, ry::Task, ry::CreditSender,
+ *    Destroy). ry::TokenPool, ry::TokenCache, ry::Cc, ry::Rail, ry::Task, ry::CreditSender,
  *    ry::CreditReceiver (and ry::Engine with RY_ENGINE) are its instances;
  *    make_*() create them, ry::create<Owner>(ry_*_create, args...) wraps any
  *    constructor whose last parameter is the out-handle.
@@ -130,6 +130,7 @@ class Handle {
 };
 
 using TokenPool = Handle<ry_token_pool, ry_token_pool_destroy>;
+using TokenCache = Handle<ry_token_cache, ry_token_cache_destroy>;
 using Cc = Handle<ry_cc, ry_cc_destroy>;
 using Rail = Handle<ry_rail, ry_rail_destroy>;
 using Task = Handle<ry_task, ry_task_destroy>;
@@ -152,6 +153,14 @@ Result<Owner> create(F create_fn, A&&... args) {
 /* A token pool of `capacity` attempts. */
 inline Result<TokenPool> make_token_pool(uint32_t capacity) {
   return create<TokenPool>(ry_token_pool_create, capacity);
+}
+
+/* A per-thread cache of at most `capacity` free tokens over `pool` (a
+ * power of two in 2..=RY_TOKEN_CACHE_MAX_CAPACITY); destroying it returns
+ * its tokens. For a hot path's pool: create<TokenCache>(
+ * ry_hotpath_token_cache_create, hp, capacity). */
+inline Result<TokenCache> make_token_cache(const TokenPool& pool, uint32_t capacity) {
+  return create<TokenCache>(ry_token_cache_create, pool.get(), capacity);
 }
 
 /* A congestion controller over `devices` devices; route i is on device

@@ -19,6 +19,14 @@ use crate::ptr::write_out;
 /// -125..-127; the log callback (`ry_set_log_callback`, `ry_log_level`,
 /// status -6) and the stats snapshot (`ry_engine_snapshot`,
 /// `ry_engine_route_state`) were added.
+///
+/// Compatible additions within 3 (no struct changed size or layout; a
+/// field took bytes that were reserved and zero, and an older library
+/// leaves them 0): `signal_interval` and `cc_software_drain` (status -38)
+/// in `ry_engine_config`; `ry_engine_stats.tokens_cached`; per-thread
+/// token caches (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
+/// `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
+/// `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
 pub const RY_ABI_VERSION: u32 = 3;
 
 /// The ABI version the library was built with.
@@ -208,10 +216,12 @@ pub enum ry_abi_type {
     EngineCreditStats = 85,
     /// `ry_engine_credit_peer`.
     EngineCreditPeer = 86,
+    /// `ry_token_cache`.
+    TokenCache = 87,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 87;
+pub const RY_ABI_TYPE_COUNT: u32 = 88;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -582,6 +592,10 @@ pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) ->
             86 => (
                 size_of::<crate::engine_credit::ry_engine_credit_peer>(),
                 align_of::<crate::engine_credit::ry_engine_credit_peer>(),
+            ),
+            87 => (
+                size_of::<crate::token_cache::ry_token_cache>(),
+                align_of::<crate::token_cache::ry_token_cache>(),
             ),
             _ => {
                 return Err(crate::error::Error::invalid(format_args!(

@@ -98,6 +98,10 @@ impl ry_cc_config {
             target_drain_us: self.target_drain_us,
             target_mode: ry_target_mode::to_core(self.target_mode, "target_mode")
                 .map_err(|_| Error::from(ConfigError::InvalidTargetMode))?,
+            // Not a field of the C struct (its layout is ABI 3's): unset, it
+            // follows `target_mode` (adaptive: advisory on software
+            // providers; fixed: enforced everywhere, the RFC meaning).
+            software_drain: None,
             high_pressure_epochs: self.high_pressure_epochs,
             low_pressure_epochs: self.low_pressure_epochs,
             hard_error_threshold: threshold,

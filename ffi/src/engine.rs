@@ -146,8 +146,16 @@ pub struct ry_engine_config {
     /// 1 signals every request. 0 (what a zeroed reserved field of ABI 3
     /// reads as) means the default.
     pub signal_interval: u16,
+    /// Drain-time pressure on software RDMA providers (rxe, siw;
+    /// `MC_ADAPTIVE_CC_SOFTWARE_DRAIN`): 0 (what a zeroed reserved byte of
+    /// ABI 3 reads as) follows `cc.target_mode` (adaptive: advisory, i.e.
+    /// observed but never shrinking the window; fixed: enforced, the RFC
+    /// meaning), 1 enforces it, 2 makes it advisory. Hardware devices
+    /// always enforce. Anything else is
+    /// `RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN`.
+    pub cc_software_drain: u8,
     /// Reserved, zero (explicit: the struct has no implicit padding).
-    pub reserved: [u8; 2],
+    pub reserved: u8,
     /// The congestion controller (`MC_ADAPTIVE_CC_*`, RFC 4162; mode off
     /// by default). Validated by `ry_engine_create`: an invalid one is a
     /// `RY_STATUS_CC_CONFIG_*` error and nothing is created.
@@ -224,7 +232,8 @@ pub struct ry_engine_task_status {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ry_engine_stats {
-    /// Tokens (posted attempts) not yet completed.
+    /// Tokens (posted attempts) not yet completed. A free token in a
+    /// worker's token cache is not in use (see `tokens_cached`).
     pub tokens_in_use: u64,
     /// Posts admitted on endpoints and not released.
     pub endpoint_outstanding: u64,
@@ -285,7 +294,13 @@ pub struct ry_engine_stats {
     /// Whether a controller is in the gate and not in mode off.
     pub gate_enabled: bool,
     /// Reserved, zero.
-    pub reserved: [u8; 7],
+    pub reserved: [u8; 3],
+    /// Free tokens held in the workers' token caches: not in use and not on
+    /// the pool's own lists (a gauge, at most 32 per worker; 0 after
+    /// shutdown). `tokens_in_use + tokens_cached` never exceeds the token
+    /// pool's capacity (`max_inflight`). In what were reserved bytes of
+    /// ABI 3 (the struct's layout is unchanged; older libraries write 0).
+    pub tokens_cached: u32,
 }
 
 /// One CC route domain (local device × peer NIC) of an engine, as
@@ -309,6 +324,22 @@ pub struct ry_engine_route_state {
     pub in_flight_bytes: u64,
 }
 
+#[cfg(test)]
+mod layout_tests {
+    use super::ry_engine_stats;
+    use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn tokens_cached_took_reserved_bytes_and_the_abi3_layout_is_unchanged() {
+        // ABI 3: 28 u64 counters, `gate_enabled`, 7 reserved bytes.
+        assert_eq!(offset_of!(ry_engine_stats, gate_enabled), 28 * 8);
+        assert_eq!(size_of::<ry_engine_stats>(), 29 * 8);
+        assert_eq!(align_of::<ry_engine_stats>(), 8);
+        assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
+        assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
+    }
+}
+
 #[cfg(feature = "engine")]
 pub use imp::*;
 
@@ -319,6 +350,7 @@ mod imp {
     use std::sync::RwLock;
     use std::time::Duration;
 
+    use railyard_core::cc::{CcConfig, ConfigError as CcConfigError, DrainSignal};
     use railyard_verbs::engine::{
         BatchId, Engine, EngineConfig, EngineError, EngineStats, Op, SegmentId, TaskState,
         TaskStatus, Transfer, WorkerModel,
@@ -449,7 +481,12 @@ mod imp {
                 qp_timeout: c.qp_timeout,
                 qp_retry_cnt: c.qp_retry_cnt,
                 signal_interval: c.signal_interval as u16,
-                reserved: [0; 2],
+                cc_software_drain: match c.cc.software_drain {
+                    None => 0,
+                    Some(DrainSignal::Enforce) => 1,
+                    Some(DrainSignal::Advisory) => 2,
+                },
+                reserved: 0,
                 cc: ry_cc_config::from(&c.cc),
                 credit: crate::engine_credit::ry_engine_credit_config::from(&c.credit),
             };
@@ -520,7 +557,15 @@ mod imp {
                     0 => railyard_verbs::engine::DEFAULT_SIGNAL_INTERVAL,
                     n => u32::from(n),
                 },
-                cc: self.cc.to_core()?,
+                cc: CcConfig {
+                    software_drain: match self.cc_software_drain {
+                        0 => None,
+                        1 => Some(DrainSignal::Enforce),
+                        2 => Some(DrainSignal::Advisory),
+                        _ => return Err(CcConfigError::InvalidSoftwareDrain.into()),
+                    },
+                    ..self.cc.to_core()?
+                },
                 credit: self.credit.to_core()?,
             };
             c.validate().map_err(EngineError::from)?;
@@ -595,7 +640,8 @@ mod imp {
                 mem_regions: s.mem_regions,
                 mem_pins: s.mem_pins,
                 gate_enabled: s.gate.enabled,
-                reserved: [0; 7],
+                reserved: [0; 3],
+                tokens_cached: u32::try_from(s.tokens_cached).unwrap_or(u32::MAX),
             }
         }
     }
@@ -1455,10 +1501,45 @@ mod imp {
             );
             z.signal_interval = 2000;
             assert!(z.to_core().is_err());
+            // The software-drain byte (ABI 3's reserved byte): 0 follows
+            // the target mode, 1 / 2 are explicit, anything else refused.
+            for (v, want) in [
+                (None, 0u8),
+                (Some(DrainSignal::Enforce), 1),
+                (Some(DrainSignal::Advisory), 2),
+            ] {
+                core.cc.software_drain = v;
+                let c = ry_engine_config::from_core(&core).ok().unwrap();
+                assert_eq!(c.cc_software_drain, want);
+                assert!(c.to_core().ok().unwrap() == core);
+            }
+            let mut z = ry_engine_config::from_core(&core).ok().unwrap();
+            z.cc_software_drain = 3;
+            assert_eq!(
+                z.to_core().err().unwrap().status,
+                RyStatus::CcConfigInvalidSoftwareDrain
+            );
             core.device = Some("d".repeat(64));
             let e = ry_engine_config::from_core(&core).err().unwrap();
             assert_eq!(e.status, RyStatus::EngineConfig);
             assert!(e.message.contains("MC_RDMA_DEVICE"), "{}", e.message);
+        }
+
+        #[test]
+        fn stats_carry_every_gauge_to_c() {
+            let s = EngineStats {
+                tokens_in_use: 3,
+                tokens_cached: 29,
+                ..EngineStats::default()
+            };
+            let c = ry_engine_stats::from(s);
+            assert_eq!((c.tokens_in_use, c.tokens_cached), (3, 29));
+            assert_eq!(c.reserved, [0; 3]);
+            let big = EngineStats {
+                tokens_cached: u64::MAX,
+                ..EngineStats::default()
+            };
+            assert_eq!(ry_engine_stats::from(big).tokens_cached, u32::MAX);
         }
     }
 }

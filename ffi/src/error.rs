@@ -52,8 +52,12 @@ pub enum RyStatus {
     TokenStale = -13,
     /// Token pool: the wr_id was never issued by this pool.
     TokenForged = -14,
-    /// Token pool: capacity must be in 1..=u32::MAX-1.
+    /// Token pool: capacity must be in 1..=u32::MAX-1 (a token cache's:
+    /// a power of two in 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`).
     TokenInvalidCapacity = -15,
+    /// Token cache: the cache was created over another pool or hot path
+    /// than the one named in the call (nothing was claimed or completed).
+    TokenCacheWrongPool = -16,
 
     /// CC config: the mode is not off, observe or enforce.
     CcConfigInvalidMode = -20,
@@ -92,6 +96,8 @@ pub enum RyStatus {
     CcSplitOutOfRange = -36,
     /// CC record: the token record already holds a permit; nothing moved.
     CcAlreadyHeld = -37,
+    /// CC config: `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` is not advisory or enforce.
+    CcConfigInvalidSoftwareDrain = -38,
 
     /// Rail config: rejected selector configuration or device list.
     RailConfig = -40,
@@ -374,6 +380,7 @@ impl From<ConfigError> for Error {
         let s = match e {
             ConfigError::InvalidMode => RyStatus::CcConfigInvalidMode,
             ConfigError::InvalidTargetMode => RyStatus::CcConfigInvalidTargetMode,
+            ConfigError::InvalidSoftwareDrain => RyStatus::CcConfigInvalidSoftwareDrain,
             ConfigError::NotANumber(_) => RyStatus::CcConfigNotANumber,
             ConfigError::Zero(_) => RyStatus::CcConfigZero,
             ConfigError::MinAboveMax { .. } => RyStatus::CcConfigMinAboveMax,
@@ -645,6 +652,7 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         TokenStale => c"RY_STATUS_TOKEN_STALE",
         TokenForged => c"RY_STATUS_TOKEN_FORGED",
         TokenInvalidCapacity => c"RY_STATUS_TOKEN_INVALID_CAPACITY",
+        TokenCacheWrongPool => c"RY_STATUS_TOKEN_CACHE_WRONG_POOL",
         CcConfigInvalidMode => c"RY_STATUS_CC_CONFIG_INVALID_MODE",
         CcConfigNotANumber => c"RY_STATUS_CC_CONFIG_NOT_A_NUMBER",
         CcConfigZero => c"RY_STATUS_CC_CONFIG_ZERO",
@@ -663,6 +671,7 @@ pub extern "C" fn ry_status_name(status: i32) -> *const c_char {
         CcUnderflow => c"RY_STATUS_CC_UNDERFLOW",
         CcSplitOutOfRange => c"RY_STATUS_CC_SPLIT_OUT_OF_RANGE",
         CcAlreadyHeld => c"RY_STATUS_CC_ALREADY_HELD",
+        CcConfigInvalidSoftwareDrain => c"RY_STATUS_CC_CONFIG_INVALID_SOFTWARE_DRAIN",
         RailConfig => c"RY_STATUS_RAIL_CONFIG",
         RailUnknownDevice => c"RY_STATUS_RAIL_UNKNOWN_DEVICE",
         RailNicUnderflow => c"RY_STATUS_RAIL_NIC_UNDERFLOW",

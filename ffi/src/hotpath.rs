@@ -26,7 +26,7 @@
 //! `ry_task_state_get` / `ry_task_detail_get` (RFC 4162 anomaly queries).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use railyard_core::cc::PollerStatus;
 use railyard_core::classify::{classify_event, Effect, FailureScope};
@@ -453,7 +453,7 @@ pub struct ry_hotpath_stats {
 #[derive(Default)]
 struct Padded(AtomicU64);
 
-struct HotPath {
+pub(crate) struct HotPath {
     stack: Stack<()>,
     /// Per endpoint slot: (generation, cookie), written at open; read by
     /// reclaim under the same lock, so a reopened slot never lends its
@@ -473,9 +473,17 @@ struct HotPath {
     faults: AtomicU64,
 }
 
-static HOTPATHS: Registry<HotPath> = Registry::new(8, "hot path");
+impl HotPath {
+    /// The hot path's token pool.
+    pub(crate) fn tokens(&self) -> &railyard_core::token::TokenPool {
+        &self.stack.tokens
+    }
+}
 
-fn hotpath(h: ry_hotpath) -> Result<crate::handle::Pinned<HotPath>> {
+// Behind an `Arc`: a token cache over the hot path's pool keeps it alive.
+static HOTPATHS: Registry<Arc<HotPath>> = Registry::new(8, "hot path");
+
+pub(crate) fn hotpath(h: ry_hotpath) -> Result<crate::handle::Pinned<Arc<HotPath>>> {
     HOTPATHS.get(h.bits)
 }
 
@@ -550,7 +558,7 @@ pub unsafe extern "C" fn ry_hotpath_create(
         let (stack, control) = Stack::<()>::new(&sc).map_err(stack_error)?;
         let cookies = Mutex::new(vec![(0, 0); sc.endpoints.capacity as usize]);
         let tasks = (0..sc.slices).map(|_| AtomicU64::new(0)).collect();
-        let bits = HOTPATHS.insert(HotPath {
+        let bits = HOTPATHS.insert(Arc::new(HotPath {
             stack,
             cookies,
             control: Mutex::new(control),
@@ -564,7 +572,7 @@ pub unsafe extern "C" fn ry_hotpath_create(
             bad: AtomicU64::new(0),
             unposted: AtomicU64::new(0),
             faults: AtomicU64::new(0),
-        })?;
+        }))?;
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, ry_hotpath { bits }, "out") }
     })
@@ -835,6 +843,76 @@ pub unsafe extern "C" fn ry_hotpath_post(
     out: *mut ry_post_result,
 ) -> RyStatus {
     guard(|| {
+        // SAFETY: the caller's contract is `post`'s.
+        unsafe { post(hp, None, req, out) }
+    })
+}
+
+/// `ry_hotpath_post`, claiming the token through `cache` (this thread's
+/// `ry_token_cache`, from `ry_hotpath_token_cache_create` on this hot
+/// path): the same admission order, refusals, `wr_id` and errors, but the
+/// claim touches no shared cache line until the cache runs dry. A cache of
+/// another hot path or pool is `RY_STATUS_TOKEN_CACHE_WRONG_POOL` (nothing
+/// held). A `RY_REFUSAL_TOKEN` refusal means the cache and the pool were
+/// empty; it also asked every other cache to return its free tokens.
+///
+/// Ownership: as `ry_hotpath_post`. Thread-safety: any thread; `cache` is
+/// the calling thread's (a cache in use by another thread at that moment is
+/// bypassed: the token comes from the pool directly).
+///
+/// # Safety
+/// As `ry_hotpath_post`.
+#[no_mangle]
+pub unsafe extern "C" fn ry_hotpath_post_via(
+    hp: ry_hotpath,
+    cache: crate::token_cache::ry_token_cache,
+    req: *const ry_post_request,
+    out: *mut ry_post_result,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: the caller's contract is `post`'s.
+        unsafe { post(hp, Some(cache), req, out) }
+    })
+}
+
+/// Runs `$call` on `$owner` through the token source `$cache` names:
+/// `Option<ry_token_cache>`, `None` for the pool. A wrong pool is a typed
+/// error before anything is done.
+macro_rules! via {
+    ($h:expr, $cache:expr, $src:ident => $call:expr) => {
+        match $cache {
+            None => {
+                let $src = &mut ();
+                $call
+            }
+            Some(c) => {
+                let c = crate::token_cache::lookup(c)?;
+                let lock = c.lock_for($h.tokens())?;
+                let r = match lock {
+                    Some(mut g) => crate::token_cache::with_cache!(&mut *g, $src => $call),
+                    None => {
+                        let $src = &mut ();
+                        $call
+                    }
+                };
+                r
+            }
+        }
+    };
+}
+
+/// The body of `ry_hotpath_post` / `ry_hotpath_post_via`.
+///
+/// # Safety
+/// `req` is valid for reads and `req->paths` holds `req->n_paths` paths;
+/// `out` is valid for writes.
+unsafe fn post(
+    hp: ry_hotpath,
+    cache: Option<crate::token_cache::ry_token_cache>,
+    req: *const ry_post_request,
+    out: *mut ry_post_result,
+) -> Result<()> {
+    {
         let h = hotpath(hp)?;
         // SAFETY: caller contract: valid for reads.
         let r = *unsafe { in_ref(req, "req") }?;
@@ -897,7 +975,8 @@ pub unsafe extern "C" fn ry_hotpath_post(
         let owner = h.stack.owner();
         let index_of = |p: &Path| paths.iter().position(|x| x == p).unwrap_or(0) as u32;
         let mut o = ry_post_result::default();
-        let status = match owner.post(req) {
+        let posted = via!(h, cache, src => owner.post_via(src, req));
+        let status = match posted {
             Ok(p) => {
                 h.posts.0.fetch_add(1, Ordering::Relaxed);
                 o.wr_id = p.wr_id;
@@ -957,7 +1036,7 @@ pub unsafe extern "C" fn ry_hotpath_post(
             ));
         }
         Ok(())
-    })
+    }
 }
 
 /// Releases a tokenized work request that never reached the NIC (the
@@ -969,15 +1048,40 @@ pub unsafe extern "C" fn ry_hotpath_post(
 /// Ownership: none. Thread-safety: any thread.
 #[no_mangle]
 pub extern "C" fn ry_hotpath_unposted(hp: ry_hotpath, wr_id: u64, now_ns: u64) -> RyStatus {
-    guard(|| {
+    guard(|| unposted(hp, None, wr_id, now_ns))
+}
+
+/// `ry_hotpath_unposted`, returning the token to `cache` (the calling
+/// thread's, over this hot path: `RY_STATUS_TOKEN_CACHE_WRONG_POOL`
+/// otherwise, nothing released). The same typed errors.
+///
+/// Ownership: none. Thread-safety: any thread; `cache` is the caller's.
+#[no_mangle]
+pub extern "C" fn ry_hotpath_unposted_via(
+    hp: ry_hotpath,
+    cache: crate::token_cache::ry_token_cache,
+    wr_id: u64,
+    now_ns: u64,
+) -> RyStatus {
+    guard(|| unposted(hp, Some(cache), wr_id, now_ns))
+}
+
+fn unposted(
+    hp: ry_hotpath,
+    cache: Option<crate::token_cache::ry_token_cache>,
+    wr_id: u64,
+    now_ns: u64,
+) -> Result<()> {
+    {
         let h = hotpath(hp)?;
-        let (_, rel) = h.stack.owner().unposted(wr_id, now_ns)?;
+        let owner = h.stack.owner();
+        let (_, rel) = via!(h, cache, src => owner.unposted_via(src, wr_id, now_ns))?;
         h.unposted.fetch_add(1, Ordering::Relaxed);
         if rel.faults().count() != 0 {
             h.faults.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
-    })
+    }
 }
 
 /// Processes one polled completion: hands the token's record back exactly
@@ -1003,12 +1107,60 @@ pub unsafe extern "C" fn ry_hotpath_complete(
     out: *mut ry_completion,
 ) -> RyStatus {
     guard(|| {
+        // SAFETY: the caller's contract is `complete`'s.
+        unsafe { complete(hp, None, wr_id, status, vendor_err, now_ns, out) }
+    })
+}
+
+/// `ry_hotpath_complete`, returning the token to `cache` (the calling
+/// thread's `ry_token_cache` over this hot path, whichever thread or cache
+/// claimed it; `RY_STATUS_TOKEN_CACHE_WRONG_POOL` otherwise, nothing
+/// completed): the same exactly-once record, release order, slice rules
+/// and typed errors.
+///
+/// Ownership: writes `*out`. Thread-safety: any thread; `cache` is the
+/// caller's (bypassed for the pool if another thread is using it).
+///
+/// # Safety
+/// `out` is valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn ry_hotpath_complete_via(
+    hp: ry_hotpath,
+    cache: crate::token_cache::ry_token_cache,
+    wr_id: u64,
+    status: u32,
+    vendor_err: u32,
+    now_ns: u64,
+    out: *mut ry_completion,
+) -> RyStatus {
+    guard(|| {
+        // SAFETY: the caller's contract is `complete`'s.
+        unsafe { complete(hp, Some(cache), wr_id, status, vendor_err, now_ns, out) }
+    })
+}
+
+/// The body of `ry_hotpath_complete` / `ry_hotpath_complete_via`.
+///
+/// # Safety
+/// `out` is valid for writes.
+unsafe fn complete(
+    hp: ry_hotpath,
+    cache: Option<crate::token_cache::ry_token_cache>,
+    wr_id: u64,
+    status: u32,
+    vendor_err: u32,
+    now_ns: u64,
+    out: *mut ry_completion,
+) -> Result<()> {
+    {
         let h = hotpath(hp)?;
         if out.is_null() {
             return Err(Error::null("out"));
         }
         let owner = h.stack.owner();
-        let d = match owner.complete(wr_id, status, vendor_err, now_ns) {
+        let done =
+            via!(h, cache, src => owner.complete_via(src, wr_id, status, vendor_err, now_ns));
+        let d = match done {
             Ok(d) => d,
             Err(e) => {
                 h.bad.fetch_add(1, Ordering::Relaxed);
@@ -1068,7 +1220,7 @@ pub unsafe extern "C" fn ry_hotpath_complete(
         };
         // SAFETY: caller contract: valid for writes.
         unsafe { write_out(out, c, "out") }
-    })
+    }
 }
 
 /// One control epoch at `now_ns` (the monitor thread): AIMD, hysteresis,

@@ -19,6 +19,7 @@
 //! |---|---|
 //! | [`hotpath`] | **the composed hot path**: the one way a C/C++ transport integrates (post → `wr_id` or a typed refusal, complete → settle / retry / stale, unposted, async events, reclaim, epochs, anomaly evidence) |
 //! | [`token`] | the posted-attempt token pool (RFC 3136) |
+//! | [`token_cache`] | per-thread token caches over a pool or a hot path's pool (`ry_token_cache_*`, `ry_hotpath_*_via`) |
 //! | [`cc`] | controller config (struct / environment), admission, permits, release, feedback, route state, epoch tick (RFC 4162) |
 //! | [`classify`] | WC, async-event and signal classifiers |
 //! | [`evidence`] | task anomaly queries, minimal and detailed, with per-field observed flags |
@@ -56,6 +57,7 @@ pub mod hotpath;
 pub mod log;
 pub mod rail;
 pub mod token;
+pub mod token_cache;
 pub mod wire;
 
 pub use error::{ry_last_error_message, ry_status_name, RyStatus as ry_status};

@@ -6,8 +6,9 @@ use railyard_core::slice::SliceRef;
 use railyard_core::token::{OptId, TokenPool, TokenRecord};
 
 use crate::error::{guard, Error, RyStatus};
-use crate::handle::Registry;
+use crate::handle::{Pinned, Registry};
 use crate::ptr::{in_ref, out_ref, write_out};
+use std::sync::Arc;
 
 /// `ry_token_record.holds`: the attempt holds a congestion-control permit.
 pub const RY_HOLDS_PERMIT: u8 = 1 << 0;
@@ -123,7 +124,13 @@ pub struct ry_token_pool {
     pub bits: u64,
 }
 
-static POOLS: Registry<TokenPool> = Registry::new(1, "token pool");
+// Behind an `Arc`: a token cache over the pool keeps its memory alive.
+static POOLS: Registry<Arc<TokenPool>> = Registry::new(1, "token pool");
+
+/// The live pool named by `pool`.
+pub(crate) fn pool(pool: ry_token_pool) -> crate::error::Result<Pinned<Arc<TokenPool>>> {
+    POOLS.get(pool.bits)
+}
 
 /// Creates a token pool of `capacity` slots (allocated once, here).
 ///
@@ -136,7 +143,7 @@ static POOLS: Registry<TokenPool> = Registry::new(1, "token pool");
 pub unsafe extern "C" fn ry_token_pool_create(capacity: u32, out: *mut ry_token_pool) -> RyStatus {
     guard(|| {
         let pool = TokenPool::new(capacity as usize)?;
-        let bits = POOLS.insert(pool)?;
+        let bits = POOLS.insert(Arc::new(pool))?;
         // SAFETY: caller contract: `out` is NULL or valid for writes.
         unsafe { write_out(out, ry_token_pool { bits }, "out") }
     })
@@ -144,6 +151,8 @@ pub unsafe extern "C" fn ry_token_pool_create(capacity: u32, out: *mut ry_token_
 
 /// Destroys a pool. Records of attempts still live are dropped with it:
 /// complete them first (`ry_token_pool_in_use` tells how many are live).
+/// A token cache over the pool keeps its memory until the cache is
+/// destroyed too (its calls then need the pool's handle, now invalid).
 /// A second destroy, or any later use of the handle, is
 /// `RY_STATUS_INVALID_HANDLE`. Thread-safety: any thread; calls already
 /// running on the pool in other threads finish safely.

@@ -6,7 +6,9 @@
 #![no_main]
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Permit, PollerStatus, TargetMode};
+use railyard_core::cc::{
+    Admission, CcConfig, Controller, DrainSignal, Mode, Permit, PollerStatus, TargetMode,
+};
 use railyard_core::classify::Effect;
 use railyard_core::token::TokenRecord;
 
@@ -57,6 +59,7 @@ fuzz_target!(|input: Input| {
         } else {
             TargetMode::Fixed
         },
+        software_drain: None,
         high_pressure_epochs: 2,
         low_pressure_epochs: 2,
         hard_error_threshold: u16::from(input.threshold % 4) + 1,
@@ -66,6 +69,10 @@ fuzz_target!(|input: Input| {
         decrease_percent: 50,
     };
     let (c, mut m) = Controller::new(&cfg, 2, &ROUTE_DEVICES).unwrap();
+    // Device 1 a software provider (advisory drain) or not (another spare bit).
+    if input.threshold & 0x20 != 0 {
+        m.set_drain_signal(1, DrainSignal::Advisory).unwrap();
+    }
     let mut held: Vec<Permit> = Vec::new();
     let mut records: Vec<TokenRecord> = Vec::new();
     let mut now = 0u64;

@@ -546,7 +546,9 @@ impl NativeEngine {
 
     /// The counters and leak gauges as a dict: `tokens_in_use`,
     /// `endpoint_outstanding`, `qp_depth`, `cq_outstanding`,
-    /// `slices_pending`, `mem_pins` (all zero when idle), `mem_regions`,
+    /// `slices_pending`, `mem_pins` (all zero when idle), `tokens_cached`
+    /// (free tokens in the workers' caches: at most 32 per worker, never
+    /// in use; `tokens_in_use + tokens_cached <= max_inflight`), `mem_regions`,
     /// `posts`, `completions`, ... and the post gate's `gate_*`.
     fn stats(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
         let s = self.core(py)?.engine.stats();
@@ -612,6 +614,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &EngineStats) -> PyResult<Bound<'py, PyDi
     let g = s.gate;
     for (k, v) in [
         ("tokens_in_use", s.tokens_in_use),
+        ("tokens_cached", s.tokens_cached),
         ("endpoint_outstanding", s.endpoint_outstanding),
         ("qp_depth", s.qp_depth),
         ("cq_outstanding", s.cq_outstanding),

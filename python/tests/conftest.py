@@ -67,5 +67,8 @@ def assert_idle(engine, who="engine"):
     ):
         assert s[k] == 0, f"{who}: {k}={s[k]}: {s}"
     assert s["gate_admitted"] == s["gate_released"], f"{who}: CC permits {s}"
+    # Cached free tokens are not a leak, but they are bounded (32 per worker,
+    # at most 64 workers per device).
+    assert 0 <= s["tokens_cached"] <= 32 * 64 * 8, f"{who}: tokens_cached {s}"
     assert all(v == 0 for v in s["rail_charged_bytes"]), f"{who}: rail charges {s}"
     return s

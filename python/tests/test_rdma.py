@@ -282,10 +282,14 @@ def test_stats_and_close(pair):
     s = a.stats()
     assert s["mem_regions"] == 1
     assert s["posts"] >= 0 and isinstance(s["gate_enabled"], bool)
+    # Free tokens in the workers' caches: a gauge, never in use, at most 32
+    # per worker (MC_WORKERS_PER_CTX is at most 64).
+    assert 0 <= s["tokens_cached"] <= 32 * 64
     # One call for a metrics export: the same counters plus every CC route.
     snap = a.snapshot()
     assert set(snap) == {"stats", "routes"}
     assert snap["stats"]["mem_regions"] == 1
+    assert "tokens_cached" in snap["stats"]
     assert len(snap["routes"]) == 1  # one device, one peer NIC
     r = snap["routes"][0]
     assert r["device"] == 0 and r["health"] in ("Healthy", "Congested", "Suspect")

@@ -4,6 +4,7 @@
 //! See `sim/README.md` for the model's assumptions and limits.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use railyard_core::completion::{
     CreditDemand, Layers, Owner, Path, PathChoice, PostRequest, Refusal, SliceEffect,
@@ -15,7 +16,7 @@ use railyard_core::endpoint::{
 use railyard_core::evidence::{AnomalyState, Observation, Reason, TaskEvidence};
 use railyard_core::slice::{SliceRef, SliceState, SliceTable};
 use railyard_core::time::{NS_PER_MS, NS_PER_SEC, NS_PER_US};
-use railyard_core::token::{TokenPool, TokenRecord, WrId};
+use railyard_core::token::{TokenCacheOver, TokenPool, TokenRecord, WrId};
 
 use crate::credit::{CreditMsg, CreditPlane, RxCapacity};
 use crate::engine::EventQueue;
@@ -349,7 +350,13 @@ struct Transfer {
 
 /// Per-sender state: the real core's ownership tables plus the stack.
 pub(crate) struct Sender {
-    pub tokens: TokenPool,
+    pub tokens: Rc<TokenPool>,
+    /// The sender's token cache over `tokens`, as each engine worker has
+    /// one: every post claims and every completion returns through it. One
+    /// cache per pool and a single thread, so it never hides a token from a
+    /// claim; only which free slot a `wr_id` names differs from the pool's
+    /// own order.
+    cache: TokenCacheOver<Rc<TokenPool>, TokenRecord, SENDER_TOKEN_CACHE>,
     pub slices: SliceTable,
     pub eps: EndpointTable<()>,
     pub ep_local: EndpointLocal,
@@ -572,6 +579,8 @@ pub struct Sim {
 
 const MAX_SLICES_PER_SENDER: usize = 4096;
 const TOKENS_PER_SENDER: usize = 1024;
+/// Free tokens a sender's cache holds at most (the engine's per-worker 32).
+const SENDER_TOKEN_CACHE: usize = 32;
 
 impl Sim {
     /// Builds a simulator for `cfg`.
@@ -607,8 +616,10 @@ impl Sim {
             for _ in 0..routes {
                 r.push(EpState::Up(eps.open(()).map_err(|e| e.to_string())?));
             }
+            let tokens = Rc::new(TokenPool::new(TOKENS_PER_SENDER).map_err(|e| e.to_string())?);
             senders.push(Sender {
-                tokens: TokenPool::new(TOKENS_PER_SENDER).map_err(|e| e.to_string())?,
+                cache: TokenCacheOver::new(Rc::clone(&tokens)),
+                tokens,
                 slices: SliceTable::new(MAX_SLICES_PER_SENDER).map_err(|e| e.to_string())?,
                 eps,
                 ep_local,
@@ -968,7 +979,7 @@ impl Sim {
                     charge: Charge::direct_write(bytes),
                 })
             });
-            let s = &self.senders[si];
+            let s = &mut self.senders[si];
             let (cc, rail) = self.stack.layers(sender);
             let owner =
                 Owner::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
@@ -986,7 +997,7 @@ impl Sim {
                 path: choice,
                 now,
             };
-            let posted = owner.post(req);
+            let posted = owner.post_via(&mut s.cache, req);
             let refusal_obs = match &posted {
                 Err(r) => owner.refusal_observation(r, now).map(|o| o.reason),
                 Ok(_) => None,
@@ -1080,13 +1091,13 @@ impl Sim {
             }
         }
         let si = sender as usize;
-        let s = &self.senders[si];
+        let s = &mut self.senders[si];
         let credit = self.credit.as_ref().map(|cp| cp.ledger(sender));
         let (cc, rail) = self.stack.layers(sender);
         let owner =
             Owner::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
         let done = owner
-            .complete(wr_id, u32::from(status), 0, now)
+            .complete_via(&mut s.cache, wr_id, u32::from(status), 0, now)
             .expect("every CQE names a live token exactly once");
         let obs = owner.completion_observation(&done, now).map(|o| o.reason);
         let rec = done.record;
@@ -1653,8 +1664,13 @@ impl Sim {
         });
         self.counters.events = self.q.processed();
         let mut leaks = Leaks::default();
-        for s in &self.senders {
-            leaks.tokens += s.tokens.in_use() as u64;
+        for s in &mut self.senders {
+            // Every token is live, or free on the pool's lists once the
+            // cache is flushed: anything else is lost.
+            s.cache.flush();
+            let live = s.tokens.in_use();
+            let lost = (s.tokens.capacity() - live).saturating_sub(s.tokens.free_in_pool());
+            leaks.tokens += (live + lost) as u64;
             leaks.slices += s.slices.pending() as u64;
             leaks.endpoint_outstanding += s.eps.outstanding_total();
             leaks.queued += s.queue.len() as u64;

@@ -205,6 +205,10 @@ pub struct DeviceCaps {
     pub max_mr_size: u64,
     /// Number of physical ports.
     pub phys_port_cnt: u8,
+    /// IEEE OUI of the vendor (`ibv_device_attr.vendor_id`); the software
+    /// providers have their own (rxe `0xFFFFFF`, siw `0x626D74`: see
+    /// `railyard_core::cc::SoftwareProvider`).
+    pub vendor_id: u32,
 }
 
 struct CtxInner {
@@ -292,6 +296,7 @@ impl Context {
             max_qp_init_rd_atom: u(a.max_qp_init_rd_atom),
             max_mr_size: a.max_mr_size,
             phys_port_cnt: a.phys_port_cnt,
+            vendor_id: a.vendor_id,
         })
     }
 

@@ -17,8 +17,8 @@
 //! `RAILYARD_REQUIRE_RDMA=1` it fails instead.
 
 use railyard_verbs::engine::{
-    AnomalyState, BatchId, CcMode, Engine, EngineConfig, EngineError, Op, SegmentId, TaskState,
-    Transfer, WorkerModel,
+    AnomalyState, BatchId, CcMode, DrainSignal, Engine, EngineConfig, EngineError, Op, SegmentId,
+    SoftwareProvider, TaskState, Transfer, WorkerModel,
 };
 use railyard_verbs::MemoryRegion;
 use std::sync::Arc;
@@ -607,6 +607,74 @@ fn engine_cc_enforce_defers_completes_and_reports_anomalies() {
         s.gate.epochs > 0,
         "the monitor must run control epochs: {s:?}"
     );
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+}
+
+/// rxe0 is a software provider (`ibv_device_attr.vendor_id` 0xFFFFFF): at
+/// the default CC settings its drain time is advisory, so bulk WRITEs
+/// never shrink the route's or the device's window (on Soft-RoCE drain
+/// time measures the host CPU, and enforcing it held the window near
+/// 256-400 KiB), while every epoch's pressure verdict is still counted.
+#[test]
+fn engine_classifies_rxe_as_a_software_provider_with_advisory_drain() {
+    const LEN: usize = 8 << 20;
+    let test = "engine_classifies_rxe_as_a_software_provider_with_advisory_drain";
+    let Some(p) = pair_with(test, LEN, LEN, |c| {
+        c.cc.mode = CcMode::Enforce;
+        c.cc.target_mode = railyard_core::cc::TargetMode::Adaptive;
+        c.cc.software_drain = None;
+    }) else {
+        return;
+    };
+    if !railyard_core::cc::Controller::compiled_in() {
+        say!("{test}: SKIP: the controller is compiled out");
+        return;
+    }
+    let provider = p.a.software_provider_of(0);
+    say!("{test}: device 0 provider {provider:?}");
+    if std::env::var("RAILYARD_REQUIRE_RDMA").as_deref() == Ok("1") {
+        // CI's guest runs on rxe0.
+        assert_eq!(provider, Some(SoftwareProvider::Rxe));
+    }
+    let Some(SoftwareProvider::Rxe | SoftwareProvider::Siw) = provider else {
+        say!("{test}: SKIP: device 0 is not a software provider");
+        return;
+    };
+    assert_eq!(p.a.drain_signal_of(0), Some(DrainSignal::Advisory));
+    assert_eq!(p.b.drain_signal_of(0), Some(DrainSignal::Advisory));
+    let data = pattern(19, LEN);
+    p.a_mem.write_at(0, &data).unwrap();
+    let epochs0 = p.a.stats().gate.epochs;
+    for round in 0..4 {
+        let t = Transfer {
+            op: Op::Write,
+            local: p.a_mem.addr(),
+            len: LEN as u64,
+            segment: p.seg,
+            remote_offset: p.b_mem.addr(),
+        };
+        assert_eq!(run(&p.a, t), TaskState::Completed, "round {round}");
+    }
+    let mut got = vec![0u8; LEN];
+    p.b_mem.read_at(0, &mut got).unwrap();
+    assert!(got == data, "read-back mismatch");
+    let s = p.a.stats();
+    let snap = p.a.snapshot();
+    say!(
+        "{test}: epochs {} advisory pressure epochs {} routes {:?}",
+        s.gate.epochs - epochs0,
+        s.gate.advisory_pressure_epochs,
+        snap.routes
+    );
+    assert!(s.gate.epochs > epochs0, "the monitor must have run: {s:?}");
+    let max = config().cc.max_window_bytes;
+    assert!(!snap.routes.is_empty(), "{snap:?}");
+    for r in &snap.routes {
+        assert_eq!(r.drain_signal, DrainSignal::Advisory, "{r:?}");
+        assert_eq!(r.window_bytes, max, "drain time shrank the window: {r:?}");
+    }
+    assert_eq!(p.a.device_snapshot().unwrap().window, max);
     assert_quiescent(&p.a, "initiator");
     assert_quiescent(&p.b, "target");
 }

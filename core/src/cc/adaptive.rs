@@ -4,14 +4,14 @@ use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use super::aimd::{
-    epoch_pressured, pressure_threshold_ns, Aimd, BaseDrain, Sample, BASE_SPAN_MAX_EPOCHS,
-    BASE_SPAN_WINDOWS,
+    drain_time_ns, epoch_pressured, pressure_threshold_ns, Aimd, BaseDrain, Sample,
+    BASE_SPAN_MAX_EPOCHS, BASE_SPAN_WINDOWS,
 };
-use super::config::{CcConfig, ConfigError, Mode, Params, TargetMode};
+use super::config::{CcConfig, ConfigError, DrainSignal, Mode, Params, TargetMode};
 use super::health::{arrow_exists, needs_escalation, step, Event, Health, HealthWord};
 use super::{
     AcquireError, Admission, Avoidance, CcStats, Deferral, DomainKind, DomainSnapshot, EpochReport,
-    Permit, PollerStatus, ReleaseError, Settlement,
+    Permit, PolicyView, PollerStatus, ReleaseError, Settlement,
 };
 use crate::classify::Effect;
 use crate::evidence::Observed;
@@ -348,6 +348,7 @@ impl Controller {
                 .map(|_| PolicyState::default())
                 .collect(),
             devices: (0..devices).map(|_| PolicyState::default()).collect(),
+            drain: (0..devices).map(|_| DrainSignal::Enforce).collect(),
             last_epoch: None,
         };
         let c = Self {
@@ -824,6 +825,9 @@ struct PolicyState {
     span_epochs: u32,
     /// In-flight bytes at the previous epoch (for the span's start rule).
     last_in_flight: u64,
+    /// The drain signal applied at the last epoch and what that epoch saw
+    /// (diagnostics: [`Monitor::route_policy`] / [`Monitor::device_policy`]).
+    view: PolicyView,
 }
 
 /// The most a domain may hold for its epoch to measure the base: one
@@ -911,6 +915,8 @@ impl PolicyState {
 pub struct Monitor {
     routes: Box<[PolicyState]>,
     devices: Box<[PolicyState]>,
+    /// Per device: what its (and its routes') drain-time pressure does.
+    drain: Box<[DrainSignal]>,
     last_epoch: Option<Nanos>,
 }
 
@@ -943,6 +949,13 @@ impl Monitor {
             return report;
         }
         let stalled = poller == PollerStatus::Stalled;
+        let drain = &self.drain;
+        let signal_of = |dev: u32| {
+            usize::try_from(dev)
+                .ok()
+                .and_then(|d| drain.get(d).copied())
+                .unwrap_or_default()
+        };
         for (st, r) in self.routes.iter_mut().zip(ctl.routes.iter()) {
             let drained = st.drained(r);
             let timeouts = r.timeouts.swap(0, Ordering::Relaxed);
@@ -966,6 +979,7 @@ impl Monitor {
                 now,
                 stalled,
                 rnr,
+                signal: signal_of(r.device.load(Ordering::Relaxed)),
             };
             Self::policy(ctl, st, r, e, &mut report, None);
         }
@@ -977,6 +991,7 @@ impl Monitor {
                 now,
                 stalled,
                 rnr: false,
+                signal: signal_of(i as u32),
             };
             Self::policy(ctl, st, d, e, &mut report, Some(i as u16));
         }
@@ -994,6 +1009,70 @@ impl Monitor {
         self.devices
             .get(usize::from(device))
             .and_then(|s| s.base.base())
+    }
+
+    /// Sets what drain-time pressure does on device `device` and on every
+    /// route bound to it (from the next epoch on): the engine calls this
+    /// when it opens the device, with [`CcConfig::drain_signal`] of the
+    /// device's provider. Every device starts as [`DrainSignal::Enforce`].
+    /// Health signals are not affected.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, DrainSignal, Mode, SoftwareProvider};
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, mut monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let rxe = SoftwareProvider::from_vendor_id(0xFF_FFFF);
+    /// monitor.set_drain_signal(1, cfg.drain_signal(rxe)).unwrap();
+    /// assert_eq!(monitor.drain_signal(1), Some(DrainSignal::Advisory));
+    /// assert_eq!(monitor.route_policy(&cc, 1).unwrap().drain_signal, DrainSignal::Advisory);
+    /// assert_eq!(monitor.route_policy(&cc, 0).unwrap().drain_signal, DrainSignal::Enforce);
+    /// assert!(monitor.set_drain_signal(2, DrainSignal::Advisory).is_err());
+    /// ```
+    pub fn set_drain_signal(
+        &mut self,
+        device: u16,
+        signal: DrainSignal,
+    ) -> Result<(), AcquireError> {
+        let s = self
+            .drain
+            .get_mut(usize::from(device))
+            .ok_or(AcquireError::NoSuchDevice(device))?;
+        *s = signal;
+        Ok(())
+    }
+
+    /// Device `device`'s drain signal (`None` for an unknown device).
+    pub fn drain_signal(&self, device: u16) -> Option<DrainSignal> {
+        self.drain.get(usize::from(device)).copied()
+    }
+
+    /// What the policy saw for route `route` at its last judged epoch, with
+    /// the drain signal of the device it is bound to now (`None` for an
+    /// unknown route). `ctl` is the controller this monitor was built with.
+    pub fn route_policy(&self, ctl: &Controller, route: u32) -> Option<PolicyView> {
+        let st = self.routes.get(route as usize)?;
+        let dev = ctl
+            .routes
+            .get(route as usize)?
+            .device
+            .load(Ordering::Relaxed);
+        let mut v = st.view;
+        v.drain_signal = usize::try_from(dev)
+            .ok()
+            .and_then(|d| self.drain.get(d).copied())
+            .unwrap_or_default();
+        v.base_drain_ns = st.base.base();
+        Some(v)
+    }
+
+    /// What the policy saw for device `device` at its last judged epoch.
+    pub fn device_policy(&self, device: u16) -> Option<PolicyView> {
+        let st = self.devices.get(usize::from(device))?;
+        let mut v = st.view;
+        v.drain_signal = self.drain[usize::from(device)];
+        v.base_drain_ns = st.base.base();
+        Some(v)
     }
 
     fn policy(
@@ -1071,8 +1150,23 @@ impl Monitor {
                 st.base_sample(p, in_flight, e);
             }
             let threshold = pressure_threshold_ns(p, st.base.base());
+            let pressured = epoch_pressured(in_flight, e.drained, e.epoch_ns, threshold);
+            st.view.drain_ns = drain_time_ns(in_flight, e.drained, e.epoch_ns);
+            st.view.threshold_ns = Some(threshold);
+            st.view.pressured = pressured;
+            // Advisory: the verdict is observed and counted, never acted on.
+            let enforced = match e.signal {
+                DrainSignal::Enforce => pressured,
+                DrainSignal::Advisory => {
+                    if pressured {
+                        st.view.advisory_pressure_epochs += 1;
+                        report.advisory_pressure += 1;
+                    }
+                    false
+                }
+            };
             Sample {
-                pressured: epoch_pressured(in_flight, e.drained, e.epoch_ns, threshold),
+                pressured: enforced,
                 receiver_pressure: e.rnr,
                 may_grow,
             }
@@ -1098,4 +1192,6 @@ struct EpochInput {
     now: Nanos,
     stalled: bool,
     rnr: bool,
+    /// The drain signal of the domain's device.
+    signal: DrainSignal,
 }

@@ -5,10 +5,10 @@
 //! compiled so the benchmark can measure the compiled-out cost in the same
 //! run as the compiled-in modes.
 
-use super::config::{CcConfig, ConfigError, Mode};
+use super::config::{CcConfig, ConfigError, DrainSignal, Mode};
 use super::{
-    AcquireError, Admission, CcStats, DomainSnapshot, EpochReport, Permit, PollerStatus,
-    ReleaseError, Settlement,
+    AcquireError, Admission, CcStats, DomainSnapshot, EpochReport, Permit, PolicyView,
+    PollerStatus, ReleaseError, Settlement,
 };
 use crate::classify::Effect;
 use crate::time::Nanos;
@@ -187,6 +187,30 @@ impl BypassMonitor {
 
     /// Always `None`: nothing is measured without the controller.
     pub fn device_base_drain_ns(&self, _device: u16) -> Option<u64> {
+        None
+    }
+
+    /// No-op (nothing is judged without the controller).
+    pub fn set_drain_signal(
+        &mut self,
+        _device: u16,
+        _signal: DrainSignal,
+    ) -> Result<(), AcquireError> {
+        Ok(())
+    }
+
+    /// Always `None`: no device domains without the controller.
+    pub fn drain_signal(&self, _device: u16) -> Option<DrainSignal> {
+        None
+    }
+
+    /// Always `None`: nothing is judged without the controller.
+    pub fn route_policy(&self, _ctl: &Bypass, _route: u32) -> Option<PolicyView> {
+        None
+    }
+
+    /// Always `None`: nothing is judged without the controller.
+    pub fn device_policy(&self, _device: u16) -> Option<PolicyView> {
         None
     }
 }

@@ -15,6 +15,19 @@
 //! Setting `MC_ADAPTIVE_CC_TARGET_DRAIN_US` explicitly keeps the RFC's
 //! absolute meaning ([`TargetMode::Fixed`]) unless
 //! `MC_ADAPTIVE_CC_TARGET_MODE=adaptive` is set as well.
+//!
+//! ## Software providers: drain time is advisory
+//!
+//! On a software RDMA provider (Soft-RoCE `rxe`, Soft-iWARP `siw`:
+//! [`SoftwareProvider::from_vendor_id`]) the "send queue" is host CPU, not a
+//! fabric: drain time measures how the host schedules the provider's
+//! threads, and throughput keeps rising with bytes in flight (batching
+//! amortises per-request cost), so no drain-time rule can tell it from a
+//! congested path. By default drain-time pressure on such a device's
+//! domains is therefore [`DrainSignal::Advisory`]: observed and reported,
+//! never enforced (see [`CcConfig::software_drain`]). Every health signal
+//! (hard errors, timeouts, receiver pressure, quarantine, probing,
+//! generation fencing) acts as on any other device.
 
 use core::fmt;
 
@@ -72,6 +85,103 @@ impl TargetMode {
     }
 }
 
+/// What the controller does with a device's drain-time pressure
+/// (`MC_ADAPTIVE_CC_SOFTWARE_DRAIN` selects it for software providers).
+///
+/// Set per device on the [`Monitor`](crate::cc::Monitor) when the device is
+/// opened; a route follows the device it is bound to. It only decides
+/// whether drain-time pressure may shrink the window: receiver pressure,
+/// hard errors, timeouts, quarantine and probing act the same either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum DrainSignal {
+    /// Sustained drain-time pressure decreases the window and marks the
+    /// domain CONGESTED (RFC 4162). The default for every device.
+    #[default]
+    Enforce,
+    /// Drain time and pressure are computed and reported (the monitor
+    /// counts pressured epochs it did not act on), but they never decrease
+    /// the window or mark the domain CONGESTED: the default for software
+    /// providers, whose drain time measures host CPU scheduling, not a fabric.
+    Advisory,
+}
+
+impl DrainSignal {
+    /// Parses `advisory|enforce` (ASCII case-insensitive, surrounding whitespace ignored).
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("advisory") {
+            Ok(DrainSignal::Advisory)
+        } else if t.eq_ignore_ascii_case("enforce") {
+            Ok(DrainSignal::Enforce)
+        } else {
+            Err(ConfigError::InvalidSoftwareDrain)
+        }
+    }
+
+    /// `"enforce"` or `"advisory"` (what [`DrainSignal::parse`] reads).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DrainSignal::Enforce => "enforce",
+            DrainSignal::Advisory => "advisory",
+        }
+    }
+}
+
+/// A software RDMA provider: the device is the host CPU running the verbs
+/// protocol in the kernel, recognised by `ibv_device_attr.vendor_id`.
+///
+/// | provider | vendor id | kernel source |
+/// |---|---|---|
+/// | Soft-RoCE (`rxe`) | `0xFFFFFF` | `RXE_VENDOR_ID`, `drivers/infiniband/sw/rxe/rxe_param.h` |
+/// | Soft-iWARP (`siw`) | `0x626D74` (ASCII `bmt`) | `SIW_VENDOR_ID`, `drivers/infiniband/sw/siw/siw.h` |
+///
+/// Kernels before the change that gave rxe its vendor id reported 0 for
+/// it; 0 is not classified (it names no vendor, and is not rxe's alone), so
+/// such a device keeps the hardware rule unless configured otherwise.
+///
+/// ```
+/// use railyard_core::cc::{CcConfig, DrainSignal, SoftwareProvider};
+///
+/// assert_eq!(SoftwareProvider::from_vendor_id(0xFF_FFFF), Some(SoftwareProvider::Rxe));
+/// assert_eq!(SoftwareProvider::from_vendor_id(0x62_6D74), Some(SoftwareProvider::Siw));
+/// assert_eq!(SoftwareProvider::from_vendor_id(0x02C9), None); // Mellanox
+/// let cfg = CcConfig::default();
+/// assert_eq!(cfg.drain_signal(Some(SoftwareProvider::Rxe)), DrainSignal::Advisory);
+/// assert_eq!(cfg.drain_signal(None), DrainSignal::Enforce);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SoftwareProvider {
+    /// Soft-RoCE (`rdma_rxe`).
+    Rxe,
+    /// Soft-iWARP (`siw`).
+    Siw,
+}
+
+impl SoftwareProvider {
+    /// `RXE_VENDOR_ID` (IBTA "no vendor" OUI).
+    pub const RXE_VENDOR_ID: u32 = 0x00FF_FFFF;
+    /// `SIW_VENDOR_ID` (ASCII `bmt`).
+    pub const SIW_VENDOR_ID: u32 = 0x0062_6D74;
+
+    /// The software provider with this `ibv_device_attr.vendor_id`, or
+    /// `None` (a hardware device, or an unknown one).
+    pub const fn from_vendor_id(vendor_id: u32) -> Option<Self> {
+        match vendor_id {
+            Self::RXE_VENDOR_ID => Some(SoftwareProvider::Rxe),
+            Self::SIW_VENDOR_ID => Some(SoftwareProvider::Siw),
+            _ => None,
+        }
+    }
+
+    /// The provider's kernel driver name (`"rxe"`, `"siw"`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            SoftwareProvider::Rxe => "rxe",
+            SoftwareProvider::Siw => "siw",
+        }
+    }
+}
+
 /// A configuration parameter (for error messages and env names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Param {
@@ -101,11 +211,14 @@ pub enum Param {
     DecreasePercent,
     /// `MC_ADAPTIVE_CC_TARGET_MODE` (railyard extension: `adaptive` or `fixed`)
     TargetMode,
+    /// `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` (railyard extension: `advisory` or
+    /// `enforce`, drain-time pressure on software providers)
+    SoftwareDrain,
 }
 
 impl Param {
     /// Every parameter.
-    pub const ALL: [Param; 13] = [
+    pub const ALL: [Param; 14] = [
         Param::Mode,
         Param::MinWindowBytes,
         Param::MaxWindowBytes,
@@ -119,6 +232,7 @@ impl Param {
         Param::AdditiveIncreaseBytes,
         Param::DecreasePercent,
         Param::TargetMode,
+        Param::SoftwareDrain,
     ];
 
     /// The environment variable name.
@@ -137,6 +251,7 @@ impl Param {
             Param::AdditiveIncreaseBytes => "MC_ADAPTIVE_CC_ADDITIVE_INCREASE_BYTES",
             Param::DecreasePercent => "MC_ADAPTIVE_CC_DECREASE_PERCENT",
             Param::TargetMode => "MC_ADAPTIVE_CC_TARGET_MODE",
+            Param::SoftwareDrain => "MC_ADAPTIVE_CC_SOFTWARE_DRAIN",
         }
     }
 }
@@ -148,6 +263,8 @@ pub enum ConfigError {
     InvalidMode,
     /// `MC_ADAPTIVE_CC_TARGET_MODE` is not `adaptive|fixed`.
     InvalidTargetMode,
+    /// `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` is not `advisory|enforce`.
+    InvalidSoftwareDrain,
     /// A numeric value is not a decimal integer that fits.
     NotANumber(Param),
     /// A numeric value is zero (every value must be positive).
@@ -204,6 +321,11 @@ impl fmt::Display for ConfigError {
                 "{} must be adaptive or fixed",
                 Param::TargetMode.env_name()
             ),
+            ConfigError::InvalidSoftwareDrain => write!(
+                f,
+                "{} must be advisory or enforce",
+                Param::SoftwareDrain.env_name()
+            ),
             ConfigError::NotANumber(p) => write!(f, "{} is not a decimal integer", p.env_name()),
             ConfigError::Zero(p) => write!(f, "{} must be positive", p.env_name()),
             ConfigError::MinAboveMax { min, max } => {
@@ -251,6 +373,13 @@ pub struct CcConfig {
     pub target_drain_us: u64,
     /// How drain time is judged (extension; default [`TargetMode::Adaptive`]).
     pub target_mode: TargetMode,
+    /// Drain-time pressure on software providers (extension,
+    /// `MC_ADAPTIVE_CC_SOFTWARE_DRAIN`). `None` (the default) follows the
+    /// target mode: [`DrainSignal::Advisory`] with [`TargetMode::Adaptive`],
+    /// [`DrainSignal::Enforce`] with [`TargetMode::Fixed`] (an explicit
+    /// `MC_ADAPTIVE_CC_TARGET_DRAIN_US` keeps the RFC meaning on every
+    /// device). Hardware devices always enforce (see [`CcConfig::drain_signal`]).
+    pub software_drain: Option<DrainSignal>,
     /// `MC_ADAPTIVE_CC_HIGH_PRESSURE_EPOCHS`: consecutive pressured epochs to enter congestion.
     pub high_pressure_epochs: u32,
     /// `MC_ADAPTIVE_CC_LOW_PRESSURE_EPOCHS`: consecutive calm epochs to resume growth.
@@ -276,6 +405,7 @@ impl Default for CcConfig {
             initial_window_bytes: None,
             target_drain_us: 200,
             target_mode: TargetMode::Adaptive,
+            software_drain: None,
             high_pressure_epochs: 3,
             low_pressure_epochs: 3,
             hard_error_threshold: 3,
@@ -302,6 +432,9 @@ pub struct Params {
     pub target_drain_ns: u64,
     /// How drain time is judged.
     pub target_mode: TargetMode,
+    /// Drain-time pressure on software providers (resolved: see
+    /// [`CcConfig::software_drain`]).
+    pub software_drain: DrainSignal,
     /// Epochs of pressure to enter congestion.
     pub high_pressure_epochs: u32,
     /// Calm epochs to grow again.
@@ -386,6 +519,7 @@ impl CcConfig {
             initial_window: initial,
             target_drain_ns,
             target_mode: self.target_mode,
+            software_drain: self.software_drain_signal(),
             high_pressure_epochs: high as u32,
             low_pressure_epochs: low as u32,
             hard_error_threshold: self.hard_error_threshold,
@@ -396,6 +530,29 @@ impl CcConfig {
         })
     }
 
+    /// What drain-time pressure does on software providers:
+    /// [`CcConfig::software_drain`], or, unset, [`DrainSignal::Advisory`]
+    /// with the adaptive target and [`DrainSignal::Enforce`] with the fixed
+    /// (RFC) one.
+    pub const fn software_drain_signal(&self) -> DrainSignal {
+        match (self.software_drain, self.target_mode) {
+            (Some(s), _) => s,
+            (None, TargetMode::Adaptive) => DrainSignal::Advisory,
+            (None, TargetMode::Fixed) => DrainSignal::Enforce,
+        }
+    }
+
+    /// The [`DrainSignal`] for a device: [`DrainSignal::Enforce`] for
+    /// hardware (`provider` `None`), [`CcConfig::software_drain_signal`]
+    /// for a software provider. The engine sets it on the monitor when it
+    /// opens the device.
+    pub const fn drain_signal(&self, provider: Option<SoftwareProvider>) -> DrainSignal {
+        match provider {
+            None => DrainSignal::Enforce,
+            Some(_) => self.software_drain_signal(),
+        }
+    }
+
     /// Builds a configuration from a variable lookup (e.g. the process
     /// environment), starting from the defaults. Unset variables keep their
     /// defaults; a set but malformed variable is an error, never ignored.
@@ -403,15 +560,18 @@ impl CcConfig {
     ///
     /// An explicit `MC_ADAPTIVE_CC_TARGET_DRAIN_US` keeps the RFC's absolute
     /// meaning ([`TargetMode::Fixed`]) unless `MC_ADAPTIVE_CC_TARGET_MODE`
-    /// is set too.
+    /// is set too; on software providers its drain-time pressure is then
+    /// enforced too, unless `MC_ADAPTIVE_CC_SOFTWARE_DRAIN` says otherwise
+    /// (see [`CcConfig::software_drain`]).
     ///
     /// ```
-    /// use railyard_core::cc::{CcConfig, TargetMode};
+    /// use railyard_core::cc::{CcConfig, DrainSignal, TargetMode};
     ///
     /// let vars = [("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "500")];
     /// let get = |n: &str| vars.iter().find(|v| v.0 == n).map(|v| v.1);
     /// let c = CcConfig::from_lookup(get).unwrap();
     /// assert_eq!((c.target_drain_us, c.target_mode), (500, TargetMode::Fixed));
+    /// assert_eq!(c.software_drain_signal(), DrainSignal::Enforce);
     /// assert_eq!(CcConfig::from_lookup(|_| None::<&str>).unwrap().target_mode, TargetMode::Adaptive);
     /// ```
     pub fn from_lookup<F, S>(mut lookup: F) -> Result<Self, ConfigError>
@@ -436,10 +596,14 @@ impl CcConfig {
                 explicit_mode = true;
                 continue;
             }
+            if p == Param::SoftwareDrain {
+                c.software_drain = Some(DrainSignal::parse(raw)?);
+                continue;
+            }
             let v: u64 = raw.trim().parse().map_err(|_| ConfigError::NotANumber(p))?;
             let narrow32 = |v: u64| u32::try_from(v).map_err(|_| ConfigError::TooLarge(p));
             match p {
-                Param::Mode | Param::TargetMode => {}
+                Param::Mode | Param::TargetMode | Param::SoftwareDrain => {}
                 Param::MinWindowBytes => c.min_window_bytes = v,
                 Param::MaxWindowBytes => c.max_window_bytes = v,
                 Param::InitialWindowBytes => c.initial_window_bytes = Some(v),
@@ -483,6 +647,7 @@ impl CcConfig {
         match (r, bad) {
             (_, Some(Param::Mode)) => Err(ConfigError::InvalidMode),
             (_, Some(Param::TargetMode)) => Err(ConfigError::InvalidTargetMode),
+            (_, Some(Param::SoftwareDrain)) => Err(ConfigError::InvalidSoftwareDrain),
             (_, Some(p)) => Err(ConfigError::NotANumber(p)),
             (r, None) => r,
         }

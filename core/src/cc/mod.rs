@@ -52,6 +52,33 @@
 //! meaning ([`TargetMode::Fixed`]) unless `MC_ADAPTIVE_CC_TARGET_MODE=adaptive`
 //! is set too.
 //!
+//! ## Software providers: drain time is advisory (the default)
+//!
+//! On a software RDMA provider — Soft-RoCE (`rxe`, `vendor_id` 0xFFFFFF) or
+//! Soft-iWARP (`siw`, 0x626D74), [`SoftwareProvider::from_vendor_id`] — the
+//! "send queue" is host CPU, not a fabric: drain time measures how the host
+//! schedules the provider's kernel threads, and throughput keeps rising
+//! with bytes in flight up to several MiB (batching amortises per-request
+//! cost), so no per-sender drain-time rule can tell it from a synchronized
+//! incast (see [`aimd`]). The engine therefore sets such a device's
+//! [`DrainSignal`] to [`DrainSignal::Advisory`] when it opens it
+//! ([`Monitor::set_drain_signal`] with [`CcConfig::drain_signal`]; routes
+//! follow their device): each epoch still computes drain time, threshold
+//! and the pressure verdict — visible in [`PolicyView`]
+//! ([`Monitor::route_policy`]), [`EpochReport::advisory_pressure`] and the
+//! engine's TRACE epoch line — but a pressured epoch is fed to the AIMD as
+//! calm, so drain time never shrinks the window or marks the domain
+//! CONGESTED. Every health signal (completion-error classification,
+//! software timeouts, receiver pressure, quarantine, probing, generation
+//! fencing) acts exactly as on any other device. On a software provider the
+//! enforce arm thus measures the controller's overhead and its health
+//! policy, not a drain policy; hardware keeps the adaptive rule above.
+//! `MC_ADAPTIVE_CC_SOFTWARE_DRAIN=enforce` restores drain enforcement there;
+//! an explicit `MC_ADAPTIVE_CC_TARGET_DRAIN_US` (the RFC's absolute meaning)
+//! enforces it everywhere unless that knob says `advisory`. A device is
+//! only ever advisory if it is told so: the simulator's fabrics and every
+//! controller built without [`Monitor::set_drain_signal`] enforce.
+//!
 //! ## Snapshots
 //!
 //! [`Controller::route_snapshot`] / [`Controller::device_snapshot`] (and the
@@ -104,7 +131,9 @@ pub use bypass::{Bypass, BypassMonitor};
 #[cfg(not(any(feature = "adaptive-cc", all(railyard_loom, feature = "alloc"))))]
 pub use bypass::{Bypass as Controller, BypassMonitor as Monitor};
 
-pub use config::{CcConfig, ConfigError, Mode, Param, Params, TargetMode};
+pub use config::{
+    CcConfig, ConfigError, DrainSignal, Mode, Param, Params, SoftwareProvider, TargetMode,
+};
 pub use health::Health;
 
 use core::fmt;
@@ -451,6 +480,30 @@ pub struct EpochReport {
     pub counted_timeouts: u64,
     /// Software timeouts suppressed because the poller stalled.
     pub suppressed_timeouts: u64,
+    /// Domains whose epoch was pressured by drain time but whose device's
+    /// drain signal is [`DrainSignal::Advisory`]: observed, not enforced.
+    pub advisory_pressure: u32,
+}
+
+/// What the monitor's policy saw for one domain at its last epoch
+/// (diagnostics, slow path): the drain-time inputs and verdict, and whether
+/// the verdict was enforced. `Default` is what a domain shows before its
+/// first judged epoch (and what the compiled-out controller always shows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PolicyView {
+    /// The drain signal in force (a route's is its device's).
+    pub drain_signal: DrainSignal,
+    /// The measured base drain time (adaptive target), if any.
+    pub base_drain_ns: Option<u64>,
+    /// Drain time of the last judged epoch (`None`: the domain was empty).
+    pub drain_ns: Option<u64>,
+    /// The pressure threshold of the last judged epoch.
+    pub threshold_ns: Option<u64>,
+    /// Whether the last judged epoch was pressured by drain time (whether
+    /// or not that was enforced).
+    pub pressured: bool,
+    /// Pressured epochs that were not enforced ([`DrainSignal::Advisory`]).
+    pub advisory_pressure_epochs: u64,
 }
 
 /// Controller counters.

@@ -199,7 +199,7 @@ use crate::evidence::{Observation, Observed, PathId, Reason};
 use crate::rail::{Choice as RailChoice, RailError};
 use crate::slice::{Outcome, Retry, SliceError, SliceRef, SliceState, SliceTable};
 use crate::time::Nanos;
-use crate::token::{OptId, TokenCache, TokenError, TokenPool, TokenRecord, WrId};
+use crate::token::{OptId, TokenCache, TokenCacheOver, TokenError, TokenPool, TokenRecord, WrId};
 
 /// One resolved RDMA path for a slice: the local device (rail), the route
 /// domain (local device × remote NIC) and the endpoint and QP that carry it.
@@ -620,8 +620,9 @@ mod sealed {
 
 /// Where [`Owner::post_via`] claims a token and [`Owner::complete_via`] /
 /// [`Owner::unposted_via`] return it: the owner's pool directly (`()`), a
-/// thread's [`TokenCache`] over that pool, or `Option` of one (`None`: the
-/// pool). Sealed; static dispatch.
+/// thread's [`TokenCache`] over that pool (or a [`TokenCacheOver`] any
+/// pointer to it), or `Option` of one (`None`: the pool). Sealed; static
+/// dispatch.
 ///
 /// A token claimed through one source may be completed through any other
 /// (the dedicated-poller model: posters claim from their caches, the
@@ -648,12 +649,17 @@ impl TokenSource for () {
     }
 }
 
-impl<const N: usize> sealed::Sealed for TokenCache<'_, TokenRecord, N> {}
-impl<const N: usize> TokenSource for TokenCache<'_, TokenRecord, N> {
+impl<P: core::ops::Deref<Target = TokenPool>, const N: usize> sealed::Sealed
+    for TokenCacheOver<P, TokenRecord, N>
+{
+}
+impl<P: core::ops::Deref<Target = TokenPool>, const N: usize> TokenSource
+    for TokenCacheOver<P, TokenRecord, N>
+{
     #[inline(always)]
     fn claim(&mut self, pool: &TokenPool, record: TokenRecord) -> Result<WrId, TokenError> {
         if core::ptr::eq(self.pool(), pool) {
-            TokenCache::claim(self, record)
+            TokenCacheOver::claim(self, record)
         } else {
             pool.claim(record)
         }
@@ -661,7 +667,7 @@ impl<const N: usize> TokenSource for TokenCache<'_, TokenRecord, N> {
     #[inline(always)]
     fn complete(&mut self, pool: &TokenPool, wr_id: WrId) -> Result<TokenRecord, TokenError> {
         if core::ptr::eq(self.pool(), pool) {
-            TokenCache::complete(self, wr_id)
+            TokenCacheOver::complete(self, wr_id)
         } else {
             pool.complete(wr_id)
         }

@@ -299,4 +299,4 @@ impl std::error::Error for TokenError {}
 #[cfg(feature = "alloc")]
 mod pool;
 #[cfg(feature = "alloc")]
-pub use pool::{TokenCache, TokenPool};
+pub use pool::{TokenCache, TokenCacheOver, TokenPool};

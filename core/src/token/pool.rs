@@ -536,14 +536,43 @@ impl<R: Copy> TokenPool<R> {
 /// let pool = railyard_core::token::TokenPool::<u64>::new(8).unwrap();
 /// let _odd = pool.cache::<3>();
 /// ```
-pub struct TokenCache<'p, R: Copy = TokenRecord, const N: usize = 64> {
-    pool: &'p TokenPool<R>,
+pub type TokenCache<'p, R = TokenRecord, const N: usize = 64> =
+    TokenCacheOver<&'p TokenPool<R>, R, N>;
+
+/// A [`TokenCache`] over any pointer `P` to its pool: `&TokenPool` (the
+/// [`TokenCache`] alias, what a worker thread borrows), or an owning
+/// pointer such as `Arc<TokenPool>` (or a type that derefs to a pool inside
+/// a bigger shared object), for a cache that must keep its pool alive
+/// without a borrow, like one behind a C handle. The same type and code
+/// either way; only how the pool is reached differs.
+///
+/// ```
+/// extern crate alloc;
+/// use alloc::sync::Arc;
+/// use railyard_core::token::{TokenCacheOver, TokenPool};
+///
+/// let pool: Arc<TokenPool<u64>> = Arc::new(TokenPool::new(8).unwrap());
+/// let mut cache: TokenCacheOver<_, u64, 4> = TokenCacheOver::new(Arc::clone(&pool));
+/// let w = cache.claim(7).unwrap();
+/// assert_eq!(cache.complete(w), Ok(7));
+/// assert_eq!(pool.in_use(), 0);
+/// assert!(cache.cached() >= 1); // the freed slot (and what the refill took)
+/// drop(cache); // returns its tokens
+/// assert_eq!(pool.free_in_pool(), 8);
+/// ```
+pub struct TokenCacheOver<P, R: Copy = TokenRecord, const N: usize = 64>
+where
+    P: core::ops::Deref<Target = TokenPool<R>>,
+{
+    pool: P,
     free: heapless::Vec<u32, N>,
     /// The pool's flush epoch this cache has answered.
     seen_flush: u32,
 }
 
-impl<R: Copy, const N: usize> fmt::Debug for TokenCache<'_, R, N> {
+impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> fmt::Debug
+    for TokenCacheOver<P, R, N>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenCache")
             .field("cached", &self.free.len())
@@ -551,7 +580,7 @@ impl<R: Copy, const N: usize> fmt::Debug for TokenCache<'_, R, N> {
     }
 }
 
-impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
+impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenCacheOver<P, R, N> {
     /// Tokens moved per batch.
     const BATCH: usize = {
         assert!(
@@ -563,12 +592,13 @@ impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
     };
 
     /// An empty cache over `pool` (same as [`TokenPool::cache`]).
-    pub fn new(pool: &'p TokenPool<R>) -> Self {
+    pub fn new(pool: P) -> Self {
         let _ = Self::BATCH;
+        let seen_flush = pool.flush_epoch.load(Ordering::Relaxed);
         Self {
             pool,
             free: heapless::Vec::new(),
-            seen_flush: pool.flush_epoch.load(Ordering::Relaxed),
+            seen_flush,
         }
     }
 
@@ -579,8 +609,8 @@ impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
 
     /// The pool this cache is over.
     #[inline]
-    pub fn pool(&self) -> &'p TokenPool<R> {
-        self.pool
+    pub fn pool(&self) -> &TokenPool<R> {
+        &self.pool
     }
 
     /// Whether a claim found the pool's shared lists empty (and so asked
@@ -731,7 +761,9 @@ impl<'p, R: Copy, const N: usize> TokenCache<'p, R, N> {
     }
 }
 
-impl<R: Copy, const N: usize> Drop for TokenCache<'_, R, N> {
+impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> Drop
+    for TokenCacheOver<P, R, N>
+{
     fn drop(&mut self) {
         self.flush();
     }

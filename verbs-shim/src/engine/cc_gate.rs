@@ -25,7 +25,8 @@
 //! permits are still counted, but the controller keeps no byte accounting.
 
 use railyard_core::cc::{
-    CcConfig, ConfigError, Controller, Mode, Monitor, PollerStatus, ReleaseError, Settlement,
+    CcConfig, ConfigError, Controller, DrainSignal, Mode, Monitor, PolicyView, PollerStatus,
+    ReleaseError, Settlement,
 };
 use railyard_core::classify::Effect;
 use railyard_core::completion::{CcLayer, CcRefusal};
@@ -65,6 +66,9 @@ pub struct GateStats {
     pub route_timeouts: u64,
     /// Software route timeouts suppressed because the poller stalled.
     pub suppressed_timeouts: u64,
+    /// Domain-epochs whose drain-time pressure was observed but not
+    /// enforced (devices with [`DrainSignal::Advisory`]: software providers).
+    pub advisory_pressure_epochs: u64,
 }
 
 /// The engine's congestion-control layer (RFC 4162).
@@ -80,6 +84,7 @@ pub struct CcGate {
     stalled_epochs: AtomicU64,
     route_timeouts: AtomicU64,
     suppressed_timeouts: AtomicU64,
+    advisory_pressure: AtomicU64,
     /// Test hook (`fault-injection`): admissions on this device are
     /// avoided although it reads as usable (device + 1; 0 = none).
     #[cfg(feature = "fault-injection")]
@@ -160,6 +165,7 @@ impl CcGate {
             stalled_epochs: AtomicU64::new(0),
             route_timeouts: AtomicU64::new(0),
             suppressed_timeouts: AtomicU64::new(0),
+            advisory_pressure: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             avoid_device: std::sync::atomic::AtomicU32::new(0),
         }
@@ -204,6 +210,8 @@ impl CcGate {
                 .fetch_add(r.counted_timeouts, Ordering::Relaxed);
             self.suppressed_timeouts
                 .fetch_add(r.suppressed_timeouts, Ordering::Relaxed);
+            self.advisory_pressure
+                .fetch_add(u64::from(r.advisory_pressure), Ordering::Relaxed);
             if tracing::enabled!(target: "railyard::cc", tracing::Level::TRACE) {
                 self.trace_epoch(&m, now_ns);
             }
@@ -213,27 +221,57 @@ impl CcGate {
     /// `railyard::cc` at TRACE: per epoch, one line for each domain that
     /// holds bytes or is not HEALTHY, with what the policy saw (window,
     /// bytes in flight, the base drain time the adaptive target scales
-    /// from). Control path only, and only when that level is enabled: this
-    /// is how to watch the controller settle on a path
-    /// (`RUST_LOG=railyard::cc=trace`).
+    /// from, this epoch's drain time, threshold and pressure verdict, and
+    /// whether the verdict is enforced or advisory). Control path only, and
+    /// only when that level is enabled: this is how to watch the controller
+    /// settle on a path (`RUST_LOG=railyard::cc=trace`).
     fn trace_epoch(&self, m: &Monitor, now_ns: u64) {
         let active = |s: &railyard_core::cc::DomainSnapshot| {
             s.in_flight > 0 || s.health != railyard_core::cc::Health::Healthy
         };
         for r in 0..self.ctl.routes() as u32 {
             if let Some(s) = self.ctl.route_snapshot(r).filter(active) {
+                let v = m.route_policy(&self.ctl, r).unwrap_or_default();
                 tracing::trace!(target: "railyard::cc", now_ns, route = r, health = ?s.health,
                     window = s.window, in_flight = s.in_flight,
-                    base_drain_ns = ?m.route_base_drain_ns(r), "epoch");
+                    base_drain_ns = ?v.base_drain_ns, drain_ns = ?v.drain_ns,
+                    threshold_ns = ?v.threshold_ns, pressured = v.pressured,
+                    drain_signal = v.drain_signal.as_str(), "epoch");
             }
         }
         for d in 0..self.ctl.devices() as u16 {
             if let Some(s) = self.ctl.device_snapshot(d).filter(active) {
+                let v = m.device_policy(d).unwrap_or_default();
                 tracing::trace!(target: "railyard::cc", now_ns, device = d, health = ?s.health,
                     window = s.window, in_flight = s.in_flight,
-                    base_drain_ns = ?m.device_base_drain_ns(d), "epoch");
+                    base_drain_ns = ?v.base_drain_ns, drain_ns = ?v.drain_ns,
+                    threshold_ns = ?v.threshold_ns, pressured = v.pressured,
+                    drain_signal = v.drain_signal.as_str(), "epoch");
             }
         }
+    }
+
+    /// Sets what drain-time pressure does on local device `device` and its
+    /// routes (the engine calls it at device open: advisory for a software
+    /// provider by default). Control path. Out of range: `false`.
+    pub fn set_drain_signal(&self, device: u16, signal: DrainSignal) -> bool {
+        let mut m = self.monitor.lock().unwrap_or_else(|e| e.into_inner());
+        m.set_drain_signal(device, signal).is_ok()
+    }
+
+    /// Local device `device`'s drain signal (`None` without a controller
+    /// compiled in, or for an unknown device). Slow path.
+    pub fn drain_signal(&self, device: u16) -> Option<DrainSignal> {
+        let m = self.monitor.lock().unwrap_or_else(|e| e.into_inner());
+        m.drain_signal(device)
+    }
+
+    /// What the policy saw for route `route` at its last epoch, with its
+    /// device's drain signal (`None` without a controller compiled in).
+    /// Slow path.
+    pub fn route_policy(&self, route: u32) -> Option<PolicyView> {
+        let m = self.monitor.lock().unwrap_or_else(|e| e.into_inner());
+        m.route_policy(&self.ctl, route)
     }
 
     /// Controller feedback not carried by a permit: an effect at route
@@ -317,6 +355,7 @@ impl CcGate {
             stalled_epochs: self.stalled_epochs.load(Ordering::Relaxed),
             route_timeouts: self.route_timeouts.load(Ordering::Relaxed),
             suppressed_timeouts: self.suppressed_timeouts.load(Ordering::Relaxed),
+            advisory_pressure_epochs: self.advisory_pressure.load(Ordering::Relaxed),
         }
     }
 
@@ -535,12 +574,54 @@ mod tests {
             epochs.iter().all(|l| l.contains("in_flight=65536")),
             "{out}"
         );
+        assert!(
+            epochs
+                .iter()
+                .all(|l| l.contains("drain_signal=\"enforce\"")
+                    || l.contains("drain_signal=enforce")),
+            "{out}"
+        );
+        assert!(epochs.iter().all(|l| l.contains("pressured=")), "{out}");
         assert!(!run(tracing::Level::DEBUG, &g).contains(" epoch "));
         release(&g, &mut r, Some(0));
         assert!(
             !run(tracing::Level::TRACE, &g).contains(" epoch "),
             "idle domains are not logged"
         );
+    }
+
+    #[cfg(feature = "adaptive-cc")]
+    #[test]
+    fn advisory_device_pressure_is_counted_not_enforced() {
+        let cfg = CcConfig {
+            mode: Mode::Enforce,
+            ..CcConfig::default()
+        };
+        let g = CcGate::with_devices(&cfg, 2, 1).unwrap();
+        assert!(g.set_drain_signal(1, DrainSignal::Advisory));
+        assert!(!g.set_drain_signal(2, DrainSignal::Advisory));
+        assert_eq!(g.drain_signal(1), Some(DrainSignal::Advisory));
+        let mut held = [rec(0, 65536, 0), rec(1, 65536, 1)];
+        held[1].device = 1;
+        for r in held.iter_mut() {
+            assert_eq!(admit(&g, r), Ok(()));
+        }
+        // Nothing drains: every judged epoch is pressured on both devices.
+        for e in 1..=10 {
+            g.on_epoch(e * 1_000_000, PollerStatus::Progressing);
+        }
+        let max = cfg.max_window_bytes;
+        assert!(g.route_snapshot(0).unwrap().window < max);
+        assert_eq!(g.route_snapshot(1).unwrap().window, max);
+        assert_eq!(g.device_snapshot(1).unwrap().window, max);
+        // Route 1 and device 1, nine judged epochs each.
+        assert_eq!(g.stats().advisory_pressure_epochs, 18);
+        let v = g.route_policy(1).unwrap();
+        assert!(v.pressured && v.drain_signal == DrainSignal::Advisory);
+        for r in held.iter_mut() {
+            release(&g, r, Some(wc::SUCCESS));
+        }
+        assert_eq!(g.stats().in_flight_bytes, 0);
     }
 
     #[cfg(feature = "adaptive-cc")]

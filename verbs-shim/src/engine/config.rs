@@ -565,6 +565,7 @@ fn cc_error(e: CcError, var: &impl Fn(&str) -> Option<String>) -> ConfigError {
     let (p, expected) = match e {
         CcError::InvalidMode => (Param::Mode, "off, observe or enforce"),
         CcError::InvalidTargetMode => (Param::TargetMode, "adaptive or fixed"),
+        CcError::InvalidSoftwareDrain => (Param::SoftwareDrain, "advisory or enforce"),
         CcError::NotANumber(p) => (p, "a decimal integer"),
         CcError::Zero(p) => (p, "a positive integer"),
         CcError::TooLarge(p) => (p, "a smaller integer (see railyard_core::cc::config)"),
@@ -721,6 +722,11 @@ mod tests {
         assert_eq!(c.cc.max_window_bytes, 1 << 20);
         assert_eq!(c.cc.cooldown_ms, 50);
         assert_eq!(cfg(&[]).unwrap().cc.mode, Mode::Off);
+        let c = cfg(&[("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", "enforce")]).unwrap();
+        assert_eq!(
+            c.cc.software_drain,
+            Some(railyard_core::cc::DrainSignal::Enforce)
+        );
         for (k, v) in [
             ("MC_ADAPTIVE_CC_MODE", "on"),
             ("MC_ADAPTIVE_CC_TARGET_DRAIN_US", "fast"),
@@ -728,6 +734,7 @@ mod tests {
             ("MC_ADAPTIVE_CC_HARD_ERROR_THRESHOLD", "70000"),
             ("MC_ADAPTIVE_CC_DECREASE_PERCENT", "100"),
             ("MC_ADAPTIVE_CC_MIN_WINDOW_BYTES", "999999999999"),
+            ("MC_ADAPTIVE_CC_SOFTWARE_DRAIN", "ignore"),
         ] {
             let e = cfg(&[(k, v)]).unwrap_err();
             assert_eq!(e.var, k, "{k}={v}");

@@ -171,7 +171,9 @@ pub use events::{event_action, EventAction};
 pub use fault::TraceEvent;
 pub use observe::{EngineSnapshot, RouteState};
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
-pub use railyard_core::cc::{CcConfig, CcStats, DomainSnapshot, Health, Mode as CcMode};
+pub use railyard_core::cc::{
+    CcConfig, CcStats, DomainSnapshot, DrainSignal, Health, Mode as CcMode, SoftwareProvider,
+};
 pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
@@ -606,6 +608,22 @@ impl Engine {
     /// a controller (or no such device).
     pub fn device_snapshot_of(&self, device: u16) -> Option<DomainSnapshot> {
         self.shared.gate.device_snapshot(device)
+    }
+
+    /// What drain-time pressure does on local device `device` (rail) and
+    /// its routes: [`DrainSignal::Advisory`] for a software provider (rxe,
+    /// siw) by default, [`DrainSignal::Enforce`] otherwise (see
+    /// `railyard_core::cc::DrainSignal`); `None` without a controller
+    /// compiled in, or no such device.
+    pub fn drain_signal_of(&self, device: u16) -> Option<DrainSignal> {
+        self.shared.gate.drain_signal(device)
+    }
+
+    /// The software RDMA provider local device `device` (rail) is, from its
+    /// `ibv_device_attr.vendor_id` (`None`: hardware, or no such device).
+    pub fn software_provider_of(&self, device: u16) -> Option<SoftwareProvider> {
+        let d = self.shared.devs.get(usize::from(device))?;
+        SoftwareProvider::from_vendor_id(d.vendor_id)
     }
 
     /// The controller's counters (stale feedback, illegal transitions, ...),

@@ -24,7 +24,7 @@
 
 use super::api::{EngineError, EngineStats};
 use super::shared::Shared;
-use railyard_core::cc::Health;
+use railyard_core::cc::{DrainSignal, Health};
 use railyard_core::completion::Completed;
 use railyard_core::endpoint::{EndpointHandle, RetireReason};
 use std::collections::HashMap;
@@ -49,11 +49,21 @@ pub struct RouteState {
     pub window_bytes: u64,
     /// Bytes in flight on the route.
     pub in_flight_bytes: u64,
+    /// What drain-time pressure does on the route: its device's signal
+    /// (advisory on software providers by default: observed, never
+    /// shrinking the window).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "drain_signal_name"))]
+    pub drain_signal: DrainSignal,
 }
 
 #[cfg(feature = "serde")]
 fn health_name<S: serde::Serializer>(h: &Health, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(&format_args!("{h:?}"))
+}
+
+#[cfg(feature = "serde")]
+fn drain_signal_name<S: serde::Serializer>(d: &DrainSignal, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(d.as_str())
 }
 
 /// Everything a host exports about an engine, in one call
@@ -92,6 +102,7 @@ impl Shared {
                     errors: s.errors,
                     window_bytes: s.window,
                     in_flight_bytes: s.in_flight,
+                    drain_signal: self.gate.drain_signal(device).unwrap_or_default(),
                 })
             })
             .collect()
@@ -226,6 +237,7 @@ impl HealthWatch {
                     errors: snap.errors,
                     window_bytes: snap.window,
                     in_flight_bytes: snap.in_flight,
+                    drain_signal: sh.gate.drain_signal(d as u16).unwrap_or_default(),
                 };
                 log_health("device", None, d as u16, from, &s);
             }

@@ -16,6 +16,7 @@ use super::{fault, rail_diag};
 use crate::wire::SegmentDescriptor;
 use crate::{CompletionQueue, Context, ProtectionDomain, QpConfig, QueuePair};
 use crossbeam_queue::ArrayQueue;
+use railyard_core::cc::SoftwareProvider;
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, RetireReason};
 use railyard_core::evidence::{Observation, TaskEvidence};
 use railyard_core::rail::{DeviceSpec, Selector};
@@ -83,6 +84,8 @@ pub(crate) struct Dev {
     pub(crate) ctx: Context,
     pub(crate) pd: ProtectionDomain,
     pub(crate) qp_cfg: QpConfig,
+    /// `ibv_device_attr.vendor_id` at open.
+    pub(crate) vendor_id: u32,
 }
 
 /// The engine's composed hot path: its tables, its rail selector and its
@@ -672,6 +675,18 @@ impl Shared {
         if let Some(e) = &cc_error {
             tracing::warn!(target: "railyard::cc", error = %e,
                 "congestion controller configuration refused: the controller stays off");
+        }
+        // A software provider's send queue is host CPU, not a fabric: its
+        // drain time is advisory by default (railyard_core::cc::DrainSignal).
+        for (i, d) in devs.iter().enumerate() {
+            let provider = SoftwareProvider::from_vendor_id(d.vendor_id);
+            let signal = cfg.cc.drain_signal(provider);
+            gate.set_drain_signal(i as u16, signal);
+            if let (Some(p), true) = (provider, gate.enabled()) {
+                tracing::info!(target: "railyard::cc", device = d.ctx.name(), rail = i,
+                    provider = p.name(), vendor_id = d.vendor_id, drain_signal = signal.as_str(),
+                    "software RDMA provider: drain time measures host CPU, not the fabric");
+            }
         }
         let topo = Topology::new(cfg.worker_model, cfg.workers, devs.len());
         // Every CQ can hold every token, so no CQ can ever overflow.

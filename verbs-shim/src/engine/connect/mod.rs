@@ -126,7 +126,12 @@ impl Dev {
             max_cqe = max_cqe.min(caps.max_cqe.max(1));
             let pd = ctx.alloc_pd()?;
             ctx.set_async_nonblocking()?;
-            devs.push(Dev { ctx, pd, qp_cfg });
+            devs.push(Dev {
+                ctx,
+                pd,
+                qp_cfg,
+                vendor_id: caps.vendor_id,
+            });
         }
         Ok((devs, max_cqe))
     }
