@@ -15,10 +15,12 @@
 #        AB_THREADS (8 submitter threads), AB_MODELS ("shared:2 dedicated:3":
 #        worker model:MC_WORKERS_PER_CTX; shared:2 = two workers that each
 #        post and poll, dedicated:3 = one poller + two posters),
-#        AB_OUT (target/bench-ab: raw JSON per arm and the table).
+#        AB_OUT (target/bench-ab: raw JSON per arm and the table),
+#        AB_ARGS (extra client arguments, e.g. "--batch_size 128 --depth 1",
+#        the bench-peers shape).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -eq 2 ] || { sed -n 2,20p "$0"; exit 2; }
+[ $# -eq 2 ] || { sed -n 2,22p "$0"; exit 2; }
 A=$1 B=$2
 rounds=${AB_ROUNDS:-3} secs=${AB_SECS:-4} size=${AB_SIZE:-4K} op=${AB_OP:-write}
 threads=${AB_THREADS:-8} models=${AB_MODELS:-"shared:2 dedicated:3"}
@@ -36,7 +38,7 @@ arm() { # label bin model workers round
   sleep 0.5
   if MC_RDMA_DEDICATED_POLLER=$ded MC_WORKERS_PER_CTX=$workers timeout $((secs + 120)) \
       "$bin" bench -d rxe0 -x 1 -p $port -s "$size" --operation "$op" -D "$secs" \
-      --threads "$threads" --json 127.0.0.1 > "$out/client.json" 2> "$out/client-$label-$model-$round.log"; then
+      --threads "$threads" ${AB_ARGS:-} --json 127.0.0.1 > "$out/client.json" 2> "$out/client-$label-$model-$round.log"; then
     wait "$srv" || true
     python3 -c '
 import json, sys

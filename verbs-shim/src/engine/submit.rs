@@ -22,6 +22,7 @@ use railyard_core::endpoint::{EndpointHandle, Phase};
 use railyard_core::evidence::TaskEvidence;
 use railyard_core::rail::Selector;
 use railyard_core::slice::Outcome;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -33,6 +34,15 @@ struct RailChoice {
     route: u32,
 }
 
+/// A segment's active rails as one submit call found them, shared by every
+/// transfer of the call to that segment.
+struct RailSet {
+    seg: u32,
+    choices: Vec<RailChoice>,
+    /// `(local device, CC route)` of each choice, as [`plan_rails`] takes them.
+    keys: Vec<(u16, u32)>,
+}
+
 /// A validated transfer: where its bytes are on both sides and the rails
 /// it may use.
 struct Plan {
@@ -41,7 +51,7 @@ struct Plan {
     region: u32,
     remote_off: u64,
     /// The segment's active rails.
-    rails: Vec<RailChoice>,
+    rails: Rc<RailSet>,
 }
 
 impl Shared {
@@ -100,8 +110,13 @@ impl Shared {
         let mut plans = Vec::with_capacity(transfers.len());
         let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
         let regions = self.mem.lock();
+        // A batch's transfers mostly go to one segment: its active rails
+        // are looked up (and their shard lists copied) once per run of
+        // transfers to the same segment, not once per transfer. The lookup
+        // is a snapshot either way (a rail may retire right after it).
+        let mut last: Option<Rc<RailSet>> = None;
         for t in transfers {
-            let p = self.plan(&segs, &regions, t)?;
+            let p = self.plan(&segs, &regions, t, &mut last)?;
             pins.pin(
                 p.mem,
                 slice_count(t.len, self.cfg.slice_size),
@@ -120,6 +135,7 @@ impl Shared {
         segs: &[SegmentEntry],
         regions: &[Option<Arc<MemEntry>>],
         t: &Transfer,
+        last: &mut Option<Rc<RailSet>>,
     ) -> Result<Plan, EngineError> {
         if t.len == 0 {
             return Err(EngineError::ZeroLength);
@@ -134,20 +150,33 @@ impl Shared {
         let seg = segs
             .get(t.segment.0 as usize)
             .ok_or(EngineError::NoSuchSegment(t.segment))?;
-        let rails: Vec<RailChoice> = seg
-            .rails
-            .iter()
-            .filter(|r| matches!(self.endpoints.state(r.handle), Ok(s) if s.phase == Phase::Active))
-            .map(|r| RailChoice {
-                dev: r.dev,
-                handle: r.handle,
-                shards: r.shards.clone(),
-                route: r.route,
-            })
-            .collect();
-        if rails.is_empty() {
-            return Err(EngineError::SegmentClosed(t.segment));
-        }
+        let rails = match last {
+            Some(set) if set.seg == t.segment.0 => Rc::clone(set),
+            _ => {
+                let choices: Vec<RailChoice> = seg
+                    .rails
+                    .iter()
+                    .filter(|r| matches!(self.endpoints.state(r.handle), Ok(s) if s.phase == Phase::Active))
+                    .map(|r| RailChoice {
+                        dev: r.dev,
+                        handle: r.handle,
+                        shards: r.shards.clone(),
+                        route: r.route,
+                    })
+                    .collect();
+                if choices.is_empty() {
+                    return Err(EngineError::SegmentClosed(t.segment));
+                }
+                let keys = choices.iter().map(|r| (r.dev, r.route)).collect();
+                let set = Rc::new(RailSet {
+                    seg: t.segment.0,
+                    choices,
+                    keys,
+                });
+                *last = Some(Rc::clone(&set));
+                set
+            }
+        };
         // Every rail lists the same regions (the handshake checks it).
         let (region, remote_off) = seg.rails[0]
             .remote
@@ -237,18 +266,22 @@ impl Shared {
         *cell.backpressure.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let runs = n.div_ceil(SLICES_PER_QP_RUN);
         let run0 = self.next_run.fetch_add(runs, Ordering::Relaxed);
-        let keys: Vec<(u16, u32)> = p.rails.iter().map(|r| (r.dev, r.route)).collect();
         let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
-        let (run_rail, trace) = plan_rails(
-            &self.rails,
-            &self.gate,
-            t.segment,
-            &keys,
-            runs,
-            run_bytes,
-            now,
-        );
-        self.rail_trace.record(trace);
+        // One rail: every run on it, no plan and no trace (`plan_rails`
+        // answers so too, but with an allocation per transfer).
+        let planned = (p.rails.keys.len() > 1).then(|| {
+            let (run_rail, trace) = plan_rails(
+                &self.rails,
+                &self.gate,
+                t.segment,
+                &p.rails.keys,
+                runs,
+                run_bytes,
+                now,
+            );
+            self.rail_trace.record(trace);
+            run_rail
+        });
         let mut entry = TaskEntry {
             task,
             slices: Vec::with_capacity(n as usize),
@@ -258,7 +291,8 @@ impl Shared {
             let off = i * ss;
             let len = (t.len - off).min(ss) as u32;
             let run = i / SLICES_PER_QP_RUN;
-            let rail = &p.rails[usize::from(run_rail[run as usize])];
+            let pick = planned.as_ref().map_or(0, |r| r[run as usize]);
+            let rail = &p.rails.choices[usize::from(pick)];
             let qp = ((run0 + run) % nqp) as u16;
             let shard = rail.shards[usize::from(qp)];
             let m = &self.meta[s as usize];
