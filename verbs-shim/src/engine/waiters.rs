@@ -185,6 +185,29 @@ mod tests {
         }
     }
 
+    /// The race made deterministic: the task settles right after the
+    /// waiter's probe found it open and before it registers (the settler
+    /// sees no waiter and wakes nobody). The re-check after registering
+    /// must catch it; without it the wait sleeps to its timeout.
+    #[test]
+    fn settles_between_probe_and_registration() {
+        let w = Waiters::default();
+        let tasks = [Task::default(), Task::default()];
+        let got = w.wait::<_, ()>(Duration::from_secs(30), || {
+            Ok(
+                match tasks.iter().rev().find(|t| !t.done.load(Ordering::Acquire)) {
+                    None => Probe::Done,
+                    Some(t) => {
+                        t.settle(&w);
+                        Probe::Watch(t)
+                    }
+                },
+            )
+        });
+        assert_eq!(got, Ok(true));
+        assert!(tasks.iter().all(|t| t.waited.load(Ordering::Acquire) == 0));
+    }
+
     /// A task that never settles: the wait returns false at the timeout and
     /// leaves no registration behind.
     #[test]
