@@ -50,9 +50,10 @@ cargo clippy -p railyard-cli --no-default-features --features verbs -- -D warnin
 bash -n scripts/bench-peers.sh
 scripts/bench-peers.sh --dry-run >/dev/null
 python3 scripts/bench_peers.py selftest
-# scripts/bench-chains.sh (a benchmark too): its syntax and its Python's.
+# scripts/bench-chains.sh and bench-signal.sh (benchmarks too): their syntax and their Python's.
 bash -n scripts/bench-chains.sh
-python3 -m py_compile scripts/bench_chains.py
+python3 -m py_compile scripts/bench_arm.py scripts/bench_chains.py scripts/bench_signal.py
+bash -n scripts/bench-signal.sh
 
 step "C ABI (ci/ffi.sh)"
 # Header freshness, C11/C++17 compiles, the C and C++ examples (-Wall

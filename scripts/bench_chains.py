@@ -15,13 +15,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_peers import listening, parse_perftest, parse_railyard  # noqa: E402
-from bench_signal import run  # noqa: E402
+import bench_arm  # noqa: E402
 
 RY_PORT = 18525
 PT_PORT = 18526
@@ -32,49 +29,16 @@ MODELS = {
 }
 
 
-def wait_listen(port):
-    t0 = time.monotonic()
-    while not listening(port) and time.monotonic() - t0 < 30:
-        time.sleep(0.05)
-
-
 def arm(a, op, size, threads, binary, model, logs):
     """One arm: (result dict, posts per doorbell) or (None, None)."""
-    secs = a.secs
     if binary == "perftest":
-        args = [f"ib_{op}_bw", "-d", a.device, "-x", "1", "-q", str(a.qps), "-s", str(size),
-                "-D", str(secs), "-p", str(PT_PORT), "-F"]
-        srv = subprocess.Popen(args, stdout=open(f"{logs}-target.log", "w"), stderr=subprocess.STDOUT)
-        wait_listen(PT_PORT)
-        time.sleep(0.2)
-        rc, text = run(args + ["127.0.0.1"], {}, f"{logs}-initiator.log", secs + 120)
-        parse = parse_perftest(size, secs)
-    else:
-        exe = a.base if binary == "base" else a.new
-        env = {"MC_ADAPTIVE_CC_MODE": "off", **MODELS[model]}
-        srv = subprocess.Popen([exe, "bench", "-d", a.device, "-x", "1", "--listen", "127.0.0.1",
-                                "-p", str(RY_PORT), "--quiet"], env={**os.environ, **env},
-                               stdout=open(f"{logs}-target.log", "w"), stderr=subprocess.STDOUT)
-        wait_listen(RY_PORT)
-        init = [exe, "bench", "-d", a.device, "-x", "1", "-q", str(a.qps), "-s", str(size),
-                "--op", op, "-D", str(secs), "--threads", str(threads), "--batch_size", "128",
-                "--depth", "1", "--buffer_size", "64M", "--json", "--quiet", f"127.0.0.1:{RY_PORT}"]
-        rc, text = run(init, env, f"{logs}-initiator.log", secs + 120)
-        parse = parse_railyard
-    try:
-        srv.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        srv.wait()
-    res = parse(text) if rc == 0 else None
+        return bench_arm.perftest(op, size, a.secs, a.device, a.qps, PT_PORT, logs), None
+    exe = a.base if binary == "base" else a.new
+    env = {"MC_ADAPTIVE_CC_MODE": "off", **MODELS[model]}
+    res, doc = bench_arm.railyard(exe, env, op, size, a.secs, threads, a.device, a.qps, RY_PORT, logs)
     if not res:
         return None, None
-    ppd = None
-    if binary != "perftest":
-        doc = json.loads([x for x in text.splitlines() if x.startswith("{")][-1])["results"][0]
-        if doc.get("doorbells"):
-            ppd = doc["posts"] / doc["doorbells"]
-    return res, ppd
+    return res, (doc["posts"] / doc["doorbells"] if doc.get("doorbells") else None)
 
 
 def main():

@@ -15,70 +15,28 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# listening() reads /proc, never a probe connection: perftest's server
-# takes the first connection as its client.
-from bench_peers import listening, parse_perftest, parse_railyard  # noqa: E402
+import bench_arm  # noqa: E402
 
 RY_PORT = 18515
 PT_PORT = 18516
 
 
-def run(argv, env, log, timeout):
-    with open(log, "w") as f:
-        p = subprocess.run(argv, env={**os.environ, **env}, stdout=f, stderr=subprocess.STDOUT,
-                           timeout=timeout, check=False)
-    with open(log) as f:
-        return p.returncode, f.read()
-
-
 def arm(a, op, threads, name, k, logs):
-    size, secs = a.size, a.secs
+    """One arm: (Mops, the engine's counts) or (None, {})."""
     if name == "perftest":
-        tool = f"ib_{op}_bw"
-        args = [tool, "-d", a.device, "-x", "1", "-q", str(a.qps), "-s", str(size), "-D", str(secs),
-                "-p", str(PT_PORT), "-F"]
-        srv = subprocess.Popen(args, stdout=open(f"{logs}-target.log", "w"), stderr=subprocess.STDOUT)
-        t0 = time.monotonic()
-        while not listening(PT_PORT) and time.monotonic() - t0 < 30:
-            time.sleep(0.05)
-        time.sleep(0.2)
-        rc, text = run(args + ["127.0.0.1"], {}, f"{logs}-initiator.log", secs + 120)
-        parse = parse_perftest(size, secs)
-    else:
-        env = {"MC_ADAPTIVE_CC_MODE": "off", "MC_SIGNAL_INTERVAL": str(k)}
-        srv = subprocess.Popen([a.railyard, "bench", "-d", a.device, "-x", "1", "--listen", "127.0.0.1",
-                                "-p", str(RY_PORT), "--quiet"], env={**os.environ, **env},
-                               stdout=open(f"{logs}-target.log", "w"), stderr=subprocess.STDOUT)
-        init = [a.railyard, "bench", "-d", a.device, "-x", "1", "-q", str(a.qps), "-s", str(size),
-                "--op", op, "-D", str(secs), "--threads", str(threads), "--batch_size", "128",
-                "--depth", "1", "--buffer_size", "64M", "--json", "--quiet", f"127.0.0.1:{RY_PORT}"]
-        rc = 1
-        for _ in range(50):  # the server needs a moment to listen
-            rc, text = run(init, env, f"{logs}-initiator.log", secs + 120)
-            if rc == 0 or "onnection refused" not in text:
-                break
-            time.sleep(0.1)
-        parse = parse_railyard
-    try:
-        srv.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        srv.wait()
-    res = parse(text) if rc == 0 else None
+        res = bench_arm.perftest(op, a.size, a.secs, a.device, a.qps, PT_PORT, logs)
+        return (res["mops"], {}) if res else (None, {})
+    env = {"MC_ADAPTIVE_CC_MODE": "off", "MC_SIGNAL_INTERVAL": str(k)}
+    res, doc = bench_arm.railyard(a.railyard, env, op, a.size, a.secs, threads, a.device, a.qps,
+                                  RY_PORT, logs)
     if not res:
         return None, {}
-    extra = {}
-    if name != "perftest":
-        # The engine's own counts: completions (CQEs polled) below posts
-        # shows the interval took effect.
-        doc = json.loads([x for x in text.splitlines() if x.startswith("{")][-1])["results"][0]
-        extra = {x: doc.get(x) for x in ("posts", "doorbells", "completions")}
-    return res["mops"], extra
+    # The engine's own counts: completions (CQEs polled) below posts
+    # shows the interval took effect.
+    return res["mops"], {x: doc.get(x) for x in ("posts", "doorbells", "completions")}
 
 
 def main():
