@@ -1037,42 +1037,31 @@ mod verbs {
 
     impl Side<'_> {
         fn wait(&self, b: BatchId) -> Result<(), String> {
-            let t0 = Instant::now();
-            let mut spins = 0u32;
-            loop {
-                // The allocation-free check first; the statuses once it is done
-                // (a Vec per poll stole the cores the NIC needs on Soft-RoCE).
-                if self.e.batch_done(b).map_err(|e| e.to_string())? {
-                    let st = self.e.batch_status(b).map_err(|e| e.to_string())?;
-                    if let Some(bad) = st.iter().find(|s| s.state != TaskState::Completed) {
-                        let how = match bad.state {
-                            TaskState::Failed => "failed",
-                            TaskState::Timeout => "timed out",
-                            TaskState::Canceled => "was canceled",
-                            _ => "did not complete",
-                        };
-                        return Err(format!(
-                            "a transfer {how} ({} of {} bytes moved)",
-                            bad.transferred_bytes, bad.total_bytes
-                        ));
-                    }
-                    return self.e.free_batch(b).map_err(|e| e.to_string());
-                }
-                // The clock is read every 256 polls, not every poll (each read
-                // is an emulated HPET access in the qemu guests).
-                if spins % 256 == 255 && t0.elapsed() > Duration::from_secs(60) {
-                    return Err("a batch did not finish within 60 s".into());
-                }
-                // Yield first (low latency), then nap, so that waiting
-                // threads leave the cores to the workers (and, on
-                // Soft-RoCE, to the kernel doing the NIC's work).
-                spins = spins.saturating_add(1);
-                if spins < 1000 {
-                    std::thread::yield_now();
-                } else {
-                    std::thread::sleep(Duration::from_micros(50));
-                }
+            // A blocking wait (issue #18): the waiter sleeps until the task
+            // it watches settles instead of yielding and napping, leaving
+            // the cores to the workers (and, on Soft-RoCE, to the kernel
+            // doing the NIC's work).
+            if !self
+                .e
+                .wait_batch(b, Duration::from_secs(60))
+                .map_err(|e| e.to_string())?
+            {
+                return Err("a batch did not finish within 60 s".into());
             }
+            let st = self.e.batch_status(b).map_err(|e| e.to_string())?;
+            if let Some(bad) = st.iter().find(|s| s.state != TaskState::Completed) {
+                let how = match bad.state {
+                    TaskState::Failed => "failed",
+                    TaskState::Timeout => "timed out",
+                    TaskState::Canceled => "was canceled",
+                    _ => "did not complete",
+                };
+                return Err(format!(
+                    "a transfer {how} ({} of {} bytes moved)",
+                    bad.transferred_bytes, bad.total_bytes
+                ));
+            }
+            self.e.free_batch(b).map_err(|e| e.to_string())
         }
 
         fn one(&self, op: EOp, local: u64, len: u64, remote_off: u64) -> Result<(), String> {

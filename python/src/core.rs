@@ -300,29 +300,17 @@ impl Core {
 
     /// Waits (the caller released the GIL) until every task of `batch` is
     /// terminal or `deadline` passes; returns the statuses, or `None` on the
-    /// deadline. Spins briefly, then backs off to short sleeps.
+    /// deadline. Blocks in [`Engine::wait_batch`] (no spinning, issue #18).
     pub fn wait(
         &self,
         batch: BatchId,
         deadline: Instant,
     ) -> Result<Option<Vec<TaskStatus>>, Failure> {
-        let mut spins = 0u32;
-        loop {
-            let st = self.engine.batch_status(batch)?;
-            if st.iter().all(|s| s.state.is_terminal()) {
-                return Ok(Some(st));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            spins += 1;
-            if spins < 64 {
-                std::thread::yield_now();
-            } else {
-                let us = (u64::from(spins - 64) * 10).min(500);
-                std::thread::sleep(Duration::from_micros(us.max(10)));
-            }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !self.engine.wait_batch(batch, left)? {
+            return Ok(None);
         }
+        Ok(Some(self.engine.batch_status(batch)?))
     }
 
     /// Cancels `batch` and frees it once its tasks are terminal (they are

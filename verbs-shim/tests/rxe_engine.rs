@@ -241,6 +241,74 @@ fn engine_1200_batches_mixed() {
     assert_quiescent(&p.b, "target");
 }
 
+/// `wait_batch` (issue #18) blocks until the batch is done: right after it
+/// returns true every status is terminal and completed, with its bytes;
+/// `batch_done` agrees. A freed batch is `NoSuchBatch`, as for
+/// `batch_done`. Several waiters on one engine, each on its own batches,
+/// all return (a lost wake-up would hang past `WAIT` and fail).
+#[test]
+fn engine_wait_batch_blocks_until_done() {
+    const TASKS: usize = 64;
+    const LEN: usize = 4096;
+    let Some(p) = pair("engine_wait_batch_blocks_until_done", 1 << 20, 1 << 20) else {
+        return;
+    };
+    let p = &p;
+    let batch = |n: usize| {
+        let b = p.a.allocate_batch(TASKS).unwrap();
+        let ts: Vec<Transfer> = (0..TASKS)
+            .map(|k| Transfer {
+                op: if n % 2 == 0 { Op::Write } else { Op::Read },
+                local: p.a_mem.addr() + (k * LEN) as u64,
+                // The first task of odd batches is larger: the watched (last)
+                // task finishes before it and the waiter must watch again.
+                len: if k == 0 && n % 2 == 1 {
+                    8 * LEN as u64
+                } else {
+                    LEN as u64
+                },
+                segment: p.seg,
+                remote_offset: p.b_mem.addr() + (k * LEN) as u64,
+            })
+            .collect();
+        p.a.submit(b, &ts).unwrap();
+        (b, ts)
+    };
+    std::thread::scope(|s| {
+        for th in 0..4 {
+            s.spawn(move || {
+                for n in 0..50 {
+                    let (b, ts) = batch(th + n);
+                    assert!(p.a.wait_batch(b, WAIT).unwrap(), "wait_batch timed out");
+                    assert!(p.a.batch_done(b).unwrap());
+                    let st = p.a.batch_status(b).unwrap();
+                    for (s, t) in st.iter().zip(&ts) {
+                        assert_eq!(s.state, TaskState::Completed, "{st:?}");
+                        assert_eq!(s.transferred_bytes, t.len, "{st:?}");
+                    }
+                    // Done: returns at once, also with a zero timeout.
+                    assert!(p.a.wait_batch(b, Duration::ZERO).unwrap());
+                    p.a.free_batch(b).unwrap();
+                    assert!(matches!(
+                        p.a.wait_batch(b, WAIT),
+                        Err(EngineError::NoSuchBatch(_))
+                    ));
+                }
+            });
+        }
+    });
+    assert!(matches!(
+        p.a.wait_batch(BatchId(u64::MAX), Duration::ZERO),
+        Err(EngineError::NoSuchBatch(_))
+    ));
+    // An empty batch is done.
+    let b = p.a.allocate_batch(1).unwrap();
+    assert!(p.a.wait_batch(b, Duration::ZERO).unwrap());
+    p.a.free_batch(b).unwrap();
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+}
+
 /// Doorbell batching across QPs: one posting worker serves both QPs of the
 /// endpoint, and a batch of 4 KiB tasks (Mooncake's shape) alternates them
 /// in its queue. Each round keeps one open chain per (endpoint, QP), so the

@@ -150,6 +150,7 @@ mod shared;
 mod signal;
 mod submit;
 mod topology;
+mod waiters;
 mod worker;
 
 pub use api::{
@@ -408,6 +409,47 @@ impl Engine {
             Ok(b.tasks
                 .iter()
                 .all(|te| self.shared.tasks[te.task as usize].is_done()))
+        })
+    }
+
+    /// Blocks until every task of `batch` is terminal (`Ok(true)`, as
+    /// [`batch_done`](Self::batch_done) would say) or `timeout` passes
+    /// (`Ok(false)`): the waiter sleeps on a condition variable instead of
+    /// spinning, and the thread that settles the last slice of the task it
+    /// watches wakes it. Without waiters the completion path only reads one
+    /// counter per slice. `Duration::MAX` waits without a deadline (the
+    /// engine's transfer timeout still ends every task). A batch freed
+    /// during the wait, or never allocated, is `NoSuchBatch`.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, BatchId};
+    /// # use std::time::Duration;
+    /// # fn wait(e: &Engine, b: BatchId) -> Result<(), railyard_verbs::engine::EngineError> {
+    /// if e.wait_batch(b, Duration::from_secs(60))? {
+    ///     let statuses = e.batch_status(b)?;
+    /// #   let _ = statuses;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_batch(&self, batch: BatchId, timeout: Duration) -> Result<bool, EngineError> {
+        let sh = &*self.shared;
+        sh.waiters.wait(timeout, || {
+            sh.with_batch(batch, |b| {
+                // The last open task: tasks finish roughly in submission
+                // order, so it is usually the last to finish (one wake).
+                Ok(
+                    match b
+                        .tasks
+                        .iter()
+                        .rev()
+                        .map(|te| &sh.tasks[te.task as usize])
+                        .find(|t| !t.is_done())
+                    {
+                        None => waiters::Probe::Done,
+                        Some(t) => waiters::Probe::Watch(t),
+                    },
+                )
+            })
         })
     }
 

@@ -154,6 +154,19 @@ pub(crate) struct TaskCell {
     /// The last receiver-credit backpressure a WRITE of the task met
     /// (RFC 2849 typed backpressure); locked only on a credit refusal.
     pub(crate) backpressure: Mutex<Option<railyard_core::credit::BackpressureInfo>>,
+    /// Threads in [`Engine::wait_batch`](super::Engine::wait_batch) watching
+    /// this task (`waiters.rs`); never reset by submit (a waiter still
+    /// registered on a reused slot only gets a spurious wake).
+    pub(crate) waited: AtomicU32,
+}
+
+impl super::waiters::Watched for TaskCell {
+    fn waited(&self) -> &AtomicU32 {
+        &self.waited
+    }
+    fn still_open(&self) -> bool {
+        !self.is_done_seqcst()
+    }
 }
 
 impl TaskCell {
@@ -167,6 +180,16 @@ impl TaskCell {
     /// Whether every slice of the task has settled (a terminal state).
     pub(crate) fn is_done(&self) -> bool {
         self.settled() >= self.total.load(Ordering::Acquire)
+    }
+
+    /// [`is_done`](Self::is_done) with SeqCst loads: the settling thread's
+    /// check before it wakes waiters (see `waiters.rs`).
+    fn is_done_seqcst(&self) -> bool {
+        let settled = self.ok.load(Ordering::SeqCst)
+            + self.failed.load(Ordering::SeqCst)
+            + self.timed_out.load(Ordering::SeqCst)
+            + self.canceled.load(Ordering::SeqCst);
+        settled >= self.total.load(Ordering::SeqCst)
     }
 
     pub(crate) fn status(&self) -> TaskStatus {
@@ -304,6 +327,8 @@ pub(crate) struct Shared {
     /// Receiver-credit change sequence per peer bucket
     /// ([`credit_changed`](Self::credit_changed)).
     pub(crate) credit_seq: [AtomicU64; CREDIT_BUCKETS],
+    /// Blocking batch waits (`waiters.rs`).
+    pub(crate) waiters: super::waiters::Waiters,
 }
 
 impl Shared {
@@ -362,21 +387,29 @@ impl Shared {
         }
         let t = &self.tasks[m.task.load(Ordering::Relaxed) as usize];
         match state {
+            // The counters are bumped SeqCst (free on x86: a locked add
+            // either way) so the waiter check below cannot miss a waiter
+            // that missed this settlement (`waiters.rs`).
             SliceState::Succeeded => {
                 t.bytes_done
                     .fetch_add(u64::from(m.len.load(Ordering::Relaxed)), Ordering::AcqRel);
-                t.ok.fetch_add(1, Ordering::AcqRel);
+                t.ok.fetch_add(1, Ordering::SeqCst);
             }
             SliceState::Failed => {
-                t.failed.fetch_add(1, Ordering::AcqRel);
+                t.failed.fetch_add(1, Ordering::SeqCst);
             }
             SliceState::TimedOut => {
-                t.timed_out.fetch_add(1, Ordering::AcqRel);
+                t.timed_out.fetch_add(1, Ordering::SeqCst);
             }
             SliceState::Canceled => {
-                t.canceled.fetch_add(1, Ordering::AcqRel);
+                t.canceled.fetch_add(1, Ordering::SeqCst);
             }
-            SliceState::Idle | SliceState::Pending => {}
+            SliceState::Idle | SliceState::Pending => return,
+        }
+        // Wake waiters only when a watched task just became terminal: one
+        // load per slice without waiters, no lock.
+        if t.waited.load(Ordering::SeqCst) > 0 && t.is_done_seqcst() {
+            self.waiters.wake();
         }
     }
 
@@ -777,6 +810,7 @@ impl Shared {
             reconnect_lock: Mutex::new(()),
             credit: EngineCredit::new(cfg.credit)?,
             credit_seq: std::array::from_fn(|_| AtomicU64::new(0)),
+            waiters: super::waiters::Waiters::default(),
             cfg,
         });
         let _ = shared.me.set(Arc::downgrade(&shared));
