@@ -148,8 +148,22 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "mc-driver: registerLocalMemory failed\n");
             return 1;
         }
+        // The P2P handshake fetches the target's segment description over
+        // TCP; on a loaded emulated guest one fetch can time out although the
+        // target is up, so a failed fetch is retried (forcing a refetch) for
+        // up to 10 s before the driver gives up.
         auto seg = engine->openSegment(FLAGS_segment_id);
-        auto desc = engine->getMetadata()->getSegmentDescByID(seg);
+        decltype(engine->getMetadata()->getSegmentDescByID(seg)) desc;
+        for (int attempt = 0; attempt < 20; ++attempt) {
+            if (attempt > 0) {
+                std::fprintf(stderr, "mc-driver: segment %s not ready (attempt %d), retrying\n",
+                             FLAGS_segment_id.c_str(), attempt);
+                std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                seg = engine->openSegment(FLAGS_segment_id);
+            }
+            desc = engine->getMetadata()->getSegmentDescByID(seg, attempt > 0);
+            if (desc && !desc->buffers.empty() && desc->buffers[0].length >= len) break;
+        }
         if (!desc || desc->buffers.empty() || desc->buffers[0].length < len) {
             std::fprintf(stderr, "mc-driver: cannot open segment %s\n", FLAGS_segment_id.c_str());
             return 1;
