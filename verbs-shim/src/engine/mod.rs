@@ -421,10 +421,11 @@ impl Engine {
     /// Blocks until every task of `batch` is terminal (`Ok(true)`, as
     /// [`batch_done`](Self::batch_done) would say) or `timeout` passes
     /// (`Ok(false)`): the waiter sleeps instead of spinning, and the thread
-    /// that settles the last slice of the task it watches wakes it, and
-    /// only the waiters watching that task (up to 64 waiting threads per
-    /// engine; more still work, woken by any watched task). Without waiters the completion path only reads one
-    /// counter per slice. `Duration::MAX` waits without a deadline (the
+    /// that settles the last slice of the task it watches wakes it, and only
+    /// the waiters watching that task, for up to 64 waiting threads per
+    /// engine (more still work: those share one wake-up, sent whenever a
+    /// watched task finishes). Without waiters the completion path only
+    /// reads one counter per slice. `Duration::MAX` waits without a deadline (the
     /// engine's transfer timeout still ends every task). A batch freed
     /// during the wait, or never allocated, is `NoSuchBatch`.
     ///

@@ -46,6 +46,11 @@
 //! panic from the probe included (drop guards): the key and `waited` at the
 //! end of each round, the slot (or the overflow count) at the end of the
 //! wait.
+//!
+//! The loom model (`loom-tests/tests/waiters.rs`) compiles this file over
+//! loom's primitives (the parent's `waiters_sync` facade) and checks a slot
+//! waiter, the overflow fallback and the targeted wake, each with a broken
+//! twin (`railyard_broken` below, only under `--cfg railyard_loom`).
 
 use super::waiters_sync::{fence, AtomicU32, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
 use std::time::{Duration, Instant};
