@@ -151,6 +151,12 @@ mod signal;
 mod submit;
 mod topology;
 mod waiters;
+/// The primitives `waiters.rs` is built on: std's here; the loom model
+/// (`loom-tests/tests/waiters.rs`) compiles the same file over loom's.
+mod waiters_sync {
+    pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+    pub(crate) use std::sync::{Condvar, Mutex};
+}
 mod worker;
 
 pub use api::{
@@ -414,10 +420,12 @@ impl Engine {
 
     /// Blocks until every task of `batch` is terminal (`Ok(true)`, as
     /// [`batch_done`](Self::batch_done) would say) or `timeout` passes
-    /// (`Ok(false)`): the waiter sleeps on a condition variable instead of
-    /// spinning, and the thread that settles the last slice of the task it
-    /// watches wakes it. Without waiters the completion path only reads one
-    /// counter per slice. `Duration::MAX` waits without a deadline (the
+    /// (`Ok(false)`): the waiter sleeps instead of spinning, and the thread
+    /// that settles the last slice of the task it watches wakes it, and only
+    /// the waiters watching that task, for up to 64 waiting threads per
+    /// engine (more still work: those share one wake-up, sent whenever a
+    /// watched task finishes). Without waiters the completion path only
+    /// reads one counter per slice. `Duration::MAX` waits without a deadline (the
     /// engine's transfer timeout still ends every task). A batch freed
     /// during the wait, or never allocated, is `NoSuchBatch`.
     ///

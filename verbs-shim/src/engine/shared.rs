@@ -406,10 +406,10 @@ impl Shared {
             }
             SliceState::Idle | SliceState::Pending => return,
         }
-        // Wake waiters only when a watched task just became terminal: one
-        // load per slice without waiters, no lock.
+        // Wake the task's waiters only when it is watched and just became
+        // terminal: one load per slice without waiters, no lock.
         if t.waited.load(Ordering::SeqCst) > 0 && t.is_done_seqcst() {
-            self.waiters.wake();
+            self.waiters.wake(t);
         }
     }
 
