@@ -32,6 +32,9 @@
 #   scripts/bench-peers.sh [--quick] [--two] [--rounds N] [--secs S]
 #                          [--ops write,read] [--sizes 64K,4K] [--threads 1,4,8]
 #                          [--qps N] [--ry-args "..."] [--lock FILE] [--timeout S]
+#                          [--arms railyard-off,perftest,...] [--ry-env K=V,...]
+#                          [--variants "off~NAME:K=V,...;..."]
+#                          [--results DIR]
 #   scripts/bench-peers.sh --dry-run [...]      # print the arm plan, boot nothing
 #   scripts/bench-peers.sh --report-only        # the table again from the last raw data
 # On this shared machine take the guest lock and the shared kernel cache:
@@ -45,6 +48,13 @@
 # TCG (~15 s per arm with start-up); where guest time is shared, reduce it,
 # e.g. --rounds 2 --secs 3 --threads 1,8 (88 arms, ~15 min).
 #   --two     two guests (rxe-vm --two): targets in node 1, initiators in node 0.
+#   --arms    only these arms (railyard-nocc, -off, -observe, -enforce, mooncake,
+#             perftest); --ry-env adds K=V to both railyard processes' environment
+#             (a variant, e.g. MC_WORKERS_PER_CTX=1); --results DIR writes the
+#             results there instead of target/bench-peers[/two-guests] (keep a
+#             variant's run apart from the default one). --variants adds arms
+#             railyard-MODE~NAME with their own variables beside the plain ones,
+#             in the same rotation, compared with railyard-off of the same round.
 #
 # Output: the table on stdout and in target/bench-peers/table.txt; JSON (config,
 # rows with medians and per-round ratios, goals, every raw record) in
@@ -58,7 +68,7 @@ out="$PWD/target/bench-peers"
 py=scripts/bench_peers.py
 
 quick=0; two=0; dry=0; report_only=0
-lock="${PEERS_LOCK:-}"; timeout=""
+lock="${PEERS_LOCK:-}"; timeout=""; results=""
 plan_args=(); run_args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -66,12 +76,18 @@ while [[ $# -gt 0 ]]; do
     --two) two=1 ;;
     --dry-run) dry=1 ;;
     --report-only) report_only=1 ;;
-    --rounds|--secs|--ops|--sizes|--threads|--qps|--batch|--depth|--buffer)
+    --rounds|--secs|--ops|--sizes|--threads|--qps|--batch|--depth|--buffer|--arms|--variants)
       [[ $# -ge 2 ]] || { echo "bench-peers: $1 needs a value" >&2; exit 2; }
       plan_args+=("$1" "$2"); shift ;;
     --ry-args)
       [[ $# -ge 2 ]] || { echo "bench-peers: $1 needs a value" >&2; exit 2; }
       run_args+=("--ry-args=$2"); shift ;;
+    --ry-env)
+      [[ $# -ge 2 ]] || { echo "bench-peers: $1 needs a value" >&2; exit 2; }
+      run_args+=("--ry-env=$2"); shift ;;
+    --results)
+      [[ $# -ge 2 ]] || { echo "bench-peers: $1 needs a value" >&2; exit 2; }
+      results="$2"; shift ;;
     --lock|--timeout)
       [[ $# -ge 2 ]] || { echo "bench-peers: $1 needs a value" >&2; exit 2; }
       if [[ $1 == --lock ]]; then lock="$2"; else timeout="$2"; fi; shift ;;
@@ -85,6 +101,10 @@ if [[ $quick == 1 ]]; then plan_args=(--rounds 1 --secs 2 --threads 1 "${plan_ar
 # Results (raw records, logs, table, JSON): target/bench-peers/ for one guest,
 # target/bench-peers/two-guests/ for --two. Binaries and the venv: target/bench-peers/.
 res="$out"; [[ $two == 0 ]] || res="$out/two-guests"
+if [[ -n "$results" ]]; then
+  case "$results" in /*) res="$results" ;; *) res="$PWD/$results" ;; esac
+  case "$res/" in "$PWD"/*) ;; *) echo "bench-peers: --results must be under the checkout (the guest sees only it)" >&2; exit 2 ;; esac
+fi
 
 if [[ $report_only == 1 ]]; then
   python3 "$py" report --raw "$res/raw.jsonl" --json "$res/results.json" \

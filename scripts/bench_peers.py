@@ -66,6 +66,33 @@ def parse_size(s):
     return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
 
 
+def env_pairs(s):
+    out = {}
+    for kv in (x for x in s.split(",") if x):
+        k, eq, v = kv.partition("=")
+        if not eq or not re.fullmatch(r"[A-Z_][A-Z0-9_]*", k):
+            raise argparse.ArgumentTypeError(f"not NAME=VALUE: {kv!r}")
+        out[k] = v
+    return out
+
+
+def variants(s):
+    """'MODE~NAME:K=V,...;...' -> {arm name: env}."""
+    out = {}
+    for spec in (x.strip() for x in s.split(";") if x.strip()):
+        head, colon, kvs = spec.partition(":")
+        mode, tilde, name = head.partition("~")
+        if not tilde or mode not in ("nocc", "off", "observe", "enforce") or not re.fullmatch(r"[a-z0-9_.-]+", name):
+            raise argparse.ArgumentTypeError(f"not MODE~NAME:K=V,... (MODE nocc/off/observe/enforce): {spec!r}")
+        out[f"railyard-{mode}~{name}"] = env_pairs(kvs) if colon else {}
+    return out
+
+
+def base_arm(arm):
+    """railyard-off~nap -> railyard-off."""
+    return arm.split("~", 1)[0]
+
+
 def csv(conv):
     return lambda s: [conv(x) for x in s.split(",") if x]
 
@@ -86,12 +113,24 @@ def add_plan_args(p):
     p.add_argument("--buffer", type=parse_size, default=64 << 20)
     p.add_argument("--no-perftest", action="store_true")
     p.add_argument("--no-mooncake", action="store_true")
+    p.add_argument("--variants", type=variants, default={},
+                   help="extra railyard arms, 'MODE~NAME:K=V,K=V;...' (MODE off/observe/enforce/nocc): arm "
+                        "railyard-MODE~NAME runs with those variables, beside the plain arms, e.g. "
+                        "'off~nap:MC_RDMA_INFLIGHT_NAP_US=50'")
+    p.add_argument("--arms", type=csv(str), default=None,
+                   help="only these arms (of " + ",".join(POINT_ARMS + ["perftest"]) + "), e.g. railyard-off,perftest")
 
 
 def plan(a):
     """The arms in run order: a list of rounds, each a list of arm dicts."""
     rounds = []
-    point_arms = [x for x in POINT_ARMS if not (a.no_mooncake and x == "mooncake")]
+    if a.arms is not None:
+        bad = [x for x in a.arms if x not in POINT_ARMS + ["perftest"] + list(a.variants)]
+        if bad:
+            raise SystemExit(f"bench-peers: unknown arm(s) {','.join(bad)}; known: {','.join(POINT_ARMS + ['perftest'])}")
+    keep = (lambda x: True) if a.arms is None else (lambda x: x in a.arms)
+    point_arms = [x for x in POINT_ARMS + list(a.variants) if not (a.no_mooncake and x == "mooncake") and keep(x)]
+    with_perftest = not a.no_perftest and keep("perftest")
     for r in range(a.rounds):
         arms = []
         point = 0
@@ -99,14 +138,14 @@ def plan(a):
             for size in a.sizes:
                 pt = {"round": r + 1, "arm": "perftest", "op": op, "size": size, "threads": None}
                 # perftest before the thread sweep in odd rounds, after it in even ones.
-                if not a.no_perftest and r % 2 == 0:
+                if with_perftest and r % 2 == 0:
                     arms.append(pt)
-                for t in a.threads:
+                for t in a.threads if point_arms else []:
                     k = (r + point) % len(point_arms)  # rotate the order per round and point
                     point += 1
                     for arm in point_arms[k:] + point_arms[:k]:
                         arms.append({"round": r + 1, "arm": arm, "op": op, "size": size, "threads": t})
-                if not a.no_perftest and r % 2 == 1:
+                if with_perftest and r % 2 == 1:
                     arms.append(pt)
         rounds.append(arms)
     return rounds
@@ -332,9 +371,10 @@ def arm_cmds(a, x, tip):
     name = f"r{x['round']}-{op}-{fmt_size(size)}-t{thr or 0}-{x['arm']}"
     logs = os.path.join(a.logs, name)
     if x["arm"].startswith("railyard"):
-        mode = "off" if x["arm"] == "railyard-nocc" else x["arm"].split("-", 1)[1]
-        binary = a.railyard_nocc if x["arm"] == "railyard-nocc" else a.railyard
-        env = {"MC_ADAPTIVE_CC_MODE": mode}
+        base = base_arm(x["arm"])
+        mode = "off" if base == "railyard-nocc" else base.split("-", 1)[1]
+        binary = a.railyard_nocc if base == "railyard-nocc" else a.railyard
+        env = {**a.ry_env, **a.variants.get(x["arm"], {}), "MC_ADAPTIVE_CC_MODE": mode}
         target = {"argv": [binary, "bench", "-d", dev, "-x", gid, "--listen", tip, "-p", str(RY_PORT), "--quiet"],
                   "env": env, "ready": {"kind": "none"}}
         init = [binary, "bench", "-d", dev, "-x", gid, "-q", qps, "-s", str(size), "--op", op,
@@ -413,6 +453,7 @@ def railyard_build_mismatch(arm, res):
     None when it matches or is no railyard result."""
     if not res or not arm.startswith("railyard"):
         return None
+    arm = base_arm(arm)
     nocc = arm == "railyard-nocc"
     mode = "off" if nocc else arm.split("-", 1)[1]
     if res.get("cc_compiled_in") is not (not nocc) or res.get("cc_mode") != mode:
@@ -556,12 +597,13 @@ def analyse(records):
                 out["vs_mooncake"] = ratio("mooncake")
             if (op, size) in pt_keys:
                 out["vs_perftest"] = ratio("perftest", None)
-            if arm in ("railyard-nocc", "railyard-observe", "railyard-enforce"):
+            if arm in ("railyard-nocc", "railyard-observe", "railyard-enforce") or "~" in arm:
                 out["vs_off"] = ratio("railyard-off")
         return out
 
+    arms = list(POINT_ARMS) + sorted({r["arm"] for r in records if "~" in r["arm"]})
     for op, size, thr in points:
-        for arm in POINT_ARMS:
+        for arm in arms:
             if any(r["arm"] == arm and (r["op"], r["size"], r["threads"]) == (op, size, thr) for r in records):
                 rows.append(row(op, size, thr, arm))
         if (op, size) in pt_keys and thr == max(t for o, s, t in points if (o, s) == (op, size)):
@@ -573,14 +615,17 @@ def goals(rows):
     """Shortfalls against issue #18's goals: a list of strings."""
     short = []
     checked = 0
+    # A goal whose comparison arm was left out of the plan (--arms) is not
+    # checked, rather than counted short.
+    arms = {r["arm"] for r in rows}
     for r in rows:
         where = f"{r['op']} {fmt_size(r['size'])} threads {r['threads']}"
-        if r["arm"] in ("railyard-off", "railyard-enforce"):
+        if r["arm"] in ("railyard-off", "railyard-enforce") and "mooncake" in arms:
             v = r.get("vs_mooncake", {}).get("median")
             checked += 1
             if v is None or v < GOAL_VS_MC:
                 short.append(f"{r['arm']} / Mooncake = {fmt_ratio(v, 3)} < {GOAL_VS_MC} ({where})")
-        if r["arm"] == "railyard-enforce":
+        if r["arm"] == "railyard-enforce" and "railyard-off" in arms:
             v = r.get("vs_off", {}).get("median")
             checked += 1
             if v is None or v < GOAL_ENF_OFF:
@@ -603,7 +648,7 @@ def fmt_num(v, spec):
 
 def table(rows, cfg):
     lines = []
-    hdr = (f"{'op':<5} {'size':>4} {'thr':>3}  {'arm':<17} {'MiB/s':>9} {'Mops':>8} {'CPU s/GiB':>9}"
+    hdr = (f"{'op':<5} {'size':>4} {'thr':>3}  {'arm':<21} {'MiB/s':>9} {'Mops':>8} {'CPU s/GiB':>9}"
            f"  {'xMooncake':>9} {'xperftest':>9} {'x CC off':>8}  rounds")
     lines.append(hdr)
     lines.append("-" * len(hdr))
@@ -618,14 +663,14 @@ def table(rows, cfg):
         ok = (f"{r['rounds']}" + (f" ({r['failed_rounds']} failed)" if r["failed_rounds"] else "")
               + (f" ({r['not_run_rounds']} not run)" if r.get("not_run_rounds") else ""))
         lines.append(
-            f"{r['op']:<5} {fmt_size(r['size']):>4} {thr:>3}  {r['arm']:<17} {fmt_num(r['mib_per_s'], '9.2f')} "
+            f"{r['op']:<5} {fmt_size(r['size']):>4} {thr:>3}  {r['arm']:<21} {fmt_num(r['mib_per_s'], '9.2f')} "
             f"{mops} {fmt_num(r['cpu_s_per_gib'], '9.2f')}  "
             f"{fmt_ratio(r.get('vs_mooncake', {}).get('median')):>9} "
             f"{fmt_ratio(r.get('vs_perftest', {}).get('median')):>9} "
             f"{fmt_ratio(r.get('vs_off', {}).get('median')):>8}  {ok}")
     lines.append("")
     lines.append("MiB/s, Mops and CPU s/GiB: medians over rounds; x columns: medians of per-round ratios "
-                 "(x CC off: railyard-nocc, -observe, -enforce against railyard-off of the same round).")
+                 "(x CC off: railyard-nocc, -observe, -enforce and variants ~NAME against railyard-off of the same round).")
     lines.append("perftest has no submitter threads: each op/size runs once per round (its row shows thr -) "
                  f"with -q {cfg.get('qps')} like railyard, and every thread count is compared with it.")
     lines.append("CPU s/GiB: user+sys of initiator and target over each process's whole life (wait4), "
@@ -726,6 +771,26 @@ def cmd_selftest(_a):
     assert railyard_build_mismatch("railyard-enforce", dict(ry, cc_compiled_in=True))  # mode off
     assert railyard_build_mismatch("railyard-enforce", dict(ry, cc_compiled_in=True, cc_mode="enforce")) is None
     assert railyard_build_mismatch("mooncake", {}) is None
+    # Variant arms: compared with railyard-off of the same round, not goals.
+    var = recs + [{"round": n, "op": "write", "size": 65536, "threads": 1, "arm": "railyard-off~nap",
+                   "mib_per_s": 2 * (150.0 + n), "mops": 0.0, "cpu_s_per_gib": 1.0, "bytes_moved": 1}
+                  for n in (1, 2, 3)]
+    vrows = {r["arm"]: r for r in analyse(var)}
+    assert vrows["railyard-off~nap"]["vs_off"]["per_round"] == [2.0, 2.0, 2.0], vrows["railyard-off~nap"]
+    assert goals(list(vrows.values()))[0] == 4
+    # Without Mooncake in the plan its goals are not checked (nor counted short).
+    no_mc = [r for r in vrows.values() if r["arm"] != "mooncake"]
+    n_mc, short_mc = goals(no_mc)
+    assert n_mc == 2 and len(short_mc) == 1 and short_mc[0].startswith("enforce / off"), short_mc
+    assert variants("off~nap:MC_RDMA_INFLIGHT_NAP_US=50,MC_WORKERS_PER_CTX=1;enforce~x") == {
+        "railyard-off~nap": {"MC_RDMA_INFLIGHT_NAP_US": "50", "MC_WORKERS_PER_CTX": "1"}, "railyard-enforce~x": {}}
+    for bad in ("nap:X=1", "fast~nap:X=1", "off~Nap:X=1", "off~nap:x=1", "off~nap:X"):
+        try:
+            variants(bad)
+        except argparse.ArgumentTypeError:
+            continue
+        raise AssertionError(f"variants({bad!r}) accepted")
+    assert railyard_build_mismatch("railyard-off~nap", dict(ry, cc_compiled_in=True)) is None
     assert listening(0) in (True, False)
     print("bench_peers selftest: ok")
     return 0
@@ -747,6 +812,8 @@ def main():
     p.add_argument("--device", default="rxe0")
     p.add_argument("--gid-index", type=int, default=1)
     p.add_argument("--ry-args", default="", help="extra railyard initiator arguments")
+    p.add_argument("--ry-env", type=env_pairs, default={},
+                   help="K=V[,K=V...] added to both railyard processes' environment (e.g. MC_WORKERS_PER_CTX=1)")
     p.add_argument("--agent", help="HOST:PORT of the target-side agent (--two)")
     p.add_argument("--target-ip", default="127.0.0.1")
     p.add_argument("--self-ip", default="127.0.0.1")

@@ -1829,8 +1829,8 @@ typedef struct {
   uint64_t drain_timeout_ms;
   // Handshake socket timeout (ms, > 0).
   uint64_t handshake_timeout_ms;
-  // Longest park of an idle worker (µs, `MC_RDMA_IDLE_PARK_US`);
-  // 0 = busy-poll.
+  // Longest park of an idle worker (µs, `MC_RDMA_IDLE_PARK_US`;
+  // default 50000: work unparks it at once); 0 = busy-poll.
   uint64_t idle_park_us;
   // Sleep between polls while work is in flight but nothing completes
   // (µs, `MC_RDMA_INFLIGHT_NAP_US`); 0 = keep polling.

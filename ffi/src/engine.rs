@@ -108,8 +108,8 @@ pub struct ry_engine_config {
     pub drain_timeout_ms: u64,
     /// Handshake socket timeout (ms, > 0).
     pub handshake_timeout_ms: u64,
-    /// Longest park of an idle worker (µs, `MC_RDMA_IDLE_PARK_US`);
-    /// 0 = busy-poll.
+    /// Longest park of an idle worker (µs, `MC_RDMA_IDLE_PARK_US`;
+    /// default 50000: work unparks it at once); 0 = busy-poll.
     pub idle_park_us: u64,
     /// Sleep between polls while work is in flight but nothing completes
     /// (µs, `MC_RDMA_INFLIGHT_NAP_US`); 0 = keep polling.

@@ -10,7 +10,7 @@
 //! | `MC_GID_INDEX` | [`EngineConfig::gid_index`] | 1 | 0 ..= 255 |
 //! | `MC_RDMA_DEVICE` | [`EngineConfig::device`] / [`EngineConfig::devices`] | first device | a device name, or a comma-separated list of 2..=8 distinct names (the rails, in rail order) |
 //! | `MC_RDMA_DEVICES` | [`EngineConfig::devices`] | unset | a comma-separated list of 1..=8 distinct names; set together with `MC_RDMA_DEVICE` the two must agree |
-//! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 1000 | 0 (busy-poll) ..= 1000000 |
+//! | `MC_RDMA_IDLE_PARK_US` | [`EngineConfig::idle_sleep`] | 50000 | 0 (busy-poll) ..= 1000000 |
 //! | `MC_RDMA_INFLIGHT_NAP_US` | [`EngineConfig::inflight_nap`] | 0 (poll) | 0 ..= 1000000 |
 //! | `MC_SIGNAL_INTERVAL` | [`EngineConfig::signal_interval`] | 1 (every WR signaled) | 1 ..= 1024 |
 //! | `MC_IB_TIMEOUT` | [`EngineConfig::qp_timeout`] | 14 | 1 ..= 31 (4.096 µs × 2^n) |
@@ -159,9 +159,14 @@ pub struct EngineConfig {
     /// RC transport retries, 0..=7 (`MC_IB_RETRY_CNT`).
     pub qp_retry_cnt: u8,
     /// The longest an idle worker (nothing queued, nothing in flight)
-    /// parks before polling again; submits, retries and posts unpark it at
-    /// once. `None` busy-polls forever (lowest latency, one core per
-    /// worker).
+    /// parks before polling again; submits, retries, credit grants, posts
+    /// for its CQ and shutdown unpark it at once, so this is a safety net,
+    /// not a latency: default 50 ms. A short timeout only adds wake-ups
+    /// (1 ms gave every engine 1000 per worker per second, each one a
+    /// timer interrupt and a context switch; across two Soft-RoCE guests
+    /// those on the passive side delayed the RC ACKs, see
+    /// `scripts/bench-peers.sh`'s variants). `None` busy-polls forever
+    /// (lowest latency, one core per worker).
     pub idle_sleep: Option<Duration>,
     /// With work in flight but no completion for a long while (4096 empty
     /// polls), sleep this long between polls instead of yielding. `None`
@@ -184,6 +189,10 @@ pub struct EngineConfig {
     /// by default.
     pub credit: CreditConfig,
 }
+
+/// [`EngineConfig::idle_sleep`]'s default: the longest park of an idle
+/// worker (every event that gives it work unparks it at once).
+pub const DEFAULT_IDLE_PARK: Duration = Duration::from_millis(50);
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -210,7 +219,7 @@ impl Default for EngineConfig {
             max_handshakes: 8,
             qp_timeout: 14,
             qp_retry_cnt: 7,
-            idle_sleep: Some(Duration::from_millis(1)),
+            idle_sleep: Some(DEFAULT_IDLE_PARK),
             inflight_nap: None,
             signal_interval: DEFAULT_SIGNAL_INTERVAL,
             cc: CcConfig::default(),

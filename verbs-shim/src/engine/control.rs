@@ -75,6 +75,7 @@ pub(crate) fn spawn_all(
         Ok(()) => Ok(v),
         Err(e) => {
             sh.stop.store(true, Ordering::Release);
+            sh.wake_all();
             for t in v {
                 let _ = t.join();
             }

@@ -598,6 +598,7 @@ impl Engine {
             std::thread::sleep(Duration::from_millis(1));
         }
         sh.stop.store(true, Ordering::Release);
+        sh.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }

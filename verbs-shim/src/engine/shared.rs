@@ -553,6 +553,14 @@ impl Shared {
         }
     }
 
+    /// Wakes every worker (shutdown: a parked worker sees `stop` now, not
+    /// when its park times out).
+    pub(crate) fn wake_all(&self) {
+        for w in 0..self.topo.workers() {
+            self.wake(w);
+        }
+    }
+
     /// Wakes the worker that posts `shard`, if it is parked idle.
     pub(crate) fn wake_poster(&self, shard: usize) {
         self.wake(self.topo.poster_of(shard))

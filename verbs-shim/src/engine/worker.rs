@@ -34,6 +34,11 @@ use std::sync::atomic::Ordering;
 /// Empty rounds a worker spins before it starts yielding its core.
 const SPIN_ROUNDS: u32 = 256;
 
+/// The longest park while fault injection pauses polling: the worker
+/// cannot see its CQs' work then, so nothing would unpark it when polling
+/// resumes.
+const PAUSED_PARK: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Worker `w`'s loop: post its shard's queue, poll its CQs
 /// ([`Topology`](super::shared::Topology) says which), spin, then yield or
 /// park when idle.
@@ -102,7 +107,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                     }
                     _ => std::thread::yield_now(),
                 }
-            } else if let (false, Some(d)) = (lot.is_empty(), sh.cfg.idle_sleep) {
+            } else if let (false, Some(d)) = (lot.is_empty(), park_limit(sh)) {
                 // A sleeping worker's cache holds no free token.
                 idle_tokens(&mut tokens, true, c);
                 // Only parked slices that wait for a deadline (a cooldown,
@@ -112,7 +117,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                 let until = lot.next_deadline().unwrap_or(now);
                 let wait = std::time::Duration::from_nanos(until.saturating_sub(now));
                 std::thread::park_timeout(wait.min(d));
-            } else if let Some(d) = sh.cfg.idle_sleep {
+            } else if let Some(d) = park_limit(sh) {
                 // Nothing queued and nothing in flight: park (Mooncake's
                 // workers suspend when idle too) until a submit, a retry or
                 // a post for our CQ unparks us, or `d` passes. Park tokens
@@ -135,6 +140,17 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
 }
 
 /// A worker's idle round for its token cache ([`TokenCache::idle`]): with
+/// The longest an idle worker parks now: the configured idle park, at most
+/// [`PAUSED_PARK`] while polling is paused.
+fn park_limit(sh: &Shared) -> Option<std::time::Duration> {
+    let d = sh.cfg.idle_sleep?;
+    Some(if sh.fault.polling_paused() {
+        d.min(PAUSED_PARK)
+    } else {
+        d
+    })
+}
+
 /// `parking` returns every cached token, else answers a pending request;
 /// tokens returned move the release stamp, so a slice parked on "no
 /// token" is offered again.
