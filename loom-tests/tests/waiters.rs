@@ -140,6 +140,16 @@ fn broken_waiters_late_epoch() {
     slot_waiter_model();
 }
 
+/// One waiter thread per task, each waiting for its own task only.
+fn spawn_waiters(w: &Arc<Waiters>, tasks: &Arc<[Task; 2]>) -> Vec<thread::JoinHandle<()>> {
+    (0..2)
+        .map(|i| {
+            let (w, t) = (w.clone(), tasks.clone());
+            thread::spawn(move || assert!(wait_all(&w, &t[i..=i])))
+        })
+        .collect()
+}
+
 /// Two waiters, one slot: one sleeps in the slot, the other on the shared
 /// parker. Each task is settled by its own thread; both waits return, and
 /// the slot and the overflow count are given back.
@@ -147,12 +157,7 @@ fn overflow_model() {
     loom::model(|| {
         let w = Arc::new(Waiters::with_slots(1));
         let tasks = Arc::new([Task::new(), Task::new()]);
-        let waiters: Vec<_> = (0..2)
-            .map(|i| {
-                let (w, t) = (w.clone(), tasks.clone());
-                thread::spawn(move || assert!(wait_all(&w, &t[i..=i])))
-            })
-            .collect();
+        let waiters = spawn_waiters(&w, &tasks);
         tasks[0].settle(&w);
         tasks[1].settle(&w);
         for j in waiters {
@@ -182,12 +187,7 @@ fn targeted_model() {
     loom::model(|| {
         let w = Arc::new(Waiters::with_slots(2));
         let tasks = Arc::new([Task::new(), Task::new()]);
-        let waiters: Vec<_> = (0..2)
-            .map(|i| {
-                let (w, t) = (w.clone(), tasks.clone());
-                thread::spawn(move || assert!(wait_all(&w, &t[i..=i])))
-            })
-            .collect();
+        let waiters = spawn_waiters(&w, &tasks);
         let woken = tasks[1].settle(&w);
         assert!(woken <= 1, "B's settlement signalled {woken} waiters");
         tasks[0].settle(&w);
