@@ -164,8 +164,8 @@ pub struct EngineConfig {
     /// not a latency: default 50 ms. A short timeout only adds wake-ups
     /// (1 ms gave every engine 1000 per worker per second, each one a
     /// timer interrupt and a context switch; across two Soft-RoCE guests
-    /// those on the passive side delayed the RC ACKs, see
-    /// `scripts/bench-peers.sh`'s variants). `None` busy-polls forever
+    /// 1 ms ran at 0.80–0.97× of 50 ms, `scripts/bench-peers.sh --two
+    /// --variants`). `None` busy-polls forever
     /// (lowest latency, one core per worker).
     pub idle_sleep: Option<Duration>,
     /// With work in flight but no completion for a long while (4096 empty
