@@ -22,6 +22,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -eq 2 ] || { sed -n 2,22p "$0"; exit 2; }
 A=$1 B=$2
+# Two builds in one target dir can leave cargo's second build "fresh" and
+# both paths the same bytes: an A/B of a binary against itself.
+if cmp -s "$A" "$B"; then
+  echo "bench-ab: $A and $B are byte-identical (A needs its own checkout and target dir)" >&2
+  exit 2
+fi
 rounds=${AB_ROUNDS:-3} secs=${AB_SECS:-4} size=${AB_SIZE:-4K} op=${AB_OP:-write}
 threads=${AB_THREADS:-8} models=${AB_MODELS:-"shared:2 dedicated:3"}
 out=${AB_OUT:-target/bench-ab}
