@@ -139,7 +139,6 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
     idle_tokens(&mut tokens, true, c);
 }
 
-/// A worker's idle round for its token cache ([`TokenCache::idle`]): with
 /// The longest an idle worker parks now: the configured idle park, at most
 /// [`PAUSED_PARK`] while polling is paused.
 fn park_limit(sh: &Shared) -> Option<std::time::Duration> {
@@ -151,6 +150,7 @@ fn park_limit(sh: &Shared) -> Option<std::time::Duration> {
     })
 }
 
+/// A worker's idle round for its token cache ([`TokenCache::idle`]): with
 /// `parking` returns every cached token, else answers a pending request;
 /// tokens returned move the release stamp, so a slice parked on "no
 /// token" is offered again.
