@@ -14,6 +14,9 @@ use railyard_benches::hotpath::Fixture;
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("hotpath_post_complete");
     for arm in [
+        "composed_nocc",
+        "composed_off",
+        "composed_observe",
         "hand_enforce",
         "composed_enforce",
         "hand_all",
@@ -23,6 +26,9 @@ fn bench(c: &mut Criterion) {
         g.bench_function(arm, |b| {
             let mut now = 0u64;
             let op: fn(&mut Fixture, u64) = match arm {
+                "composed_nocc" => Fixture::composed_nocc,
+                "composed_off" => Fixture::composed_off,
+                "composed_observe" => Fixture::composed_observe,
                 "hand_enforce" => Fixture::hand_enforce,
                 "composed_enforce" => Fixture::composed_enforce,
                 "hand_all" => Fixture::hand_all,

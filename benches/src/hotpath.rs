@@ -8,7 +8,9 @@
 //! complete it with `IBV_WC_SUCCESS` (classified, every hold released, the
 //! slice settled). Two layer sets:
 //!
-//! * `enforce`: CC in enforce mode, rail and credit off;
+//! * `enforce`: CC in enforce mode, rail and credit off (and the same op
+//!   with CC off, observing, or not composed at all: `composed_off`,
+//!   `composed_observe`, `composed_nocc`, what enforce costs per slice);
 //! * `all`: CC enforce + rail charge (2 devices, ledger off) + receiver
 //!   credit (DATA_BYTES + REQUEST_SLOT; the control half refills the grant
 //!   every [`REFILL_EVERY`] ops, identically for both arms).
@@ -18,7 +20,7 @@ use std::hint::black_box;
 use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Monitor};
 use railyard_core::classify::{classify_wc, wc, wc_outcome, WcOutcome};
 use railyard_core::completion::{
-    CreditDemand, Layers, Owner, Path, PostOrder, PostRequest, SliceEffect, TokenSource,
+    CcLayer, CreditDemand, Layers, Owner, Path, PostOrder, PostRequest, SliceEffect, TokenSource,
 };
 use railyard_core::credit::{
     Charge, CreditUpdate, EntryId, LedgerConfig, SenderControl, SenderLedger, SessionId, Totals,
@@ -63,6 +65,11 @@ pub struct Fixture {
     eps: EndpointTable<()>,
     cc: Controller,
     _monitor: Monitor,
+    /// The same controller shape in [`Mode::Off`] and [`Mode::Observe`].
+    cc_off: Controller,
+    _monitor_off: Monitor,
+    cc_observe: Controller,
+    _monitor_observe: Monitor,
     rails: Selector,
     ledger: SenderLedger,
     ctl: SenderControl,
@@ -90,6 +97,9 @@ impl Fixture {
             ..CcConfig::default()
         };
         let (cc, monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+        let in_mode = |mode| Controller::new(&CcConfig { mode, ..cfg }, 2, &[0, 1]).unwrap();
+        let (cc_off, monitor_off) = in_mode(Mode::Off);
+        let (cc_observe, monitor_observe) = in_mode(Mode::Observe);
         let rails = Selector::new(
             &[DeviceSpec::new(100_000_000_000); 2],
             RailConfig::default(),
@@ -117,6 +127,10 @@ impl Fixture {
             eps,
             cc,
             _monitor: monitor,
+            cc_off,
+            _monitor_off: monitor_off,
+            cc_observe,
+            _monitor_observe: monitor_observe,
             rails,
             ledger,
             ctl,
@@ -187,12 +201,39 @@ impl Fixture {
         self.enforce_via(cache, now)
     }
 
+    /// [`composed_enforce`](Self::composed_enforce) with the controller in
+    /// [`Mode::Off`] (compiled in, switched off: the engine's
+    /// `MC_ADAPTIVE_CC_MODE=off`).
+    #[inline]
+    pub fn composed_off(&mut self, now: u64) {
+        self.cc_via(&self.cc_off, &mut (), now)
+    }
+
+    /// [`composed_enforce`](Self::composed_enforce) with the controller in
+    /// [`Mode::Observe`].
+    #[inline]
+    pub fn composed_observe(&mut self, now: u64) {
+        self.cc_via(&self.cc_observe, &mut (), now)
+    }
+
+    /// [`composed_enforce`](Self::composed_enforce) with no CC layer
+    /// composed at all (`()`: the controller compiled out).
+    #[inline]
+    pub fn composed_nocc(&mut self, now: u64) {
+        self.cc_via((), &mut (), now)
+    }
+
     #[inline(always)]
     fn enforce_via<T: TokenSource>(&self, tokens: &mut T, now: u64) {
+        self.cc_via(&self.cc, tokens, now)
+    }
+
+    #[inline(always)]
+    fn cc_via<C: CcLayer, T: TokenSource>(&self, cc: C, tokens: &mut T, now: u64) {
         let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: (),
             rail: (),
-            cc: &self.cc,
+            cc,
         });
         let s = self.slices.open(0).unwrap();
         let p = owner
@@ -441,9 +482,12 @@ impl Fixture {
         assert_eq!(self.eps.outstanding_total(), 0);
         assert_eq!(self.rails.nic_inflight(1), Some(0));
         assert_eq!(self.cc.route_snapshot(1).unwrap().in_flight, 0);
+        assert_eq!(self.cc_observe.route_snapshot(1).unwrap().in_flight, 0);
+        assert_eq!(self.cc_off.route_snapshot(1).unwrap().in_flight, 0);
     }
 
     /// Runs `n` ops of arm `which` (`hand_enforce`, `composed_enforce`,
+    /// `composed_observe`, `composed_off`, `composed_nocc`,
     /// `composed_enforce_chain`, `composed_enforce_covered`, `hand_all`,
     /// `composed_all`, and two arms through a worker's token cache:
     /// `composed_enforce_cached`, `composed_all_cached`).
@@ -451,6 +495,9 @@ impl Fixture {
         let f: fn(&mut Self, u64) = match which {
             "hand_enforce" => Self::hand_enforce,
             "composed_enforce" => Self::composed_enforce,
+            "composed_observe" => Self::composed_observe,
+            "composed_off" => Self::composed_off,
+            "composed_nocc" => Self::composed_nocc,
             "composed_enforce_covered" => Self::composed_enforce_covered,
             "composed_enforce_chain" => Self::composed_enforce_chain,
             "hand_all" => Self::hand_all,
