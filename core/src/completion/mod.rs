@@ -161,6 +161,14 @@
 //! (2026-12-01; before the compact token record and the in-place claim the
 //! same arms were 554 / 606 and 1185 / 1290.)
 //!
+//! What each CC mode costs on the same composed op (rail and credit off;
+//! arms `composed_nocc` / `composed_off` / `composed_observe` /
+//! `composed_enforce`, 2026-12-02): no CC layer composed 381, the
+//! controller in `off` 400, `observe` 562, `enforce` 573 instructions per
+//! slice. Enforce pays 173 over off (the window check and permit on
+//! admission, the settle on completion); observe already pays 162 of them,
+//! because it keeps the same accounting and only never refuses.
+//!
 //! Through a per-thread [`TokenCache`] ([`Owner::post_via`] /
 //! [`Owner::complete_via`], as the engine's workers run it; arms
 //! `composed_enforce_cached` / `composed_all_cached`, same build and
