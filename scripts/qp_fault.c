@@ -1,5 +1,5 @@
-// qp_fault: an LD_PRELOAD fault injector for the Mooncake fault run. It does
-// not touch Mooncake: it interposes libibverbs' ibv_modify_qp and
+// qp_fault: an LD_PRELOAD fault injector for the fault runs. It does
+// not touch the program: it interposes libibverbs' ibv_modify_qp and
 // ibv_destroy_qp to remember every QP the process brings to RTS, and
 // QP_FAULT_AFTER_MS milliseconds after the first one did, moves every QP
 // still alive to ERR at once -- with whatever is posted on them
@@ -30,7 +30,7 @@ typedef int (*destroy_fn)(struct ibv_qp *);
 
 static modify_fn real_modify(void) {
   static modify_fn f;
-  if (!f) f = (modify_fn)dlsym(RTLD_NEXT, "ibv_modify_qp");
+  if (!f) f = (modify_fn)dlvsym(RTLD_NEXT, "ibv_modify_qp", "IBVERBS_1.1");
   return f;
 }
 
@@ -66,7 +66,7 @@ int ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask) {
 
 int ibv_destroy_qp(struct ibv_qp *qp) {
   static destroy_fn real;
-  if (!real) real = (destroy_fn)dlsym(RTLD_NEXT, "ibv_destroy_qp");
+  if (!real) real = (destroy_fn)dlvsym(RTLD_NEXT, "ibv_destroy_qp", "IBVERBS_1.1");
   pthread_mutex_lock(&lock);
   for (int i = 0; i < nqps; i++)
     if (qps[i] == qp) qps[i] = qps[--nqps];
