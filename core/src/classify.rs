@@ -53,6 +53,7 @@
 //! assert_eq!((u.class, u.scope), (FailureClass::Fatal, FailureScope::Qp));
 //! ```
 
+use crate::endpoint::RetireReason;
 /// The isolation scope every classification carries (defined with the
 /// evidence that records it).
 pub use crate::evidence::FailureScope;
@@ -539,6 +540,53 @@ pub const fn classify_event(event_type: u32) -> EventClassification {
         scope,
         handling,
         effect,
+    }
+}
+
+/// What an async event does to the integrator's endpoints (the endpoint
+/// side of RFC 4162's async-event matrix; the controller side is
+/// [`Controller::apply_event`](crate::cc::Controller::apply_event)). Every
+/// integrator (the engine, the C ABI, the preload) retires through this one
+/// mapping.
+///
+/// | classified scope | endpoints |
+/// |---|---|
+/// | none, operation (informational: port active, COMM_EST, unknown events) | untouched |
+/// | QP, WQ / SRQ, route | retire the endpoint owning the event's QP |
+/// | CQ, port, device | retire every endpoint of the scope (an integrator narrows a CQ event to the endpoints with a QP on that CQ, and port / device events to that device) |
+/// | `GID_CHANGE` | retire every endpoint of the device (addressing refresh; no controller effect) |
+///
+/// ```
+/// use railyard_core::classify::{event, event_action, EventAction};
+/// use railyard_core::endpoint::RetireReason;
+/// assert_eq!(event_action(event::QP_FATAL), EventAction::RetireQp(RetireReason::QpFatal));
+/// assert_eq!(event_action(event::PORT_ERR), EventAction::RetireAll(RetireReason::ContextFatal));
+/// assert_eq!(event_action(event::COMM_EST), EventAction::Ignore);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventAction {
+    /// Nothing (informational: port active, COMM_EST, unknown events, ...).
+    Ignore,
+    /// Retire the endpoint owning the event's QP (QP / WQ / route scope).
+    RetireQp(RetireReason),
+    /// Retire every endpoint of the event's scope (CQ, port and device
+    /// scope, and the addressing refresh after a GID change).
+    RetireAll(RetireReason),
+}
+
+/// The endpoint action for an `ibv_async_event` of type `event_type`
+/// (see [`EventAction`]). Total over `u32`.
+#[inline]
+pub const fn event_action(event_type: u32) -> EventAction {
+    if event_type == event::GID_CHANGE {
+        return EventAction::RetireAll(RetireReason::GidChange);
+    }
+    match classify_event(event_type).scope {
+        FailureScope::None | FailureScope::Operation => EventAction::Ignore,
+        FailureScope::Qp | FailureScope::Route => EventAction::RetireQp(RetireReason::QpFatal),
+        FailureScope::Cq | FailureScope::Port | FailureScope::Device => {
+            EventAction::RetireAll(RetireReason::ContextFatal)
+        }
     }
 }
 

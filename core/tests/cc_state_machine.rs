@@ -565,3 +565,64 @@ fn device_fatal_isolates_only_that_device_and_recovers_by_probe() {
     assert_eq!(t.device(0), Health::Healthy);
     assert_eq!(t.c.device_snapshot(0).unwrap().window, 1_000);
 }
+
+/// The controller side of the async-event matrix: each event lands at its
+/// scope and no wider (`Controller::apply_event`).
+#[test]
+fn async_events_apply_at_their_scope_only() {
+    use railyard_core::cc::{CcConfig, Controller, Health, Mode};
+    let cfg = CcConfig {
+        mode: Mode::Enforce,
+        ..CcConfig::default()
+    };
+    let health = |c: &Controller, r: u32| c.route_snapshot(r).unwrap().health;
+    // Routes 0, 1 on device 0; route 2 on device 1.
+    let fresh = || Controller::new(&cfg, 2, &[0, 0, 1]).unwrap().0;
+
+    // QP scope: the QP's route only, one hard error (not a quarantine).
+    let c = fresh();
+    c.apply_event(&classify_event(event::QP_FATAL), 0, Some(1))
+        .unwrap();
+    assert_eq!(c.route_snapshot(1).unwrap().errors, 1);
+    assert_eq!(c.route_snapshot(0).unwrap().errors, 0);
+    assert_eq!(c.route_snapshot(2).unwrap().errors, 0);
+    // ... and without a route, nothing.
+    let c = fresh();
+    c.apply_event(&classify_event(event::QP_FATAL), 0, None)
+        .unwrap();
+    assert!((0..3).all(|r| c.route_snapshot(r).unwrap().errors == 0));
+
+    // CQ scope: quarantines the route given.
+    let c = fresh();
+    c.apply_event(&classify_event(event::CQ_ERR), 1, Some(2))
+        .unwrap();
+    assert_eq!(health(&c, 2), Health::Quarantined);
+    assert_eq!(health(&c, 0), Health::Healthy);
+
+    // Port scope: every route of the device, not the other device's.
+    let c = fresh();
+    c.apply_event(&classify_event(event::PORT_ERR), 0, None)
+        .unwrap();
+    assert_eq!(health(&c, 0), Health::Quarantined);
+    assert_eq!(health(&c, 1), Health::Quarantined);
+    assert_eq!(health(&c, 2), Health::Healthy);
+
+    // Device scope: the device domain; other devices untouched.
+    let c = fresh();
+    c.apply_event(&classify_event(event::DEVICE_FATAL), 1, None)
+        .unwrap();
+    assert_eq!(c.device_snapshot(1).unwrap().health, Health::Quarantined);
+    assert_eq!(c.device_snapshot(0).unwrap().health, Health::Healthy);
+
+    // Informational events and bad indices.
+    let c = fresh();
+    c.apply_event(&classify_event(event::COMM_EST), 0, Some(0))
+        .unwrap();
+    assert_eq!(c.route_snapshot(0).unwrap().errors, 0);
+    assert!(c
+        .apply_event(&classify_event(event::PORT_ERR), 2, None)
+        .is_err());
+    assert!(c
+        .apply_event(&classify_event(event::QP_FATAL), 0, Some(3))
+        .is_err());
+}

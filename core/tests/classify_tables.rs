@@ -570,3 +570,46 @@ proptest! {
         }
     }
 }
+
+// ---- async event → endpoint action (the one mapping every integrator uses) ----
+
+#[test]
+fn every_event_row_retires_at_its_scope() {
+    use railyard_core::classify::{event_action, EventAction};
+    use railyard_core::endpoint::RetireReason;
+    let all = EventAction::RetireAll(RetireReason::ContextFatal);
+    let qp = EventAction::RetireQp(RetireReason::QpFatal);
+    for e in [event::DEVICE_FATAL, event::CQ_ERR, event::PORT_ERR] {
+        assert_eq!(event_action(e), all, "event {e}");
+    }
+    for e in [
+        event::QP_FATAL,
+        event::QP_REQ_ERR,
+        event::QP_ACCESS_ERR,
+        event::PATH_MIG_ERR,
+        event::WQ_FATAL,
+        event::SRQ_ERR,
+    ] {
+        assert_eq!(event_action(e), qp, "event {e}");
+    }
+    for e in [
+        event::COMM_EST,
+        event::PORT_ACTIVE,
+        event::SQ_DRAINED,
+        12345,
+    ] {
+        assert_eq!(event_action(e), EventAction::Ignore, "event {e}");
+    }
+    assert_eq!(
+        event_action(event::GID_CHANGE),
+        EventAction::RetireAll(RetireReason::GidChange)
+    );
+    // Total: every value maps, and nothing else retires.
+    for e in 0..=event::MAX_KNOWN + 3 {
+        let a = event_action(e);
+        let scope = classify_event(e).scope;
+        if a == EventAction::Ignore {
+            assert!(matches!(scope, S::None | S::Operation), "event {e}");
+        }
+    }
+}

@@ -13,7 +13,7 @@ use super::{
     AcquireError, Admission, Avoidance, CcStats, Deferral, DomainKind, DomainSnapshot, EpochReport,
     Permit, PolicyView, PollerStatus, ReleaseError, Settlement,
 };
-use crate::classify::Effect;
+use crate::classify::{Effect, EventClassification, FailureScope};
 use crate::evidence::Observed;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::time::{elapsed, Nanos};
@@ -721,6 +721,79 @@ impl Controller {
         self.escalate(d, None, Event::Fatal);
         self.bump_routes_of(device);
         Ok(())
+    }
+
+    /// Applies a classified async event at its scope and no wider (RFC
+    /// 4162's async-event matrix, the controller side; the endpoint side is
+    /// [`event_action`](crate::classify::event_action)): QP / CQ / route
+    /// scope to `route` (the route of the event's QP; `None`: nothing to
+    /// feed), port scope to every route bound to `device`, device scope to
+    /// the device domain. Feedback goes to each route's current generation.
+    /// Events without an effect change nothing.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Health, Mode};
+    /// use railyard_core::classify::{classify_event, event};
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 0, 1]).unwrap();
+    /// // A port error on device 0 quarantines both of its routes, not device 1's.
+    /// cc.apply_event(&classify_event(event::PORT_ERR), 0, None).unwrap();
+    /// assert_eq!(cc.route_snapshot(0).unwrap().health, Health::Quarantined);
+    /// assert_eq!(cc.route_snapshot(1).unwrap().health, Health::Quarantined);
+    /// assert_eq!(cc.route_snapshot(2).unwrap().health, Health::Healthy);
+    /// ```
+    pub fn apply_event(
+        &self,
+        event: &EventClassification,
+        device: u16,
+        route: Option<u32>,
+    ) -> Result<(), AcquireError> {
+        if usize::from(device) >= self.devices.len() {
+            return Err(AcquireError::NoSuchDevice(device));
+        }
+        if let Some(r) = route {
+            if r as usize >= self.routes.len() {
+                return Err(AcquireError::NoSuchRoute(r));
+            }
+        }
+        if event.effect == Effect::None || self.mode == Mode::Off {
+            return Ok(());
+        }
+        let feed = |r: u32| {
+            if let Some(g) = self.route_generation(r) {
+                // In range (checked above or enumerated): cannot fail.
+                let _ = self.route_feedback(r, g, event.effect);
+            }
+        };
+        match event.scope {
+            FailureScope::Qp | FailureScope::Cq | FailureScope::Route => {
+                if let Some(r) = route {
+                    feed(r);
+                }
+            }
+            FailureScope::Port => {
+                for (i, r) in self.routes.iter().enumerate() {
+                    if r.device.load(Ordering::Relaxed) == u32::from(device) {
+                        feed(i as u32);
+                    }
+                }
+            }
+            FailureScope::Device => {
+                if event.effect == Effect::Quarantine {
+                    self.quarantine_device(device)?;
+                }
+            }
+            FailureScope::None | FailureScope::Operation => {}
+        }
+        Ok(())
+    }
+
+    /// The device route `route` is bound to now.
+    pub fn route_device(&self, route: u32) -> Option<u16> {
+        self.routes
+            .get(route as usize)
+            .map(|r| r.device.load(Ordering::Relaxed) as u16)
     }
 
     fn bump_routes_of(&self, device: u16) {

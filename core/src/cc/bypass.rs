@@ -10,7 +10,7 @@ use super::{
     AcquireError, Admission, CcStats, DomainSnapshot, EpochReport, Permit, PolicyView,
     PollerStatus, ReleaseError, Settlement,
 };
-use crate::classify::Effect;
+use crate::classify::{Effect, EventClassification};
 use crate::time::Nanos;
 use crate::token::TokenRecord;
 
@@ -141,6 +141,27 @@ impl Bypass {
     /// No-op.
     pub fn quarantine_device(&self, _device: u16) -> Result<(), AcquireError> {
         Ok(())
+    }
+
+    /// No-op (index checks only, as in the controller).
+    pub fn apply_event(
+        &self,
+        _event: &EventClassification,
+        device: u16,
+        route: Option<u32>,
+    ) -> Result<(), AcquireError> {
+        if device >= self.devices {
+            return Err(AcquireError::NoSuchDevice(device));
+        }
+        match route {
+            Some(r) if r as usize >= self.routes => Err(AcquireError::NoSuchRoute(r)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Always `None`: the bypass keeps no route binding.
+    pub fn route_device(&self, _route: u32) -> Option<u16> {
+        None
     }
 
     /// No generations: always 0.
