@@ -20,6 +20,7 @@
 //! | [`credit`] | 2849 | receiver-advertised credits |
 //! | [`wire`] | 2849 | the wire codecs: credit messages ([`wire::credit`]) and handshake descriptors (`wire::handshake`, needs `alloc`) |
 //! | [`rail`] | 4534 | inverse-score NIC selection, per-peer ledger |
+//! | `lookup` | 3136 | a verbs object's address or number → the integrator's slot, read lock-free on the hot path (needs `alloc`) |
 //! | [`pin`] | — | use count + close bit: memory deregistration vs in-flight posts |
 //! | [`time`] | — | nanosecond time passed in by the caller |
 //!
@@ -46,6 +47,8 @@ pub mod completion;
 pub mod credit;
 pub mod endpoint;
 pub mod evidence;
+#[cfg(feature = "alloc")]
+pub mod lookup;
 pub mod pin;
 pub mod rail;
 pub mod slice;
