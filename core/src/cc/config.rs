@@ -57,6 +57,20 @@ impl Mode {
             Err(ConfigError::InvalidMode)
         }
     }
+
+    /// The mode's name as `MC_ADAPTIVE_CC_MODE` spells it.
+    ///
+    /// ```
+    /// use railyard_core::cc::Mode;
+    /// assert_eq!(Mode::parse(Mode::Observe.as_str()), Ok(Mode::Observe));
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Off => "off",
+            Mode::Observe => "observe",
+            Mode::Enforce => "enforce",
+        }
+    }
 }
 
 /// How drain time is judged (railyard extension, `MC_ADAPTIVE_CC_TARGET_MODE`).
