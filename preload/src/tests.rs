@@ -449,12 +449,10 @@ fn posts_before_rts_pass_through_untouched() {
     let mut c = chain(7, 1, 64, |_| true);
     let mut bad = std::ptr::null_mut();
     // SAFETY: test QP and chain; fake provider.
-    assert_eq!(
-        unsafe {
-            r.st.post(fake_post, &mut *qp2, c.wrs.as_mut_ptr(), &mut bad)
-        },
-        0
-    );
+    let rc = unsafe {
+        r.st.post(fake_post, &mut *qp2, c.wrs.as_mut_ptr(), &mut bad)
+    };
+    assert_eq!(rc, 0);
     assert_eq!(NIC.with(|n| n.borrow().seen.clone()), [7]);
     assert_eq!(ids(&r.poll(4)), [7]);
     let s = r.st.stats();
