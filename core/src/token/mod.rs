@@ -297,6 +297,10 @@ impl fmt::Display for TokenError {
 impl std::error::Error for TokenError {}
 
 #[cfg(feature = "alloc")]
+mod cookie;
+#[cfg(feature = "alloc")]
 mod pool;
+#[cfg(feature = "alloc")]
+pub use cookie::TokenCookies;
 #[cfg(feature = "alloc")]
 pub use pool::{TokenCache, TokenCacheOver, TokenPool};
