@@ -40,7 +40,7 @@ use railyard_core::endpoint::{
 };
 use railyard_core::lookup::Lookup;
 use railyard_core::slice::Outcome;
-use railyard_core::token::TokenError;
+use railyard_core::token::{TokenCookies, TokenError};
 use rdma_sys::{ibv_cq, ibv_qp, ibv_send_wr, ibv_wc};
 
 use crate::config::{LogLevel, PreloadConfig};
@@ -185,13 +185,6 @@ pub(crate) struct CqSlot {
     polls: AtomicU64,
 }
 
-/// The token's record of the application's `wr_id`, indexed by token slot.
-#[derive(Default)]
-struct Side {
-    token: AtomicU64,
-    app: AtomicU64,
-}
-
 /// Route domains: (local device, remote address) → route index.
 struct Routes {
     keys: Vec<Option<(u16, [u8; 16])>>,
@@ -226,7 +219,8 @@ pub struct State {
     pub(crate) stack: Stack<u32>,
     control: Mutex<StackControl>,
     key: u64,
-    side: Box<[Side]>,
+    /// The application's `wr_id` of every posted token.
+    cookies: TokenCookies,
     pub(crate) ctxs: Box<[CtxSlot]>,
     qps: Box<[QpSlot]>,
     qp_by_ptr: Lookup,
@@ -332,7 +326,7 @@ impl State {
             stack,
             control: Mutex::new(control),
             key: random_key(),
-            side: (0..cfg.tokens).map(|_| Side::default()).collect(),
+            cookies: TokenCookies::new(cfg.tokens as usize),
             ctxs: (0..MAX_CONTEXTS).map(|_| CtxSlot::default()).collect(),
             qps: slots.into_boxed_slice(),
             qp_by_ptr: Lookup::new(qps * 4).map_err(e)?,
@@ -850,7 +844,7 @@ impl State {
                 let w = unsafe { &mut *cur };
                 match self.admit(&owner, s, &mut side, wr_bytes(w), now) {
                     Ok(t) => {
-                        self.record_side(t, w.wr_id);
+                        self.cookies.set(t, w.wr_id);
                         apps[n] = w.wr_id;
                         toks[n] = t;
                         w.wr_id = t ^ self.key;
@@ -1024,24 +1018,6 @@ impl State {
         }
     }
 
-    fn record_side(&self, token: u64, app: u64) {
-        if let Some(e) = self.side.get(token as u32 as usize) {
-            e.app.store(app, Ordering::Relaxed);
-            e.token.store(token, Ordering::Release);
-        }
-    }
-
-    /// The application's `wr_id` recorded for `token`, if it is still
-    /// the slot's.
-    fn side_app(&self, token: u64) -> Option<u64> {
-        let e = self.side.get(token as u32 as usize)?;
-        if e.token.load(Ordering::Acquire) != token {
-            return None;
-        }
-        let a = e.app.load(Ordering::Acquire);
-        (e.token.load(Ordering::Acquire) == token).then_some(a)
-    }
-
     /// Holds back `wr` and every later request of its chain (copied), in
     /// order; `ENOMEM` with `bad_wr` at the first that does not fit.
     ///
@@ -1131,7 +1107,7 @@ impl State {
                 let bytes = q.bytes(n).unwrap_or(1);
                 match self.admit(&owner, s, side, bytes, now) {
                     Ok(t) => {
-                        self.record_side(t, q.app_id(n).unwrap_or(0));
+                        self.cookies.set(t, q.app_id(n).unwrap_or(0));
                         if let Some(w) = q.get_mut(n) {
                             w.wr_id = t ^ self.key;
                         }
@@ -1288,7 +1264,7 @@ impl State {
             // A QP destroyed with completions still in its CQ: those of
             // our tokens are restored from their record (the tokens were
             // completed as flushed at the destroy).
-            match self.side_app(w.wr_id ^ self.key) {
+            match self.cookies.get(w.wr_id ^ self.key) {
                 Some(a) => {
                     w.wr_id = a;
                     self.g.late_restored.fetch_add(1, Ordering::Relaxed);
@@ -1308,7 +1284,7 @@ impl State {
             return; // a receive on a shared CQ
         }
         let token = w.wr_id ^ self.key;
-        let app = self.side_app(token);
+        let app = self.cookies.get(token);
         // Every request posted before this one on the QP completed with it
         // (RC completes a send queue in order): the unsignaled ones first.
         let cov = s.order.covered_by(token);
