@@ -316,34 +316,44 @@ unsafe fn verbs_ctx(ctx: *mut ibv_context) -> Option<*mut verbs_context> {
     Some((ctx as *mut u8).wrapping_sub(off) as *mut verbs_context)
 }
 
+/// The provider's own extended-API constructor of context `ctx` (`pick`
+/// chooses which), for a passthrough hook; `None` with errno set.
+fn ext_entry(
+    ctx: *mut ibv_context,
+    pick: fn(&state::CtxSlot) -> usize,
+) -> Option<(&'static State, usize)> {
+    let found = STATE.get().and_then(Option::as_ref).and_then(|st| {
+        let orig = pick(&st.ctxs[st.ctx_index(ctx as usize)?]);
+        (orig != 0).then_some((st, orig))
+    });
+    if found.is_none() {
+        set_errno(libc::EOPNOTSUPP);
+    }
+    found
+}
+
+/// Counts and names (once) an object of the extended API, passed through.
+fn passed_through(st: &State, what: Warn, msg: std::fmt::Arguments<'_>) {
+    boundary((), || {
+        st.count_ext(what);
+        st.warn_once(what, msg);
+    });
+}
+
 unsafe extern "C" fn hook_create_qp_ex(
     ctx: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
-    let Some(Some(st)) = STATE.get() else {
-        set_errno(libc::EOPNOTSUPP);
+    let Some((st, orig)) = ext_entry(ctx, |c| c.create_qp_ex.load(Ordering::Relaxed)) else {
         return std::ptr::null_mut();
     };
-    let orig = st
-        .ctx_index(ctx as usize)
-        .map_or(0, |i| st.ctxs[i].create_qp_ex.load(Ordering::Relaxed));
-    if orig == 0 {
-        set_errno(libc::EOPNOTSUPP);
-        return std::ptr::null_mut();
-    }
     type F = unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp;
     // SAFETY: stored from the provider's own create_qp_ex of this context.
     let f: F = unsafe { std::mem::transmute::<usize, F>(orig) };
     // SAFETY: the caller's verbs contract, forwarded.
     let qp = unsafe { f(ctx, attr) };
     if !qp.is_null() {
-        boundary((), || {
-            st.count_ext(Warn::Ext);
-            st.warn_once(
-                Warn::Ext,
-                format_args!("a QP of the extended API (ibv_create_qp_ex) is passed through untouched (counted: qps_ext)"),
-            );
-        });
+        passed_through(st, Warn::Ext, format_args!("a QP of the extended API (ibv_create_qp_ex) is passed through untouched (counted: qps_ext)"));
     }
     qp
 }
@@ -352,30 +362,16 @@ unsafe extern "C" fn hook_create_cq_ex(
     ctx: *mut ibv_context,
     attr: *mut ibv_cq_init_attr_ex,
 ) -> *mut ibv_cq_ex {
-    let Some(Some(st)) = STATE.get() else {
-        set_errno(libc::EOPNOTSUPP);
+    let Some((st, orig)) = ext_entry(ctx, |c| c.create_cq_ex.load(Ordering::Relaxed)) else {
         return std::ptr::null_mut();
     };
-    let orig = st
-        .ctx_index(ctx as usize)
-        .map_or(0, |i| st.ctxs[i].create_cq_ex.load(Ordering::Relaxed));
-    if orig == 0 {
-        set_errno(libc::EOPNOTSUPP);
-        return std::ptr::null_mut();
-    }
     type F = unsafe extern "C" fn(*mut ibv_context, *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex;
     // SAFETY: stored from the provider's own create_cq_ex of this context.
     let f: F = unsafe { std::mem::transmute::<usize, F>(orig) };
     // SAFETY: the caller's verbs contract, forwarded.
     let cq = unsafe { f(ctx, attr) };
     if !cq.is_null() {
-        boundary((), || {
-            st.count_ext_cq();
-            st.warn_once(
-                Warn::Ext,
-                format_args!("a CQ of the extended API (ibv_create_cq_ex) is passed through untouched (counted: cqs_ext)"),
-            );
-        });
+        passed_through(st, Warn::ExtCq, format_args!("a CQ of the extended API (ibv_create_cq_ex) is passed through untouched (counted: cqs_ext)"));
     }
     cq
 }
@@ -695,13 +691,11 @@ pub unsafe extern "C" fn mlx5dv_create_qp(
     let qp = unsafe { f(ctx, attr, mlx5_attr) };
     if !qp.is_null() {
         if let Some(Some(st)) = STATE.get() {
-            boundary((), || {
-                st.count_ext(Warn::Mlx5dv);
-                st.warn_once(
-                    Warn::Mlx5dv,
-                    format_args!("an mlx5dv QP is passed through untouched (counted: qps_mlx5dv)"),
-                );
-            });
+            passed_through(
+                st,
+                Warn::Mlx5dv,
+                format_args!("an mlx5dv QP is passed through untouched (counted: qps_mlx5dv)"),
+            );
         }
     }
     qp

@@ -47,6 +47,10 @@ use crate::config::{LogLevel, PreloadConfig};
 use crate::defer::{wr_bytes, DeferError, DeferQueue};
 use crate::stats::PreloadStats;
 
+/// The composed hot path over the preload's stack.
+type HotOwner<'a> =
+    railyard_core::completion::Owner<'a, u32, railyard_core::completion::StackLayers<'a>>;
+
 /// The provider's `post_send`.
 pub type PostSendFn =
     unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int;
@@ -236,7 +240,7 @@ pub struct State {
     deferred_total: AtomicU64,
     flush_waiting: AtomicU32,
     g: Globals,
-    warned: [AtomicBool; 4],
+    warned: [AtomicBool; 5],
 }
 
 /// Which one-time warning (each printed once per process).
@@ -246,6 +250,7 @@ pub(crate) enum Warn {
     Ext = 1,
     NotRc = 2,
     Mlx5dv = 3,
+    ExtCq = 4,
 }
 
 /// Why a work request is held back.
@@ -466,19 +471,16 @@ impl State {
         let _ = self.cq_by_ptr.insert(cq as u64, i);
     }
 
-    /// Counts an extended-API object passed through (`what`: qp / cq / mlx5dv).
+    /// Counts an object passed through untouched: an extended-API QP
+    /// (`Ext`) or CQ (`ExtCq`), or an mlx5dv QP.
     pub(crate) fn count_ext(&self, what: Warn) {
         let c = match what {
             Warn::Ext => &self.g.qps_ext,
+            Warn::ExtCq => &self.g.cqs_ext,
             Warn::Mlx5dv => &self.g.qps_mlx5dv,
-            _ => &self.g.cqs_ext,
+            Warn::OverCapacity | Warn::NotRc => return,
         };
         c.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Counts a CQ created through the extended API.
-    pub(crate) fn count_ext_cq(&self) {
-        self.g.cqs_ext.fetch_add(1, Ordering::Relaxed);
     }
 
     fn cq_lock(&self, cq: usize) -> (&Mutex<()>, Option<&CqSlot>) {
@@ -898,11 +900,7 @@ impl State {
     #[allow(clippy::too_many_arguments)]
     unsafe fn post_segment(
         &self,
-        owner: &railyard_core::completion::Owner<
-            '_,
-            u32,
-            railyard_core::completion::StackLayers<'_>,
-        >,
+        owner: &HotOwner<'_>,
         s: &QpSlot,
         real: PostSendFn,
         qp: *mut ibv_qp,
@@ -951,16 +949,8 @@ impl State {
             pos = 0;
             b = first;
         }
-        if recorded {
-            s.order.retract(n - pos);
-        }
-        for &t in &toks[pos..] {
-            if owner.unposted(t, now).is_err() {
-                s.c.faults.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.give_back(owner, s, toks, pos, recorded, now);
         s.c.posted.fetch_add(pos as u64, Ordering::Relaxed);
-        s.c.provider_errors.fetch_add(1, Ordering::Relaxed);
         if !bad.is_null() {
             // SAFETY: caller contract: `bad` is valid for writes.
             unsafe { *bad = b };
@@ -968,15 +958,33 @@ impl State {
         rc
     }
 
+    /// The provider took `toks[..pos]` of a recorded (or not) run and
+    /// refused the rest: their record entries and tokens are given back.
+    fn give_back(
+        &self,
+        owner: &HotOwner<'_>,
+        s: &QpSlot,
+        toks: &[u64],
+        pos: usize,
+        recorded: bool,
+        now: u64,
+    ) {
+        if recorded {
+            s.order.retract(toks.len() - pos);
+        }
+        for &t in &toks[pos..] {
+            if owner.unposted(t, now).is_err() {
+                s.c.faults.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        s.c.provider_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Admits one work request of `bytes` on the QP (slice → endpoint →
     /// CC → token, in core); the token, or why it is held back.
     fn admit(
         &self,
-        owner: &railyard_core::completion::Owner<
-            '_,
-            u32,
-            railyard_core::completion::StackLayers<'_>,
-        >,
+        owner: &HotOwner<'_>,
         s: &QpSlot,
         side: &mut PostSide,
         bytes: u32,
@@ -1136,17 +1144,13 @@ impl State {
                 q.position(b, n).unwrap_or(0)
             };
             if pos < n {
-                if recorded {
-                    s.order.retract(n - pos);
-                }
-                for (i, &t) in toks[..n].iter().enumerate().skip(pos) {
-                    let _ = owner.unposted(t, now);
+                self.give_back(&owner, s, &toks[..n], pos, recorded, now);
+                for i in pos..n {
                     let app = q.app_id(i).unwrap_or(0);
                     if let Some(w) = q.get_mut(i) {
                         w.wr_id = app;
                     }
                 }
-                s.c.provider_errors.fetch_add(1, Ordering::Relaxed);
             }
             q.pop(pos);
             s.c.posted.fetch_add(pos as u64, Ordering::Relaxed);
@@ -1248,18 +1252,7 @@ impl State {
         k
     }
 
-    fn on_wc(
-        &self,
-        owner: &railyard_core::completion::Owner<
-            '_,
-            u32,
-            railyard_core::completion::StackLayers<'_>,
-        >,
-        ci: usize,
-        cq: usize,
-        w: &mut ibv_wc,
-        now: u64,
-    ) {
+    fn on_wc(&self, owner: &HotOwner<'_>, ci: usize, cq: usize, w: &mut ibv_wc, now: u64) {
         let Some(i) = self.qp_by_num.get(qpn_key(ci as u32, w.qp_num)) else {
             // A QP destroyed with completions still in its CQ: those of
             // our tokens are restored from their record (the tokens were
