@@ -54,6 +54,10 @@ python3 scripts/bench_peers.py selftest
 bash -n scripts/bench-chains.sh
 python3 -m py_compile scripts/bench_arm.py scripts/bench_chains.py scripts/bench_signal.py
 bash -n scripts/bench-signal.sh
+# The preload's benchmark and fault scripts (benchmarks, never run here).
+bash -n scripts/bench-preload.sh scripts/fault-preload.sh scripts/preload-check.sh
+python3 scripts/bench_preload.py selftest
+python3 -m py_compile scripts/mooncake_rw.py
 
 step "C ABI (ci/ffi.sh)"
 # Header freshness, C11/C++17 compiles, the C and C++ examples (-Wall
@@ -109,6 +113,13 @@ SOAK_SECS="${SOAK_CI_SECS:-90}" SOAK_FAULT_EVERY=8 bash ci/soak.sh
 
 step "python: the wheel in a fresh venv, pytest on the host and in Soft-RoCE guests"
 bash ci/python.sh
+
+step "railyard under unmodified programs: the verbs preload on Mooncake's wheel and perftest (ci/preload.sh)"
+# Mooncake TE's transfer_engine_bench and Python TransferEngine (PyPI wheel)
+# and perftest, unmodified, under LD_PRELOAD=librailyard_preload.so in a
+# Soft-RoCE guest: data read back equal, the same results as without it,
+# every railyard gauge zero at exit.
+bash ci/preload.sh
 
 step "fuzz"
 FUZZ_SECONDS="${FUZZ_SECONDS:-15}" bash ci/fuzz.sh

@@ -10,15 +10,19 @@
 #   PREFIX/lib/pkgconfig/railyard.pc, railyard-static.pc
 #   PREFIX/lib/cmake/railyard/railyardConfig.cmake, ...ConfigVersion.cmake
 #   PREFIX/share/doc/railyard/LICENSE
+#   PREFIX/lib/librailyard_preload.so    with --engine: the verbs preload
+#                                        (LD_PRELOAD it under an unmodified
+#                                        RDMA program; see preload/)
 #
 # Usage: ffi/install.sh --prefix DIR [--engine] [--destdir DIR]
 #   --engine   with the verbs transfer engine (cargo feature `engine`; links
-#              libibverbs and librdmacm; consumers get -DRY_ENGINE)
+#              libibverbs and librdmacm; consumers get -DRY_ENGINE) and the
+#              verbs preload library
 #   --destdir  stage under DIR (packaging): files go to DIR/PREFIX, while the
 #              pkg-config and CMake files stay relocatable anyway
 # Env: CARGO (default cargo), CARGO_TARGET_DIR.
 set -euo pipefail
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 prefix="" engine=0 destdir=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -90,4 +94,8 @@ subst "$root/ffi/pkg/railyard.pc.in" "$dest/lib/pkgconfig/railyard.pc"
 subst "$root/ffi/pkg/railyard-static.pc.in" "$dest/lib/pkgconfig/railyard-static.pc"
 subst "$root/ffi/pkg/railyardConfig.cmake.in" "$dest/lib/cmake/railyard/railyardConfig.cmake"
 subst "$root/ffi/pkg/railyardConfigVersion.cmake.in" "$dest/lib/cmake/railyard/railyardConfigVersion.cmake"
+if [ "$engine" = 1 ]; then
+  "$cargo" build --release -p railyard-preload --manifest-path "$root/Cargo.toml"
+  install -m 0755 "$built/librailyard_preload.so" "$dest/lib/librailyard_preload.so"
+fi
 echo "ffi/install.sh: railyard $version ($soname$([ "$engine" = 1 ] && echo ', engine')) installed into $dest"
