@@ -35,6 +35,8 @@
 //! [`Engine::cc_config_error`](super::Engine::cc_config_error) surfaces why.
 
 use super::credit::CreditConfig;
+use super::error::ConfigError;
+use super::types::MAX_RAILS;
 use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
 use railyard_core::completion::{SignalPolicy, MAX_SIGNAL_INTERVAL};
 use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Variant};
@@ -48,9 +50,6 @@ use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig
 /// dominates, not the CQE. Its gain is a NIC's CQE writes and the polls
 /// saved; measure on the NIC before turning it on.
 pub const DEFAULT_SIGNAL_INTERVAL: u32 = 1;
-
-/// Most devices (rails) one engine drives (the handshake's NIC limit).
-pub const MAX_RAILS: usize = crate::wire::MAX_NICS;
 
 /// Parses a comma-separated device list for `var`: non-empty names,
 /// distinct, at most [`MAX_RAILS`].
@@ -227,29 +226,6 @@ impl Default for EngineConfig {
         }
     }
 }
-
-/// A configuration value that cannot be used. Names the variable (or field).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The environment variable (or, for fields set in code, the field name).
-    pub var: &'static str,
-    /// The value given.
-    pub value: String,
-    /// What is allowed.
-    pub expected: &'static str,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid {}={:?}: expected {}",
-            self.var, self.value, self.expected
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 fn num<T: std::str::FromStr + PartialOrd + Copy + fmt::Display>(
     var: &'static str,

@@ -321,7 +321,7 @@ pub(crate) fn handle_async_event(
 /// Accepts peers' handshakes (the passive side of `open_segment`): each
 /// on its own thread, at most `max_handshakes` at once, each bounded by
 /// `handshake_timeout` from accept to barrier; every connection is counted
-/// in [`EngineStats::handshakes`](super::api::EngineStats::handshakes).
+/// in [`EngineStats::handshakes`](super::stats::EngineStats::handshakes).
 fn listen(sh: &Shared, listener: TcpListener) {
     let limits = ListenLimits {
         max_concurrent: usize::from(sh.cfg.max_handshakes),

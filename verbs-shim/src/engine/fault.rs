@@ -73,7 +73,7 @@ impl FaultState {
     pub(crate) fn remote(&self, _h: EndpointHandle, d: SegmentDescriptor) -> SegmentDescriptor {
         #[cfg(feature = "fault-injection")]
         {
-            let enc = super::api::ep_word(_h) + 1;
+            let enc = super::types::ep_word(_h) + 1;
             if self.bad_rkey_ep.load(Ordering::Acquire) == enc {
                 return SegmentDescriptor {
                     rkey: d.rkey ^ 0x5a5a_0000,

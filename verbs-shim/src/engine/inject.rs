@@ -11,10 +11,11 @@
 //! | [`Engine::fault_pause_polling`] | no CQ is polled (a poller stall) until resumed |
 //! | [`Engine::fault_async_event`] | **scripted**: runs the engine's async-event handling on a synthetic event (for events Soft-RoCE cannot raise) |
 
-use super::api::{ep_word, EngineError, SegmentId};
 use super::cc_gate::CcGate;
 use super::control::handle_async_event;
+use super::error::EngineError;
 use super::fault::TraceEvent;
+use super::types::{ep_word, SegmentId};
 use super::Engine;
 use crate::MemoryRegion;
 use railyard_core::endpoint::EndpointHandle;

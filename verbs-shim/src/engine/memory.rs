@@ -25,7 +25,8 @@
 //! [`MemTable::entry_pinned`]); `loom-tests/tests/pin.rs` models the pin
 //! protocol.
 
-use super::api::{EngineError, MAX_MEMORY_REGIONS};
+use super::error::EngineError;
+use super::types::MAX_MEMORY_REGIONS;
 use super::Engine;
 use crate::MemoryRegion;
 use railyard_core::pin::{PinError, Pins};

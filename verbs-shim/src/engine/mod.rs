@@ -131,13 +131,13 @@
 //! refused without it). Automatic reconnect is one attempt per
 //! retirement, without backoff.
 
-mod api;
 mod cc_gate;
 mod chains;
 mod config;
 mod connect;
 mod control;
 mod credit;
+mod error;
 mod events;
 mod fault;
 #[cfg(feature = "fault-injection")]
@@ -148,8 +148,10 @@ mod park;
 mod rail_diag;
 mod shared;
 mod signal;
+mod stats;
 mod submit;
 mod topology;
+mod types;
 mod waiters;
 /// The primitives `waiters.rs` is built on: std's here; the loom model
 /// (`loom-tests/tests/waiters.rs`) compiles the same file over loom's.
@@ -159,20 +161,16 @@ mod waiters_sync {
 }
 mod worker;
 
-pub use api::{
-    BatchId, EngineError, EngineStats, HandshakeStats, Op, SegmentId, TaskState, TaskStatus,
-    Transfer, MAX_MEMORY_REGIONS, SLICES_PER_QP_RUN,
-};
 pub use cc_gate::{CcGate, GateStats};
 pub use config::{
-    slice_count, ConfigError, EngineConfig, WorkerModel, DEFAULT_SIGNAL_INTERVAL, MAX_RAILS,
-    NOMINAL_RAIL_BPS,
+    slice_count, EngineConfig, WorkerModel, DEFAULT_SIGNAL_INTERVAL, NOMINAL_RAIL_BPS,
 };
 pub use connect::SegmentInfo;
 pub use credit::{
     negotiate, CreditConfig, CreditFaults, CreditPolicy, CreditStats, LinkPhase, Negotiated,
     PeerCredit, CREDIT_VERSIONS,
 };
+pub use error::{ConfigError, EngineError};
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
@@ -185,13 +183,17 @@ pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;
+pub use stats::{EngineStats, HandshakeStats};
+pub use types::{
+    BatchId, Op, SegmentId, TaskState, TaskStatus, Transfer, MAX_MEMORY_REGIONS, MAX_RAILS,
+    SLICES_PER_QP_RUN,
+};
 
 use crate::wire::SegmentDescriptor;
 use crate::{Access, MemoryRegion};
-use api::project_anomaly;
 use memory::MemEntry;
 use railyard_core::endpoint::RetireReason;
-use shared::{Dev, Shared, TaskCell};
+use shared::{project_anomaly, Dev, Shared, TaskCell};
 use std::fmt;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::Ordering;

@@ -22,8 +22,10 @@
 //! after it find it retired), and the health watch samples the controller
 //! once per monitor tick.
 
-use super::api::{EngineError, EngineStats};
+use super::error::EngineError;
 use super::shared::Shared;
+use super::stats::EngineStats;
+use super::types::SegmentId;
 use railyard_core::cc::{DrainSignal, Health};
 use railyard_core::completion::Completed;
 use railyard_core::endpoint::{EndpointHandle, RetireReason};
@@ -112,7 +114,7 @@ impl Shared {
     pub(crate) fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
         match r {
             Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
-                endpoint_generation = generation, rails = self.segment_rails(super::api::SegmentId(seg as u32)).unwrap_or(0),
+                endpoint_generation = generation, rails = self.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
                 "reconnect done"),
             Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
                 reason = %e, "reconnect failed"),

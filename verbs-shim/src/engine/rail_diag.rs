@@ -8,8 +8,8 @@
 //! submitted multi-rail transfer); otherwise [`RailTrace::record`] is one
 //! branch.
 
-use super::api::{BatchId, EngineError, SegmentId};
-use super::config::MAX_RAILS;
+use super::error::EngineError;
+use super::types::{BatchId, SegmentId, MAX_RAILS};
 use super::Engine;
 use railyard_core::rail::{NicView, PeerView, RailCounters};
 use railyard_core::time::Nanos;

@@ -6,18 +6,21 @@
 //! (`control.rs`) are methods on [`Shared`] or functions of it; none of
 //! them keeps state of its own.
 
-use super::api::{BatchId, EngineError, EngineStats, HandshakeCounters, TaskState, TaskStatus};
 use super::cc_gate::CcGate;
-use super::config::{ConfigError, EngineConfig, MAX_RAILS};
+use super::config::EngineConfig;
 use super::credit::EngineCredit;
+use super::error::{ConfigError, EngineError};
 use super::memory;
+use super::stats::{EngineStats, HandshakeCounters};
 pub(crate) use super::topology::Topology;
+use super::types::{BatchId, TaskState, TaskStatus, MAX_RAILS};
 use super::{fault, rail_diag};
 use crate::wire::SegmentDescriptor;
 use crate::{CompletionQueue, Context, ProtectionDomain, QpConfig, QueuePair};
 use crossbeam_queue::ArrayQueue;
 use railyard_core::cc::SoftwareProvider;
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, RetireReason};
+use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 use railyard_core::evidence::{Observation, TaskEvidence};
 use railyard_core::rail::{DeviceSpec, Selector};
 use railyard_core::slice::{Outcome, SliceError, SliceRef, SliceState, SliceTable};
@@ -214,6 +217,25 @@ impl TaskCell {
             total_bytes: self.bytes_total.load(Ordering::Acquire),
         }
     }
+}
+
+/// The caller-visible anomaly of a task from its evidence's detail, the
+/// task's succeeded-slice count and whether the controller is on.
+/// Successes are counted into the evidence only once the task has an
+/// anomaly (the lock-free fast path), so a task with no unresolved evidence
+/// and at least one success is NORMAL; with the controller off, UNKNOWN.
+pub(crate) fn project_anomaly(
+    mut d: AnomalyDetail,
+    succeeded: u32,
+    enabled: bool,
+) -> AnomalyDetail {
+    if d.state == AnomalyState::Unknown && d.winner.map_or(true, |w| w.resolved) && succeeded > 0 {
+        d.state = AnomalyState::Normal;
+    }
+    if !enabled {
+        d.state = AnomalyState::Unknown;
+    }
+    d
 }
 
 pub(crate) struct TaskEntry {
@@ -850,5 +872,57 @@ mod tests {
         t.timed_out.store(0, Ordering::Relaxed);
         t.ok.store(3, Ordering::Relaxed);
         assert_eq!(t.status().state, TaskState::Completed);
+    }
+
+    #[test]
+    fn anomaly_projection_follows_the_rfc_table() {
+        use railyard_core::evidence::{Observation, Reason, TaskEvidence};
+        let s0 = SliceRef {
+            index: 0,
+            attempt: 1,
+        };
+        let mut ev = TaskEvidence::<8>::new();
+        // No evidence, no success: UNKNOWN; no evidence, a success: NORMAL.
+        assert_eq!(
+            project_anomaly(ev.detail(), 0, true).state,
+            AnomalyState::Unknown
+        );
+        assert_eq!(
+            project_anomaly(ev.detail(), 1, true).state,
+            AnomalyState::Normal
+        );
+        // Unresolved byte-window evidence wins over the success count.
+        ev.record(s0, Observation::new(Reason::ByteWindow, 5));
+        assert_eq!(
+            project_anomaly(ev.detail(), 3, true).state,
+            AnomalyState::Congested
+        );
+        // A new attempt clears it; a success elsewhere makes it NORMAL.
+        ev.begin_attempt(SliceRef {
+            index: 0,
+            attempt: 2,
+        });
+        assert_eq!(
+            project_anomaly(ev.detail(), 0, true).state,
+            AnomalyState::Unknown
+        );
+        assert_eq!(
+            project_anomaly(ev.detail(), 1, true).state,
+            AnomalyState::Normal
+        );
+        // Quarantine evidence: LONG_UNAVAILABLE; with CC off: UNKNOWN, with
+        // the evidence still shown.
+        ev.record(
+            SliceRef {
+                index: 1,
+                attempt: 1,
+            },
+            Observation::new(Reason::PathQuarantined, 9),
+        );
+        let d = project_anomaly(ev.detail(), 1, true);
+        assert_eq!(d.state, AnomalyState::LongUnavailable);
+        let off = project_anomaly(ev.detail(), 1, false);
+        assert_eq!(off.state, AnomalyState::Unknown);
+        assert_eq!(off.winner, d.winner);
     }
 }

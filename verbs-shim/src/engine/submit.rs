@@ -13,11 +13,11 @@
 //!
 //! Also the batch lifecycle (allocate, cancel, free).
 
-use super::api::ep_word;
-use super::api::{BatchId, EngineError, Op, SegmentId, Transfer, SLICES_PER_QP_RUN};
-use super::config::{slice_count, MAX_RAILS};
+use super::config::slice_count;
+use super::error::EngineError;
 use super::memory::{self, MemEntry, SubmitPins};
 use super::shared::{Batch, SegmentEntry, Shared, TaskEntry};
+use super::types::{ep_word, BatchId, Op, SegmentId, Transfer, MAX_RAILS, SLICES_PER_QP_RUN};
 use railyard_core::endpoint::{EndpointHandle, Phase};
 use railyard_core::evidence::TaskEvidence;
 use railyard_core::rail::Selector;

@@ -14,13 +14,13 @@
 //! retried by core's one WC mapping) → task accounting or re-queue of the
 //! new attempt. No pointer ever travels through a `wr_id`.
 
-use super::api::ep_from_word;
 use super::chains::OpenChains;
 use super::connect::RetryRoute;
 use super::control::MONITOR_TICK;
 use super::fault::TraceEvent;
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
 use super::shared::{HotPath, Shared, WorkerCounters, WorkerTokens};
+use super::types::ep_from_word;
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
 use railyard_core::cc::{Avoidance, DomainKind};
 use railyard_core::classify::{FailureScope, Signal};

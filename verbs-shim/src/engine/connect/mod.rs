@@ -6,12 +6,12 @@
 //! Reconnect, and where a retry of a retired endpoint's slice goes, are in
 //! [`reconnect`].
 
-use super::api::{ep_from_word, ep_word};
-use super::api::{EngineError, SegmentId};
-use super::config::{ConfigError, EngineConfig};
+use super::config::EngineConfig;
 use super::credit::{self, CreditPolicy, Negotiated};
+use super::error::{ConfigError, EngineError};
 use super::fault::TraceEvent;
 use super::shared::{Dev, EpResource, RailEntry, SegmentEntry, Shared};
+use super::types::{ep_from_word, ep_word, SegmentId};
 use crate::handshake::{Handshake, HandshakeError};
 use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
 use crate::{Context, Mtu, QpCaps, QpConfig, QueuePair, RemoteQp};

@@ -93,8 +93,7 @@
 //! Not done here: STAGING_SLOTS (no staged path in this engine), QoS
 //! classes other than 0, and a dedicated control QP.
 
-use super::api::EngineError;
-use super::config::ConfigError;
+use super::error::{ConfigError, EngineError};
 use super::shared::Shared;
 use railyard_core::credit::{
     AllocatorConfig, AllocatorMetrics, BackpressureInfo, Charge, CreditMetrics, EntryId,
