@@ -163,13 +163,11 @@ mod worker;
 
 pub use cc_gate::{CcGate, GateStats};
 pub use config::{
-    slice_count, EngineConfig, WorkerModel, DEFAULT_SIGNAL_INTERVAL, NOMINAL_RAIL_BPS,
+    slice_count, CreditConfig, CreditPolicy, EngineConfig, WorkerModel, CREDIT_VERSIONS,
+    DEFAULT_SIGNAL_INTERVAL, NOMINAL_RAIL_BPS,
 };
 pub use connect::SegmentInfo;
-pub use credit::{
-    negotiate, CreditConfig, CreditFaults, CreditPolicy, CreditStats, LinkPhase, Negotiated,
-    PeerCredit, CREDIT_VERSIONS,
-};
+pub use credit::{negotiate, CreditFaults, CreditStats, LinkPhase, Negotiated, PeerCredit};
 pub use error::{ConfigError, EngineError};
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]

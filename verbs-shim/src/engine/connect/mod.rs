@@ -6,8 +6,8 @@
 //! Reconnect, and where a retry of a retired endpoint's slice goes, are in
 //! [`reconnect`].
 
-use super::config::EngineConfig;
-use super::credit::{self, CreditPolicy, Negotiated};
+use super::config::{CreditPolicy, EngineConfig};
+use super::credit::{self, Negotiated};
 use super::error::{ConfigError, EngineError};
 use super::fault::TraceEvent;
 use super::shared::{Dev, EpResource, RailEntry, SegmentEntry, Shared};

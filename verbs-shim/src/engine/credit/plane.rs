@@ -1,7 +1,8 @@
 //! The engine's credit plane ([`EngineCredit`]): the receiver's allocator,
 //! the sender's ledger and the control channels between them, and the
-//! thread that drives them ([`control_loop`]). The configuration, the
-//! negotiation and the public metrics types are in the parent module.
+//! thread that drives them ([`control_loop`]). The negotiation and
+//! the public metrics types are in the parent module, the configuration in
+//! `config.rs`.
 
 use super::*;
 
