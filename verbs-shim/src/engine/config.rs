@@ -92,6 +92,11 @@ pub enum WorkerModel {
 /// 100 Gb/s); completions then teach it each rail's real rate (EWMA).
 pub const NOMINAL_RAIL_BPS: u64 = 12_500_000_000;
 
+/// How often the monitor runs reclaim (task timeouts: every 4th tick).
+/// Reclaim and timeouts are millisecond-scale policies; a faster tick only
+/// steals CPU from the workers.
+pub(crate) const MONITOR_TICK: Duration = Duration::from_millis(5);
+
 /// Everything [`Engine::new`](super::Engine::new) needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineConfig {

@@ -4,6 +4,7 @@
 //! [`event_targets`]) and the handshake listener. [`spawn_all`] starts
 //! them with the workers (`worker.rs`, which post and poll).
 
+use super::config::MONITOR_TICK;
 use super::events::{event_action, EventAction};
 use super::fault::TraceEvent;
 use super::observe::HealthWatch;
@@ -109,11 +110,6 @@ pub(crate) fn flush_all(sh: &Shared) {
         flush_endpoint(sh, h, &guard);
     }
 }
-
-/// How often the monitor runs reclaim (task timeouts: every 4th tick).
-/// Reclaim and timeouts are millisecond-scale policies; a faster tick only
-/// steals CPU from the workers.
-pub(crate) const MONITOR_TICK: Duration = Duration::from_millis(5);
 
 /// Reclaim, forced flush and task timeouts, every [`MONITOR_TICK`].
 fn monitor(sh: &Shared) {

@@ -15,8 +15,8 @@
 //! new attempt. No pointer ever travels through a `wr_id`.
 
 use super::chains::OpenChains;
+use super::config::MONITOR_TICK;
 use super::connect::RetryRoute;
-use super::control::MONITOR_TICK;
 use super::fault::TraceEvent;
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
 use super::shared::{HotPath, Shared, WorkerCounters, WorkerTokens};
