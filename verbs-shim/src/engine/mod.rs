@@ -153,12 +153,7 @@ mod submit;
 mod topology;
 mod types;
 mod waiters;
-/// The primitives `waiters.rs` is built on: std's here; the loom model
-/// (`loom-tests/tests/waiters.rs`) compiles the same file over loom's.
-mod waiters_sync {
-    pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use std::sync::{Condvar, Mutex};
-}
+mod waiters_sync;
 mod worker;
 
 pub use cc_gate::{CcGate, GateStats};
