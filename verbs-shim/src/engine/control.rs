@@ -62,7 +62,7 @@ pub(crate) fn spawn_all(
             let s = sh.clone();
             v.push(spawn(
                 "railyard-credit".into(),
-                Box::new(move || super::credit::control_loop(&s)),
+                Box::new(move || credit_loop(&s)),
             )?);
         }
         let s = sh.clone();
@@ -173,6 +173,24 @@ fn monitor(sh: &Shared) {
         }
         tick += 1;
         std::thread::sleep(MONITOR_TICK);
+    }
+}
+
+/// The receiver-credit control thread: one [`EngineCredit::tick`] every
+/// quarter refresh (200 µs ..= 2 ms) until the engine stops; the slices
+/// parked on a peer whose credit changed are offered again.
+///
+/// [`EngineCredit::tick`]: super::credit::EngineCredit::tick
+fn credit_loop(sh: &Shared) {
+    let Some(c) = sh.credit.as_ref() else { return };
+    let nap = (c.cfg.refresh / 4).clamp(Duration::from_micros(200), Duration::from_millis(2));
+    let drain = 2 * sh.cfg.drain_timeout.as_nanos() as u64;
+    while !sh.stop.load(Ordering::Acquire) {
+        let changed = c.tick(sh.now(), sh.cfg.slice_size, drain, |eps| sh.any_active(eps));
+        for seg in changed {
+            sh.credit_changed(seg);
+        }
+        std::thread::sleep(nap);
     }
 }
 

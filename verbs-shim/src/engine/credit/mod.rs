@@ -97,7 +97,6 @@
 
 use super::config::{CreditConfig, CreditPolicy, CREDIT_VERSIONS, MAX_SLOTS};
 use super::error::EngineError;
-use super::shared::Shared;
 use railyard_core::credit::{
     AllocatorConfig, AllocatorMetrics, BackpressureInfo, Charge, CreditMetrics, EntryId,
     EntryMetrics, LedgerConfig, ReceiverAllocator, Resource, SenderControl, SenderLedger,
@@ -288,7 +287,7 @@ pub struct CreditFaults {
 }
 
 mod plane;
-pub(crate) use plane::{control_loop, EngineCredit};
+pub(crate) use plane::EngineCredit;
 
 #[cfg(test)]
 mod tests {
