@@ -342,6 +342,39 @@ impl Engine {
         unsafe { self.add_region(mr) }
     }
 
+    /// Deregisters the memory region that starts at `addr` (what
+    /// [`alloc_memory`](Self::alloc_memory) or
+    /// [`register_memory`](Self::register_memory) returned; Mooncake's
+    /// `unregisterLocalMemory`): every device's registration is released
+    /// (`ibv_dereg_mr`) before this returns, and memory the engine
+    /// allocated is freed with it unless the caller still holds the
+    /// returned `Arc<MemoryRegion>` (then that one registration and its
+    /// buffer live until the caller drops it).
+    ///
+    /// Refused, changing nothing, with [`EngineError::MemoryBusy`] while
+    /// any transfer may still touch the region: a slice queued or posted
+    /// on it, including the last attempt of a canceled or timed-out task
+    /// that is still on the wire. No other address is accepted
+    /// ([`EngineError::NoSuchRegion`]: not the start of a registered
+    /// region). Peers that connected earlier keep the region in their
+    /// segment descriptors; their transfers to it then fail at the NIC
+    /// (remote access error), never touch the memory.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig, EngineError};
+    /// let engine = Engine::new(EngineConfig::default())?;
+    /// let mr = engine.alloc_memory(1 << 20)?;
+    /// let addr = mr.addr();
+    /// drop(mr); // the engine's registration is the last one
+    /// engine.deregister_memory(addr)?;
+    /// assert!(matches!(engine.deregister_memory(addr), Err(EngineError::NoSuchRegion { .. })));
+    /// # Ok::<(), EngineError>(())
+    /// ```
+    pub fn deregister_memory(&self, addr: u64) -> Result<(), EngineError> {
+        let sh = &*self.shared;
+        sh.mem.deregister(addr, || sh.fault.deregistration())
+    }
+
     /// Connects to the engine listening at `peer`: N RC QPs, the versioned
     /// descriptor handshake, INIT → RTR → RTS, a barrier. Returns the
     /// segment to address transfers to.
@@ -722,6 +755,81 @@ impl Engine {
     ) -> Result<Option<BackpressureInfo>, EngineError> {
         self.shared.with_task(batch, task, |t| {
             *t.backpressure.lock().unwrap_or_else(|e| e.into_inner())
+        })
+    }
+
+    /// The rail selector's counters: decisions, probes, V2/V3 fallbacks,
+    /// missing / expired peer samples, ledger exhaustion and contention,
+    /// and peer / NIC accounting errors (which must stay zero).
+    pub fn rail_counters(&self) -> RailCounters {
+        self.shared.rails.counters()
+    }
+
+    /// The NIC-scope state of local device `device` (in-flight bytes, the
+    /// completion EWMA, the nominal rate), or `None` past the last rail.
+    pub fn rail_nic_view(&self, device: usize) -> Option<NicView> {
+        self.shared.rails.nic_view(device)
+    }
+
+    /// The peer ledger's entry for `seg` on local device `device`: bytes in
+    /// flight to that peer on that device, the peer's own completion EWMA
+    /// and the time of its last sample (engine clock, see
+    /// [`Engine::now_ns`]). `None` without the ledger (`peer-feedback`
+    /// feature and `rail.peer_accounting`), past the last rail, or if the
+    /// peer has no entry there.
+    pub fn rail_peer_view(&self, device: usize, seg: SegmentId) -> Option<PeerView> {
+        (device < self.shared.rails.len())
+            .then(|| self.shared.rails.peer_view(device, seg.0))
+            .flatten()
+    }
+
+    /// Live peer-ledger entries on local device `device` (0 without the
+    /// ledger or past the last rail). Idle entries are kept up to the
+    /// history target; only their in-flight bytes must return to zero.
+    pub fn rail_peer_entries(&self, device: usize) -> u32 {
+        if device < self.shared.rails.len() {
+            self.shared.rails.peer_entries(device)
+        } else {
+            0
+        }
+    }
+
+    /// The engine's clock (nanoseconds since it started): the time base of
+    /// [`PeerView::sample_ns`] and of the trace ages.
+    pub fn now_ns(&self) -> railyard_core::time::Nanos {
+        self.shared.now()
+    }
+
+    /// Takes the aggregate-decision traces recorded since the last call
+    /// (empty unless `rail.trace` and the peer ledger are on). One entry
+    /// per transfer whose slices were planned over two or more rails, as
+    /// RFC 4534's TTL calibration wants: feed them to
+    /// [`TtlCalibrator`](railyard_core::rail::TtlCalibrator) (a V1 run).
+    pub fn take_rail_traces(&self) -> RailTraces {
+        self.shared.rail_trace.take()
+    }
+
+    /// How many slices of task `task` of `batch` are on each local device
+    /// (rail), `[..rails]`: the device of each slice's current (or last)
+    /// attempt. Read it before [`Engine::free_batch`].
+    pub fn task_rail_slices(
+        &self,
+        batch: BatchId,
+        task: usize,
+    ) -> Result<[u32; MAX_RAILS], EngineError> {
+        self.shared.with_batch(batch, |b| {
+            let te = b
+                .tasks
+                .get(task)
+                .ok_or(EngineError::NoSuchTask { batch, task })?;
+            let mut counts = [0u32; MAX_RAILS];
+            for &s in &te.slices {
+                let d = self.shared.meta[s as usize].dev.load(Ordering::Relaxed) as usize;
+                if let Some(c) = counts.get_mut(d) {
+                    *c += 1;
+                }
+            }
+            Ok(counts)
         })
     }
 
