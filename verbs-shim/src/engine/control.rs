@@ -386,16 +386,23 @@ impl Shared {
         });
         let stall = classify_signal(Signal::DeadlinePollerStalled);
         let mut fed: Vec<(u32, u32)> = Vec::new();
-        self.settle_where(
+        self.tables.settle_where(
+            &self.mem,
             Outcome::TimedOut,
             |_, t| now > t.deadline_ns.load(Ordering::Relaxed),
             |r| {
-                let m = &self.meta[r.index as usize];
+                let m = &self.tables.meta[r.index as usize];
                 if m.posted.load(Ordering::Acquire) != r.attempt {
-                    if self.task_of(r.index).anomalies.load(Ordering::Acquire) == 0 {
+                    if self
+                        .tables
+                        .task_of(r.index)
+                        .anomalies
+                        .load(Ordering::Acquire)
+                        == 0
+                    {
                         let mut o = Observation::new(stall.reason, now);
                         o.scope = Observed::Value(stall.scope);
-                        self.note(r, o);
+                        self.tables.note(r, o);
                     }
                     return;
                 }
@@ -409,7 +416,7 @@ impl Shared {
                 };
                 let mut o = self.gate.observe(&rec, sig.reason, now);
                 o.scope = Observed::Value(sig.scope);
-                self.note(r, o);
+                self.tables.note(r, o);
                 let key = (m.task.load(Ordering::Relaxed), rec.route);
                 if !fed.contains(&key) {
                     fed.push(key);

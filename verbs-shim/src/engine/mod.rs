@@ -150,6 +150,7 @@ mod shared;
 mod signal;
 mod stats;
 mod submit;
+mod tables;
 mod topology;
 mod types;
 mod waiters;
@@ -186,13 +187,14 @@ use crate::wire::SegmentDescriptor;
 use crate::{Access, MemoryRegion};
 use memory::MemEntry;
 use railyard_core::endpoint::RetireReason;
-use shared::{project_anomaly, Dev, Shared, TaskCell};
+use shared::{Dev, Shared};
 use std::fmt;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tables::TaskCell;
 
 /// A transfer engine on one or more RDMA devices (rails). Dropping it shuts
 /// it down cleanly (see [`Engine::shutdown`]).
@@ -407,7 +409,7 @@ impl Engine {
 
     /// Creates an empty batch that will hold up to `capacity` tasks.
     pub fn allocate_batch(&self, capacity: usize) -> Result<BatchId, EngineError> {
-        Ok(self.shared.allocate_batch(capacity))
+        Ok(self.shared.tables.allocate_batch(capacity))
     }
 
     /// Submits transfers into `batch`: validates all of them first (nothing
@@ -420,7 +422,7 @@ impl Engine {
 
     /// The state and progress of task `task` of `batch`.
     pub fn task_status(&self, batch: BatchId, task: usize) -> Result<TaskStatus, EngineError> {
-        self.shared.with_task(batch, task, TaskCell::status)
+        self.shared.tables.with_task(batch, task, TaskCell::status)
     }
 
     /// Whether every task of `batch` is terminal (completed, failed, timed
@@ -439,11 +441,7 @@ impl Engine {
     /// # let _ = statuses; Ok(()) }
     /// ```
     pub fn batch_done(&self, batch: BatchId) -> Result<bool, EngineError> {
-        self.shared.with_batch(batch, |b| {
-            Ok(b.tasks
-                .iter()
-                .all(|te| self.shared.tasks[te.task as usize].is_done()))
-        })
+        self.shared.tables.batch_done(batch)
     }
 
     /// Blocks until every task of `batch` is terminal (`Ok(true)`, as
@@ -468,35 +466,12 @@ impl Engine {
     /// # Ok(()) }
     /// ```
     pub fn wait_batch(&self, batch: BatchId, timeout: Duration) -> Result<bool, EngineError> {
-        let sh = &*self.shared;
-        sh.waiters.wait(timeout, || {
-            sh.with_batch(batch, |b| {
-                // The last open task: tasks finish roughly in submission
-                // order, so it is usually the last to finish (one wake).
-                Ok(
-                    match b
-                        .tasks
-                        .iter()
-                        .rev()
-                        .map(|te| &sh.tasks[te.task as usize])
-                        .find(|t| !t.is_done())
-                    {
-                        None => waiters::Probe::Done,
-                        Some(t) => waiters::Probe::Watch(t),
-                    },
-                )
-            })
-        })
+        self.shared.tables.wait_batch(batch, timeout)
     }
 
     /// All tasks of `batch`, in submission order.
     pub fn batch_status(&self, batch: BatchId) -> Result<Vec<TaskStatus>, EngineError> {
-        self.shared.with_batch(batch, |b| {
-            Ok(b.tasks
-                .iter()
-                .map(|te| self.shared.tasks[te.task as usize].status())
-                .collect())
-        })
+        self.shared.tables.batch_status(batch)
     }
 
     /// The minimal anomaly query (RFC 4162, caller observability) of task
@@ -531,14 +506,9 @@ impl Engine {
         task: usize,
     ) -> Result<AnomalyDetail, EngineError> {
         let enabled = self.shared.gate.enabled();
-        self.shared.with_task(batch, task, |t| {
-            let d = t
-                .evidence
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .detail();
-            project_anomaly(d, t.ok.load(Ordering::Acquire), enabled)
-        })
+        self.shared
+            .tables
+            .with_task(batch, task, |t| t.anomaly(enabled))
     }
 
     /// Cancels every unsettled slice of `batch`: its tasks end `CANCELED`
@@ -552,7 +522,7 @@ impl Engine {
     /// return to the pools. A batch with unfinished tasks is refused
     /// ([`EngineError::BatchBusy`]): cancel it first.
     pub fn free_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        self.shared.free_batch(batch)
+        self.shared.tables.free_batch(batch)
     }
 
     /// Counters and leak-check gauges.
@@ -753,7 +723,7 @@ impl Engine {
         batch: BatchId,
         task: usize,
     ) -> Result<Option<BackpressureInfo>, EngineError> {
-        self.shared.with_task(batch, task, |t| {
+        self.shared.tables.with_task(batch, task, |t| {
             *t.backpressure.lock().unwrap_or_else(|e| e.into_inner())
         })
     }
@@ -817,20 +787,7 @@ impl Engine {
         batch: BatchId,
         task: usize,
     ) -> Result<[u32; MAX_RAILS], EngineError> {
-        self.shared.with_batch(batch, |b| {
-            let te = b
-                .tasks
-                .get(task)
-                .ok_or(EngineError::NoSuchTask { batch, task })?;
-            let mut counts = [0u32; MAX_RAILS];
-            for &s in &te.slices {
-                let d = self.shared.meta[s as usize].dev.load(Ordering::Relaxed) as usize;
-                if let Some(c) = counts.get_mut(d) {
-                    *c += 1;
-                }
-            }
-            Ok(counts)
-        })
+        self.shared.tables.task_devices(batch, task)
     }
 
     /// Installs receiver-credit control-frame faults (duplicate, reorder,

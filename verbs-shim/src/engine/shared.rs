@@ -12,22 +12,21 @@ use super::credit::EngineCredit;
 use super::error::{ConfigError, EngineError};
 use super::memory;
 use super::stats::{EngineStats, HandshakeCounters};
+use super::tables::Tables;
 pub(crate) use super::topology::Topology;
-use super::types::{BatchId, TaskState, TaskStatus, MAX_RAILS};
+use super::types::MAX_RAILS;
 use super::{fault, rail_diag};
 use crate::wire::SegmentDescriptor;
 use crate::{CompletionQueue, Context, ProtectionDomain, QpConfig, QueuePair};
 use crossbeam_queue::ArrayQueue;
 use railyard_core::cc::SoftwareProvider;
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, RetireReason};
-use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
-use railyard_core::evidence::{Observation, TaskEvidence};
 use railyard_core::rail::{DeviceSpec, Selector};
-use railyard_core::slice::{Outcome, SliceError, SliceRef, SliceState, SliceTable};
+use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenError, TokenPool};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -112,142 +111,6 @@ pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
     >,
 >;
 
-/// Per-slice data written by `submit` before the slice is queued (the
-/// queue's push/pop orders it) and read by workers.
-#[derive(Default)]
-pub(crate) struct SliceMeta {
-    pub(crate) task: AtomicU32,
-    pub(crate) mem: AtomicU32,
-    pub(crate) region: AtomicU32,
-    pub(crate) op: AtomicU32,
-    pub(crate) len: AtomicU32,
-    pub(crate) qp: AtomicU32,
-    pub(crate) shard: AtomicU32,
-    /// Local device (rail) of the slice's endpoint.
-    pub(crate) dev: AtomicU32,
-    /// The attempt that holds a token (claimed for `ibv_post_send`; 0 =
-    /// none, or its chain was refused): a deadline on it is a software
-    /// completion timeout.
-    pub(crate) posted: AtomicU32,
-    /// The attempt's endpoint, packed by [`ep_word`].
-    pub(crate) ep: AtomicU64,
-    pub(crate) segment: AtomicU32,
-    pub(crate) route: AtomicU32,
-    pub(crate) local_off: AtomicU64,
-    pub(crate) remote_off: AtomicU64,
-}
-
-#[derive(Default)]
-pub(crate) struct TaskCell {
-    pub(crate) total: AtomicU32,
-    pub(crate) ok: AtomicU32,
-    pub(crate) failed: AtomicU32,
-    pub(crate) timed_out: AtomicU32,
-    pub(crate) canceled: AtomicU32,
-    pub(crate) started: AtomicBool,
-    pub(crate) bytes_done: AtomicU64,
-    pub(crate) bytes_total: AtomicU64,
-    pub(crate) deadline_ns: AtomicU64,
-    /// Anomaly evidence (RFC 4162). Locked only when there is something to
-    /// record or resolve: a task without anomalies never takes the lock on
-    /// the completion path (`anomalies` == 0).
-    pub(crate) evidence: Mutex<TaskEvidence>,
-    /// Observations recorded since submit.
-    pub(crate) anomalies: AtomicU32,
-    /// The last receiver-credit backpressure a WRITE of the task met
-    /// (RFC 2849 typed backpressure); locked only on a credit refusal.
-    pub(crate) backpressure: Mutex<Option<railyard_core::credit::BackpressureInfo>>,
-    /// Threads in [`Engine::wait_batch`](super::Engine::wait_batch) watching
-    /// this task (`waiters.rs`); never reset by submit (a waiter still
-    /// registered on a reused slot only gets a spurious wake).
-    pub(crate) waited: AtomicU32,
-}
-
-impl super::waiters::Watched for TaskCell {
-    fn waited(&self) -> &AtomicU32 {
-        &self.waited
-    }
-    fn still_open(&self) -> bool {
-        !self.is_done_seqcst()
-    }
-}
-
-impl TaskCell {
-    pub(crate) fn settled(&self) -> u32 {
-        self.ok.load(Ordering::Acquire)
-            + self.failed.load(Ordering::Acquire)
-            + self.timed_out.load(Ordering::Acquire)
-            + self.canceled.load(Ordering::Acquire)
-    }
-
-    /// Whether every slice of the task has settled (a terminal state).
-    pub(crate) fn is_done(&self) -> bool {
-        self.settled() >= self.total.load(Ordering::Acquire)
-    }
-
-    /// [`is_done`](Self::is_done) with SeqCst loads: the settling thread's
-    /// check before it wakes waiters (see `waiters.rs`).
-    fn is_done_seqcst(&self) -> bool {
-        let settled = self.ok.load(Ordering::SeqCst)
-            + self.failed.load(Ordering::SeqCst)
-            + self.timed_out.load(Ordering::SeqCst)
-            + self.canceled.load(Ordering::SeqCst);
-        settled >= self.total.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn status(&self) -> TaskStatus {
-        let state = if self.is_done() {
-            if self.failed.load(Ordering::Acquire) > 0 {
-                TaskState::Failed
-            } else if self.timed_out.load(Ordering::Acquire) > 0 {
-                TaskState::Timeout
-            } else if self.canceled.load(Ordering::Acquire) > 0 {
-                TaskState::Canceled
-            } else {
-                TaskState::Completed
-            }
-        } else if self.started.load(Ordering::Acquire) {
-            TaskState::Pending
-        } else {
-            TaskState::Waiting
-        };
-        TaskStatus {
-            state,
-            transferred_bytes: self.bytes_done.load(Ordering::Acquire),
-            total_bytes: self.bytes_total.load(Ordering::Acquire),
-        }
-    }
-}
-
-/// The caller-visible anomaly of a task from its evidence's detail, the
-/// task's succeeded-slice count and whether the controller is on.
-/// Successes are counted into the evidence only once the task has an
-/// anomaly (the lock-free fast path), so a task with no unresolved evidence
-/// and at least one success is NORMAL; with the controller off, UNKNOWN.
-pub(crate) fn project_anomaly(
-    mut d: AnomalyDetail,
-    succeeded: u32,
-    enabled: bool,
-) -> AnomalyDetail {
-    if d.state == AnomalyState::Unknown && d.winner.map_or(true, |w| w.resolved) && succeeded > 0 {
-        d.state = AnomalyState::Normal;
-    }
-    if !enabled {
-        d.state = AnomalyState::Unknown;
-    }
-    d
-}
-
-pub(crate) struct TaskEntry {
-    pub(crate) task: u32,
-    pub(crate) slices: Vec<u32>,
-}
-
-pub(crate) struct Batch {
-    pub(crate) capacity: usize,
-    pub(crate) tasks: Vec<TaskEntry>,
-}
-
 /// Per-worker counters, each on its own cache line.
 #[repr(align(64))]
 #[derive(Default)]
@@ -298,8 +161,9 @@ pub(crate) struct Shared {
     /// Selective signaling (`MC_SIGNAL_INTERVAL`; `signal.rs`).
     pub(crate) signal: super::signal::Signaling,
     pub(crate) tokens: TokenPool,
-    pub(crate) slices: SliceTable,
     pub(crate) endpoints: EndpointTable<EpResource>,
+    /// Slices, tasks and batches (`tables.rs`).
+    pub(crate) tables: Tables,
     /// The congestion controller: the CC layer of the composed hot path,
     /// and its control-plane duties.
     pub(crate) gate: CcGate,
@@ -310,19 +174,12 @@ pub(crate) struct Shared {
     pub(crate) routes: Mutex<HashMap<RouteKey, u32>>,
     /// Registered memory: the region table and its pins (`memory.rs`).
     pub(crate) mem: memory::MemTable,
-    pub(crate) meta: Box<[SliceMeta]>,
-    pub(crate) tasks: Box<[TaskCell]>,
     /// One submission queue per shard.
     pub(crate) queues: Vec<ArrayQueue<SliceRef>>,
-    pub(crate) free_slices: ArrayQueue<u32>,
-    pub(crate) free_tasks: ArrayQueue<u32>,
     pub(crate) segments: RwLock<Vec<SegmentEntry>>,
     /// (device, QP number) → endpoint (QP numbers are per device).
     pub(crate) qpn_map: RwLock<HashMap<(u16, u32), EndpointHandle>>,
-    pub(crate) batches: RwLock<HashMap<u64, Batch>>,
-    pub(crate) next_batch: AtomicU64,
     pub(crate) next_shard: AtomicUsize,
-    pub(crate) next_run: AtomicU64,
     pub(crate) counters: Vec<WorkerCounters>,
     pub(crate) async_events: AtomicU64,
     pub(crate) retired: AtomicU64,
@@ -349,8 +206,6 @@ pub(crate) struct Shared {
     /// Receiver-credit change sequence per peer bucket
     /// ([`credit_changed`](Self::credit_changed)).
     pub(crate) credit_seq: [AtomicU64; CREDIT_BUCKETS],
-    /// Blocking batch waits (`waiters.rs`).
-    pub(crate) waiters: super::waiters::Waiters,
 }
 
 impl Shared {
@@ -373,7 +228,7 @@ impl Shared {
     /// releases a permit or a rail charge, or maps a WC status.
     #[inline(always)]
     pub(crate) fn owner(&self) -> HotPath<'_> {
-        railyard_core::completion::Owner::new(&self.tokens, &self.slices, &self.endpoints)
+        railyard_core::completion::Owner::new(&self.tokens, &self.tables.slices, &self.endpoints)
             .with_layers(railyard_core::completion::Layers {
                 credit: self.credit.as_ref().map(|c| &c.ledger),
                 rail: &self.rails,
@@ -398,90 +253,10 @@ impl Shared {
         (self.tokens.capacity() >= spare).then(|| self.owner().token_cache())
     }
 
-    /// Accounts a slice that reached a terminal state through the caller
-    /// (exactly once: only the winner of the slice CAS gets here).
-    pub(crate) fn settled(&self, slice: u32, state: SliceState) {
-        let m = &self.meta[slice as usize];
-        // The slice's pin on its memory, before the task counters make the
-        // batch freeable (then the slot and `m.mem` may be reused).
-        if !matches!(state, SliceState::Idle | SliceState::Pending) {
-            self.mem.unpin(m.mem.load(Ordering::Relaxed) as usize, 1);
-        }
-        let t = &self.tasks[m.task.load(Ordering::Relaxed) as usize];
-        match state {
-            // The counters are bumped SeqCst (free on x86: a locked add
-            // either way) so the waiter check below cannot miss a waiter
-            // that missed this settlement (`waiters.rs`).
-            SliceState::Succeeded => {
-                t.bytes_done
-                    .fetch_add(u64::from(m.len.load(Ordering::Relaxed)), Ordering::AcqRel);
-                t.ok.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::Failed => {
-                t.failed.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::TimedOut => {
-                t.timed_out.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::Canceled => {
-                t.canceled.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::Idle | SliceState::Pending => return,
-        }
-        // Wake the task's waiters only when it is watched and just became
-        // terminal: one load per slice without waiters, no lock.
-        if t.waited.load(Ordering::SeqCst) > 0 && t.is_done_seqcst() {
-            self.waiters.wake(t);
-        }
-    }
-
-    /// Settles the slice's current attempt (if it still is current).
+    /// Settles slice attempt `r` (if it still is current) as `outcome`
+    /// ([`Tables::settle`], which gives back its memory pin).
     pub(crate) fn settle(&self, r: SliceRef, outcome: Outcome) {
-        if let Ok(s) = self.slices.settle(r, outcome) {
-            self.settled(r.index, s);
-        }
-    }
-
-    pub(crate) fn task_of(&self, slice: u32) -> &TaskCell {
-        let t = self.meta[slice as usize].task.load(Ordering::Relaxed);
-        &self.tasks[t as usize]
-    }
-
-    /// Records anomaly evidence for slice attempt `r` in its task.
-    pub(crate) fn note(&self, r: SliceRef, obs: Observation) {
-        let t = self.task_of(r.index);
-        let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
-        ev.record(r, obs);
-        t.anomalies.fetch_add(1, Ordering::Release);
-    }
-
-    /// As [`note`](Self::note), only if `r` is still the slice's pending
-    /// attempt (a queued reference may be stale: canceled, timed out, or
-    /// its slot reused by another task).
-    pub(crate) fn note_if_current(&self, r: SliceRef, obs: impl FnOnce() -> Observation) {
-        if matches!(self.slices.status(r.index), Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
-        {
-            self.note(r, obs());
-        }
-    }
-
-    /// A success of slice attempt `r`: resolves its evidence (no lock when
-    /// the task never saw an anomaly).
-    pub(crate) fn resolve(&self, r: SliceRef, now: u64) {
-        let t = self.task_of(r.index);
-        if t.anomalies.load(Ordering::Acquire) != 0 {
-            let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
-            ev.resolve(r, now);
-        }
-    }
-
-    /// A new attempt `r` of a slice starts: its old blocking evidence clears.
-    pub(crate) fn begin_attempt(&self, r: SliceRef) {
-        let t = self.task_of(r.index);
-        if t.anomalies.load(Ordering::Acquire) != 0 {
-            let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
-            ev.begin_attempt(r);
-        }
+        self.tables.settle(&self.mem, r, outcome);
     }
 
     /// Every live rail endpoint with its device, route and QP shards.
@@ -502,7 +277,9 @@ impl Shared {
     /// only fails if stale references of freed slices crowd the queue; then
     /// the slice fails rather than vanish.
     pub(crate) fn requeue(&self, r: SliceRef) {
-        let shard = self.meta[r.index as usize].shard.load(Ordering::Relaxed) as usize;
+        let shard = self.tables.meta[r.index as usize]
+            .shard
+            .load(Ordering::Relaxed) as usize;
         if self.queues[shard].push(r).is_err() {
             self.settle(r, Outcome::Failure);
             return;
@@ -523,6 +300,7 @@ impl Shared {
         };
         c.stalled(b.peer, now);
         *self
+            .tables
             .task_of(r.index)
             .backpressure
             .lock()
@@ -608,69 +386,6 @@ impl Shared {
         }
     }
 
-    /// Settles every pending slice of the tasks `pred` selects, calling
-    /// `each` for every slice attempt this call settled.
-    pub(crate) fn settle_where(
-        &self,
-        outcome: Outcome,
-        mut pred: impl FnMut(u64, &TaskCell) -> bool,
-        mut each: impl FnMut(SliceRef),
-    ) {
-        let Ok(batches) = self.batches.read() else {
-            return;
-        };
-        for (&id, b) in batches.iter() {
-            for te in &b.tasks {
-                let t = &self.tasks[te.task as usize];
-                if t.settled() >= t.total.load(Ordering::Acquire) || !pred(id, t) {
-                    continue;
-                }
-                for &s in &te.slices {
-                    if let Ok(st) = self.slices.status(s) {
-                        if st.state == SliceState::Pending {
-                            let r = SliceRef {
-                                index: s,
-                                attempt: st.attempt,
-                            };
-                            if let Ok(state) = self.slices.settle(r, outcome) {
-                                self.settled(s, state);
-                                each(r);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Runs `f` on `batch` under the batch map's read lock.
-    pub(crate) fn with_batch<T>(
-        &self,
-        batch: BatchId,
-        f: impl FnOnce(&Batch) -> Result<T, EngineError>,
-    ) -> Result<T, EngineError> {
-        let batches = self.batches.read().unwrap_or_else(|e| e.into_inner());
-        f(batches
-            .get(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?)
-    }
-
-    /// Runs `f` on task `task` of `batch` (under the batch map's read lock).
-    pub(crate) fn with_task<T>(
-        &self,
-        batch: BatchId,
-        task: usize,
-        f: impl FnOnce(&TaskCell) -> T,
-    ) -> Result<T, EngineError> {
-        self.with_batch(batch, |b| {
-            let te = b
-                .tasks
-                .get(task)
-                .ok_or(EngineError::NoSuchTask { batch, task })?;
-            Ok(f(&self.tasks[te.task as usize]))
-        })
-    }
-
     /// The stats snapshot ([`EngineStats`]).
     pub(crate) fn stats(&self) -> EngineStats {
         let mut s = EngineStats {
@@ -680,7 +395,7 @@ impl Shared {
             endpoint_outstanding: self.endpoints.outstanding_total(),
             qp_depth: self.endpoints.qp_depth_total(),
             cq_outstanding: self.cqs.iter().map(|c| c.outstanding()).sum(),
-            slices_pending: self.slices.pending() as u64,
+            slices_pending: self.tables.slices.pending() as u64,
             endpoints_live: self.endpoints.live() as u64,
             async_events: self.async_events.load(Ordering::Relaxed),
             retired: self.retired.load(Ordering::Relaxed),
@@ -771,8 +486,6 @@ impl Shared {
         })?;
         let tokens = TokenPool::new(inflight as usize)
             .map_err(|_: TokenError| EngineError::Core("token pool"))?;
-        let slices = SliceTable::new(cfg.max_slices as usize)
-            .map_err(|_: SliceError| EngineError::Core("slice table"))?;
         let endpoints = EndpointTable::new(EndpointConfig {
             capacity: cfg.max_endpoints,
             qps_per_endpoint: cfg.qps_per_endpoint,
@@ -780,14 +493,6 @@ impl Shared {
             drain_timeout_ns: cfg.drain_timeout.as_nanos().clamp(1, u64::MAX as u128 / 4) as u64,
         })
         .map_err(EngineError::Endpoint)?;
-        let free_slices = ArrayQueue::new(cfg.max_slices as usize);
-        for i in 0..cfg.max_slices {
-            let _ = free_slices.push(i);
-        }
-        let free_tasks = ArrayQueue::new(cfg.max_tasks as usize);
-        for i in 0..cfg.max_tasks {
-            let _ = free_tasks.push(i);
-        }
         let shared = Arc::new(Shared {
             devs,
             topo,
@@ -804,25 +509,18 @@ impl Shared {
                 inflight as usize,
             ),
             tokens,
-            slices,
             endpoints,
+            tables: Tables::new(cfg.max_slices, cfg.max_tasks)?,
             gate,
             cc_error,
             routes: Mutex::new(HashMap::new()),
             mem: memory::MemTable::new(inflight as usize),
-            meta: (0..cfg.max_slices).map(|_| SliceMeta::default()).collect(),
-            tasks: (0..cfg.max_tasks).map(|_| TaskCell::default()).collect(),
             queues: (0..shards)
                 .map(|_| ArrayQueue::new(cfg.max_slices as usize))
                 .collect(),
-            free_slices,
-            free_tasks,
             segments: RwLock::new(Vec::new()),
             qpn_map: RwLock::new(HashMap::new()),
-            batches: RwLock::new(HashMap::new()),
-            next_batch: AtomicU64::new(1),
             next_shard: AtomicUsize::new(0),
-            next_run: AtomicU64::new(0),
             counters: (0..topo.workers())
                 .map(|_| WorkerCounters::default())
                 .collect(),
@@ -840,89 +538,9 @@ impl Shared {
             reconnect_lock: Mutex::new(()),
             credit: EngineCredit::new(cfg.credit)?,
             credit_seq: std::array::from_fn(|_| AtomicU64::new(0)),
-            waiters: super::waiters::Waiters::default(),
             cfg,
         });
         let _ = shared.me.set(Arc::downgrade(&shared));
         Ok(shared)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn task_state_rules() {
-        let t = TaskCell::default();
-        t.total.store(3, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Waiting);
-        t.started.store(true, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Pending);
-        t.ok.store(2, Ordering::Relaxed);
-        t.canceled.store(1, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Canceled);
-        t.canceled.store(0, Ordering::Relaxed);
-        t.timed_out.store(1, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Timeout);
-        t.ok.store(1, Ordering::Relaxed);
-        t.failed.store(1, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Failed);
-        t.failed.store(0, Ordering::Relaxed);
-        t.timed_out.store(0, Ordering::Relaxed);
-        t.ok.store(3, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Completed);
-    }
-
-    #[test]
-    fn anomaly_projection_follows_the_rfc_table() {
-        use railyard_core::evidence::{Observation, Reason, TaskEvidence};
-        let s0 = SliceRef {
-            index: 0,
-            attempt: 1,
-        };
-        let mut ev = TaskEvidence::<8>::new();
-        // No evidence, no success: UNKNOWN; no evidence, a success: NORMAL.
-        assert_eq!(
-            project_anomaly(ev.detail(), 0, true).state,
-            AnomalyState::Unknown
-        );
-        assert_eq!(
-            project_anomaly(ev.detail(), 1, true).state,
-            AnomalyState::Normal
-        );
-        // Unresolved byte-window evidence wins over the success count.
-        ev.record(s0, Observation::new(Reason::ByteWindow, 5));
-        assert_eq!(
-            project_anomaly(ev.detail(), 3, true).state,
-            AnomalyState::Congested
-        );
-        // A new attempt clears it; a success elsewhere makes it NORMAL.
-        ev.begin_attempt(SliceRef {
-            index: 0,
-            attempt: 2,
-        });
-        assert_eq!(
-            project_anomaly(ev.detail(), 0, true).state,
-            AnomalyState::Unknown
-        );
-        assert_eq!(
-            project_anomaly(ev.detail(), 1, true).state,
-            AnomalyState::Normal
-        );
-        // Quarantine evidence: LONG_UNAVAILABLE; with CC off: UNKNOWN, with
-        // the evidence still shown.
-        ev.record(
-            SliceRef {
-                index: 1,
-                attempt: 1,
-            },
-            Observation::new(Reason::PathQuarantined, 9),
-        );
-        let d = project_anomaly(ev.detail(), 1, true);
-        assert_eq!(d.state, AnomalyState::LongUnavailable);
-        let off = project_anomaly(ev.detail(), 1, false);
-        assert_eq!(off.state, AnomalyState::Unknown);
-        assert_eq!(off.winner, d.winner);
     }
 }

@@ -16,10 +16,10 @@
 use super::config::slice_count;
 use super::error::EngineError;
 use super::memory::{self, MemEntry, SubmitPins};
-use super::shared::{Batch, SegmentEntry, Shared, TaskEntry};
+use super::shared::{SegmentEntry, Shared};
+use super::tables::TaskEntry;
 use super::types::{ep_word, BatchId, Op, SegmentId, Transfer, MAX_RAILS, SLICES_PER_QP_RUN};
 use railyard_core::endpoint::{EndpointHandle, Phase};
-use railyard_core::evidence::TaskEvidence;
 use railyard_core::rail::Selector;
 use railyard_core::slice::Outcome;
 use std::rc::Rc;
@@ -55,49 +55,37 @@ struct Plan {
 }
 
 impl Shared {
-    /// Creates an empty batch for up to `capacity` tasks.
-    pub(crate) fn allocate_batch(&self, capacity: usize) -> BatchId {
-        let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
-        self.batches
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id,
-                Batch {
-                    capacity,
-                    tasks: Vec::with_capacity(capacity.min(1 << 16)),
-                },
-            );
-        BatchId(id)
-    }
-
     /// Submits `transfers` into `batch` (see the module docs); nothing is
     /// queued if any step refuses.
     pub(crate) fn submit(&self, batch: BatchId, transfers: &[Transfer]) -> Result<(), EngineError> {
         let mut pins = SubmitPins::new(&self.mem);
         let plans = self.validate(transfers, &mut pins)?;
-        let mut batches = self.batches.write().unwrap_or_else(|e| e.into_inner());
-        let b = batches
-            .get_mut(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?;
-        if b.tasks.len() + transfers.len() > b.capacity {
-            return Err(EngineError::BatchFull {
-                capacity: b.capacity,
-            });
-        }
-        let (task_ids, slice_ids) = self.reserve(transfers)?;
-        let first = b.tasks.len();
-        let now = self.now();
-        let mut next = slice_ids.iter().copied();
-        for ((t, p), &task) in transfers.iter().zip(&plans).zip(&task_ids) {
-            b.tasks.push(self.describe(t, p, task, &mut next, now));
-        }
-        // Open and queue only after every slice is described and the batch
-        // holds them (so cancel/timeout scans see them). From here each
-        // slice's memory pin is released when the slice settles.
-        pins.commit();
-        self.enqueue(&b.tasks[first..]);
-        Ok(())
+        self.tables.with_batch_mut(batch, |b| {
+            if b.tasks.len() + transfers.len() > b.capacity {
+                return Err(EngineError::BatchFull {
+                    capacity: b.capacity,
+                });
+            }
+            let needed: u64 = transfers
+                .iter()
+                .map(|t| slice_count(t.len, self.cfg.slice_size))
+                .sum();
+            // Step 2: a task slot per transfer and a slice slot per slice,
+            // all or nothing.
+            let (task_ids, slice_ids) = self.tables.reserve(transfers.len(), needed)?;
+            let first = b.tasks.len();
+            let now = self.now();
+            let mut next = slice_ids.iter().copied();
+            for ((t, p), &task) in transfers.iter().zip(&plans).zip(&task_ids) {
+                b.tasks.push(self.describe(t, p, task, &mut next, now));
+            }
+            // Open and queue only after every slice is described and the batch
+            // holds them (so cancel/timeout scans see them). From here each
+            // slice's memory pin is released when the slice settles.
+            pins.commit();
+            self.enqueue(&b.tasks[first..]);
+            Ok(())
+        })
     }
 
     /// Step 1: validates every transfer and pins its memory once per slice
@@ -200,44 +188,6 @@ impl Shared {
         })
     }
 
-    /// Step 2: takes a task slot per transfer and a slice slot per slice,
-    /// all or nothing.
-    fn reserve(&self, transfers: &[Transfer]) -> Result<(Vec<u32>, Vec<u32>), EngineError> {
-        let needed: u64 = transfers
-            .iter()
-            .map(|t| slice_count(t.len, self.cfg.slice_size))
-            .sum();
-        let mut task_ids = Vec::with_capacity(transfers.len());
-        let mut slice_ids = Vec::with_capacity(needed as usize);
-        let give_back = |task_ids: &[u32], slice_ids: &[u32]| {
-            for &t in task_ids {
-                let _ = self.free_tasks.push(t);
-            }
-            for &s in slice_ids {
-                let _ = self.free_slices.push(s);
-            }
-        };
-        for _ in transfers {
-            match self.free_tasks.pop() {
-                Some(t) => task_ids.push(t),
-                None => {
-                    give_back(&task_ids, &slice_ids);
-                    return Err(EngineError::OutOfTasks);
-                }
-            }
-        }
-        for _ in 0..needed {
-            match self.free_slices.pop() {
-                Some(s) => slice_ids.push(s),
-                None => {
-                    give_back(&task_ids, &slice_ids);
-                    return Err(EngineError::OutOfSlices { needed });
-                }
-            }
-        }
-        Ok((task_ids, slice_ids))
-    }
-
     /// Step 3: resets task `task`'s record for transfer `t` and describes
     /// its slices (taken from `next`) on the rails the plan picks.
     fn describe(
@@ -251,21 +201,10 @@ impl Shared {
         let ss = u64::from(self.cfg.slice_size);
         let nqp = u64::from(self.cfg.qps_per_endpoint);
         let n = slice_count(t.len, self.cfg.slice_size);
-        let cell = &self.tasks[task as usize];
-        cell.total.store(n as u32, Ordering::Relaxed);
-        for a in [&cell.ok, &cell.failed, &cell.timed_out, &cell.canceled] {
-            a.store(0, Ordering::Relaxed);
-        }
-        cell.started.store(false, Ordering::Relaxed);
-        cell.bytes_done.store(0, Ordering::Relaxed);
-        cell.bytes_total.store(t.len, Ordering::Relaxed);
         let deadline = now.saturating_add(self.cfg.transfer_timeout.as_nanos() as u64);
-        cell.deadline_ns.store(deadline, Ordering::Relaxed);
-        *cell.evidence.lock().unwrap_or_else(|e| e.into_inner()) = TaskEvidence::new();
-        cell.anomalies.store(0, Ordering::Relaxed);
-        *cell.backpressure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.tables.tasks[task as usize].reset(n as u32, t.len, deadline);
         let runs = n.div_ceil(SLICES_PER_QP_RUN);
-        let run0 = self.next_run.fetch_add(runs, Ordering::Relaxed);
+        let run0 = self.tables.next_runs(runs);
         let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
         // One rail: every run on it, no plan and no trace (`plan_rails`
         // answers so too, but with an allocation per transfer).
@@ -295,7 +234,7 @@ impl Shared {
             let rail = &p.rails.choices[usize::from(pick)];
             let qp = ((run0 + run) % nqp) as u16;
             let shard = rail.shards[usize::from(qp)];
-            let m = &self.meta[s as usize];
+            let m = &self.tables.meta[s as usize];
             m.task.store(task, Ordering::Relaxed);
             m.mem.store(p.mem, Ordering::Relaxed);
             m.region.store(p.region, Ordering::Relaxed);
@@ -321,10 +260,10 @@ impl Shared {
             for &s in &te.slices {
                 // A freed slot is never Pending, so open cannot refuse; if
                 // it did, the slice would never settle: give its pin back.
-                match self.slices.open(s) {
+                match self.tables.slices.open(s) {
                     Ok(r) => self.requeue(r),
                     Err(_) => self.mem.unpin(
-                        self.meta[s as usize].mem.load(Ordering::Relaxed) as usize,
+                        self.tables.meta[s as usize].mem.load(Ordering::Relaxed) as usize,
                         1,
                     ),
                 }
@@ -334,32 +273,9 @@ impl Shared {
 
     /// Cancels every unsettled slice of `batch`.
     pub(crate) fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        self.with_batch(batch, |_| Ok(()))?;
-        self.settle_where(Outcome::Canceled, |id, _| id == batch.0, |_| {});
-        Ok(())
-    }
-
-    /// Frees a batch whose tasks are all finished ([`EngineError::BatchBusy`]
-    /// otherwise); its task and slice slots return to the pools.
-    pub(crate) fn free_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        let mut batches = self.batches.write().unwrap_or_else(|e| e.into_inner());
-        let b = batches
-            .get(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?;
-        if b.tasks
-            .iter()
-            .any(|te| !self.tasks[te.task as usize].status().state.is_terminal())
-        {
-            return Err(EngineError::BatchBusy(batch));
-        }
-        if let Some(b) = batches.remove(&batch.0) {
-            for te in b.tasks {
-                for s in te.slices {
-                    let _ = self.free_slices.push(s);
-                }
-                let _ = self.free_tasks.push(te.task);
-            }
-        }
+        self.tables.with_batch(batch, |_| Ok(()))?;
+        self.tables
+            .settle_where(&self.mem, Outcome::Canceled, |id, _| id == batch.0, |_| {});
         Ok(())
     }
 }

@@ -84,7 +84,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                 // meanwhile (a deadline, a cancel), so a long block (a
                 // cooldown) holds no stale ones and the engine reads idle.
                 let dropped = lot.retain_current(|r| {
-                    matches!(sh.slices.status(r.index),
+                    matches!(sh.tables.slices.status(r.index),
                         Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
                 });
                 if dropped > 0 {
@@ -265,7 +265,7 @@ fn post_round(
             sh.settle(r, Outcome::Canceled);
             continue;
         }
-        let m = &sh.meta[r.index as usize];
+        let m = &sh.tables.meta[r.index as usize];
         let ep = m.ep.load(Ordering::Relaxed);
         let qp = m.qp.load(Ordering::Relaxed);
         let path = Path {
@@ -298,7 +298,7 @@ fn post_round(
                 if fresh {
                     let refusal = blk.refusal_on(path);
                     if let Some(o) = owner.refusal_observation(&refusal, now) {
-                        sh.note_if_current(r, || o);
+                        sh.tables.note_if_current(r, || o);
                     }
                     // Its task shows the peer's typed credit backpressure.
                     if let Refusal::Backpressure(b) = refusal {
@@ -387,7 +387,7 @@ fn post_round(
             Refusal::Deferred { path: dp, deferral } => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
-                    sh.note_if_current(r, || o);
+                    sh.tables.note_if_current(r, || o);
                 }
                 let key = match deferral.domain {
                     DomainKind::Route => Key::Route(dp.route),
@@ -405,7 +405,7 @@ fn post_round(
             } => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
-                    sh.note_if_current(r, || o);
+                    sh.tables.note_if_current(r, || o);
                 }
                 // Another rail if there is one; else wait for the cooldown.
                 if sh.re_rail(r) {
@@ -430,7 +430,7 @@ fn post_round(
                         // RFC 2849: the stall is counted and its task shows
                         // the typed backpressure (and the evidence).
                         if let Some(o) = owner.refusal_observation(&refusal, now) {
-                            sh.note_if_current(r, || o);
+                            sh.tables.note_if_current(r, || o);
                         }
                         sh.credit_stalled(r, b, now);
                         let (bucket, seq) = sh.credit_seq_of(b.peer);
@@ -474,7 +474,7 @@ fn post_round(
                 RetryRoute::NoPath { teardown: true } => {
                     let mut o = sh.gate.observe(&rec, Reason::DerivedFlush, now);
                     o.scope = Observed::Value(FailureScope::Qp);
-                    sh.note(r, o);
+                    sh.tables.note(r, o);
                     sh.settle(r, Outcome::Failure)
                 }
                 RetryRoute::NoPath { teardown: false } => {
@@ -525,7 +525,7 @@ fn no_usable_path(sh: &Shared, r: SliceRef, rec: &TokenRecord, now: u64) {
     let sig = railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
     let mut o = sh.gate.observe(rec, sig.reason, now);
     o.scope = Observed::Value(sig.scope);
-    sh.note(r, o);
+    sh.tables.note(r, o);
     sh.settle(r, Outcome::Failure)
 }
 
@@ -551,13 +551,13 @@ fn flush_chain(
                 if owner.unposted_via(tokens, p.wr_id, now).is_ok() {
                     sh.mem.unpin(p.mem as usize, 1);
                 }
-                sh.meta[p.slice.index as usize]
+                sh.tables.meta[p.slice.index as usize]
                     .posted
                     .store(0, Ordering::Release);
                 // After the release (`Shared::release_stamp`).
                 c.unposted.fetch_add(1, Ordering::Release);
                 if requeue {
-                    let shard = sh.meta[p.slice.index as usize]
+                    let shard = sh.tables.meta[p.slice.index as usize]
                         .shard
                         .load(Ordering::Relaxed);
                     let _ = sh.queues[shard as usize].push(p.slice);
@@ -587,7 +587,7 @@ fn flush_chain(
     let n = chain.len();
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
     for (i, p) in chain.iter().enumerate() {
-        let m = &sh.meta[p.slice.index as usize];
+        let m = &sh.tables.meta[p.slice.index as usize];
         let mi = p.mem as usize;
         let dev = usize::from(p.path.device);
         // Pinned by this post (`pin_post`), so the entry is live.
@@ -635,24 +635,32 @@ fn flush_chain(
     match posted {
         Ok(()) => {
             c.posts.fetch_add(wrs.len() as u64, Ordering::Relaxed);
-            let shard = sh.meta[first.slice.index as usize]
+            let shard = sh.tables.meta[first.slice.index as usize]
                 .shard
                 .load(Ordering::Relaxed);
             sh.wake_poller(shard as usize);
             for p in chain.iter() {
-                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
-                sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
+                let t = sh.tables.meta[p.slice.index as usize]
+                    .task
+                    .load(Ordering::Relaxed);
+                sh.tables.tasks[t as usize]
+                    .started
+                    .store(true, Ordering::Relaxed);
             }
         }
         Err(e) => {
             c.posts.fetch_add(e.posted as u64, Ordering::Relaxed);
-            let shard = sh.meta[first.slice.index as usize]
+            let shard = sh.tables.meta[first.slice.index as usize]
                 .shard
                 .load(Ordering::Relaxed);
             sh.wake_poller(shard as usize);
             for p in &chain[..e.posted] {
-                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
-                sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
+                let t = sh.tables.meta[p.slice.index as usize]
+                    .task
+                    .load(Ordering::Relaxed);
+                sh.tables.tasks[t as usize]
+                    .started
+                    .store(true, Ordering::Relaxed);
             }
             // Only the tail is ours to release. A QP that refuses outright
             // (not ENOMEM) is broken: retire its endpoint (the one API), and
@@ -776,18 +784,18 @@ fn resolve(
     // Task evidence, for the slice's current attempt only (a stale
     // completion's slice slot may already belong to another task).
     let evidence = |sh: &Shared| match owner.completion_observation(&done, now) {
-        None => sh.resolve(done.record.slice, now),
-        Some(o) => sh.note(done.record.slice, o),
+        None => sh.tables.resolve_evidence(done.record.slice, now),
+        Some(o) => sh.tables.note(done.record.slice, o),
     };
     match done.slice {
         SliceEffect::Settled(s) => {
             evidence(sh);
-            sh.settled(done.record.slice.index, s)
+            sh.tables.settled(&sh.mem, done.record.slice.index, s)
         }
         SliceEffect::Retry(r) => {
             c.retries.fetch_add(1, Ordering::Relaxed);
             evidence(sh);
-            sh.begin_attempt(r);
+            sh.tables.begin_attempt(r);
             sh.requeue(r);
         }
         SliceEffect::StaleReleaseOnly => {

@@ -495,7 +495,7 @@ impl Shared {
         if self.devs.len() < 2 {
             return false;
         }
-        let m = &self.meta[r.index as usize];
+        let m = &self.tables.meta[r.index as usize];
         let cur = m.dev.load(Ordering::Relaxed) as u16;
         let seg = m.segment.load(Ordering::Relaxed);
         let qp = m.qp.load(Ordering::Relaxed) as usize;

@@ -37,7 +37,7 @@ impl Shared {
     /// else wait for a reconnect in progress, else another live rail of
     /// the segment, else nowhere.
     pub(crate) fn retry_route(&self, r: SliceRef) -> RetryRoute {
-        let m = &self.meta[r.index as usize];
+        let m = &self.tables.meta[r.index as usize];
         let ep = m.ep.load(Ordering::Relaxed);
         let dev = m.dev.load(Ordering::Relaxed) as u16;
         let teardown = {
