@@ -43,15 +43,14 @@ pub(crate) fn spawn_all(
                 Box::new(move || worker::worker(&s, w)),
             )?);
         }
-        let _ = sh
-            .threads
-            .set(v.iter().map(|h| h.thread().clone()).collect());
+        sh.fabric
+            .set_workers(v.iter().map(|h| h.thread().clone()).collect());
         let s = sh.clone();
         v.push(spawn(
             "railyard-monitor".into(),
             Box::new(move || monitor(&s)),
         )?);
-        for d in 0..sh.devs.len() {
+        for d in 0..sh.fabric.devs.len() {
             let s = sh.clone();
             v.push(spawn(
                 format!("railyard-async{d}"),
@@ -76,7 +75,7 @@ pub(crate) fn spawn_all(
         Ok(()) => Ok(v),
         Err(e) => {
             sh.stop.store(true, Ordering::Release);
-            sh.wake_all();
+            sh.fabric.wake_all();
             for t in v {
                 let _ = t.join();
             }
@@ -126,7 +125,7 @@ fn monitor(sh: &Shared) {
             .iter()
             .map(|c| c.polls.load(Ordering::Relaxed))
             .sum();
-        let outstanding = sh.cqs.iter().any(|q| q.outstanding() > 0);
+        let outstanding = sh.fabric.cqs.iter().any(|q| q.outstanding() > 0);
         let poller = if outstanding && polls == last_polls {
             PollerStatus::Stalled
         } else {
@@ -188,7 +187,7 @@ fn credit_loop(sh: &Shared) {
     while !sh.stop.load(Ordering::Acquire) {
         let changed = c.tick(sh.now(), sh.cfg.slice_size, drain, |eps| sh.any_active(eps));
         for seg in changed {
-            sh.credit_changed(seg);
+            sh.fabric.credit_changed(seg);
         }
         std::thread::sleep(nap);
     }
@@ -271,7 +270,7 @@ pub(crate) fn event_targets(
 /// [`event_targets`] gives.
 fn async_events(sh: &Shared, dev: usize) {
     while !sh.stop.load(Ordering::Acquire) {
-        let ev = match sh.devs[dev].ctx.next_async_event(50) {
+        let ev = match sh.fabric.devs[dev].ctx.next_async_event(50) {
             Ok(Some(ev)) => ev,
             Ok(None) => continue,
             Err(_) => {
@@ -301,7 +300,7 @@ pub(crate) fn handle_async_event(
             .ok()
             .and_then(|m| m.get(&(d16, q)).copied())
     });
-    let cq_shard = cq.and_then(|id| sh.topo.shards_of(dev).find(|&s| sh.cqs[s].id() == id));
+    let cq_shard = cq.and_then(|id| sh.fabric.cq_shard(dev, id));
     let k = classify_event(event_type);
     let action = event_action(event_type);
     let reason = match action {

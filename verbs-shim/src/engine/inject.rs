@@ -68,7 +68,7 @@ impl Engine {
     pub fn fault_bad_lkey(&self, on: bool) -> Result<(), EngineError> {
         let f = &self.shared.fault;
         if on && f.foreign.get().is_none() {
-            let pd = self.shared.devs[0].ctx.alloc_pd()?;
+            let pd = self.shared.fabric.devs[0].ctx.alloc_pd()?;
             let mut v = Vec::new();
             for m in self.shared.mem.regions_first() {
                 let Some(m) = m else {
@@ -124,8 +124,8 @@ impl Engine {
             .polling_paused
             .store(paused, Ordering::Release);
         if !paused {
-            for s in 0..self.shared.cqs.len() {
-                self.shared.wake_poller(s);
+            for s in 0..self.shared.fabric.cqs.len() {
+                self.shared.fabric.wake_poller(s);
             }
         }
     }

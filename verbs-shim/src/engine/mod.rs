@@ -139,6 +139,7 @@ mod control;
 mod credit;
 mod error;
 mod events;
+mod fabric;
 mod fault;
 #[cfg(feature = "fault-injection")]
 mod inject;
@@ -185,9 +186,10 @@ pub use types::{
 
 use crate::wire::SegmentDescriptor;
 use crate::{Access, MemoryRegion};
+use fabric::Fabric;
 use memory::MemEntry;
 use railyard_core::endpoint::RetireReason;
-use shared::{Dev, Shared};
+use shared::Shared;
 use std::fmt;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::Ordering;
@@ -225,7 +227,7 @@ impl Engine {
             tracing::warn!(target: "railyard::config", var = e.var, value = %e.value,
                 expected = e.expected, "engine configuration refused");
         })?;
-        let (devs, max_cqe) = Dev::open_all(&cfg)?;
+        let (devs, max_cqe) = Fabric::open_devices(&cfg)?;
         let shared = Shared::new(cfg, devs, max_cqe)?;
         let listener = TcpListener::bind(shared.cfg.listen).map_err(EngineError::Io)?;
         listener.set_nonblocking(true).map_err(EngineError::Io)?;
@@ -257,12 +259,17 @@ impl Engine {
 
     /// The first device's name (rail 0).
     pub fn device(&self) -> &str {
-        self.shared.devs[0].ctx.name()
+        self.shared.fabric.devs[0].ctx.name()
     }
 
     /// Every device's name, in rail order.
     pub fn devices(&self) -> Vec<&str> {
-        self.shared.devs.iter().map(|d| d.ctx.name()).collect()
+        self.shared
+            .fabric
+            .devs
+            .iter()
+            .map(|d| d.ctx.name())
+            .collect()
     }
 
     /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
@@ -283,7 +290,7 @@ impl Engine {
         let mut entry = MemEntry {
             regs: vec![first.clone()],
         };
-        for d in &self.shared.devs[1..] {
+        for d in &self.shared.fabric.devs[1..] {
             // SAFETY: the caller's promise; the buffer belongs to `first`
             // (or to the caller) and outlives this registration, which
             // `MemEntry::drop` releases before `first`.
@@ -312,7 +319,7 @@ impl Engine {
     /// region is the device-0 registration.
     #[allow(unsafe_code)]
     pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
-        let mr = MemoryRegion::alloc(&self.shared.devs[0].pd, len, Access::ALL_RDMA)?;
+        let mr = MemoryRegion::alloc(&self.shared.fabric.devs[0].pd, len, Access::ALL_RDMA)?;
         // SAFETY: the buffer is owned by `mr`, dropped after the other
         // devices' registrations of it.
         unsafe { self.add_region(mr) }
@@ -338,7 +345,7 @@ impl Engine {
         // SAFETY: forwarded from the caller's promise; the engine holds the
         // region until it is dropped, after every QP is flushed.
         let mr = unsafe {
-            MemoryRegion::register(&self.shared.devs[0].pd, addr, len, Access::ALL_RDMA)
+            MemoryRegion::register(&self.shared.fabric.devs[0].pd, addr, len, Access::ALL_RDMA)
         }?;
         // SAFETY: forwarded from the caller's promise, as above.
         unsafe { self.add_region(mr) }
@@ -558,7 +565,7 @@ impl Engine {
         let t0 = Instant::now();
         loop {
             let s = self.stats();
-            let queued: usize = self.shared.queues.iter().map(|q| q.len()).sum();
+            let queued = self.shared.fabric.queued();
             if s.tokens_in_use == 0 && s.cq_outstanding == 0 && queued == 0 && s.parked == 0 {
                 return true;
             }
@@ -596,7 +603,7 @@ impl Engine {
             std::thread::sleep(Duration::from_millis(1));
         }
         sh.stop.store(true, Ordering::Release);
-        sh.wake_all();
+        sh.fabric.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -671,7 +678,7 @@ impl Engine {
     /// The software RDMA provider local device `device` (rail) is, from its
     /// `ibv_device_attr.vendor_id` (`None`: hardware, or no such device).
     pub fn software_provider_of(&self, device: u16) -> Option<SoftwareProvider> {
-        let d = self.shared.devs.get(usize::from(device))?;
+        let d = self.shared.fabric.devs.get(usize::from(device))?;
         SoftwareProvider::from_vendor_id(d.vendor_id)
     }
 

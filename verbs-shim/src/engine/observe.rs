@@ -223,7 +223,7 @@ impl HealthWatch {
                 log_health("route", Some(s.route), s.device, from, &s);
             }
         }
-        let n = sh.devs.len();
+        let n = sh.fabric.devs.len();
         self.devices.resize(n, Health::Healthy);
         for d in 0..n {
             let Some(snap) = sh.gate.device_snapshot(d as u16) else {

@@ -10,15 +10,13 @@ use super::cc_gate::CcGate;
 use super::config::EngineConfig;
 use super::credit::EngineCredit;
 use super::error::{ConfigError, EngineError};
+use super::fabric::{Dev, EpResource, Fabric};
 use super::memory;
 use super::stats::{EngineStats, HandshakeCounters};
 use super::tables::Tables;
-pub(crate) use super::topology::Topology;
 use super::types::MAX_RAILS;
 use super::{fault, rail_diag};
 use crate::wire::SegmentDescriptor;
-use crate::{CompletionQueue, Context, ProtectionDomain, QpConfig, QueuePair};
-use crossbeam_queue::ArrayQueue;
 use railyard_core::cc::SoftwareProvider;
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, RetireReason};
 use railyard_core::rail::{DeviceSpec, Selector};
@@ -26,17 +24,10 @@ use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenError, TokenPool};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// The engine's per-endpoint resource, held in the core `EndpointTable`
-/// and dropped (QPs destroyed) only when crossbeam-epoch reclaims it.
-pub(crate) struct EpResource {
-    pub(crate) qps: Vec<QueuePair>,
-    pub(crate) remote: Vec<SegmentDescriptor>,
-}
 
 /// A CC route domain's key: (local device, peer NIC GID, peer NIC LID).
 type RouteKey = (u16, [u8; 16], u16);
@@ -78,16 +69,6 @@ pub(crate) struct SegmentEntry {
     /// Closed by its owner ([`Engine::close_segment`]) and not reconnected
     /// since: retries failing on it are teardown, not a path failure.
     pub(crate) closed: bool,
-}
-
-/// One opened device: its context, PD and QP parameters. Its shards
-/// (CQ + submission queue each) are `dev * shards_per_dev ..`.
-pub(crate) struct Dev {
-    pub(crate) ctx: Context,
-    pub(crate) pd: ProtectionDomain,
-    pub(crate) qp_cfg: QpConfig,
-    /// `ibv_device_attr.vendor_id` at open.
-    pub(crate) vendor_id: u32,
 }
 
 /// The engine's composed hot path: its tables, its rail selector and its
@@ -141,23 +122,16 @@ pub(crate) struct WorkerCounters {
     pub(crate) token_returns: AtomicU64,
 }
 
-/// Buckets of [`Shared::credit_changed`]'s sequence (peer index modulo).
-pub(crate) const CREDIT_BUCKETS: usize = 64;
-
 /// State shared by the engine handle and its threads.
 pub(crate) struct Shared {
     pub(crate) cfg: EngineConfig,
-    /// The devices, in rail order.
-    pub(crate) devs: Vec<Dev>,
-    /// Where devices, shards and workers sit.
-    pub(crate) topo: Topology,
-    /// Rail selection over `devs` (RFC 4534).
+    /// The devices, their shards and workers (`fabric.rs`).
+    pub(crate) fabric: Fabric,
+    /// Rail selection over the devices (RFC 4534).
     pub(crate) rails: Selector,
     /// Aggregate-decision traces for TTL calibration (only when tracing).
     pub(crate) rail_trace: rail_diag::RailTrace,
     pub(crate) epoch: Instant,
-    /// Shard `s`'s CQ (device [`Topology::device_of`]).
-    pub(crate) cqs: Vec<CompletionQueue>,
     /// Selective signaling (`MC_SIGNAL_INTERVAL`; `signal.rs`).
     pub(crate) signal: super::signal::Signaling,
     pub(crate) tokens: TokenPool,
@@ -174,12 +148,9 @@ pub(crate) struct Shared {
     pub(crate) routes: Mutex<HashMap<RouteKey, u32>>,
     /// Registered memory: the region table and its pins (`memory.rs`).
     pub(crate) mem: memory::MemTable,
-    /// One submission queue per shard.
-    pub(crate) queues: Vec<ArrayQueue<SliceRef>>,
     pub(crate) segments: RwLock<Vec<SegmentEntry>>,
     /// (device, QP number) → endpoint (QP numbers are per device).
     pub(crate) qpn_map: RwLock<HashMap<(u16, u32), EndpointHandle>>,
-    pub(crate) next_shard: AtomicUsize,
     pub(crate) counters: Vec<WorkerCounters>,
     pub(crate) async_events: AtomicU64,
     pub(crate) retired: AtomicU64,
@@ -187,8 +158,6 @@ pub(crate) struct Shared {
     pub(crate) force_flushes: AtomicU64,
     /// The handshake listener's outcomes.
     pub(crate) handshakes: HandshakeCounters,
-    /// Worker threads, for unparking idle ones.
-    pub(crate) threads: OnceLock<Vec<std::thread::Thread>>,
     /// Workers, monitor and event thread stop.
     pub(crate) stop: AtomicBool,
     /// Posting stops (shutdown drain): queued slices are canceled.
@@ -203,9 +172,6 @@ pub(crate) struct Shared {
     pub(crate) reconnect_lock: Mutex<()>,
     /// Receiver credit (RFC 2849, `credit/`); `None` with it off.
     pub(crate) credit: Option<EngineCredit>,
-    /// Receiver-credit change sequence per peer bucket
-    /// ([`credit_changed`](Self::credit_changed)).
-    pub(crate) credit_seq: [AtomicU64; CREDIT_BUCKETS],
 }
 
 impl Shared {
@@ -213,11 +179,6 @@ impl Shared {
     #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
-    }
-
-    /// The post shard of worker `w`, if it posts ([`Topology::post_shard`]).
-    pub(crate) fn post_shard(&self, w: usize) -> Option<usize> {
-        self.topo.post_shard(w)
     }
 
     /// The composed hot path (`railyard_core::completion`) over this
@@ -249,7 +210,7 @@ impl Shared {
     /// moves the stamp; a sleeping worker's cache is empty. Dropped (and so
     /// flushed) when the worker exits.
     pub(crate) fn worker_tokens(&self) -> WorkerTokens<'_> {
-        let spare = 2 * TOKEN_CACHE * self.topo.workers();
+        let spare = 2 * TOKEN_CACHE * self.fabric.topo.workers();
         (self.tokens.capacity() >= spare).then(|| self.owner().token_cache())
     }
 
@@ -280,11 +241,11 @@ impl Shared {
         let shard = self.tables.meta[r.index as usize]
             .shard
             .load(Ordering::Relaxed) as usize;
-        if self.queues[shard].push(r).is_err() {
+        if self.fabric.queues[shard].push(r).is_err() {
             self.settle(r, Outcome::Failure);
             return;
         }
-        self.wake_poster(shard);
+        self.fabric.wake_poster(shard);
     }
 
     /// A WRITE of slice attempt `r` met credit backpressure `b` at `now`:
@@ -316,24 +277,6 @@ impl Shared {
         })
     }
 
-    /// Receiver credit for `peer` changed (a grant arrived, a link
-    /// opened): slices parked on that peer's credit backpressure
-    /// (`park.rs`) are offered again on their worker's next round, and
-    /// idle posters are unparked. Call it after the ledger holds the new
-    /// credit (the sequence is bumped with `Release` after it).
-    pub(crate) fn credit_changed(&self, peer: u32) {
-        self.credit_seq[peer as usize % CREDIT_BUCKETS].fetch_add(1, Ordering::Release);
-        for s in 0..self.topo.shards() {
-            self.wake_poster(s);
-        }
-    }
-
-    /// The credit sequence of `peer`'s bucket, and the bucket.
-    pub(crate) fn credit_seq_of(&self, peer: u32) -> (usize, u64) {
-        let b = peer as usize % CREDIT_BUCKETS;
-        (b, self.credit_seq[b].load(Ordering::Acquire))
-    }
-
     /// What moves when a token, a QP slot or CC window bytes may have come
     /// back: every worker's polled completions, unposted releases and
     /// cache returns (each counted after its release), plus the CC epochs (windows change
@@ -344,31 +287,6 @@ impl Shared {
                 .wrapping_add(c.unposted.load(Ordering::Acquire))
                 .wrapping_add(c.token_returns.load(Ordering::Acquire))
         })
-    }
-
-    fn wake(&self, worker: usize) {
-        if let Some(t) = self.threads.get().and_then(|t| t.get(worker)) {
-            // Cheap (one atomic swap) unless the worker is parked.
-            t.unpark();
-        }
-    }
-
-    /// Wakes every worker (shutdown: a parked worker sees `stop` now, not
-    /// when its park times out).
-    pub(crate) fn wake_all(&self) {
-        for w in 0..self.topo.workers() {
-            self.wake(w);
-        }
-    }
-
-    /// Wakes the worker that posts `shard`, if it is parked idle.
-    pub(crate) fn wake_poster(&self, shard: usize) {
-        self.wake(self.topo.poster_of(shard))
-    }
-
-    /// Wakes the worker that polls `shard`'s CQ, if it is parked idle.
-    pub(crate) fn wake_poller(&self, shard: usize) {
-        self.wake(self.topo.poller_of(shard))
     }
 
     /// Retires an endpoint (the one teardown API) and counts it. A QP that
@@ -394,7 +312,7 @@ impl Shared {
                 .saturating_sub(self.tokens.free_in_pool()) as u64,
             endpoint_outstanding: self.endpoints.outstanding_total(),
             qp_depth: self.endpoints.qp_depth_total(),
-            cq_outstanding: self.cqs.iter().map(|c| c.outstanding()).sum(),
+            cq_outstanding: self.fabric.cq_outstanding(),
             slices_pending: self.tables.slices.pending() as u64,
             endpoints_live: self.endpoints.live() as u64,
             async_events: self.async_events.load(Ordering::Relaxed),
@@ -403,20 +321,20 @@ impl Shared {
             force_flushes: self.force_flushes.load(Ordering::Relaxed),
             handshakes: self.handshakes.snapshot(),
             gate: self.gate.stats(),
-            rails: self.devs.len() as u16,
+            rails: self.fabric.devs.len() as u16,
             mem_regions: self.mem.count(),
             mem_pins: self.mem.pins_total(),
             ..EngineStats::default()
         };
-        for d in 0..self.devs.len().min(MAX_RAILS) {
+        for d in 0..self.fabric.devs.len().min(MAX_RAILS) {
             s.rail_charged_bytes[d] = self.rails.nic_inflight(d).unwrap_or(0);
         }
         let rc = self.rails.counters();
         s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
         for (w, c) in self.counters.iter().enumerate() {
             let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            if let Some(sh) = self.post_shard(w) {
-                if let Some(p) = s.rail_slices_posted.get_mut(self.topo.device_of(sh)) {
+            if let Some(sh) = self.fabric.post_shard(w) {
+                if let Some(p) = s.rail_slices_posted.get_mut(self.fabric.topo.device_of(sh)) {
                     *p += l(&c.posts);
                 }
             }
@@ -466,19 +384,14 @@ impl Shared {
                     "software RDMA provider: drain time measures host CPU, not the fabric");
             }
         }
-        let topo = Topology::new(cfg.worker_model, cfg.workers, devs.len());
         // Every CQ can hold every token, so no CQ can ever overflow.
         let inflight = cfg.max_inflight.min(max_cqe);
-        let mut cqs = Vec::with_capacity(topo.shards());
-        for d in &devs {
-            for _ in 0..topo.shards_per_dev {
-                cqs.push(d.ctx.create_cq(inflight)?);
-            }
-        }
-        let shards = cqs.len();
+        let ndevs = devs.len();
+        let fabric = Fabric::new(devs, &cfg, inflight)?;
+        let fabric_workers = fabric.topo.workers();
         // The port's link rate is not queried: every rail gets the same
         // nominal rate, and the selector's completion EWMA learns the rest.
-        let specs = vec![DeviceSpec::new(cfg.rail_nominal_bps); devs.len()];
+        let specs = vec![DeviceSpec::new(cfg.rail_nominal_bps); ndevs];
         let rails = Selector::new(&specs, cfg.rail).map_err(|e| ConfigError {
             var: "rail",
             value: e.to_string(),
@@ -494,12 +407,10 @@ impl Shared {
         })
         .map_err(EngineError::Endpoint)?;
         let shared = Arc::new(Shared {
-            devs,
-            topo,
+            fabric,
             rails,
             rail_trace: rail_diag::RailTrace::new(cfg.rail.trace && cfg.rail.peer_accounting),
             epoch: Instant::now(),
-            cqs,
             signal: super::signal::Signaling::new(
                 railyard_core::completion::SignalPolicy::new(cfg.signal_interval)
                     .unwrap_or(railyard_core::completion::SignalPolicy::EVERY),
@@ -515,13 +426,9 @@ impl Shared {
             cc_error,
             routes: Mutex::new(HashMap::new()),
             mem: memory::MemTable::new(inflight as usize),
-            queues: (0..shards)
-                .map(|_| ArrayQueue::new(cfg.max_slices as usize))
-                .collect(),
             segments: RwLock::new(Vec::new()),
             qpn_map: RwLock::new(HashMap::new()),
-            next_shard: AtomicUsize::new(0),
-            counters: (0..topo.workers())
+            counters: (0..fabric_workers)
                 .map(|_| WorkerCounters::default())
                 .collect(),
             async_events: AtomicU64::new(0),
@@ -529,7 +436,6 @@ impl Shared {
             reclaimed: AtomicU64::new(0),
             force_flushes: AtomicU64::new(0),
             handshakes: HandshakeCounters::default(),
-            threads: OnceLock::new(),
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             fault: fault::FaultState::default(),
@@ -537,7 +443,6 @@ impl Shared {
             reconnect_threads: Mutex::new(Vec::new()),
             reconnect_lock: Mutex::new(()),
             credit: EngineCredit::new(cfg.credit)?,
-            credit_seq: std::array::from_fn(|_| AtomicU64::new(0)),
             cfg,
         });
         let _ = shared.me.set(Arc::downgrade(&shared));

@@ -40,11 +40,11 @@ const SPIN_ROUNDS: u32 = 256;
 const PAUSED_PARK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Worker `w`'s loop: post its shard's queue, poll its CQs
-/// ([`Topology`](super::shared::Topology) says which), spin, then yield or
+/// ([`Topology`](super::topology::Topology) says which), spin, then yield or
 /// park when idle.
 pub(crate) fn worker(sh: &Shared, w: usize) {
-    let post_shard = sh.topo.post_shard(w);
-    let poll_all: Vec<usize> = sh.topo.poll_shards(w).collect();
+    let post_shard = sh.fabric.topo.post_shard(w);
+    let poll_all: Vec<usize> = sh.fabric.topo.poll_shards(w).collect();
     let local = sh.endpoints.register();
     let owner = sh.owner();
     // This thread's token cache: its posts claim from it, its polls return
@@ -169,8 +169,8 @@ fn idle_tokens(tokens: &mut WorkerTokens<'_>, parking: bool, c: &WorkerCounters)
 /// Whether worker's queue or CQs have anything pending (parked slices are
 /// the caller's to judge: see [`Lot::only_timed`]).
 fn has_work(sh: &Shared, post_shard: Option<usize>, poll: &[usize]) -> bool {
-    post_shard.is_some_and(|s| !sh.queues[s].is_empty())
-        || poll.iter().any(|&q| sh.cqs[q].outstanding() > 0)
+    post_shard.is_some_and(|s| !sh.fabric.queues[s].is_empty())
+        || poll.iter().any(|&q| sh.fabric.cqs[q].outstanding() > 0)
 }
 
 /// One posted-to-be work request, between `Owner::post` and the doorbell.
@@ -198,7 +198,7 @@ fn post_round(
     c: &WorkerCounters,
     lot: &mut Lot,
 ) -> usize {
-    let q = &sh.queues[shard];
+    let q = &sh.fabric.queues[shard];
     let draining = sh.draining.load(Ordering::Relaxed);
     let budget = q.len().min(4 * MAX_POST_BATCH);
     if budget == 0 && lot.is_empty() {
@@ -229,7 +229,7 @@ fn post_round(
         let n = Now {
             now,
             stamp,
-            credit: |b: usize| sh.credit_seq[b].load(Ordering::Acquire),
+            credit: |b: usize| sh.fabric.credit_seq(b),
         };
         // Also the ready slices a previous round had no room for: with no
         // further refusal no block would lift again to take them.
@@ -433,7 +433,7 @@ fn post_round(
                             sh.tables.note_if_current(r, || o);
                         }
                         sh.credit_stalled(r, b, now);
-                        let (bucket, seq) = sh.credit_seq_of(b.peer);
+                        let (bucket, seq) = sh.fabric.credit_seq_of(b.peer);
                         // A grant unparks us; its retry time bounds the
                         // wait (and a grant racing this refusal).
                         let after = b.retry_after_us.saturating_mul(1000);
@@ -560,7 +560,7 @@ fn flush_chain(
                     let shard = sh.tables.meta[p.slice.index as usize]
                         .shard
                         .load(Ordering::Relaxed);
-                    let _ = sh.queues[shard as usize].push(p.slice);
+                    let _ = sh.fabric.queues[shard as usize].push(p.slice);
                 } else {
                     sh.settle(p.slice, Outcome::Failure);
                 }
@@ -638,7 +638,7 @@ fn flush_chain(
             let shard = sh.tables.meta[first.slice.index as usize]
                 .shard
                 .load(Ordering::Relaxed);
-            sh.wake_poller(shard as usize);
+            sh.fabric.wake_poller(shard as usize);
             for p in chain.iter() {
                 let t = sh.tables.meta[p.slice.index as usize]
                     .task
@@ -653,7 +653,7 @@ fn flush_chain(
             let shard = sh.tables.meta[first.slice.index as usize]
                 .shard
                 .load(Ordering::Relaxed);
-            sh.wake_poller(shard as usize);
+            sh.fabric.wake_poller(shard as usize);
             for p in &chain[..e.posted] {
                 let t = sh.tables.meta[p.slice.index as usize]
                     .task
@@ -694,7 +694,7 @@ fn poll_cq(
     wcs: &mut [WorkCompletion],
     c: &WorkerCounters,
 ) -> usize {
-    let n = match sh.cqs[cq].poll(wcs) {
+    let n = match sh.fabric.cqs[cq].poll(wcs) {
         Ok(n) => n,
         Err(_) => return 0,
     };
@@ -715,7 +715,7 @@ fn poll_cq(
                     WC_WR_FLUSH_ERR
                 };
                 if resolve(sh, owner, tokens, c, x, Cqe::Covered(status), now) {
-                    sh.cqs[cq].retire_covered(1);
+                    sh.fabric.cqs[cq].retire_covered(1);
                 }
             }
         }

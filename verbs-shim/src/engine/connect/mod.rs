@@ -6,15 +6,16 @@
 //! Reconnect, and where a retry of a retired endpoint's slice goes, are in
 //! [`reconnect`].
 
-use super::config::{CreditPolicy, EngineConfig};
+use super::config::CreditPolicy;
 use super::credit::{self, Negotiated};
-use super::error::{ConfigError, EngineError};
+use super::error::EngineError;
+use super::fabric::EpResource;
 use super::fault::TraceEvent;
-use super::shared::{Dev, EpResource, RailEntry, SegmentEntry, Shared};
+use super::shared::{RailEntry, SegmentEntry, Shared};
 use super::types::{ep_from_word, ep_word, SegmentId};
 use crate::handshake::{Handshake, HandshakeError};
 use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
-use crate::{Context, Mtu, QpCaps, QpConfig, QueuePair, RemoteQp};
+use crate::{QueuePair, RemoteQp};
 use railyard_core::endpoint::{EndpointHandle, Phase, RetireReason};
 use railyard_core::slice::SliceRef;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -91,52 +92,6 @@ pub(crate) enum Side {
     Target(PeerDescriptor),
 }
 
-impl Dev {
-    /// Opens every configured device (`MC_RDMA_DEVICE`, in rail order): its
-    /// context, PD and QP parameters (the port's MTU, the device's RDMA
-    /// atomics, capped at 16). Returns them with the smallest `max_cqe` of
-    /// them (every CQ must hold every token).
-    pub(crate) fn open_all(cfg: &EngineConfig) -> Result<(Vec<Dev>, u32), EngineError> {
-        let cap = |v: u32| u8::try_from(v.clamp(1, 16)).unwrap_or(16);
-        let mut devs = Vec::new();
-        let mut max_cqe = u32::MAX;
-        for name in cfg.device_names() {
-            let ctx = Context::open(name)?;
-            let port = ctx.port(cfg.port)?;
-            let caps = ctx.caps()?;
-            let qp_cfg = QpConfig {
-                port_num: cfg.port,
-                gid_index: cfg.gid_index,
-                mtu: port.active_mtu.unwrap_or(Mtu::M1024),
-                max_rd_atomic: cap(caps.max_qp_init_rd_atom),
-                max_dest_rd_atomic: cap(caps.max_qp_rd_atom),
-                timeout: cfg.qp_timeout,
-                retry_cnt: cfg.qp_retry_cnt,
-                ..QpConfig::default()
-            };
-            qp_cfg.validate()?;
-            if cfg.max_wr > caps.max_qp_wr {
-                return Err(ConfigError {
-                    var: "MC_MAX_WR",
-                    value: cfg.max_wr.to_string(),
-                    expected: "at most the device's max_qp_wr",
-                }
-                .into());
-            }
-            max_cqe = max_cqe.min(caps.max_cqe.max(1));
-            let pd = ctx.alloc_pd()?;
-            ctx.set_async_nonblocking()?;
-            devs.push(Dev {
-                ctx,
-                pd,
-                qp_cfg,
-                vendor_id: caps.vendor_id,
-            });
-        }
-        Ok((devs, max_cqe))
-    }
-}
-
 impl Shared {
     /// The CC route index of the peer NIC `(gid, lid)` seen from local
     /// device `dev`, assigned on first use: `dev * max_endpoints + k`, the
@@ -157,27 +112,6 @@ impl Shared {
         Ok(r)
     }
 
-    /// The RC QPs of one endpoint on device `dev`, spread over its shards.
-    pub(crate) fn new_qps(&self, dev: usize) -> Result<(Vec<QueuePair>, Vec<u16>), EngineError> {
-        let n = self.cfg.qps_per_endpoint;
-        let caps = QpCaps {
-            max_send_wr: self.cfg.max_wr,
-            max_recv_wr: 1,
-            ..QpCaps::default()
-        };
-        let mut qps = Vec::with_capacity(usize::from(n));
-        let mut shards = Vec::with_capacity(usize::from(n));
-        for _ in 0..n {
-            let s = self
-                .topo
-                .shard(dev, self.next_shard.fetch_add(1, Ordering::Relaxed));
-            let cq = &self.cqs[s];
-            qps.push(QueuePair::create_rc(&self.devs[dev].pd, cq, cq, caps)?);
-            shards.push(s as u16);
-        }
-        Ok((qps, shards))
-    }
-
     /// This engine's NIC entry for device `dev` and the QPs `qps` on it:
     /// GID, QPs with their initial PSNs (PSN base returned), and every
     /// region with the rkey of its registration on `dev`.
@@ -186,7 +120,7 @@ impl Shared {
         dev: usize,
         qps: &[QueuePair],
     ) -> Result<(EndpointDescriptor, u32), EngineError> {
-        let d = &self.devs[dev];
+        let d = &self.fabric.devs[dev];
         let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
         let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
         let psn_base = (self.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
@@ -306,14 +240,16 @@ impl Shared {
         side: Side,
         replaces: Option<u32>,
     ) -> Result<Established, EngineError> {
-        let mut built = Vec::with_capacity(self.devs.len());
+        let mut built = Vec::with_capacity(self.fabric.devs.len());
         let mut local = PeerDescriptor {
             nics: Vec::new(),
             replaces,
             credit: self.cfg.credit.capability(),
         };
-        for d in 0..self.devs.len() {
-            let (qps, shards) = self.new_qps(d)?;
+        for d in 0..self.fabric.devs.len() {
+            let (qps, shards) =
+                self.fabric
+                    .new_qps(d, self.cfg.qps_per_endpoint, self.cfg.max_wr)?;
             let (nic, psn_base) = self.local_descriptor(d, &qps)?;
             local.nics.push(nic);
             built.push((qps, shards, psn_base));
@@ -339,7 +275,7 @@ impl Shared {
                     theirs: nic.qps.len() as u64,
                 });
             }
-            let qp_cfg = &self.devs[d].qp_cfg;
+            let qp_cfg = &self.fabric.devs[d].qp_cfg;
             for (i, (qp, rq)) in qps.iter_mut().zip(&nic.qps).enumerate() {
                 let remote = RemoteQp {
                     qp: *rq,
@@ -492,7 +428,7 @@ impl Shared {
     /// queues it there. False, changing nothing, if there is no such rail
     /// (always with one device).
     pub(crate) fn re_rail(&self, r: SliceRef) -> bool {
-        if self.devs.len() < 2 {
+        if self.fabric.devs.len() < 2 {
             return false;
         }
         let m = &self.tables.meta[r.index as usize];
