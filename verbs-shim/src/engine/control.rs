@@ -100,12 +100,7 @@ fn flush_endpoint(sh: &Shared, h: EndpointHandle, guard: &EndpointGuard) {
 pub(crate) fn flush_all(sh: &Shared) {
     let local = sh.endpoints.register();
     let guard = local.pin();
-    let hs: Vec<EndpointHandle> = sh
-        .qpn_map
-        .read()
-        .map(|m| m.values().copied().collect())
-        .unwrap_or_default();
-    for h in hs {
+    for h in sh.registry.qp_endpoints() {
         flush_endpoint(sh, h, &guard);
     }
 }
@@ -162,7 +157,7 @@ fn monitor(sh: &Shared) {
                                 generation = handle.generation, "endpoint reclaimed");
                         }
                         sh.reclaimed.fetch_add(1, Ordering::Relaxed);
-                        sh.forget_endpoint(handle);
+                        sh.registry.forget_endpoint(handle);
                     }
                 }
             }
@@ -294,12 +289,7 @@ pub(crate) fn handle_async_event(
 ) {
     let d16 = dev as u16;
     sh.async_events.fetch_add(1, Ordering::Relaxed);
-    let qp_ep = qp_num.and_then(|q| {
-        sh.qpn_map
-            .read()
-            .ok()
-            .and_then(|m| m.get(&(d16, q)).copied())
-    });
+    let qp_ep = qp_num.and_then(|q| sh.registry.endpoint_of_qpn(d16, q));
     let cq_shard = cq.and_then(|id| sh.fabric.cq_shard(dev, id));
     let k = classify_event(event_type);
     let action = event_action(event_type);
@@ -307,7 +297,14 @@ pub(crate) fn handle_async_event(
         EventAction::RetireQp(r) | EventAction::RetireAll(r) => r,
         EventAction::Ignore => RetireReason::ContextFatal,
     };
-    let t = event_targets(d16, k.scope, action, qp_ep, cq_shard, &sh.rail_endpoints());
+    let t = event_targets(
+        d16,
+        k.scope,
+        action,
+        qp_ep,
+        cq_shard,
+        &sh.registry.rail_endpoints(),
+    );
     if t == EventTargets::default() {
         tracing::info!(target: "railyard::event", device = dev, event_type, ?qp_num,
             scope = ?k.scope, effect = ?k.effect, "async event: nothing to retire");

@@ -141,20 +141,7 @@ impl Engine {
         seg: Option<SegmentId>,
     ) -> Result<(), EngineError> {
         let qpn = match seg {
-            Some(s) => {
-                let segs = self
-                    .shared
-                    .segments
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner());
-                Some(
-                    *segs
-                        .get(s.0 as usize)
-                        .and_then(|e| e.rails.first())
-                        .and_then(|x| x.qpns.first())
-                        .ok_or(EngineError::NoSuchSegment(s))?,
-                )
-            }
+            Some(s) => Some(self.shared.registry.first_qpn(s)?),
             None => None,
         };
         // Device 0; a scripted event carries no CQ.

@@ -147,6 +147,7 @@ mod memory;
 mod observe;
 mod park;
 mod rail_diag;
+mod registry;
 mod shared;
 mod signal;
 mod stats;
@@ -163,7 +164,6 @@ pub use config::{
     slice_count, CreditConfig, CreditPolicy, EngineConfig, WorkerModel, CREDIT_VERSIONS,
     DEFAULT_SIGNAL_INTERVAL, NOMINAL_RAIL_BPS,
 };
-pub use connect::SegmentInfo;
 pub use credit::{negotiate, CreditFaults, CreditStats, LinkPhase, Negotiated, PeerCredit};
 pub use error::{ConfigError, EngineError};
 pub use events::{event_action, EventAction};
@@ -178,6 +178,7 @@ pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;
+pub use registry::SegmentInfo;
 pub use stats::{EngineStats, HandshakeStats};
 pub use types::{
     BatchId, Op, SegmentId, TaskState, TaskStatus, Transfer, MAX_MEMORY_REGIONS, MAX_RAILS,
@@ -274,7 +275,7 @@ impl Engine {
 
     /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
     pub fn segment_rails(&self, seg: SegmentId) -> Result<usize, EngineError> {
-        self.shared.segment_rails(seg)
+        self.shared.registry.segment_rails(seg)
     }
 
     /// Registers the region `first` (already registered on device 0) on
@@ -398,13 +399,13 @@ impl Engine {
     /// The regions the peer exported at handshake time (remote addresses of
     /// transfers must lie in one of them).
     pub fn segment_regions(&self, seg: SegmentId) -> Result<Vec<SegmentDescriptor>, EngineError> {
-        self.shared.segment_regions(seg)
+        self.shared.registry.segment_regions(seg)
     }
 
     /// Segments known to this engine, including ones peers opened to us
     /// (a connection is symmetric: either side may post on it).
     pub fn segments(&self) -> Vec<SegmentId> {
-        self.shared.segment_ids()
+        self.shared.registry.segment_ids()
     }
 
     /// Retires a segment's endpoints, one per rail (the one retire API):
@@ -632,7 +633,8 @@ impl Engine {
 
     /// The connection state of `seg`'s rail `rail` (local device `rail`).
     pub fn segment_rail_info(&self, seg: SegmentId, rail: u16) -> Result<SegmentInfo, EngineError> {
-        self.shared.segment_info(seg, rail)
+        let sh = &*self.shared;
+        sh.registry.segment_info(seg, rail, |h| sh.is_active(h))
     }
 
     /// A snapshot of the CC route of `seg`'s first rail (health,

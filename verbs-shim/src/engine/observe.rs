@@ -82,17 +82,10 @@ pub struct EngineSnapshot {
 }
 
 impl Shared {
-    /// The routes assigned so far, with their devices, by route index.
-    fn assigned_routes(&self) -> Vec<(u32, u16)> {
-        let m = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<(u32, u16)> = m.iter().map(|(k, &r)| (r, k.0)).collect();
-        v.sort_unstable();
-        v
-    }
-
     /// The CC state of every assigned route.
     pub(crate) fn route_states(&self) -> Vec<RouteState> {
-        self.assigned_routes()
+        self.registry
+            .assigned_routes()
             .into_iter()
             .filter_map(|(route, device)| {
                 let s = self.gate.route_snapshot(route)?;
@@ -114,7 +107,7 @@ impl Shared {
     pub(crate) fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
         match r {
             Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
-                endpoint_generation = generation, rails = self.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
+                endpoint_generation = generation, rails = self.registry.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
                 "reconnect done"),
             Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
                 reason = %e, "reconnect failed"),
@@ -133,14 +126,7 @@ impl Shared {
     /// route (looked up without waiting: a caller holding the segment lock
     /// gets the line without them). Warn for faults, info for teardown.
     pub(crate) fn log_retired(&self, h: EndpointHandle, reason: RetireReason) {
-        let rail = self.segments.try_read().ok().and_then(|segs| {
-            segs.iter().enumerate().find_map(|(i, e)| {
-                e.rails
-                    .iter()
-                    .find(|r| r.handle == h)
-                    .map(|r| (i as u32, r.dev, r.route))
-            })
-        });
+        let rail = self.registry.rail_of(h);
         let (segment, device, route) = match rail {
             Some((s, d, r)) => (Some(s), Some(d), Some(r)),
             None => (None, None, None),

@@ -12,64 +12,20 @@ use super::credit::EngineCredit;
 use super::error::{ConfigError, EngineError};
 use super::fabric::{Dev, EpResource, Fabric};
 use super::memory;
+use super::registry::Registry;
 use super::stats::{EngineStats, HandshakeCounters};
 use super::tables::Tables;
 use super::types::MAX_RAILS;
 use super::{fault, rail_diag};
-use crate::wire::SegmentDescriptor;
 use railyard_core::cc::SoftwareProvider;
-use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, RetireReason};
+use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, Phase, RetireReason};
 use railyard_core::rail::{DeviceSpec, Selector};
 use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenError, TokenPool};
-use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// A CC route domain's key: (local device, peer NIC GID, peer NIC LID).
-type RouteKey = (u16, [u8; 16], u16);
-
-/// One rail of a segment: local device `dev` ↔ the peer's NIC `dev`.
-pub(crate) struct RailEntry {
-    pub(crate) dev: u16,
-    pub(crate) handle: EndpointHandle,
-    /// The peer's regions with the rkeys of its NIC `dev`.
-    pub(crate) remote: Vec<SegmentDescriptor>,
-    /// Shard of each QP.
-    pub(crate) shards: Vec<u16>,
-    /// QP numbers (scripted async events name one; the async-event path
-    /// itself looks QPs up in `qpn_map`).
-    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
-    pub(crate) qpns: Vec<u32>,
-    /// The peer's first QP number on this rail (a reconnect names the
-    /// connection it replaces by it: [`PeerDescriptor::replaces`]).
-    pub(crate) peer_qpn: u32,
-    /// That QP's initial PSN and the peer NIC's GID: with `peer_qpn`, what
-    /// a replayed descriptor repeats (`Shared::is_replay`).
-    pub(crate) peer_psn: u32,
-    pub(crate) peer_gid: [u8; 16],
-    /// CC route domain (local device × the peer's NIC).
-    pub(crate) route: u32,
-}
-
-pub(crate) struct SegmentEntry {
-    /// Rail `i` connects local device `i` to peer NIC `i`; there are
-    /// `min(local devices, peer NICs)` of them.
-    pub(crate) rails: Vec<RailEntry>,
-    /// The peer's handshake address, for segments this engine opened
-    /// (those it can reconnect).
-    pub(crate) peer: Option<SocketAddr>,
-    /// A reconnect is in progress (retries wait for it).
-    pub(crate) reconnecting: bool,
-    /// Reconnects that replaced the endpoints.
-    pub(crate) reconnects: u32,
-    /// Closed by its owner ([`Engine::close_segment`]) and not reconnected
-    /// since: retries failing on it are teardown, not a path failure.
-    pub(crate) closed: bool,
-}
 
 /// The engine's composed hot path: its tables, its rail selector and its
 /// CC layer.
@@ -143,14 +99,10 @@ pub(crate) struct Shared {
     pub(crate) gate: CcGate,
     /// Why the configured controller stayed off, if it did.
     pub(crate) cc_error: Option<railyard_core::cc::ConfigError>,
-    /// CC route index per (local device, peer NIC GID, LID); at most
-    /// `max_endpoints` per device.
-    pub(crate) routes: Mutex<HashMap<RouteKey, u32>>,
+    /// Segments, their rails, QP numbers and route domains (`registry.rs`).
+    pub(crate) registry: Registry,
     /// Registered memory: the region table and its pins (`memory.rs`).
     pub(crate) mem: memory::MemTable,
-    pub(crate) segments: RwLock<Vec<SegmentEntry>>,
-    /// (device, QP number) → endpoint (QP numbers are per device).
-    pub(crate) qpn_map: RwLock<HashMap<(u16, u32), EndpointHandle>>,
     pub(crate) counters: Vec<WorkerCounters>,
     pub(crate) async_events: AtomicU64,
     pub(crate) retired: AtomicU64,
@@ -220,19 +172,6 @@ impl Shared {
         self.tables.settle(&self.mem, r, outcome);
     }
 
-    /// Every live rail endpoint with its device, route and QP shards.
-    pub(crate) fn rail_endpoints(&self) -> Vec<(u16, EndpointHandle, u32, Vec<u16>)> {
-        self.segments
-            .read()
-            .map(|s| {
-                s.iter()
-                    .flat_map(|e| &e.rails)
-                    .map(|r| (r.dev, r.handle, r.route, r.shards.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// Queues slice attempt `r` to the shard of its QP. Each open slice is
     /// in at most one queue and every queue holds `max_slices`, so the push
     /// only fails if stale references of freed slices crowd the queue; then
@@ -268,13 +207,15 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner()) = Some(c.backpressure(b));
     }
 
+    /// Whether endpoint `h` accepts posts.
+    pub(crate) fn is_active(&self, h: EndpointHandle) -> bool {
+        matches!(self.endpoints.state(h), Ok(s) if s.phase == Phase::Active)
+    }
+
     /// Whether any of `eps` still accepts posts (receiver credit fences an
     /// old epoch only once its endpoints stopped).
     pub(crate) fn any_active(&self, eps: &[EndpointHandle]) -> bool {
-        eps.iter().any(|&h| {
-            matches!(self.endpoints.state(h),
-                Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
-        })
+        eps.iter().any(|&h| self.is_active(h))
     }
 
     /// What moves when a token, a QP slot or CC window bytes may have come
@@ -299,7 +240,7 @@ impl Shared {
 
     /// Retires every endpoint of this engine.
     pub(crate) fn retire_all(&self, reason: RetireReason) {
-        for (_, h, _, _) in self.rail_endpoints() {
+        for (_, h, _, _) in self.registry.rail_endpoints() {
             self.retire(h, reason);
         }
     }
@@ -424,10 +365,8 @@ impl Shared {
             tables: Tables::new(cfg.max_slices, cfg.max_tasks)?,
             gate,
             cc_error,
-            routes: Mutex::new(HashMap::new()),
+            registry: Registry::default(),
             mem: memory::MemTable::new(inflight as usize),
-            segments: RwLock::new(Vec::new()),
-            qpn_map: RwLock::new(HashMap::new()),
             counters: (0..fabric_workers)
                 .map(|_| WorkerCounters::default())
                 .collect(),

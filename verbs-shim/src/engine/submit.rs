@@ -16,7 +16,8 @@
 use super::config::slice_count;
 use super::error::EngineError;
 use super::memory::{self, MemEntry, SubmitPins};
-use super::shared::{SegmentEntry, Shared};
+use super::registry::SegmentEntry;
+use super::shared::Shared;
 use super::tables::TaskEntry;
 use super::types::{ep_word, BatchId, Op, SegmentId, Transfer, MAX_RAILS, SLICES_PER_QP_RUN};
 use railyard_core::endpoint::{EndpointHandle, Phase};
@@ -96,7 +97,10 @@ impl Shared {
         pins: &mut SubmitPins<'_>,
     ) -> Result<Vec<Plan>, EngineError> {
         let mut plans = Vec::with_capacity(transfers.len());
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let segs = self
+            .registry
+            .read_segments()
+            .unwrap_or_else(|e| e.into_inner());
         let regions = self.mem.lock();
         // A batch's transfers mostly go to one segment: its active rails
         // are looked up (and their shard lists copied) once per run of

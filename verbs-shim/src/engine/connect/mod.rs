@@ -11,40 +11,18 @@ use super::credit::{self, Negotiated};
 use super::error::EngineError;
 use super::fabric::EpResource;
 use super::fault::TraceEvent;
-use super::shared::{RailEntry, SegmentEntry, Shared};
+use super::registry::RailEntry;
+use super::shared::Shared;
 use super::types::{ep_from_word, ep_word, SegmentId};
 use crate::handshake::{Handshake, HandshakeError};
-use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
+use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint};
 use crate::{QueuePair, RemoteQp};
-use railyard_core::endpoint::{EndpointHandle, Phase, RetireReason};
+use railyard_core::endpoint::{EndpointHandle, RetireReason};
 use railyard_core::slice::SliceRef;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 
 mod reconnect;
-
-/// A segment's connection state, for one of its rails
-/// ([`Engine::segment_info`](super::Engine::segment_info), [`Engine::segment_rail_info`](super::Engine::segment_rail_info)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SegmentInfo {
-    /// The rail's local device index (rail `i` = local device `i` ↔ the
-    /// peer's NIC `i`).
-    pub device: u16,
-    /// How many rails the segment has.
-    pub rails: u16,
-    /// The rail's current endpoint (slot and generation).
-    pub endpoint: EndpointHandle,
-    /// Whether that endpoint accepts posts.
-    pub active: bool,
-    /// Whether a reconnect of the segment is in progress.
-    pub reconnecting: bool,
-    /// The peer's handshake address (only for segments this engine opened).
-    pub peer: Option<SocketAddr>,
-    /// The rail's CC route domain (local device × the peer's NIC).
-    pub route: u32,
-    /// Reconnects that replaced the segment's endpoints so far.
-    pub reconnects: u32,
-}
 
 /// What a retry whose endpoint was retired does.
 pub(crate) enum RetryRoute {
@@ -61,15 +39,6 @@ pub(crate) enum RetryRoute {
         /// Retired by its owner.
         teardown: bool,
     },
-}
-
-/// Whether `peer`'s rail-0 QP (GID, QP number, initial PSN) is among
-/// `known`, the peer sides of connections already made.
-fn repeats(known: impl IntoIterator<Item = ([u8; 16], u32, u32)>, peer: &PeerDescriptor) -> bool {
-    let Some((nic, qp)) = peer.nics.first().and_then(|n| Some((n, n.qps.first()?))) else {
-        return false;
-    };
-    known.into_iter().any(|k| k == (nic.gid, qp.qpn, qp.psn))
 }
 
 /// What [`Shared::establish`] built.
@@ -93,25 +62,6 @@ pub(crate) enum Side {
 }
 
 impl Shared {
-    /// The CC route index of the peer NIC `(gid, lid)` seen from local
-    /// device `dev`, assigned on first use: `dev * max_endpoints + k`, the
-    /// block layout of [`CcGate::with_devices`].
-    pub(crate) fn route_for(&self, dev: u16, gid: [u8; 16], lid: u16) -> Result<u32, EngineError> {
-        let mut m = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(&r) = m.get(&(dev, gid, lid)) {
-            return Ok(r);
-        }
-        let n = m.keys().filter(|k| k.0 == dev).count() as u32;
-        if n >= self.cfg.max_endpoints {
-            return Err(EngineError::Core(
-                "a CC route domain: more distinct peer NICs than max_endpoints",
-            ));
-        }
-        let r = u32::from(dev) * self.cfg.max_endpoints + n;
-        m.insert((dev, gid, lid), r);
-        Ok(r)
-    }
-
     /// This engine's NIC entry for device `dev` and the QPs `qps` on it:
     /// GID, QPs with their initial PSNs (PSN base returned), and every
     /// region with the rkey of its registration on `dev`.
@@ -151,7 +101,7 @@ impl Shared {
         peer: Option<SocketAddr>,
     ) -> Result<SegmentId, EngineError> {
         let est = self.establish(hs, Side::Initiator, None)?;
-        let seg = self.record_segment(est.rails, peer);
+        let seg = self.registry.record(est.rails, peer);
         self.attach_credit(seg, est.credit, est.hs, None)?;
         Ok(seg)
     }
@@ -165,7 +115,7 @@ impl Shared {
         peer: PeerDescriptor,
         hs: Handshake,
     ) -> Result<(), EngineError> {
-        if self.is_replay(&peer) {
+        if self.registry.is_replay(&peer) {
             // Dropping `hs` closes the connection.
             return Err(EngineError::Handshake(HandshakeError::Replayed));
         }
@@ -173,41 +123,8 @@ impl Shared {
         let old = est
             .replaces
             .and_then(|q| self.retire_replaced(q, &est.rails));
-        let seg = self.record_segment(est.rails, None);
+        let seg = self.registry.record(est.rails, None);
         self.attach_credit(seg, est.credit, est.hs, old)
-    }
-
-    pub(crate) fn record_segment(
-        &self,
-        rails: Vec<RailEntry>,
-        peer: Option<SocketAddr>,
-    ) -> SegmentId {
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        segs.push(SegmentEntry {
-            rails,
-            peer,
-            reconnecting: false,
-            reconnects: 0,
-            closed: false,
-        });
-        SegmentId(segs.len() as u32 - 1)
-    }
-
-    /// A replayed descriptor: its rail-0 QP (GID, QP number and initial
-    /// PSN) is the peer side of a connection this engine already made. A
-    /// real peer's new connection, a reconnect included, always brings new
-    /// QPs (and a fresh random PSN, so even a QP number the kernel reused
-    /// after a peer restart does not match), so only a copy of an old
-    /// descriptor can. Checked against every segment ever recorded
-    /// (closed ones too: the list is append-only).
-    pub(crate) fn is_replay(&self, peer: &PeerDescriptor) -> bool {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        repeats(
-            segs.iter()
-                .filter_map(|e| e.rails.first())
-                .map(|r| (r.peer_gid, r.peer_qpn, r.peer_psn)),
-            peer,
-        )
     }
 
     /// Both sides of the handshake: builds QPs on every device, exchanges
@@ -291,7 +208,10 @@ impl Shared {
         for (dev, qps, shards, nic) in connected {
             // Only a peer that completed the barrier gets a CC route
             // domain (a fixed-size table): one that drops out never holds one.
-            let route = match self.route_for(dev, nic.gid, nic.lid) {
+            let route = match self
+                .registry
+                .route_for(dev, nic.gid, nic.lid, self.cfg.max_endpoints)
+            {
                 Ok(r) => r,
                 Err(e) => {
                     for r in &entry {
@@ -316,11 +236,7 @@ impl Shared {
                     return Err(EngineError::Endpoint(e));
                 }
             };
-            if let Ok(mut m) = self.qpn_map.write() {
-                for &q in &qpns {
-                    m.insert((dev, q), handle);
-                }
-            }
+            self.registry.map_qpns(dev, &qpns, handle);
             tracing::debug!(target: "railyard::endpoint", device = dev, route,
                 slot = handle.slot, generation = handle.generation, ?qpns,
                 peer_qpn = nic.qps[0].qpn, "endpoint opened");
@@ -360,12 +276,7 @@ impl Shared {
         let Some(c) = &self.credit else {
             return Ok(());
         };
-        let eps: Vec<EndpointHandle> = {
-            let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-            segs.get(seg.0 as usize)
-                .map(|e| e.rails.iter().map(|r| r.handle).collect())
-                .unwrap_or_default()
-        };
+        let eps = self.registry.endpoints_of(seg);
         let stream = matches!(neg, Negotiated::Active(_)).then(|| hs.into_stream());
         if c.attach(seg.0, neg, stream, inherit, eps) {
             return Ok(());
@@ -391,33 +302,11 @@ impl Shared {
     /// same rail-0 route domain) as the new one; anything else is ignored.
     /// Returns the replaced segment's id.
     pub(crate) fn retire_replaced(&self, qpn: u32, new: &[RailEntry]) -> Option<u32> {
-        let h = self
-            .qpn_map
-            .read()
-            .ok()
-            .and_then(|m| m.get(&(0, qpn)).copied())?;
-        let (seg, old): (u32, Vec<EndpointHandle>) = {
-            let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let (i, e) = segs.iter_mut().enumerate().find(|(_, e)| {
-                e.rails.first().is_some_and(|r| {
-                    r.handle == h && new.first().is_some_and(|n| n.route == r.route)
-                })
-            })?;
-            e.closed = true;
-            (i as u32, e.rails.iter().map(|r| r.handle).collect())
-        };
+        let (seg, old) = self.registry.close_replaced(qpn, new)?;
         for h in old {
             self.retire(h, RetireReason::PassiveHandshakeStale);
         }
         Some(seg)
-    }
-
-    /// Forgets the QP numbers of a reclaimed endpoint (also one a
-    /// reconnect already replaced in its segment).
-    pub(crate) fn forget_endpoint(&self, h: EndpointHandle) {
-        if let Ok(mut m) = self.qpn_map.write() {
-            m.retain(|_, v| *v != h);
-        }
     }
 
     /// Moves slice attempt `r` (held by the caller: in no queue) to another
@@ -437,7 +326,7 @@ impl Shared {
         let qp = m.qp.load(Ordering::Relaxed) as usize;
         let bytes = m.len.load(Ordering::Relaxed);
         let choice = {
-            let Ok(segs) = self.segments.read() else {
+            let Ok(segs) = self.registry.read_segments() else {
                 return false;
             };
             let Some(e) = segs.get(seg as usize) else {
@@ -470,14 +359,6 @@ impl Shared {
         true
     }
 
-    /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
-    pub(crate) fn segment_rails(&self, seg: SegmentId) -> Result<usize, EngineError> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        segs.get(seg.0 as usize)
-            .map(|e| e.rails.len())
-            .ok_or(EngineError::NoSuchSegment(seg))
-    }
-
     /// Resolves `peer`, runs the initiator's handshake and records the
     /// segment with the address that answered (the one to dial again on
     /// reconnect).
@@ -498,7 +379,7 @@ impl Shared {
             });
         match &r {
             Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
-                segment = seg.0, rails = self.segment_rails(*seg).unwrap_or(0),
+                segment = seg.0, rails = self.registry.segment_rails(*seg).unwrap_or(0),
                 "segment opened"),
             Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?addrs.first(),
                 reason = %e, "opening a segment failed"),
@@ -506,34 +387,9 @@ impl Shared {
         r.map(|(seg, _)| seg)
     }
 
-    /// The regions the peer exported at handshake time.
-    pub(crate) fn segment_regions(
-        &self,
-        seg: SegmentId,
-    ) -> Result<Vec<SegmentDescriptor>, EngineError> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        segs.get(seg.0 as usize)
-            .and_then(|e| e.rails.first())
-            .map(|r| r.remote.clone())
-            .ok_or(EngineError::NoSuchSegment(seg))
-    }
-
-    /// Every segment recorded (the list is append-only).
-    pub(crate) fn segment_ids(&self) -> Vec<SegmentId> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        (0..segs.len() as u32).map(SegmentId).collect()
-    }
-
     /// Marks `seg` closed and retires its endpoints, one per rail.
     pub(crate) fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
-        let hs: Vec<EndpointHandle> = {
-            let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let e = segs
-                .get_mut(seg.0 as usize)
-                .ok_or(EngineError::NoSuchSegment(seg))?;
-            e.closed = true;
-            e.rails.iter().map(|r| r.handle).collect()
-        };
+        let hs = self.registry.close(seg)?;
         let mut first_err = None;
         for h in hs {
             match self.endpoints.retire(h, RetireReason::Shutdown, self.now()) {
@@ -548,67 +404,5 @@ impl Shared {
             Some(e) => Err(EngineError::Endpoint(e)),
             None => Ok(()),
         }
-    }
-
-    /// The connection state of `seg`'s rail `rail` (local device `rail`).
-    pub(crate) fn segment_info(
-        &self,
-        seg: SegmentId,
-        rail: u16,
-    ) -> Result<SegmentInfo, EngineError> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let e = segs
-            .get(seg.0 as usize)
-            .ok_or(EngineError::NoSuchSegment(seg))?;
-        let x = e
-            .rails
-            .iter()
-            .find(|x| x.dev == rail)
-            .ok_or(EngineError::NoSuchSegment(seg))?;
-        Ok(SegmentInfo {
-            device: x.dev,
-            rails: e.rails.len() as u16,
-            endpoint: x.handle,
-            active: self.is_active(x.handle),
-            reconnecting: e.reconnecting,
-            peer: e.peer,
-            route: x.route,
-            reconnects: e.reconnects,
-        })
-    }
-
-    fn is_active(&self, h: EndpointHandle) -> bool {
-        matches!(self.endpoints.state(h), Ok(s) if s.phase == Phase::Active)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_replay_repeats_gid_qpn_and_psn_of_rail_0() {
-        let nic = |gid: u8, qpn: u32, psn: u32| EndpointDescriptor {
-            gid: [gid; 16],
-            lid: 0,
-            qps: vec![QpEndpoint { qpn, psn }, QpEndpoint { qpn: 99, psn: 1 }],
-            segments: vec![],
-        };
-        let known = [([1u8; 16], 10, 500), ([2u8; 16], 11, 600)];
-        let p = |n: EndpointDescriptor| PeerDescriptor::from(n);
-        assert!(repeats(known, &p(nic(1, 10, 500))));
-        assert!(repeats(known, &p(nic(2, 11, 600))));
-        // A reused QP number after a peer restart has a fresh PSN.
-        assert!(!repeats(known, &p(nic(1, 10, 501))));
-        assert!(!repeats(known, &p(nic(1, 11, 500))));
-        assert!(!repeats(known, &p(nic(3, 10, 500))));
-        assert!(!repeats([], &p(nic(1, 10, 500))));
-        // Only rail 0's first QP counts (a second NIC entry is not a replay).
-        let two = PeerDescriptor {
-            nics: vec![nic(3, 1, 1), nic(1, 10, 500)],
-            replaces: None,
-            credit: None,
-        };
-        assert!(!repeats(known, &two));
     }
 }

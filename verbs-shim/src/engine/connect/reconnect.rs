@@ -41,7 +41,10 @@ impl Shared {
         let ep = m.ep.load(Ordering::Relaxed);
         let dev = m.dev.load(Ordering::Relaxed) as u16;
         let teardown = {
-            let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+            let segs = self
+                .registry
+                .read_segments()
+                .unwrap_or_else(|e| e.into_inner());
             // Teardown: the endpoint was retired by its owner (it may
             // already be reclaimed, so the segment's `closed` mark says it
             // too).
@@ -85,16 +88,9 @@ impl Shared {
         {
             return None;
         }
-        let seg = {
-            let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let (i, e) = segs.iter_mut().enumerate().find(|(_, e)| {
-                e.rails.iter().any(|x| x.handle == h) && e.peer.is_some() && !e.reconnecting
-            })?;
-            e.reconnecting = true;
-            i
-        };
+        let seg = self.registry.begin_reconnect(h)?;
         let Some(me) = self.me.get().and_then(|w| w.upgrade()) else {
-            self.end_reconnect(seg);
+            self.registry.end_reconnect(seg);
             return None;
         };
         let spawned = std::thread::Builder::new()
@@ -120,16 +116,9 @@ impl Shared {
                 Some(seg)
             }
             Err(_) => {
-                self.end_reconnect(seg);
+                self.registry.end_reconnect(seg);
                 None
             }
-        }
-    }
-
-    fn end_reconnect(&self, seg: usize) {
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(e) = segs.get_mut(seg) {
-            e.reconnecting = false;
         }
     }
 
@@ -157,7 +146,7 @@ impl Shared {
         let mut published = false;
         let r = self.replace_endpoints(seg, auto, &mut published);
         if auto && !published {
-            self.end_reconnect(seg);
+            self.registry.end_reconnect(seg);
         }
         r
     }
@@ -173,15 +162,7 @@ impl Shared {
             .reconnect_lock
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let (peer, old, replaces) = {
-            let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-            let e = segs.get(seg).ok_or(EngineError::NoSuchSegment(id))?;
-            let peer = e.peer.ok_or(EngineError::Unsupported(
-                "reconnecting a segment the peer opened (the peer reconnects it)",
-            ))?;
-            let old: Vec<EndpointHandle> = e.rails.iter().map(|x| x.handle).collect();
-            (peer, old, e.rails.first().map(|x| x.peer_qpn))
-        };
+        let (peer, old, replaces) = self.registry.reconnect_target(seg)?;
         if self.draining.load(Ordering::Acquire) {
             return Err(EngineError::SegmentClosed(id));
         }
@@ -211,16 +192,8 @@ impl Shared {
                 .trace(&self.gate, TraceEvent::NewGeneration(x.route));
         }
         let generation = new.first().map_or(0, |x| x.handle.generation);
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        let e = segs.get_mut(seg).ok_or(EngineError::NoSuchSegment(id))?;
-        e.rails = new;
-        e.reconnects += 1;
-        e.closed = false;
-        if auto {
-            e.reconnecting = false;
-        }
+        self.registry.publish(seg, new, auto)?;
         *published = true;
-        drop(segs);
         // Receiver credit re-negotiated: a new control channel and a new
         // epoch on both sides; the old one's grants are fenced.
         self.attach_credit(id, est.credit, est.hs, None)?;
