@@ -36,7 +36,7 @@ pub(crate) fn spawn_all(
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name).spawn(f)
         };
-        for w in 0..sh.counters.len() {
+        for w in 0..sh.telemetry.workers.len() {
             let s = sh.clone();
             v.push(spawn(
                 format!("railyard-w{w}"),
@@ -115,11 +115,7 @@ fn monitor(sh: &Shared) {
         let now = sh.now();
         // The CC control epoch: the pollers stalled if work was on a CQ and
         // no poller ran a round since the last epoch.
-        let polls: u64 = sh
-            .counters
-            .iter()
-            .map(|c| c.polls.load(Ordering::Relaxed))
-            .sum();
+        let polls = sh.telemetry.polls();
         let outstanding = sh.fabric.cqs.iter().any(|q| q.outstanding() > 0);
         let poller = if outstanding && polls == last_polls {
             PollerStatus::Stalled
@@ -143,7 +139,7 @@ fn monitor(sh: &Shared) {
                         tracing::warn!(target: "railyard::endpoint", slot = handle.slot,
                             generation = handle.generation, outstanding,
                             "drain timed out: forcing a flush (QPs to ERR)");
-                        sh.force_flushes.fetch_add(1, Ordering::Relaxed);
+                        sh.telemetry.force_flushes.fetch_add(1, Ordering::Relaxed);
                         flush_endpoint(sh, handle, &guard);
                     }
                     ReclaimEvent::Reclaimed { handle, .. }
@@ -156,7 +152,7 @@ fn monitor(sh: &Shared) {
                             tracing::info!(target: "railyard::endpoint", slot = handle.slot,
                                 generation = handle.generation, "endpoint reclaimed");
                         }
-                        sh.reclaimed.fetch_add(1, Ordering::Relaxed);
+                        sh.telemetry.reclaimed.fetch_add(1, Ordering::Relaxed);
                         sh.registry.forget_endpoint(handle);
                     }
                 }
@@ -288,7 +284,7 @@ pub(crate) fn handle_async_event(
     cq: Option<crate::verbs::CqId>,
 ) {
     let d16 = dev as u16;
-    sh.async_events.fetch_add(1, Ordering::Relaxed);
+    sh.telemetry.async_events.fetch_add(1, Ordering::Relaxed);
     let qp_ep = qp_num.and_then(|q| sh.registry.endpoint_of_qpn(d16, q));
     let cq_shard = cq.and_then(|id| sh.fabric.cq_shard(dev, id));
     let k = classify_event(event_type);
@@ -351,10 +347,10 @@ fn listen(sh: &Shared, listener: TcpListener) {
                 Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?from,
                     reason = %e, "handshake refused"),
             }
-            sh.handshakes.finished(&r)
+            sh.telemetry.handshakes.finished(&r)
         },
         // `serve` logs these with the peer's address.
-        |r| sh.handshakes.refused(&r),
+        |r| sh.telemetry.handshakes.refused(&r),
     );
 }
 

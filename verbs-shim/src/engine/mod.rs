@@ -153,6 +153,7 @@ mod signal;
 mod stats;
 mod submit;
 mod tables;
+mod telemetry;
 mod topology;
 mod types;
 mod waiters;
@@ -785,7 +786,7 @@ impl Engine {
     /// RFC 4534's TTL calibration wants: feed them to
     /// [`TtlCalibrator`](railyard_core::rail::TtlCalibrator) (a V1 run).
     pub fn take_rail_traces(&self) -> RailTraces {
-        self.shared.rail_trace.take()
+        self.shared.telemetry.rail_trace.take()
     }
 
     /// How many slices of task `task` of `batch` are on each local device

@@ -158,7 +158,8 @@ impl Shared {
         if self.endpoints.retire(h, reason, self.now()).is_err() {
             return;
         }
-        self.retired
+        self.telemetry
+            .retired
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // The reconnect first (it marks the segment reconnecting, so that
         // retries wait for it), the log lines after: writing them must not

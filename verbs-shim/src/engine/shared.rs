@@ -11,18 +11,19 @@ use super::config::EngineConfig;
 use super::credit::EngineCredit;
 use super::error::{ConfigError, EngineError};
 use super::fabric::{Dev, EpResource, Fabric};
+use super::fault;
 use super::memory;
 use super::registry::Registry;
-use super::stats::{EngineStats, HandshakeCounters};
+use super::stats::EngineStats;
 use super::tables::Tables;
+use super::telemetry::Telemetry;
 use super::types::MAX_RAILS;
-use super::{fault, rail_diag};
 use railyard_core::cc::SoftwareProvider;
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, Phase, RetireReason};
 use railyard_core::rail::{DeviceSpec, Selector};
 use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenError, TokenPool};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -48,36 +49,6 @@ pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
     >,
 >;
 
-/// Per-worker counters, each on its own cache line.
-#[repr(align(64))]
-#[derive(Default)]
-pub(crate) struct WorkerCounters {
-    pub(crate) posts: AtomicU64,
-    pub(crate) doorbells: AtomicU64,
-    pub(crate) completions: AtomicU64,
-    pub(crate) stale: AtomicU64,
-    pub(crate) bad: AtomicU64,
-    pub(crate) deferrals: AtomicU64,
-    pub(crate) avoids: AtomicU64,
-    pub(crate) backpressure: AtomicU64,
-    pub(crate) unposted: AtomicU64,
-    pub(crate) retries: AtomicU64,
-    /// Slices moved to another rail (`Shared::re_rail`).
-    pub(crate) rail_moves: AtomicU64,
-    /// Posts the hot path refused as invalid (an engine bug: must stay 0).
-    pub(crate) invalid: AtomicU64,
-    /// Poll rounds (the control epoch's poller heartbeat).
-    pub(crate) polls: AtomicU64,
-    /// Slices parked (`park.rs`): refused, held until their block lifts.
-    pub(crate) parks: AtomicU64,
-    /// Slices in this worker's parking lot right now (a gauge).
-    pub(crate) parked: AtomicU64,
-    /// Times this worker's idle round returned cached free tokens to the
-    /// pool (a claim starved, or the worker went to sleep): part of the
-    /// release stamp, so work parked on "no token" is offered again.
-    pub(crate) token_returns: AtomicU64,
-}
-
 /// State shared by the engine handle and its threads.
 pub(crate) struct Shared {
     pub(crate) cfg: EngineConfig,
@@ -85,8 +56,6 @@ pub(crate) struct Shared {
     pub(crate) fabric: Fabric,
     /// Rail selection over the devices (RFC 4534).
     pub(crate) rails: Selector,
-    /// Aggregate-decision traces for TTL calibration (only when tracing).
-    pub(crate) rail_trace: rail_diag::RailTrace,
     pub(crate) epoch: Instant,
     /// Selective signaling (`MC_SIGNAL_INTERVAL`; `signal.rs`).
     pub(crate) signal: super::signal::Signaling,
@@ -103,17 +72,12 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     /// Registered memory: the region table and its pins (`memory.rs`).
     pub(crate) mem: memory::MemTable,
-    pub(crate) counters: Vec<WorkerCounters>,
-    pub(crate) async_events: AtomicU64,
-    pub(crate) retired: AtomicU64,
-    pub(crate) reclaimed: AtomicU64,
-    pub(crate) force_flushes: AtomicU64,
-    /// The handshake listener's outcomes.
-    pub(crate) handshakes: HandshakeCounters,
     /// Workers, monitor and event thread stop.
     pub(crate) stop: AtomicBool,
     /// Posting stops (shutdown drain): queued slices are canceled.
     pub(crate) draining: AtomicBool,
+    /// The counters (`telemetry.rs`).
+    pub(crate) telemetry: Telemetry,
     /// Fault-injection state (empty without the `fault-injection` feature).
     pub(crate) fault: fault::FaultState,
     /// This `Shared` itself, for the automatic reconnect thread.
@@ -223,11 +187,7 @@ impl Shared {
     /// cache returns (each counted after its release), plus the CC epochs (windows change
     /// there). A parked slice's block lifts when it moves (`park.rs`).
     pub(crate) fn release_stamp(&self) -> u64 {
-        self.counters.iter().fold(self.gate.epochs(), |a, c| {
-            a.wrapping_add(c.completions.load(Ordering::Acquire))
-                .wrapping_add(c.unposted.load(Ordering::Acquire))
-                .wrapping_add(c.token_returns.load(Ordering::Acquire))
-        })
+        self.telemetry.release_stamp(self.gate.epochs())
     }
 
     /// Retires an endpoint (the one teardown API) and counts it. A QP that
@@ -256,11 +216,6 @@ impl Shared {
             cq_outstanding: self.fabric.cq_outstanding(),
             slices_pending: self.tables.slices.pending() as u64,
             endpoints_live: self.endpoints.live() as u64,
-            async_events: self.async_events.load(Ordering::Relaxed),
-            retired: self.retired.load(Ordering::Relaxed),
-            reclaimed: self.reclaimed.load(Ordering::Relaxed),
-            force_flushes: self.force_flushes.load(Ordering::Relaxed),
-            handshakes: self.handshakes.snapshot(),
             gate: self.gate.stats(),
             rails: self.fabric.devs.len() as u16,
             mem_regions: self.mem.count(),
@@ -272,28 +227,11 @@ impl Shared {
         }
         let rc = self.rails.counters();
         s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
-        for (w, c) in self.counters.iter().enumerate() {
-            let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            if let Some(sh) = self.fabric.post_shard(w) {
-                if let Some(p) = s.rail_slices_posted.get_mut(self.fabric.topo.device_of(sh)) {
-                    *p += l(&c.posts);
-                }
-            }
-            s.posts += l(&c.posts);
-            s.doorbells += l(&c.doorbells);
-            s.completions += l(&c.completions);
-            s.stale_completions += l(&c.stale);
-            s.bad_completions += l(&c.bad);
-            s.deferrals += l(&c.deferrals);
-            s.avoids += l(&c.avoids);
-            s.backpressure += l(&c.backpressure);
-            s.unposted += l(&c.unposted);
-            s.retries += l(&c.retries);
-            s.rail_moves += l(&c.rail_moves);
-            s.invalid_posts += l(&c.invalid);
-            s.parks += l(&c.parks);
-            s.parked += l(&c.parked);
-        }
+        self.telemetry.add_to(&mut s, |w| {
+            self.fabric
+                .post_shard(w)
+                .map(|sh| self.fabric.topo.device_of(sh))
+        });
         s
     }
 }
@@ -350,7 +288,6 @@ impl Shared {
         let shared = Arc::new(Shared {
             fabric,
             rails,
-            rail_trace: rail_diag::RailTrace::new(cfg.rail.trace && cfg.rail.peer_accounting),
             epoch: Instant::now(),
             signal: super::signal::Signaling::new(
                 railyard_core::completion::SignalPolicy::new(cfg.signal_interval)
@@ -367,14 +304,7 @@ impl Shared {
             cc_error,
             registry: Registry::default(),
             mem: memory::MemTable::new(inflight as usize),
-            counters: (0..fabric_workers)
-                .map(|_| WorkerCounters::default())
-                .collect(),
-            async_events: AtomicU64::new(0),
-            retired: AtomicU64::new(0),
-            reclaimed: AtomicU64::new(0),
-            force_flushes: AtomicU64::new(0),
-            handshakes: HandshakeCounters::default(),
+            telemetry: Telemetry::new(fabric_workers, cfg.rail.trace && cfg.rail.peer_accounting),
             stop: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             fault: fault::FaultState::default(),

@@ -222,7 +222,7 @@ impl Shared {
                 run_bytes,
                 now,
             );
-            self.rail_trace.record(trace);
+            self.telemetry.rail_trace.record(trace);
             run_rail
         });
         let mut entry = TaskEntry {

@@ -19,7 +19,8 @@ use super::config::MONITOR_TICK;
 use super::connect::RetryRoute;
 use super::fault::TraceEvent;
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
-use super::shared::{HotPath, Shared, WorkerCounters, WorkerTokens};
+use super::shared::{HotPath, Shared, WorkerTokens};
+use super::telemetry::WorkerCounters;
 use super::types::ep_from_word;
 use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
 use railyard_core::cc::{Avoidance, DomainKind};
@@ -50,7 +51,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
     // This thread's token cache: its posts claim from it, its polls return
     // to it (`Shared::worker_tokens`); flushed when the loop ends.
     let mut tokens = sh.worker_tokens();
-    let c = &sh.counters[w];
+    let c = &sh.telemetry.workers[w];
     let mut wcs = [WorkCompletion::default(); 64];
     // Refused slices wait here for the event that can change the answer
     // (`park.rs`); allocated once, here.

@@ -394,7 +394,7 @@ impl Shared {
         for h in hs {
             match self.endpoints.retire(h, RetireReason::Shutdown, self.now()) {
                 Ok(_) => {
-                    self.retired.fetch_add(1, Ordering::Relaxed);
+                    self.telemetry.retired.fetch_add(1, Ordering::Relaxed);
                     self.log_retired(h, RetireReason::Shutdown);
                 }
                 Err(e) => first_err = first_err.or(Some(e)),

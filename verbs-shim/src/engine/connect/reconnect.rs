@@ -173,7 +173,7 @@ impl Shared {
                     .retire(h, RetireReason::Shutdown, self.now())
                     .is_ok()
             {
-                self.retired.fetch_add(1, Ordering::Relaxed);
+                self.telemetry.retired.fetch_add(1, Ordering::Relaxed);
                 self.log_retired(h, RetireReason::Shutdown);
             }
         }
