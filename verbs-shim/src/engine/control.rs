@@ -74,7 +74,7 @@ pub(crate) fn spawn_all(
     match r {
         Ok(()) => Ok(v),
         Err(e) => {
-            sh.stop.store(true, Ordering::Release);
+            sh.lifecycle.stop.store(true, Ordering::Release);
             sh.fabric.wake_all();
             for t in v {
                 let _ = t.join();
@@ -111,7 +111,7 @@ fn monitor(sh: &Shared) {
     let mut tick = 0u64;
     let mut last_polls = u64::MAX;
     let mut health = HealthWatch::default();
-    while !sh.stop.load(Ordering::Acquire) {
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
         let now = sh.now();
         // The CC control epoch: the pollers stalled if work was on a CQ and
         // no poller ran a round since the last epoch.
@@ -175,7 +175,7 @@ fn credit_loop(sh: &Shared) {
     let Some(c) = sh.credit.as_ref() else { return };
     let nap = (c.cfg.refresh / 4).clamp(Duration::from_micros(200), Duration::from_millis(2));
     let drain = 2 * sh.cfg.drain_timeout.as_nanos() as u64;
-    while !sh.stop.load(Ordering::Acquire) {
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
         let changed = c.tick(sh.now(), sh.cfg.slice_size, drain, |eps| sh.any_active(eps));
         for seg in changed {
             sh.fabric.credit_changed(seg);
@@ -260,7 +260,7 @@ pub(crate) fn event_targets(
 /// through the one retire API and feeds the controller, at the scope
 /// [`event_targets`] gives.
 fn async_events(sh: &Shared, dev: usize) {
-    while !sh.stop.load(Ordering::Acquire) {
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
         let ev = match sh.fabric.devs[dev].ctx.next_async_event(50) {
             Ok(Some(ev)) => ev,
             Ok(None) => continue,
@@ -336,7 +336,7 @@ fn listen(sh: &Shared, listener: TcpListener) {
     serve(
         &listener,
         &limits,
-        &sh.stop,
+        &sh.lifecycle.stop,
         |peer: PeerDescriptor, hs| {
             let from = hs.stream().peer_addr().ok();
             let peer_nics = peer.nics.len();

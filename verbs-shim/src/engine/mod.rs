@@ -143,6 +143,7 @@ mod fabric;
 mod fault;
 #[cfg(feature = "fault-injection")]
 mod inject;
+mod lifecycle;
 mod memory;
 mod observe;
 mod park;
@@ -588,14 +589,9 @@ impl Engine {
         if self.threads.is_empty() {
             return;
         }
-        sh.draining.store(true, Ordering::Release);
+        sh.lifecycle.draining.store(true, Ordering::Release);
         // A reconnect in flight publishes its endpoint before we retire all.
-        let reconnects: Vec<JoinHandle<()>> = sh
-            .reconnect_threads
-            .lock()
-            .map(|mut v| v.drain(..).collect())
-            .unwrap_or_default();
-        for t in reconnects {
+        for t in sh.lifecycle.take_reconnects() {
             let _ = t.join();
         }
         sh.retire_all(RetireReason::Shutdown);
@@ -604,7 +600,7 @@ impl Engine {
         while sh.tokens.in_use() > 0 && t0.elapsed() < sh.cfg.drain_timeout * 2 {
             std::thread::sleep(Duration::from_millis(1));
         }
-        sh.stop.store(true, Ordering::Release);
+        sh.lifecycle.stop.store(true, Ordering::Release);
         sh.fabric.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();

@@ -12,6 +12,7 @@ use super::credit::EngineCredit;
 use super::error::{ConfigError, EngineError};
 use super::fabric::{Dev, EpResource, Fabric};
 use super::fault;
+use super::lifecycle::Lifecycle;
 use super::memory;
 use super::registry::Registry;
 use super::stats::EngineStats;
@@ -23,9 +24,8 @@ use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, Pha
 use railyard_core::rail::{DeviceSpec, Selector};
 use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenError, TokenPool};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 /// The engine's composed hot path: its tables, its rail selector and its
@@ -72,20 +72,15 @@ pub(crate) struct Shared {
     pub(crate) registry: Registry,
     /// Registered memory: the region table and its pins (`memory.rs`).
     pub(crate) mem: memory::MemTable,
-    /// Workers, monitor and event thread stop.
-    pub(crate) stop: AtomicBool,
-    /// Posting stops (shutdown drain): queued slices are canceled.
-    pub(crate) draining: AtomicBool,
+    /// Running, draining or stopping, and the reconnect threads
+    /// (`lifecycle.rs`).
+    pub(crate) lifecycle: Lifecycle,
     /// The counters (`telemetry.rs`).
     pub(crate) telemetry: Telemetry,
     /// Fault-injection state (empty without the `fault-injection` feature).
     pub(crate) fault: fault::FaultState,
     /// This `Shared` itself, for the automatic reconnect thread.
     pub(crate) me: OnceLock<std::sync::Weak<Shared>>,
-    /// Automatic reconnect threads (joined at shutdown).
-    pub(crate) reconnect_threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Serializes reconnects.
-    pub(crate) reconnect_lock: Mutex<()>,
     /// Receiver credit (RFC 2849, `credit/`); `None` with it off.
     pub(crate) credit: Option<EngineCredit>,
 }
@@ -304,13 +299,10 @@ impl Shared {
             cc_error,
             registry: Registry::default(),
             mem: memory::MemTable::new(inflight as usize),
+            lifecycle: Lifecycle::default(),
             telemetry: Telemetry::new(fabric_workers, cfg.rail.trace && cfg.rail.peer_accounting),
-            stop: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
             fault: fault::FaultState::default(),
             me: OnceLock::new(),
-            reconnect_threads: Mutex::new(Vec::new()),
-            reconnect_lock: Mutex::new(()),
             credit: EngineCredit::new(cfg.credit)?,
             cfg,
         });

@@ -61,7 +61,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
         1
     });
     let mut idle = 0u32;
-    while !sh.stop.load(Ordering::Acquire) {
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
         let mut did = 0;
         if let Some(s) = post_shard {
             did += post_round(sh, &owner, &mut tokens, &local, s, c, &mut lot);
@@ -200,7 +200,7 @@ fn post_round(
     lot: &mut Lot,
 ) -> usize {
     let q = &sh.fabric.queues[shard];
-    let draining = sh.draining.load(Ordering::Relaxed);
+    let draining = sh.lifecycle.draining.load(Ordering::Relaxed);
     let budget = q.len().min(4 * MAX_POST_BATCH);
     if budget == 0 && lot.is_empty() {
         return 0;

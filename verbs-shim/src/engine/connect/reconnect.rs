@@ -83,8 +83,8 @@ impl Shared {
     /// started one.
     pub(crate) fn after_retire(&self, h: EndpointHandle, reason: RetireReason) -> Option<usize> {
         if !matches!(reason, RetireReason::CqError | RetireReason::QpFatal)
-            || self.draining.load(Ordering::Acquire)
-            || self.stop.load(Ordering::Acquire)
+            || self.lifecycle.draining.load(Ordering::Acquire)
+            || self.lifecycle.stop.load(Ordering::Acquire)
         {
             return None;
         }
@@ -105,17 +105,13 @@ impl Shared {
                 // the endpoint retired and the reconnect still under way.
                 me.log_reconnect(seg, &r);
             });
-        let mut threads = self
-            .reconnect_threads
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        threads.retain(|t| !t.is_finished());
         match spawned {
             Ok(t) => {
-                threads.push(t);
+                self.lifecycle.keep_reconnect(Some(t));
                 Some(seg)
             }
             Err(_) => {
+                self.lifecycle.keep_reconnect(None);
                 self.registry.end_reconnect(seg);
                 None
             }
@@ -158,12 +154,9 @@ impl Shared {
         published: &mut bool,
     ) -> Result<u32, EngineError> {
         let id = SegmentId(seg as u32);
-        let _one = self
-            .reconnect_lock
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _one = self.lifecycle.one_reconnect();
         let (peer, old, replaces) = self.registry.reconnect_target(seg)?;
-        if self.draining.load(Ordering::Acquire) {
+        if self.lifecycle.draining.load(Ordering::Acquire) {
             return Err(EngineError::SegmentClosed(id));
         }
         for h in old {
