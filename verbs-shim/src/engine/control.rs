@@ -5,6 +5,7 @@
 //! them with the workers (`worker.rs`, which post and poll).
 
 use super::config::MONITOR_TICK;
+use super::connect::{accept_peer, retire};
 use super::events::{event_action, EventAction};
 use super::fault::TraceEvent;
 use super::observe::HealthWatch;
@@ -159,7 +160,7 @@ fn monitor(sh: &Shared) {
             }
         }
         if tick % 4 == 0 {
-            sh.expire_tasks(now, poller);
+            expire_tasks(sh, now, poller);
         }
         tick += 1;
         std::thread::sleep(MONITOR_TICK);
@@ -320,7 +321,7 @@ pub(crate) fn handle_async_event(
             .trace(&sh.gate, TraceEvent::Feedback(None, k.effect));
     }
     for h in t.retire {
-        sh.retire(h, reason);
+        retire(sh, h, reason);
     }
 }
 
@@ -340,7 +341,7 @@ fn listen(sh: &Shared, listener: TcpListener) {
         |peer: PeerDescriptor, hs| {
             let from = hs.stream().peer_addr().ok();
             let peer_nics = peer.nics.len();
-            let r = sh.accept_peer(peer, hs);
+            let r = accept_peer(sh, peer, hs);
             match &r {
                 Ok(()) => tracing::info!(target: "railyard::handshake", peer = ?from, peer_nics,
                     "handshake accepted"),
@@ -354,71 +355,63 @@ fn listen(sh: &Shared, listener: TcpListener) {
     );
 }
 
-impl Shared {
-    /// Times out tasks past their deadline (monitor thread), RFC 4162's
-    /// non-WC signal table: a deadline on an attempt that was posted is a
-    /// software completion timeout. One software route timeout per
-    /// timed-out task and route goes to the controller, which counts it at
-    /// its next control epoch as a route hard error, or suppresses it if
-    /// the pollers stalled in that epoch ([`GateStats::route_timeouts`] /
-    /// [`GateStats::suppressed_timeouts`]). The task evidence follows the
-    /// monitor's poller status at expiry: pollers progressing →
-    /// `ROUTE_TIMEOUT` (scope QP; task CONGESTED before quarantine);
-    /// stalled → `POLLER_STALL` (task UNKNOWN: the network is not blamed
-    /// for CPU scheduling). A slice that never got a token (still queued)
-    /// is no route evidence: if the task has no evidence at all, it gets
-    /// `POLLER_STALL` (UNKNOWN: the deadline passed in local scheduling),
-    /// never NORMAL; otherwise what held it (a deferral, a quarantine) is
-    /// already recorded and stands.
-    pub(crate) fn expire_tasks(&self, now: u64, poller: railyard_core::cc::PollerStatus) {
-        use railyard_core::classify::{classify_signal, Signal};
-        let sig = classify_signal(match poller {
-            railyard_core::cc::PollerStatus::Stalled => Signal::DeadlinePollerStalled,
-            _ => Signal::DeadlinePollerProgressing,
-        });
-        let stall = classify_signal(Signal::DeadlinePollerStalled);
-        let mut fed: Vec<(u32, u32)> = Vec::new();
-        self.tables.settle_where(
-            &self.mem,
-            Outcome::TimedOut,
-            |_, t| now > t.deadline_ns.load(Ordering::Relaxed),
-            |r| {
-                let m = &self.tables.meta[r.index as usize];
-                if m.posted.load(Ordering::Acquire) != r.attempt {
-                    if self
-                        .tables
-                        .task_of(r.index)
-                        .anomalies
-                        .load(Ordering::Acquire)
-                        == 0
-                    {
-                        let mut o = Observation::new(stall.reason, now);
-                        o.scope = Observed::Value(stall.scope);
-                        self.tables.note(r, o);
-                    }
-                    return;
+/// Times out tasks past their deadline (monitor thread), RFC 4162's
+/// non-WC signal table: a deadline on an attempt that was posted is a
+/// software completion timeout. One software route timeout per
+/// timed-out task and route goes to the controller, which counts it at
+/// its next control epoch as a route hard error, or suppresses it if
+/// the pollers stalled in that epoch ([`GateStats::route_timeouts`] /
+/// [`GateStats::suppressed_timeouts`]). The task evidence follows the
+/// monitor's poller status at expiry: pollers progressing →
+/// `ROUTE_TIMEOUT` (scope QP; task CONGESTED before quarantine);
+/// stalled → `POLLER_STALL` (task UNKNOWN: the network is not blamed
+/// for CPU scheduling). A slice that never got a token (still queued)
+/// is no route evidence: if the task has no evidence at all, it gets
+/// `POLLER_STALL` (UNKNOWN: the deadline passed in local scheduling),
+/// never NORMAL; otherwise what held it (a deferral, a quarantine) is
+/// already recorded and stands.
+pub(crate) fn expire_tasks(sh: &Shared, now: u64, poller: railyard_core::cc::PollerStatus) {
+    use railyard_core::classify::{classify_signal, Signal};
+    let sig = classify_signal(match poller {
+        railyard_core::cc::PollerStatus::Stalled => Signal::DeadlinePollerStalled,
+        _ => Signal::DeadlinePollerProgressing,
+    });
+    let stall = classify_signal(Signal::DeadlinePollerStalled);
+    let mut fed: Vec<(u32, u32)> = Vec::new();
+    sh.tables.settle_where(
+        &sh.mem,
+        Outcome::TimedOut,
+        |_, t| now > t.deadline_ns.load(Ordering::Relaxed),
+        |r| {
+            let m = &sh.tables.meta[r.index as usize];
+            if m.posted.load(Ordering::Acquire) != r.attempt {
+                if sh.tables.task_of(r.index).anomalies.load(Ordering::Acquire) == 0 {
+                    let mut o = Observation::new(stall.reason, now);
+                    o.scope = Observed::Value(stall.scope);
+                    sh.tables.note(r, o);
                 }
-                let rec = TokenRecord {
-                    slice: r,
-                    route: m.route.load(Ordering::Relaxed),
-                    device: m.dev.load(Ordering::Relaxed) as u16,
-                    peer: Some(m.segment.load(Ordering::Relaxed)).into(),
-                    bytes: m.len.load(Ordering::Relaxed),
-                    ..TokenRecord::default()
-                };
-                let mut o = self.gate.observe(&rec, sig.reason, now);
-                o.scope = Observed::Value(sig.scope);
-                self.tables.note(r, o);
-                let key = (m.task.load(Ordering::Relaxed), rec.route);
-                if !fed.contains(&key) {
-                    fed.push(key);
-                }
-            },
-        );
-        for (_, route) in fed {
-            self.gate
-                .event_feedback(Some(route), railyard_core::classify::Effect::Timeout);
-        }
+                return;
+            }
+            let rec = TokenRecord {
+                slice: r,
+                route: m.route.load(Ordering::Relaxed),
+                device: m.dev.load(Ordering::Relaxed) as u16,
+                peer: Some(m.segment.load(Ordering::Relaxed)).into(),
+                bytes: m.len.load(Ordering::Relaxed),
+                ..TokenRecord::default()
+            };
+            let mut o = sh.gate.observe(&rec, sig.reason, now);
+            o.scope = Observed::Value(sig.scope);
+            sh.tables.note(r, o);
+            let key = (m.task.load(Ordering::Relaxed), rec.route);
+            if !fed.contains(&key) {
+                fed.push(key);
+            }
+        },
+    );
+    for (_, route) in fed {
+        sh.gate
+            .event_feedback(Some(route), railyard_core::classify::Effect::Timeout);
     }
 }
 

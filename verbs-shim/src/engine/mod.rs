@@ -99,7 +99,7 @@
 //!   selector from the environment (see [`EngineConfig`]).
 //! * **Deadlines** (`TIMEOUT`) are RFC 4162 software route timeouts: fed
 //!   to the controller and recorded as task evidence (see
-//!   `Shared::expire_tasks`).
+//!   `control::expire_tasks`).
 //! * **Async events** are read per device and land at their classified
 //!   scope (`control::event_targets`): QP → its endpoint and route; CQ →
 //!   only the endpoints with a QP on that CQ, with fatal feedback to their
@@ -111,7 +111,7 @@
 //!   handshake runs again for every rail, each rail's route moves to a new
 //!   generation, and waiting retries move to the new endpoints. A retry
 //!   whose rail is gone while another rail of the segment is live moves
-//!   there (rail failover, `Shared::re_rail`).
+//!   there (rail failover, `connect::re_rail`).
 //!
 //! * **Receiver credit** (RFC 2849, `credit/`, off by default,
 //!   `MC_RECEIVER_CREDIT=off|optional|required`): negotiated in the
@@ -395,7 +395,7 @@ impl Engine {
     /// CQ error or a QP-scope event, the engine reconnects once on its own,
     /// and [`reconnect_segment`](Self::reconnect_segment) does it on demand.
     pub fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
-        self.shared.open_segment(peer)
+        connect::open_segment(&self.shared, peer)
     }
 
     /// The regions the peer exported at handshake time (remote addresses of
@@ -414,7 +414,7 @@ impl Engine {
     /// no new posts; their posted work drains (or is flushed after the
     /// drain timeout).
     pub fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
-        self.shared.close_segment(seg)
+        connect::close_segment(&self.shared, seg)
     }
 
     /// Creates an empty batch that will hold up to `capacity` tasks.
@@ -427,7 +427,7 @@ impl Engine {
     /// [`slice_count`]) and queues the slices to the workers. Task `i` of
     /// this call gets index `previous tasks + i` in the batch.
     pub fn submit(&self, batch: BatchId, transfers: &[Transfer]) -> Result<(), EngineError> {
-        self.shared.submit(batch, transfers)
+        submit::submit(&self.shared, batch, transfers)
     }
 
     /// The state and progress of task `task` of `batch`.
@@ -525,7 +525,7 @@ impl Engine {
     /// (unless a slice already failed or timed out). Work already posted
     /// still completes on the wire; its completion only releases resources.
     pub fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        self.shared.cancel_batch(batch)
+        submit::cancel_batch(&self.shared, batch)
     }
 
     /// Frees a batch whose tasks are all finished; its task and slice slots
@@ -537,7 +537,7 @@ impl Engine {
 
     /// Counters and leak-check gauges.
     pub fn stats(&self) -> EngineStats {
-        self.shared.stats()
+        observe::stats(&self.shared)
     }
 
     /// What a host exports, in one call: [`stats`](Self::stats) plus the
@@ -558,7 +558,7 @@ impl Engine {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn snapshot(&self) -> EngineSnapshot {
-        self.shared.snapshot()
+        observe::snapshot(&self.shared)
     }
 
     /// Waits until no work request is in flight and no slice is queued
@@ -594,7 +594,7 @@ impl Engine {
         for t in sh.lifecycle.take_reconnects() {
             let _ = t.join();
         }
-        sh.retire_all(RetireReason::Shutdown);
+        connect::retire_all(sh, RetireReason::Shutdown);
         control::flush_all(sh);
         let t0 = Instant::now();
         while sh.tokens.in_use() > 0 && t0.elapsed() < sh.cfg.drain_timeout * 2 {
@@ -619,7 +619,7 @@ impl Engine {
     /// a QUARANTINED route avoids them until its cooldown moves it to
     /// PROBING, and a successful probe makes it HEALTHY.
     pub fn reconnect_segment(&self, seg: SegmentId) -> Result<u32, EngineError> {
-        self.shared.reconnect(seg.0 as usize)
+        connect::reconnect(&self.shared, seg.0 as usize)
     }
 
     /// The connection state of `seg`'s first rail (the only one with a

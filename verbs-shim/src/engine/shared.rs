@@ -1,10 +1,15 @@
-//! The state the engine handle and its threads share ([`Shared`]): the
-//! core tables, the devices and their shards ([`Topology`]), segments and
-//! their rails, per-slice and per-task records, and the task accounting
-//! every path settles through. Connection setup (`connect/`), submit
-//! (`submit.rs`), the workers (`worker.rs`) and the control threads
-//! (`control.rs`) are methods on [`Shared`] or functions of it; none of
-//! them keeps state of its own.
+//! The state the engine handle and its threads share ([`Shared`]): its
+//! parts, each owning its state with its own methods in its own file
+//! (the fabric, the slice/task tables, the registry of segments, memory,
+//! telemetry, the run state, receiver credit, fault injection) and the
+//! core pieces of the composed hot path (the token pool, the endpoint
+//! table, the rail selector, the CC gate, selective signaling). What needs
+//! several parts at once is here, in [`Shared`]'s one impl: building the
+//! engine, the composed hot path, settling and re-queueing a slice. The
+//! paths over it are functions of it, each in its own file: connection
+//! setup, retire and reconnect (`connect/`), submit (`submit.rs`), the
+//! workers (`worker.rs`), the control threads (`control.rs`) and the
+//! stats and logging (`observe.rs`); none of them keeps state of its own.
 
 use super::cc_gate::CcGate;
 use super::config::EngineConfig;
@@ -15,12 +20,10 @@ use super::fault;
 use super::lifecycle::Lifecycle;
 use super::memory;
 use super::registry::Registry;
-use super::stats::EngineStats;
 use super::tables::Tables;
 use super::telemetry::Telemetry;
-use super::types::MAX_RAILS;
 use railyard_core::cc::SoftwareProvider;
-use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, Phase, RetireReason};
+use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, Phase};
 use railyard_core::rail::{DeviceSpec, Selector};
 use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenError, TokenPool};
@@ -183,51 +186,6 @@ impl Shared {
     /// there). A parked slice's block lifts when it moves (`park.rs`).
     pub(crate) fn release_stamp(&self) -> u64 {
         self.telemetry.release_stamp(self.gate.epochs())
-    }
-
-    /// Retires an endpoint (the one teardown API) and counts it. A QP that
-    /// must be rebuilt (CQ error, QP-scope event) on a segment this engine
-    /// opened starts one automatic reconnect (see `connect/reconnect.rs`).
-    pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
-        // Counted and logged there (`observe.rs`).
-        self.retire_logged(h, reason, None);
-    }
-
-    /// Retires every endpoint of this engine.
-    pub(crate) fn retire_all(&self, reason: RetireReason) {
-        for (_, h, _, _) in self.registry.rail_endpoints() {
-            self.retire(h, reason);
-        }
-    }
-
-    /// The stats snapshot ([`EngineStats`]).
-    pub(crate) fn stats(&self) -> EngineStats {
-        let mut s = EngineStats {
-            tokens_in_use: self.tokens.in_use() as u64,
-            tokens_cached: (self.tokens.capacity() - self.tokens.in_use())
-                .saturating_sub(self.tokens.free_in_pool()) as u64,
-            endpoint_outstanding: self.endpoints.outstanding_total(),
-            qp_depth: self.endpoints.qp_depth_total(),
-            cq_outstanding: self.fabric.cq_outstanding(),
-            slices_pending: self.tables.slices.pending() as u64,
-            endpoints_live: self.endpoints.live() as u64,
-            gate: self.gate.stats(),
-            rails: self.fabric.devs.len() as u16,
-            mem_regions: self.mem.count(),
-            mem_pins: self.mem.pins_total(),
-            ..EngineStats::default()
-        };
-        for d in 0..self.fabric.devs.len().min(MAX_RAILS) {
-            s.rail_charged_bytes[d] = self.rails.nic_inflight(d).unwrap_or(0);
-        }
-        let rc = self.rails.counters();
-        s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
-        self.telemetry.add_to(&mut s, |w| {
-            self.fabric
-                .post_shard(w)
-                .map(|sh| self.fabric.topo.device_of(sh))
-        });
-        s
     }
 }
 

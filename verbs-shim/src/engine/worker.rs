@@ -16,7 +16,7 @@
 
 use super::chains::OpenChains;
 use super::config::MONITOR_TICK;
-use super::connect::RetryRoute;
+use super::connect::{re_rail, retire, retire_after_wc, retry_route, RetryRoute};
 use super::fault::TraceEvent;
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
 use super::shared::{HotPath, Shared, WorkerTokens};
@@ -290,7 +290,7 @@ fn post_round(
         };
         if let Some(b) = lot.blocking(&sk).and_then(|id| Some((id, *lot.block(id)?))) {
             let (id, blk) = b;
-            if blk.avoided() && sh.re_rail(r) {
+            if blk.avoided() && re_rail(sh, r) {
                 c.rail_moves.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -409,7 +409,7 @@ fn post_round(
                     sh.tables.note_if_current(r, || o);
                 }
                 // Another rail if there is one; else wait for the cooldown.
-                if sh.re_rail(r) {
+                if re_rail(sh, r) {
                     c.rail_moves.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
@@ -460,7 +460,7 @@ fn post_round(
             // Retired or reclaimed endpoint: its rail's new endpoint, or
             // wait for the segment's reconnect, or another live rail (rail
             // failover); else NO_USABLE_PATH.
-            Refusal::Endpoint { .. } => match sh.retry_route(r) {
+            Refusal::Endpoint { .. } => match retry_route(sh, r) {
                 RetryRoute::Repointed => sh.requeue(r),
                 RetryRoute::Moved => {
                     c.rail_moves.fetch_add(1, Ordering::Relaxed);
@@ -671,7 +671,7 @@ fn flush_chain(
                 crate::VerbsError::Os { errno, .. } if errno == libc::ENOMEM
             );
             if !transient {
-                sh.retire(h, RetireReason::QpFatal);
+                retire(sh, h, RetireReason::QpFatal);
             }
             if selective {
                 // The unposted tail never reached the send queue. (A posted
@@ -780,7 +780,7 @@ fn resolve(
         // The QP is in ERR now: retire its endpoint (one API). For a
         // flush this is a no-op unless the QP went to ERR behind the
         // engine's back (then the burst retires it exactly once).
-        sh.retire_after_wc(&done);
+        retire_after_wc(sh, &done);
     }
     // Task evidence, for the slice's current attempt only (a stale
     // completion's slice slot may already belong to another task).

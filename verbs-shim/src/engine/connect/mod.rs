@@ -11,6 +11,7 @@ use super::credit::{self, Negotiated};
 use super::error::EngineError;
 use super::fabric::EpResource;
 use super::fault::TraceEvent;
+use super::observe::log_retired;
 use super::registry::RailEntry;
 use super::shared::Shared;
 use super::types::{ep_from_word, ep_word, SegmentId};
@@ -23,6 +24,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 
 mod reconnect;
+pub(crate) use reconnect::{reconnect, retire, retire_after_wc, retire_all, retry_route};
 
 /// What a retry whose endpoint was retired does.
 pub(crate) enum RetryRoute {
@@ -41,7 +43,7 @@ pub(crate) enum RetryRoute {
     },
 }
 
-/// What [`Shared::establish`] built.
+/// What [`establish`] built.
 pub(crate) struct Established {
     /// One per rail.
     pub(crate) rails: Vec<RailEntry>,
@@ -53,7 +55,7 @@ pub(crate) struct Established {
     pub(crate) hs: Handshake,
 }
 
-/// Which side of the handshake [`Shared::establish`] runs.
+/// Which side of the handshake [`establish`] runs.
 pub(crate) enum Side {
     /// We connected: send our descriptor first.
     Initiator,
@@ -61,348 +63,348 @@ pub(crate) enum Side {
     Target(PeerDescriptor),
 }
 
-impl Shared {
-    /// This engine's NIC entry for device `dev` and the QPs `qps` on it:
-    /// GID, QPs with their initial PSNs (PSN base returned), and every
-    /// region with the rkey of its registration on `dev`.
-    pub(crate) fn local_descriptor(
-        &self,
-        dev: usize,
-        qps: &[QueuePair],
-    ) -> Result<(EndpointDescriptor, u32), EngineError> {
-        let d = &self.fabric.devs[dev];
-        let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
-        let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
-        let psn_base = (self.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
-        let segments = self.mem.region_descriptors(dev);
-        Ok((
-            EndpointDescriptor {
-                gid,
-                lid,
-                qps: qps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, q)| QpEndpoint {
-                        qpn: q.qpn(),
-                        psn: (psn_base + i as u32) & 0xFF_FFFF,
-                    })
-                    .collect(),
-                segments,
-            },
-            psn_base,
-        ))
-    }
-
-    /// The initiator's side of the handshake, then records the segment
-    /// (`peer`: the address we dialed, which this engine can reconnect).
-    pub(crate) fn connect(
-        &self,
-        hs: Handshake,
-        peer: Option<SocketAddr>,
-    ) -> Result<SegmentId, EngineError> {
-        let est = self.establish(hs, Side::Initiator, None)?;
-        let seg = self.registry.record(est.rails, peer);
-        self.attach_credit(seg, est.credit, est.hs, None)?;
-        Ok(seg)
-    }
-
-    /// The target's side, for a descriptor the listener already received
-    /// and decoded: refuses a replay ([`Shared::is_replay`]) before
-    /// anything is built, then connects and records the segment, retiring
-    /// the connection the peer says it replaces.
-    pub(crate) fn accept_peer(
-        &self,
-        peer: PeerDescriptor,
-        hs: Handshake,
-    ) -> Result<(), EngineError> {
-        if self.registry.is_replay(&peer) {
-            // Dropping `hs` closes the connection.
-            return Err(EngineError::Handshake(HandshakeError::Replayed));
-        }
-        let est = self.establish(hs, Side::Target(peer), None)?;
-        let old = est
-            .replaces
-            .and_then(|q| self.retire_replaced(q, &est.rails));
-        let seg = self.registry.record(est.rails, None);
-        self.attach_credit(seg, est.credit, est.hs, old)
-    }
-
-    /// Both sides of the handshake: builds QPs on every device, exchanges
-    /// descriptors (one NIC entry per device; the initiator sends first, the
-    /// target has already received the initiator's: [`Side::Target`]),
-    /// connects the rail-matched pairs, barriers, then opens one endpoint
-    /// per rail in the table. The caller publishes the rails.
-    ///
-    /// **Rail rule**: local device `i` connects to the peer's NIC `i`, for
-    /// `i < min(local devices, peer NICs)`. With different counts the extra
-    /// devices of the larger side carry nothing to this peer (their QPs
-    /// are destroyed unconnected); both sides compute the same pairs.
-    /// A route domain is the same for the same (device, peer NIC), so a
-    /// reconnect lands on the same routes.
-    ///
-    /// `replaces` (a reconnect): the peer's QP number of the connection
-    /// this one replaces, sent to the peer ([`PeerDescriptor::replaces`]).
-    /// Returns the rails, what the *peer* said it replaces, the receiver
-    /// credit negotiation's outcome and the handshake connection (the
-    /// credit control channel of an `Active` segment).
-    ///
-    /// Receiver credit (RFC 2849) is negotiated from the two descriptors
-    /// right after the exchange, before any QP is connected: a refusal
-    /// ([`EngineError::CreditRefused`]) drops the connection, and since
-    /// the target replies before it decides, both sides see the other's
-    /// capability and both report the refusal.
-    pub(crate) fn establish(
-        &self,
-        hs: Handshake,
-        side: Side,
-        replaces: Option<u32>,
-    ) -> Result<Established, EngineError> {
-        let mut built = Vec::with_capacity(self.fabric.devs.len());
-        let mut local = PeerDescriptor {
-            nics: Vec::new(),
-            replaces,
-            credit: self.cfg.credit.capability(),
-        };
-        for d in 0..self.fabric.devs.len() {
-            let (qps, shards) =
-                self.fabric
-                    .new_qps(d, self.cfg.qps_per_endpoint, self.cfg.max_wr)?;
-            let (nic, psn_base) = self.local_descriptor(d, &qps)?;
-            local.nics.push(nic);
-            built.push((qps, shards, psn_base));
-        }
-        let (peer, mut hs) = match side {
-            Side::Initiator => hs.exchange_as_initiator(&local)?,
-            Side::Target(peer) => (peer, hs.reply(&local)?),
-        };
-        let credit = credit::negotiate(self.cfg.credit.policy, peer.credit).inspect_err(|_| {
-            if let Some(c) = &self.credit {
-                c.note_refused();
-            }
-        })?;
-        let rails = built.len().min(peer.nics.len());
-        built.truncate(rails);
-        let mut connected = Vec::with_capacity(rails);
-        for (d, ((mut qps, shards, psn_base), nic)) in built.into_iter().zip(&peer.nics).enumerate()
-        {
-            if nic.qps.len() != qps.len() {
-                return Err(EngineError::PeerMismatch {
-                    what: "QPs per endpoint (MC_NUM_QP_PER_EP)",
-                    ours: qps.len() as u64,
-                    theirs: nic.qps.len() as u64,
-                });
-            }
-            let qp_cfg = &self.fabric.devs[d].qp_cfg;
-            for (i, (qp, rq)) in qps.iter_mut().zip(&nic.qps).enumerate() {
-                let remote = RemoteQp {
-                    qp: *rq,
-                    gid: nic.gid,
-                    lid: nic.lid,
-                };
-                qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
-            }
-            connected.push((d as u16, qps, shards, nic));
-        }
-        hs.barrier()?;
-        let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
-        for (dev, qps, shards, nic) in connected {
-            // Only a peer that completed the barrier gets a CC route
-            // domain (a fixed-size table): one that drops out never holds one.
-            let route = match self
-                .registry
-                .route_for(dev, nic.gid, nic.lid, self.cfg.max_endpoints)
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    for r in &entry {
-                        self.retire(r.handle, RetireReason::Shutdown);
-                    }
-                    return Err(e);
-                }
-            };
-            let remote = nic.segments.clone();
-            let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
-            let handle = match self.endpoints.open(EpResource {
-                qps,
-                remote: remote.clone(),
-            }) {
-                Ok(h) => h,
-                Err(e) => {
-                    // Nothing was posted on the rails opened so far: retire
-                    // them (the one teardown API) and give up the segment.
-                    for r in &entry {
-                        self.retire(r.handle, RetireReason::Shutdown);
-                    }
-                    return Err(EngineError::Endpoint(e));
-                }
-            };
-            self.registry.map_qpns(dev, &qpns, handle);
-            tracing::debug!(target: "railyard::endpoint", device = dev, route,
-                slot = handle.slot, generation = handle.generation, ?qpns,
-                peer_qpn = nic.qps[0].qpn, "endpoint opened");
-            entry.push(RailEntry {
-                dev,
-                handle,
-                remote,
-                shards,
-                qpns,
-                peer_qpn: nic.qps[0].qpn,
-                peer_psn: nic.qps[0].psn,
-                peer_gid: nic.gid,
-                route,
-            });
-        }
-        Ok(Established {
-            rails: entry,
-            replaces: peer.replaces,
-            credit,
-            hs,
-        })
-    }
-
-    /// Hands a recorded segment's negotiation to the receiver-credit
-    /// plumbing: an `Active` one keeps its handshake connection as the
-    /// control channel (`inherit`: the segment whose connection it
-    /// replaces). A segment that cannot be credit-gated (no credit peer
-    /// slot left, `MC_RECEIVER_CREDIT_PEERS`) is closed and refused in
-    /// required mode and falls back to legacy dispatch in optional mode.
-    pub(crate) fn attach_credit(
-        &self,
-        seg: SegmentId,
-        neg: Negotiated,
-        hs: Handshake,
-        inherit: Option<u32>,
-    ) -> Result<(), EngineError> {
-        let Some(c) = &self.credit else {
-            return Ok(());
-        };
-        let eps = self.registry.endpoints_of(seg);
-        let stream = matches!(neg, Negotiated::Active(_)).then(|| hs.into_stream());
-        if c.attach(seg.0, neg, stream, inherit, eps) {
-            return Ok(());
-        }
-        if self.cfg.credit.policy == CreditPolicy::Required {
-            c.note_refused();
-            let _ = self.close_segment(seg);
-            return Err(EngineError::CreditRefused {
-                ours: "required",
-                theirs: "required or optional",
-                why: "no receiver-credit peer slot left (MC_RECEIVER_CREDIT_PEERS)",
-            });
-        }
-        c.attach(seg.0, Negotiated::OptionalLegacy, None, None, Vec::new());
-        Ok(())
-    }
-
-    /// The passive side of a reconnect: the peer replaced the connection
-    /// whose rail-0 endpoint here has QP number `qpn`. Its segment is
-    /// closed and its endpoints retired (RFC 3136 "passive-handshake
-    /// stale"), so repeated reconnects do not pile up stale endpoints.
-    /// Honoured only if that connection came from the same peer NIC (the
-    /// same rail-0 route domain) as the new one; anything else is ignored.
-    /// Returns the replaced segment's id.
-    pub(crate) fn retire_replaced(&self, qpn: u32, new: &[RailEntry]) -> Option<u32> {
-        let (seg, old) = self.registry.close_replaced(qpn, new)?;
-        for h in old {
-            self.retire(h, RetireReason::PassiveHandshakeStale);
-        }
-        Some(seg)
-    }
-
-    /// Moves slice attempt `r` (held by the caller: in no queue) to another
-    /// rail of its segment, RFC 4162's "use the existing alternate rail":
-    /// the best-scoring rail on another device whose endpoint is active and
-    /// whose device and route the gate finds usable. Rewrites the slice's
-    /// rail (device, endpoint, shard, route; the QP index is kept) and
-    /// queues it there. False, changing nothing, if there is no such rail
-    /// (always with one device).
-    pub(crate) fn re_rail(&self, r: SliceRef) -> bool {
-        if self.fabric.devs.len() < 2 {
-            return false;
-        }
-        let m = &self.tables.meta[r.index as usize];
-        let cur = m.dev.load(Ordering::Relaxed) as u16;
-        let seg = m.segment.load(Ordering::Relaxed);
-        let qp = m.qp.load(Ordering::Relaxed) as usize;
-        let bytes = m.len.load(Ordering::Relaxed);
-        let choice = {
-            let Ok(segs) = self.registry.read_segments() else {
-                return false;
-            };
-            let Some(e) = segs.get(seg as usize) else {
-                return false;
-            };
-            e.rails
+/// This engine's NIC entry for device `dev` and the QPs `qps` on it:
+/// GID, QPs with their initial PSNs (PSN base returned), and every
+/// region with the rkey of its registration on `dev`.
+pub(crate) fn local_descriptor(
+    sh: &Shared,
+    dev: usize,
+    qps: &[QueuePair],
+) -> Result<(EndpointDescriptor, u32), EngineError> {
+    let d = &sh.fabric.devs[dev];
+    let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
+    let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
+    let psn_base = (sh.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
+    let segments = sh.mem.region_descriptors(dev);
+    Ok((
+        EndpointDescriptor {
+            gid,
+            lid,
+            qps: qps
                 .iter()
-                .filter(|x| {
-                    x.dev != cur
-                        && matches!(self.endpoints.state(x.handle),
-                            Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
-                        && self.gate.usable(x.dev, x.route)
+                .enumerate()
+                .map(|(i, q)| QpEndpoint {
+                    qpn: q.qpn(),
+                    psn: (psn_base + i as u32) & 0xFF_FFFF,
                 })
-                .filter_map(|x| {
-                    let score = self
-                        .rails
-                        .score_of(usize::from(x.dev), Some(seg), bytes, false)?;
-                    Some((score, x.dev, x.handle, x.shards.get(qp).copied(), x.route))
-                })
-                .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
+                .collect(),
+            segments,
+        },
+        psn_base,
+    ))
+}
+
+/// The initiator's side of the handshake, then records the segment
+/// (`peer`: the address we dialed, which this engine can reconnect).
+pub(crate) fn connect(
+    sh: &Shared,
+    hs: Handshake,
+    peer: Option<SocketAddr>,
+) -> Result<SegmentId, EngineError> {
+    let est = establish(sh, hs, Side::Initiator, None)?;
+    let seg = sh.registry.record(est.rails, peer);
+    attach_credit(sh, seg, est.credit, est.hs, None)?;
+    Ok(seg)
+}
+
+/// The target's side, for a descriptor the listener already received
+/// and decoded: refuses a replay ([`Registry::is_replay`](super::registry::Registry::is_replay)) before
+/// anything is built, then connects and records the segment, retiring
+/// the connection the peer says it replaces.
+pub(crate) fn accept_peer(
+    sh: &Shared,
+    peer: PeerDescriptor,
+    hs: Handshake,
+) -> Result<(), EngineError> {
+    if sh.registry.is_replay(&peer) {
+        // Dropping `hs` closes the connection.
+        return Err(EngineError::Handshake(HandshakeError::Replayed));
+    }
+    let est = establish(sh, hs, Side::Target(peer), None)?;
+    let old = est
+        .replaces
+        .and_then(|q| retire_replaced(sh, q, &est.rails));
+    let seg = sh.registry.record(est.rails, None);
+    attach_credit(sh, seg, est.credit, est.hs, old)
+}
+
+/// Both sides of the handshake: builds QPs on every device, exchanges
+/// descriptors (one NIC entry per device; the initiator sends first, the
+/// target has already received the initiator's: [`Side::Target`]),
+/// connects the rail-matched pairs, barriers, then opens one endpoint
+/// per rail in the table. The caller publishes the rails.
+///
+/// **Rail rule**: local device `i` connects to the peer's NIC `i`, for
+/// `i < min(local devices, peer NICs)`. With different counts the extra
+/// devices of the larger side carry nothing to this peer (their QPs
+/// are destroyed unconnected); both sides compute the same pairs.
+/// A route domain is the same for the same (device, peer NIC), so a
+/// reconnect lands on the same routes.
+///
+/// `replaces` (a reconnect): the peer's QP number of the connection
+/// this one replaces, sent to the peer ([`PeerDescriptor::replaces`]).
+/// Returns the rails, what the *peer* said it replaces, the receiver
+/// credit negotiation's outcome and the handshake connection (the
+/// credit control channel of an `Active` segment).
+///
+/// Receiver credit (RFC 2849) is negotiated from the two descriptors
+/// right after the exchange, before any QP is connected: a refusal
+/// ([`EngineError::CreditRefused`]) drops the connection, and since
+/// the target replies before it decides, both sides see the other's
+/// capability and both report the refusal.
+pub(crate) fn establish(
+    sh: &Shared,
+    hs: Handshake,
+    side: Side,
+    replaces: Option<u32>,
+) -> Result<Established, EngineError> {
+    let mut built = Vec::with_capacity(sh.fabric.devs.len());
+    let mut local = PeerDescriptor {
+        nics: Vec::new(),
+        replaces,
+        credit: sh.cfg.credit.capability(),
+    };
+    for d in 0..sh.fabric.devs.len() {
+        let (qps, shards) = sh
+            .fabric
+            .new_qps(d, sh.cfg.qps_per_endpoint, sh.cfg.max_wr)?;
+        let (nic, psn_base) = local_descriptor(sh, d, &qps)?;
+        local.nics.push(nic);
+        built.push((qps, shards, psn_base));
+    }
+    let (peer, mut hs) = match side {
+        Side::Initiator => hs.exchange_as_initiator(&local)?,
+        Side::Target(peer) => (peer, hs.reply(&local)?),
+    };
+    let credit = credit::negotiate(sh.cfg.credit.policy, peer.credit).inspect_err(|_| {
+        if let Some(c) = &sh.credit {
+            c.note_refused();
+        }
+    })?;
+    let rails = built.len().min(peer.nics.len());
+    built.truncate(rails);
+    let mut connected = Vec::with_capacity(rails);
+    for (d, ((mut qps, shards, psn_base), nic)) in built.into_iter().zip(&peer.nics).enumerate() {
+        if nic.qps.len() != qps.len() {
+            return Err(EngineError::PeerMismatch {
+                what: "QPs per endpoint (MC_NUM_QP_PER_EP)",
+                ours: qps.len() as u64,
+                theirs: nic.qps.len() as u64,
+            });
+        }
+        let qp_cfg = &sh.fabric.devs[d].qp_cfg;
+        for (i, (qp, rq)) in qps.iter_mut().zip(&nic.qps).enumerate() {
+            let remote = RemoteQp {
+                qp: *rq,
+                gid: nic.gid,
+                lid: nic.lid,
+            };
+            qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
+        }
+        connected.push((d as u16, qps, shards, nic));
+    }
+    hs.barrier()?;
+    let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
+    for (dev, qps, shards, nic) in connected {
+        // Only a peer that completed the barrier gets a CC route
+        // domain (a fixed-size table): one that drops out never holds one.
+        let route = match sh
+            .registry
+            .route_for(dev, nic.gid, nic.lid, sh.cfg.max_endpoints)
+        {
+            Ok(r) => r,
+            Err(e) => {
+                for r in &entry {
+                    retire(sh, r.handle, RetireReason::Shutdown);
+                }
+                return Err(e);
+            }
         };
-        let Some((_, dev, h, Some(shard), route)) = choice else {
+        let remote = nic.segments.clone();
+        let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
+        let handle = match sh.endpoints.open(EpResource {
+            qps,
+            remote: remote.clone(),
+        }) {
+            Ok(h) => h,
+            Err(e) => {
+                // Nothing was posted on the rails opened so far: retire
+                // them (the one teardown API) and give up the segment.
+                for r in &entry {
+                    retire(sh, r.handle, RetireReason::Shutdown);
+                }
+                return Err(EngineError::Endpoint(e));
+            }
+        };
+        sh.registry.map_qpns(dev, &qpns, handle);
+        tracing::debug!(target: "railyard::endpoint", device = dev, route,
+            slot = handle.slot, generation = handle.generation, ?qpns,
+            peer_qpn = nic.qps[0].qpn, "endpoint opened");
+        entry.push(RailEntry {
+            dev,
+            handle,
+            remote,
+            shards,
+            qpns,
+            peer_qpn: nic.qps[0].qpn,
+            peer_psn: nic.qps[0].psn,
+            peer_gid: nic.gid,
+            route,
+        });
+    }
+    Ok(Established {
+        rails: entry,
+        replaces: peer.replaces,
+        credit,
+        hs,
+    })
+}
+
+/// Hands a recorded segment's negotiation to the receiver-credit
+/// plumbing: an `Active` one keeps its handshake connection as the
+/// control channel (`inherit`: the segment whose connection it
+/// replaces). A segment that cannot be credit-gated (no credit peer
+/// slot left, `MC_RECEIVER_CREDIT_PEERS`) is closed and refused in
+/// required mode and falls back to legacy dispatch in optional mode.
+pub(crate) fn attach_credit(
+    sh: &Shared,
+    seg: SegmentId,
+    neg: Negotiated,
+    hs: Handshake,
+    inherit: Option<u32>,
+) -> Result<(), EngineError> {
+    let Some(c) = &sh.credit else {
+        return Ok(());
+    };
+    let eps = sh.registry.endpoints_of(seg);
+    let stream = matches!(neg, Negotiated::Active(_)).then(|| hs.into_stream());
+    if c.attach(seg.0, neg, stream, inherit, eps) {
+        return Ok(());
+    }
+    if sh.cfg.credit.policy == CreditPolicy::Required {
+        c.note_refused();
+        let _ = close_segment(sh, seg);
+        return Err(EngineError::CreditRefused {
+            ours: "required",
+            theirs: "required or optional",
+            why: "no receiver-credit peer slot left (MC_RECEIVER_CREDIT_PEERS)",
+        });
+    }
+    c.attach(seg.0, Negotiated::OptionalLegacy, None, None, Vec::new());
+    Ok(())
+}
+
+/// The passive side of a reconnect: the peer replaced the connection
+/// whose rail-0 endpoint here has QP number `qpn`. Its segment is
+/// closed and its endpoints retired (RFC 3136 "passive-handshake
+/// stale"), so repeated reconnects do not pile up stale endpoints.
+/// Honoured only if that connection came from the same peer NIC (the
+/// same rail-0 route domain) as the new one; anything else is ignored.
+/// Returns the replaced segment's id.
+pub(crate) fn retire_replaced(sh: &Shared, qpn: u32, new: &[RailEntry]) -> Option<u32> {
+    let (seg, old) = sh.registry.close_replaced(qpn, new)?;
+    for h in old {
+        retire(sh, h, RetireReason::PassiveHandshakeStale);
+    }
+    Some(seg)
+}
+
+/// Moves slice attempt `r` (held by the caller: in no queue) to another
+/// rail of its segment, RFC 4162's "use the existing alternate rail":
+/// the best-scoring rail on another device whose endpoint is active and
+/// whose device and route the gate finds usable. Rewrites the slice's
+/// rail (device, endpoint, shard, route; the QP index is kept) and
+/// queues it there. False, changing nothing, if there is no such rail
+/// (always with one device).
+pub(crate) fn re_rail(sh: &Shared, r: SliceRef) -> bool {
+    if sh.fabric.devs.len() < 2 {
+        return false;
+    }
+    let m = &sh.tables.meta[r.index as usize];
+    let cur = m.dev.load(Ordering::Relaxed) as u16;
+    let seg = m.segment.load(Ordering::Relaxed);
+    let qp = m.qp.load(Ordering::Relaxed) as usize;
+    let bytes = m.len.load(Ordering::Relaxed);
+    let choice = {
+        let Ok(segs) = sh.registry.read_segments() else {
             return false;
         };
-        m.dev.store(u32::from(dev), Ordering::Relaxed);
-        m.ep.store(ep_word(h), Ordering::Relaxed);
-        m.shard.store(u32::from(shard), Ordering::Relaxed);
-        m.route.store(route, Ordering::Relaxed);
-        self.requeue(r);
-        true
-    }
+        let Some(e) = segs.get(seg as usize) else {
+            return false;
+        };
+        e.rails
+            .iter()
+            .filter(|x| {
+                x.dev != cur
+                    && matches!(sh.endpoints.state(x.handle),
+                        Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+                    && sh.gate.usable(x.dev, x.route)
+            })
+            .filter_map(|x| {
+                let score = sh
+                    .rails
+                    .score_of(usize::from(x.dev), Some(seg), bytes, false)?;
+                Some((score, x.dev, x.handle, x.shards.get(qp).copied(), x.route))
+            })
+            .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
+    };
+    let Some((_, dev, h, Some(shard), route)) = choice else {
+        return false;
+    };
+    m.dev.store(u32::from(dev), Ordering::Relaxed);
+    m.ep.store(ep_word(h), Ordering::Relaxed);
+    m.shard.store(u32::from(shard), Ordering::Relaxed);
+    m.route.store(route, Ordering::Relaxed);
+    sh.requeue(r);
+    true
+}
 
-    /// Resolves `peer`, runs the initiator's handshake and records the
-    /// segment with the address that answered (the one to dial again on
-    /// reconnect).
-    pub(crate) fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
-        let addrs: Vec<SocketAddr> = peer
-            .to_socket_addrs()
-            .map_err(|source| HandshakeError::Io {
-                during: "resolving the peer",
-                source,
-            })?
-            .collect();
-        let r = Handshake::connect(&addrs[..], self.cfg.handshake_timeout)
-            .map_err(EngineError::from)
-            .and_then(|hs| {
-                // The address that answered (the one to dial again on reconnect).
-                let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
-                Ok((self.connect(hs, dialed)?, dialed))
-            });
-        match &r {
-            Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
-                segment = seg.0, rails = self.registry.segment_rails(*seg).unwrap_or(0),
-                "segment opened"),
-            Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?addrs.first(),
-                reason = %e, "opening a segment failed"),
-        }
-        r.map(|(seg, _)| seg)
+/// Resolves `peer`, runs the initiator's handshake and records the
+/// segment with the address that answered (the one to dial again on
+/// reconnect).
+pub(crate) fn open_segment(
+    sh: &Shared,
+    peer: impl ToSocketAddrs,
+) -> Result<SegmentId, EngineError> {
+    let addrs: Vec<SocketAddr> = peer
+        .to_socket_addrs()
+        .map_err(|source| HandshakeError::Io {
+            during: "resolving the peer",
+            source,
+        })?
+        .collect();
+    let r = Handshake::connect(&addrs[..], sh.cfg.handshake_timeout)
+        .map_err(EngineError::from)
+        .and_then(|hs| {
+            // The address that answered (the one to dial again on reconnect).
+            let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
+            Ok((connect(sh, hs, dialed)?, dialed))
+        });
+    match &r {
+        Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
+            segment = seg.0, rails = sh.registry.segment_rails(*seg).unwrap_or(0),
+            "segment opened"),
+        Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?addrs.first(),
+            reason = %e, "opening a segment failed"),
     }
+    r.map(|(seg, _)| seg)
+}
 
-    /// Marks `seg` closed and retires its endpoints, one per rail.
-    pub(crate) fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
-        let hs = self.registry.close(seg)?;
-        let mut first_err = None;
-        for h in hs {
-            match self.endpoints.retire(h, RetireReason::Shutdown, self.now()) {
-                Ok(_) => {
-                    self.telemetry.retired.fetch_add(1, Ordering::Relaxed);
-                    self.log_retired(h, RetireReason::Shutdown);
-                }
-                Err(e) => first_err = first_err.or(Some(e)),
+/// Marks `seg` closed and retires its endpoints, one per rail.
+pub(crate) fn close_segment(sh: &Shared, seg: SegmentId) -> Result<(), EngineError> {
+    let hs = sh.registry.close(seg)?;
+    let mut first_err = None;
+    for h in hs {
+        match sh.endpoints.retire(h, RetireReason::Shutdown, sh.now()) {
+            Ok(_) => {
+                sh.telemetry.retired.fetch_add(1, Ordering::Relaxed);
+                log_retired(sh, h, RetireReason::Shutdown);
             }
+            Err(e) => first_err = first_err.or(Some(e)),
         }
-        match first_err {
-            Some(e) => Err(EngineError::Endpoint(e)),
-            None => Ok(()),
-        }
+    }
+    match first_err {
+        Some(e) => Err(EngineError::Endpoint(e)),
+        None => Ok(()),
     }
 }
