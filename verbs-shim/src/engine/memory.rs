@@ -8,8 +8,9 @@
 //!   it queues (validation and pin under the table lock, so a slot cannot
 //!   be reused in between); the slice unpins when it settles. A worker pins
 //!   once more per posted work request, right before `Owner::post`, and
-//!   unpins when that token ends (completion of any status, or the unposted
-//!   `bad_wr` tail); the region each token pinned is kept in `tok_mem`,
+//!   unpins when that token ends (completion of any status, a refused post,
+//!   or the unposted `bad_wr` tail), with the token's other holds (the
+//!   engine's hot path, `hotpath.rs`); the region each token pinned is kept in `tok_mem`,
 //!   indexed by the token's slot (the low 32 bits of its `wr_id`). A
 //!   canceled or timed-out slice whose last attempt is still on the wire
 //!   therefore keeps its region pinned until that completion arrives.

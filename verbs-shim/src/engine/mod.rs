@@ -133,6 +133,7 @@
 
 mod cc_gate;
 mod chains;
+mod completion;
 mod config;
 mod connect;
 mod control;
@@ -141,6 +142,7 @@ mod error;
 mod events;
 mod fabric;
 mod fault;
+mod hotpath;
 #[cfg(feature = "fault-injection")]
 mod inject;
 mod lifecycle;

@@ -17,6 +17,7 @@ use super::credit::EngineCredit;
 use super::error::{ConfigError, EngineError};
 use super::fabric::{Dev, EpResource, Fabric};
 use super::fault;
+use super::hotpath::HotPath;
 use super::lifecycle::Lifecycle;
 use super::memory;
 use super::registry::Registry;
@@ -30,27 +31,6 @@ use railyard_core::token::{TokenError, TokenPool};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-
-/// The engine's composed hot path: its tables, its rail selector and its
-/// CC layer.
-/// Free tokens a worker's cache holds at most ([`Shared::worker_tokens`]).
-pub(crate) const TOKEN_CACHE: usize = 32;
-
-/// A worker thread's token source for the hot path: its own cache over the
-/// engine's pool, or `None` (the pool directly) when the pool is too small
-/// to spare [`TOKEN_CACHE`] free tokens per worker.
-pub(crate) type WorkerTokens<'a> =
-    Option<railyard_core::token::TokenCache<'a, railyard_core::token::TokenRecord, TOKEN_CACHE>>;
-
-pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
-    'a,
-    EpResource,
-    railyard_core::completion::Layers<
-        Option<&'a railyard_core::credit::SenderLedger>,
-        &'a Selector,
-        &'a CcGate,
-    >,
->;
 
 /// State shared by the engine handle and its threads.
 pub(crate) struct Shared {
@@ -95,37 +75,26 @@ impl Shared {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// The composed hot path (`railyard_core::completion`) over this
-    /// engine's tables and layers: receiver credit (the sender ledger, or
-    /// `None` with credit off), the rail selector and the congestion
-    /// controller. Every
+    /// The composed hot path (`railyard_core::completion`, `hotpath.rs`)
+    /// over this engine's tables and layers: receiver credit (the sender
+    /// ledger, or `None` with credit off), the rail selector and the
+    /// congestion controller, with the memory pins of posted work. Every
     /// post and every completion goes through it; nothing else takes or
-    /// releases a permit or a rail charge, or maps a WC status.
+    /// releases a permit, a rail charge or a post's memory pin, or maps a
+    /// WC status.
     #[inline(always)]
-    pub(crate) fn owner(&self) -> HotPath<'_> {
-        railyard_core::completion::Owner::new(&self.tokens, &self.tables.slices, &self.endpoints)
-            .with_layers(railyard_core::completion::Layers {
-                credit: self.credit.as_ref().map(|c| &c.ledger),
-                rail: &self.rails,
-                cc: &self.gate,
-            })
-    }
-
-    /// This worker thread's token cache for [`owner`](Self::owner)'s
-    /// `*_via` calls: posts claim from it, completions (whichever thread
-    /// polls) return to it, and it moves tokens to and from the pool in
-    /// batches. `None` (the pool directly) unless the pool can spare
-    /// 2 × [`TOKEN_CACHE`] tokens per worker, so caches never hide more
-    /// than half of it. A claim that starves while other caches hold free
-    /// tokens is refused `Exhausted` (the slice parks on the release
-    /// stamp) and asks every cache for its tokens: a busy worker answers in
-    /// its next claim or completion, an idle one in its idle round
-    /// ([`TokenCache::idle`](railyard_core::token::TokenCache::idle)), which
-    /// moves the stamp; a sleeping worker's cache is empty. Dropped (and so
-    /// flushed) when the worker exits.
-    pub(crate) fn worker_tokens(&self) -> WorkerTokens<'_> {
-        let spare = 2 * TOKEN_CACHE * self.fabric.topo.workers();
-        (self.tokens.capacity() >= spare).then(|| self.owner().token_cache())
+    pub(crate) fn hot_path(&self) -> HotPath<'_> {
+        let core = railyard_core::completion::Owner::new(
+            &self.tokens,
+            &self.tables.slices,
+            &self.endpoints,
+        )
+        .with_layers(railyard_core::completion::Layers {
+            credit: self.credit.as_ref().map(|c| &c.ledger),
+            rail: &self.rails,
+            cc: &self.gate,
+        });
+        HotPath::new(core, &self.mem)
     }
 
     /// Settles slice attempt `r` (if it still is current) as `outcome`

@@ -3,29 +3,32 @@
 //! and the listener are `control.rs`).
 //!
 //! A worker's post path, per work request, is exactly: read the slice's
-//! description → the composed hot path's `Owner::post` (slice attempt,
-//! endpoint generation + QP depth, rail charge, CC permit, token = wr_id;
-//! any refusal gives back everything) → `ibv_post_send` of up to
+//! description → the composed hot path's `Owner::post` (`hotpath.rs`:
+//! memory pin, slice attempt, endpoint generation + QP depth, rail charge,
+//! CC permit, token = wr_id; any refusal gives back everything) →
+//! `ibv_post_send` of up to
 //! [`MAX_POST_BATCH`] requests of one QP (one open chain per (endpoint, QP)
 //! in a round, `chains.rs`). On a `bad_wr` only
 //! `wrs[posted..]` are released (`Owner::unposted`) and re-queued. Its
 //! poll path is `ibv_poll_cq` → `Owner::complete(wr_id, status,
-//! vendor_err)` (classified once, every hold released, the slice settled or
-//! retried by core's one WC mapping) → task accounting or re-queue of the
-//! new attempt. No pointer ever travels through a `wr_id`.
+//! vendor_err)` (classified once, every hold released, the memory pin
+//! with them, the slice settled or retried by core's one WC mapping) →
+//! where the completion lands (`completion.rs`: task accounting or re-queue
+//! of the new attempt). No pointer ever travels through a `wr_id`.
 
 use super::chains::OpenChains;
+use super::completion::on_completed;
 use super::config::MONITOR_TICK;
-use super::connect::{re_rail, retire, retire_after_wc, retry_route, RetryRoute};
-use super::fault::TraceEvent;
+use super::connect::{re_rail, retire, retry_route, RetryRoute};
+use super::hotpath::{Cqe, HotPath, WorkerTokens};
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
-use super::shared::{HotPath, Shared, WorkerTokens};
+use super::shared::Shared;
 use super::telemetry::WorkerCounters;
 use super::types::ep_from_word;
-use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
+use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_WR_FLUSH_ERR};
 use railyard_core::cc::{Avoidance, DomainKind};
 use railyard_core::classify::{FailureScope, Signal};
-use railyard_core::completion::{Path, PostRequest, Refusal, SliceEffect};
+use railyard_core::completion::{Path, PostRequest, Refusal};
 use railyard_core::endpoint::{EndpointError, EndpointGuard, RetireReason};
 use railyard_core::evidence::{Observed, Reason};
 use railyard_core::slice::{Outcome, SliceRef, SliceState};
@@ -47,10 +50,10 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
     let post_shard = sh.fabric.topo.post_shard(w);
     let poll_all: Vec<usize> = sh.fabric.topo.poll_shards(w).collect();
     let local = sh.endpoints.register();
-    let owner = sh.owner();
+    let owner = sh.hot_path();
     // This thread's token cache: its posts claim from it, its polls return
-    // to it (`Shared::worker_tokens`); flushed when the loop ends.
-    let mut tokens = sh.worker_tokens();
+    // to it (`HotPath::worker_tokens`); flushed when the loop ends.
+    let mut tokens = owner.worker_tokens(sh.fabric.topo.workers());
     let c = &sh.telemetry.workers[w];
     let mut wcs = [WorkCompletion::default(); 64];
     // Refused slices wait here for the event that can change the answer
@@ -328,20 +331,20 @@ fn post_round(
             req = req.with_credit(d);
         }
         // The memory pin of this post (memory.rs): held until its token
-        // ends. Refused only for a stale queued reference (its slice
-        // settled and its region was deregistered; the settle is then a
-        // no-op): nothing to post, nothing held yet.
+        // ends, released with the token's other holds (`hotpath.rs`).
+        // Refused only for a stale queued reference (its slice settled and
+        // its region was deregistered; the settle is then a no-op): nothing
+        // to post, nothing held yet.
         let mem = m.mem.load(Ordering::Relaxed);
-        if !sh.mem.pin_post(mem as usize) {
+        if !owner.pin(mem) {
             sh.settle(r, Outcome::Failure);
             continue;
         }
         // Owned by a token from the claim on: a deadline then finds it in
         // flight (cleared if the post or the chain refuses it).
         m.posted.store(r.attempt, Ordering::Release);
-        let refusal = match owner.post_via(tokens, req) {
+        let refusal = match owner.post_via(tokens, req, mem) {
             Ok(p) => {
-                sh.mem.token_holds(p.wr_id, mem);
                 // `room` left room in `chain`.
                 chains.push(
                     chain,
@@ -357,7 +360,6 @@ fn post_round(
             Err(e) => e,
         };
         m.posted.store(0, Ordering::Release);
-        sh.mem.unpin(mem as usize, 1);
         let rec = TokenRecord {
             slice: r,
             endpoint: path.endpoint,
@@ -549,9 +551,7 @@ fn flush_chain(
         |tokens: &mut WorkerTokens<'_>, from: usize, requeue: bool, chain: &[Pending]| {
             let now = sh.now();
             for p in &chain[from..] {
-                if owner.unposted_via(tokens, p.wr_id, now).is_ok() {
-                    sh.mem.unpin(p.mem as usize, 1);
-                }
+                owner.unposted_via(tokens, p.wr_id, now);
                 sh.tables.meta[p.slice.index as usize]
                     .posted
                     .store(0, Ordering::Release);
@@ -733,18 +733,10 @@ fn poll_cq(
     n
 }
 
-/// What completed a token: its own CQE, or a later request's CQE on the
-/// same QP (with that CQE's status) that covers it.
-#[derive(Clone, Copy)]
-enum Cqe {
-    Own { status: u32, vendor_err: u32 },
-    Covered(u32),
-}
-
-/// Resolves one token: every hold released, the slice settled or retried
-/// (all inside the composed hot path), then the engine's bookkeeping.
-/// Returns whether the token was live (a duplicate or stale `wr_id` is
-/// counted as bad and changes nothing).
+/// Resolves one token: the composed hot path releases every hold (its
+/// memory pin included) and settles or retries the slice, then the
+/// completion lands ([`on_completed`]). Returns whether the token was live
+/// (a duplicate or stale `wr_id` is counted as bad and changes nothing).
 #[inline(always)]
 fn resolve(
     sh: &Shared,
@@ -755,53 +747,14 @@ fn resolve(
     cqe: Cqe,
     now: u64,
 ) -> bool {
-    // The region this token pinned, read while the token is still live
-    // (after `complete` its slot may belong to another post).
-    let pinned = sh.mem.token_region(wr_id);
-    let done = match cqe {
-        Cqe::Own { status, vendor_err } => {
-            owner.complete_via(tokens, wr_id, status, vendor_err, now)
+    match owner.complete_via(tokens, wr_id, cqe, now) {
+        Ok(done) => {
+            on_completed(sh, owner, c, &done, now);
+            true
         }
-        Cqe::Covered(status) => owner.complete_covered_via(tokens, wr_id, status, now),
-    };
-    let done = match done {
-        Ok(d) => d,
         Err(_) => {
             c.bad.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-    };
-    if let Some(m) = pinned {
-        sh.mem.unpin(m, 1);
-    }
-    sh.fault
-        .trace(&sh.gate, TraceEvent::Completion(done.wc.status));
-    if done.wc.status != WC_SUCCESS {
-        // The QP is in ERR now: retire its endpoint (one API). For a
-        // flush this is a no-op unless the QP went to ERR behind the
-        // engine's back (then the burst retires it exactly once).
-        retire_after_wc(sh, &done);
-    }
-    // Task evidence, for the slice's current attempt only (a stale
-    // completion's slice slot may already belong to another task).
-    let evidence = |sh: &Shared| match owner.completion_observation(&done, now) {
-        None => sh.tables.resolve_evidence(done.record.slice, now),
-        Some(o) => sh.tables.note(done.record.slice, o),
-    };
-    match done.slice {
-        SliceEffect::Settled(s) => {
-            evidence(sh);
-            sh.tables.settled(&sh.mem, done.record.slice.index, s)
-        }
-        SliceEffect::Retry(r) => {
-            c.retries.fetch_add(1, Ordering::Relaxed);
-            evidence(sh);
-            sh.tables.begin_attempt(r);
-            sh.requeue(r);
-        }
-        SliceEffect::StaleReleaseOnly => {
-            c.stale.fetch_add(1, Ordering::Relaxed);
+            false
         }
     }
-    true
 }
