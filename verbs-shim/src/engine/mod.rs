@@ -19,19 +19,35 @@
 //!   region: `memory.rs`),
 //!   [`Engine::free_batch`], [`Engine::task_anomaly`] /
 //!   [`Engine::task_anomaly_detail`] (RFC 4162 task evidence).
-//! * **Where things are**: `api.rs` (errors, ids, [`Transfer`], task
-//!   status, stats), `shared.rs` (the state every thread shares, task
-//!   accounting, the shard/worker `Topology`), `connect/` (devices,
-//!   QPs, descriptors, handshake; `reconnect.rs`), `credit/` (receiver
-//!   credit: config and negotiation; `plane.rs` allocator, ledger,
-//!   control channels), `submit.rs` (validate →
-//!   reserve → describe → enqueue), `worker.rs` (post and poll),
-//!   `control.rs` (monitor, async events, listener), `observe.rs`
-//!   (control-path logging targets, the health watch, [`Engine::snapshot`]),
-//!   `topology.rs` (shard/worker index arithmetic), `memory.rs`,
-//!   `cc_gate.rs`, `config.rs`, `events.rs`, `rail_diag.rs`, `fault.rs` +
-//!   `inject.rs` (fault injection).
-//!   This file is the façade: [`Engine`] and the public re-exports.
+//! * **Where things are**, from the bottom up (a file imports only files
+//!   listed before it):
+//!   - the vocabulary: `types.rs` (ids, [`Transfer`], task state and
+//!     status, the shared limits), `error.rs` ([`EngineError`],
+//!     [`ConfigError`]), `stats.rs` ([`EngineStats`]), `config.rs`
+//!     ([`EngineConfig`] and its `MC_*` variables, receiver credit's
+//!     [`CreditConfig`] included), `topology.rs` (shard/worker index
+//!     arithmetic), and the self-contained pieces `cc_gate.rs`, `park.rs`,
+//!     `chains.rs`, `signal.rs`, `events.rs`, `waiters.rs`, `rail_diag.rs`,
+//!     `fault.rs` (fault-injection state);
+//!   - the parts of the shared state, each owning its state with one impl:
+//!     `memory.rs` (registered regions and their pins), `registry.rs`
+//!     (segments, QP numbers, route domains), `tables.rs` (slices, tasks,
+//!     batches, task accounting), `telemetry.rs` (counters),
+//!     `lifecycle.rs` (run state), `credit/` (receiver credit: negotiation;
+//!     `plane.rs` allocator, ledger, control channels), `fabric.rs`
+//!     (devices, shards, QPs, worker wake-ups), `hotpath.rs` (the composed
+//!     hot path with the posts' memory pins);
+//!   - `shared.rs` (`Shared`: the parts together, and
+//!     what needs several of them: building the engine, settling and
+//!     re-queueing a slice);
+//!   - the paths, functions of the shared state: `observe.rs` (stats,
+//!     logging targets, the health watch, [`Engine::snapshot`]),
+//!     `submit.rs` (validate → reserve → describe → enqueue), `connect/`
+//!     (handshake sides; `reconnect.rs`: retire, reconnect, retries),
+//!     `completion.rs` (where a completion lands), `worker.rs` (post and
+//!     poll), `control.rs` (monitor, async events, credit, listener);
+//!   - this file, the façade: [`Engine`] and the public re-exports, and
+//!     above it only `inject.rs` (the fault-injection hooks).
 //! * **Addresses** are Mooncake-style absolute virtual addresses: a
 //!   transfer's `local` lies in memory registered with this engine, and
 //!   `remote` in one region the peer exported at handshake time

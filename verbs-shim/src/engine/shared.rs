@@ -156,9 +156,7 @@ impl Shared {
     pub(crate) fn release_stamp(&self) -> u64 {
         self.telemetry.release_stamp(self.gate.epochs())
     }
-}
 
-impl Shared {
     /// The engine's state over the opened devices `devs` (`max_cqe`: the
     /// smallest CQ any of them allows): the CC gate, the CQs, the rail
     /// selector and the core tables (tokens, slices, endpoints).

@@ -35,7 +35,7 @@ pub(crate) struct SliceMeta {
     /// none, or its chain was refused): a deadline on it is a software
     /// completion timeout.
     pub(crate) posted: AtomicU32,
-    /// The attempt's endpoint, packed by [`ep_word`].
+    /// The attempt's endpoint, packed by [`ep_word`](super::types::ep_word).
     pub(crate) ep: AtomicU64,
     pub(crate) segment: AtomicU32,
     pub(crate) route: AtomicU32,

@@ -4,7 +4,7 @@
 //! a connection the peer replaced, and reconnect.
 //!
 //! Reconnect, and where a retry of a retired endpoint's slice goes, are in
-//! [`reconnect`].
+//! [`reconnect`](mod@reconnect).
 
 use super::config::CreditPolicy;
 use super::credit::{self, Negotiated};

@@ -86,7 +86,7 @@ pub(crate) fn retire_logged(
 }
 
 /// The poll path's retire after an error completion (see
-/// [`retire_logged`](retire_logged)).
+/// [`retire_logged`]).
 pub(crate) fn retire_after_wc(sh: &Shared, done: &Completed) {
     retire_logged(sh, done.record.endpoint, RetireReason::CqError, Some(done));
 }
@@ -189,8 +189,8 @@ pub(crate) fn reconnect(sh: &Shared, seg: usize) -> Result<u32, EngineError> {
     r
 }
 
-/// One reconnect of `seg` ([`reconnect`](reconnect)). `auto`:
-/// the automatic reconnect [`after_retire`](after_retire)
+/// One reconnect of `seg` ([`reconnect()`]). `auto`:
+/// the automatic reconnect [`after_retire`]
 /// started, whose `reconnecting` mark this ends: in the same critical
 /// section that publishes the new endpoints, so that an error
 /// completion on a new endpoint, however soon, finds no reconnect under
