@@ -31,7 +31,7 @@ use railyard_core::classify::{FailureScope, Signal};
 use railyard_core::completion::{Path, PostRequest, Refusal};
 use railyard_core::endpoint::{EndpointError, EndpointGuard, RetireReason};
 use railyard_core::evidence::{Observed, Reason};
-use railyard_core::slice::{Outcome, SliceRef, SliceState};
+use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenRecord, WrId};
 use std::sync::atomic::Ordering;
 
@@ -87,10 +87,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                 // Idle with slices parked: drop those whose task ended
                 // meanwhile (a deadline, a cancel), so a long block (a
                 // cooldown) holds no stale ones and the engine reads idle.
-                let dropped = lot.retain_current(|r| {
-                    matches!(sh.tables.slices.status(r.index),
-                        Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
-                });
+                let dropped = lot.retain_current(|r| sh.tables.is_current(r));
                 if dropped > 0 {
                     c.parked.store(lot.len() as u64, Ordering::Relaxed);
                 }

@@ -1,6 +1,9 @@
-//! Reconnect (part of the connection room, [`super`]): a segment's retired endpoint is replaced by a new one on a
-//! new route generation (RFC 4162 generation fencing, RFC 3136 endpoint
-//! generations).
+//! Retire and reconnect (part of the connection room, [`super`]): every
+//! endpoint deletion goes through [`retire`], the one teardown API, which
+//! counts and logs it and, where the QP must be rebuilt, starts the
+//! automatic reconnect: a segment's retired endpoint is replaced by a new
+//! one on a new route generation (RFC 4162 generation fencing, RFC 3136
+//! endpoint generations).
 //!
 //! * **When**: explicitly ([`Engine::reconnect_segment`](super::super::Engine::reconnect_segment)), or automatically
 //!   once, on a background thread, when the endpoint of a segment this
@@ -35,9 +38,9 @@ use railyard_core::completion::Completed;
 
 /// Retires an endpoint (the one teardown API) and counts it. A QP that
 /// must be rebuilt (CQ error, QP-scope event) on a segment this engine
-/// opened starts one automatic reconnect (see `connect/reconnect.rs`).
+/// opened starts one automatic reconnect ([`after_retire`]).
 pub(crate) fn retire(sh: &Shared, h: EndpointHandle, reason: RetireReason) {
-    // Counted and logged there (`observe.rs`).
+    // Counted and logged there.
     retire_logged(sh, h, reason, None);
 }
 
