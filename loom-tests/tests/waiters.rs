@@ -7,7 +7,7 @@
 //! variable (`waiters_sync` below stands in for the engine's facade of the
 //! same name), so the models explore the shipped code; the task is a model
 //! of `TaskCell` (one counter per slice, bumped SeqCst, and `waited`), and
-//! the settle is `Shared::settled`'s check. A lost wake-up leaves a waiter
+//! the settle is `Tables::settled`'s check. A lost wake-up leaves a waiter
 //! asleep with every other thread finished: loom reports the deadlock.
 #![cfg(railyard_loom)]
 
@@ -48,7 +48,7 @@ impl Task {
         self.settled.load(order) >= 1
     }
 
-    /// `Shared::settled`: the counter (SeqCst), then the waiter count, then
+    /// `Tables::settled`: the counter (SeqCst), then the waiter count, then
     /// the terminal check (SeqCst), then the wake. The waiters it
     /// signalled.
     ///

@@ -34,10 +34,13 @@
 //! does not validate leaves the controller **off** (RFC 4162), and
 //! [`Engine::cc_config_error`](super::Engine::cc_config_error) surfaces why.
 
-use super::credit::CreditConfig;
+use super::error::ConfigError;
+use super::types::MAX_RAILS;
 use railyard_core::cc::{CcConfig, ConfigError as CcError, Param};
 use railyard_core::completion::{SignalPolicy, MAX_SIGNAL_INTERVAL};
 use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Variant};
+use railyard_core::wire::credit as credit_wire;
+use railyard_core::wire::handshake::CreditCapability;
 
 /// [`EngineConfig::signal_interval`]'s default: every work request
 /// signaled. Selective signaling is correct on Soft-RoCE (the `signal_*`
@@ -48,9 +51,6 @@ use railyard_core::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig
 /// dominates, not the CQE. Its gain is a NIC's CQE writes and the polls
 /// saved; measure on the NIC before turning it on.
 pub const DEFAULT_SIGNAL_INTERVAL: u32 = 1;
-
-/// Most devices (rails) one engine drives (the handshake's NIC limit).
-pub const MAX_RAILS: usize = crate::wire::MAX_NICS;
 
 /// Parses a comma-separated device list for `var`: non-empty names,
 /// distinct, at most [`MAX_RAILS`].
@@ -91,6 +91,11 @@ pub enum WorkerModel {
 /// Nominal link rate every rail starts with in the selector (bytes/s,
 /// 100 Gb/s); completions then teach it each rail's real rate (EWMA).
 pub const NOMINAL_RAIL_BPS: u64 = 12_500_000_000;
+
+/// How often the monitor runs reclaim (task timeouts: every 4th tick).
+/// Reclaim and timeouts are millisecond-scale policies; a faster tick only
+/// steals CPU from the workers.
+pub(crate) const MONITOR_TICK: Duration = Duration::from_millis(5);
 
 /// Everything [`Engine::new`](super::Engine::new) needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -227,29 +232,6 @@ impl Default for EngineConfig {
         }
     }
 }
-
-/// A configuration value that cannot be used. Names the variable (or field).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The environment variable (or, for fields set in code, the field name).
-    pub var: &'static str,
-    /// The value given.
-    pub value: String,
-    /// What is allowed.
-    pub expected: &'static str,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "invalid {}={:?}: expected {}",
-            self.var, self.value, self.expected
-        )
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 fn num<T: std::str::FromStr + PartialOrd + Copy + fmt::Display>(
     var: &'static str,
@@ -600,6 +582,242 @@ fn cc_error(e: CcError, var: &impl Fn(&str) -> Option<String>) -> ConfigError {
     }
 }
 
+/// The credit schema versions this engine speaks.
+pub const CREDIT_VERSIONS: (u16, u16) = (credit_wire::SCHEMA_V1, credit_wire::SCHEMA_V1);
+
+/// `MC_RECEIVER_CREDIT`: whether this engine negotiates receiver credit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CreditPolicy {
+    /// `off` (default): no capability offered; everything as before.
+    #[default]
+    Off,
+    /// `optional`: credit with peers that offer it, legacy bounded local
+    /// dispatch (counted) with peers that do not.
+    Optional,
+    /// `required`: a peer without a compatible capability is refused.
+    Required,
+}
+
+impl CreditPolicy {
+    /// The policy's name as `MC_RECEIVER_CREDIT` spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CreditPolicy::Off => "off",
+            CreditPolicy::Optional => "optional",
+            CreditPolicy::Required => "required",
+        }
+    }
+}
+
+/// Receiver-credit configuration ([`EngineConfig::credit`]).
+///
+/// | variable | field | default | range |
+/// |---|---|---|---|
+/// | `MC_RECEIVER_CREDIT` | [`policy`](Self::policy) | `off` | `off`, `optional`, `required` |
+/// | `MC_RECEIVER_CREDIT_BYTES` | [`bytes`](Self::bytes) | 67108864 | 1 ..= 4294967295 |
+/// | `MC_RECEIVER_CREDIT_REQUESTS` | [`requests`](Self::requests) | 1024 | 1 ..= 2047 |
+/// | `MC_RECEIVER_CREDIT_CONSUMERS` | [`consumers`](Self::consumers) | 1024 | 1 ..= 2047 |
+/// | `MC_RECEIVER_CREDIT_PEERS` | [`peers`](Self::peers) | 64 | 1 ..= 1024 |
+/// | `MC_RECEIVER_CREDIT_TTL_MS` | [`ttl`](Self::ttl) | 2000 | 0 (no expiry) ..= 600000 |
+/// | `MC_RECEIVER_CREDIT_REFRESH_MS` | [`refresh`](Self::refresh) | 100 | 1 ..= 60000, below the TTL |
+///
+/// ```
+/// use railyard_verbs::engine::{CreditPolicy, EngineConfig};
+/// let env = |k: &str| match k {
+///     "MC_RECEIVER_CREDIT" => Some("required".to_string()),
+///     "MC_RECEIVER_CREDIT_CONSUMERS" => Some("8".to_string()),
+///     _ => None,
+/// };
+/// let c = EngineConfig::from_lookup(env).unwrap();
+/// assert_eq!(c.credit.policy, CreditPolicy::Required);
+/// assert_eq!(c.credit.consumers, 8);
+/// let bad = EngineConfig::from_lookup(|k| (k == "MC_RECEIVER_CREDIT").then(|| "yes".into()));
+/// assert_eq!(bad.unwrap_err().var, "MC_RECEIVER_CREDIT");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreditConfig {
+    /// Off, optional or required.
+    pub policy: CreditPolicy,
+    /// DATA_BYTES capacity this engine grants as a receiver, over all
+    /// senders.
+    pub bytes: u64,
+    /// REQUEST_SLOTS capacity (work requests in flight towards us).
+    pub requests: u64,
+    /// CONSUMER_SLOTS capacity (written slices not yet consumed by the
+    /// application, [`Engine::consume`](super::Engine::consume)).
+    pub consumers: u64,
+    /// Most credit peers on each side; a connection beyond them is
+    /// refused in required mode, legacy in optional mode. The sender side
+    /// indexes its ledger by [`SegmentId`](super::SegmentId), and segment
+    /// ids are never reused, so this bounds the segments ever credit-gated
+    /// over the engine's life (a reconnect keeps its segment; a peer's
+    /// reconnect to us records a new one).
+    pub peers: u32,
+    /// Freshness TTL the receiver advertises; a sender without an update
+    /// for this long marks the peer Stale. Zero: no expiry.
+    pub ttl: Duration,
+    /// How often the receiver refreshes (top-up or heartbeat) and the
+    /// sender reports usage when nothing else triggered it.
+    pub refresh: Duration,
+}
+
+impl Default for CreditConfig {
+    fn default() -> Self {
+        Self {
+            policy: CreditPolicy::Off,
+            bytes: 64 << 20,
+            requests: 1024,
+            consumers: 1024,
+            peers: 64,
+            ttl: Duration::from_millis(2000),
+            refresh: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Largest REQUEST/CONSUMER capacity (the sender ledger's 11-bit window).
+pub(crate) const MAX_SLOTS: u64 = 2047;
+
+impl CreditConfig {
+    /// Reads the `MC_RECEIVER_CREDIT*` variables through `var` (unset or
+    /// empty: default).
+    pub(crate) fn read_lookup(
+        &mut self,
+        var: &impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        let err = |var: &'static str, value: String, expected: &'static str| ConfigError {
+            var,
+            value,
+            expected,
+        };
+        if let Some(v) = var("MC_RECEIVER_CREDIT") {
+            self.policy = match v.trim().to_ascii_lowercase().as_str() {
+                "off" => CreditPolicy::Off,
+                "optional" => CreditPolicy::Optional,
+                "required" => CreditPolicy::Required,
+                _ => return Err(err("MC_RECEIVER_CREDIT", v, "off, optional or required")),
+            };
+        }
+        let num = |name: &'static str, lo: u64, hi: u64, expected: &'static str| {
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|n| (lo..=hi).contains(n))
+                        .ok_or_else(|| err(name, v, expected))
+                })
+                .transpose()
+        };
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_BYTES",
+            1,
+            u64::from(u32::MAX),
+            "bytes in 1..=4294967295",
+        )? {
+            self.bytes = n;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_REQUESTS",
+            1,
+            MAX_SLOTS,
+            "an integer in 1..=2047",
+        )? {
+            self.requests = n;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_CONSUMERS",
+            1,
+            MAX_SLOTS,
+            "an integer in 1..=2047",
+        )? {
+            self.consumers = n;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_PEERS",
+            1,
+            1024,
+            "an integer in 1..=1024",
+        )? {
+            self.peers = n as u32;
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_TTL_MS",
+            0,
+            600_000,
+            "milliseconds in 0..=600000 (0 = no expiry)",
+        )? {
+            self.ttl = Duration::from_millis(n);
+        }
+        if let Some(n) = num(
+            "MC_RECEIVER_CREDIT_REFRESH_MS",
+            1,
+            60_000,
+            "milliseconds in 1..=60000",
+        )? {
+            self.refresh = Duration::from_millis(n);
+        }
+        self.validate()
+    }
+
+    /// Checks the ranges and that the refresh comes before the TTL.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |var: &'static str, value: String, expected: &'static str| {
+            Err(ConfigError {
+                var,
+                value,
+                expected,
+            })
+        };
+        if self.bytes == 0 || self.bytes > u64::from(u32::MAX) {
+            return bad(
+                "MC_RECEIVER_CREDIT_BYTES",
+                self.bytes.to_string(),
+                "bytes in 1..=4294967295",
+            );
+        }
+        for (var, v) in [
+            ("MC_RECEIVER_CREDIT_REQUESTS", self.requests),
+            ("MC_RECEIVER_CREDIT_CONSUMERS", self.consumers),
+        ] {
+            if v == 0 || v > MAX_SLOTS {
+                return bad(var, v.to_string(), "an integer in 1..=2047");
+            }
+        }
+        if self.peers == 0 || self.peers > 1024 {
+            return bad(
+                "MC_RECEIVER_CREDIT_PEERS",
+                self.peers.to_string(),
+                "an integer in 1..=1024",
+            );
+        }
+        if self.refresh.is_zero() || self.refresh > Duration::from_secs(60) {
+            return bad(
+                "MC_RECEIVER_CREDIT_REFRESH_MS",
+                self.refresh.as_millis().to_string(),
+                "milliseconds in 1..=60000",
+            );
+        }
+        if !self.ttl.is_zero() && self.ttl <= self.refresh {
+            return bad(
+                "MC_RECEIVER_CREDIT_TTL_MS",
+                self.ttl.as_millis().to_string(),
+                "0 or longer than MC_RECEIVER_CREDIT_REFRESH_MS",
+            );
+        }
+        Ok(())
+    }
+
+    /// The capability this engine offers in its descriptor (`None` = off).
+    pub fn capability(&self) -> Option<CreditCapability> {
+        (self.policy != CreditPolicy::Off).then_some(CreditCapability {
+            min_version: CREDIT_VERSIONS.0,
+            max_version: CREDIT_VERSIONS.1,
+            required: self.policy == CreditPolicy::Required,
+        })
+    }
+}
+
 /// The tail rule: a transfer of `len` bytes is cut into
 /// `ceil(len / slice_size)` slices; every slice but the last is exactly
 /// `slice_size` bytes and the last carries the remainder (`1..=slice_size`
@@ -828,5 +1046,65 @@ mod tests {
         assert_eq!(slice_count(65537, 65536), 2);
         assert_eq!(slice_count(8 << 20, 65536), 128);
         assert_eq!(slice_count(0, 65536), 0);
+    }
+
+    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn variables_parse_and_bad_values_name_the_variable() {
+        let c = EngineConfig::from_lookup(env(&[
+            ("MC_RECEIVER_CREDIT", "Optional"),
+            ("MC_RECEIVER_CREDIT_BYTES", "1048576"),
+            ("MC_RECEIVER_CREDIT_REQUESTS", "16"),
+            ("MC_RECEIVER_CREDIT_CONSUMERS", "4"),
+            ("MC_RECEIVER_CREDIT_PEERS", "8"),
+            ("MC_RECEIVER_CREDIT_TTL_MS", "500"),
+            ("MC_RECEIVER_CREDIT_REFRESH_MS", "20"),
+        ]))
+        .unwrap()
+        .credit;
+        assert_eq!(c.policy, CreditPolicy::Optional);
+        assert_eq!(
+            (c.bytes, c.requests, c.consumers, c.peers),
+            (1 << 20, 16, 4, 8)
+        );
+        assert_eq!(c.ttl, Duration::from_millis(500));
+        assert_eq!(c.refresh, Duration::from_millis(20));
+        assert_eq!(
+            c.capability(),
+            Some(CreditCapability {
+                min_version: 1,
+                max_version: 1,
+                required: false
+            })
+        );
+        for (var, val) in [
+            ("MC_RECEIVER_CREDIT", "on"),
+            ("MC_RECEIVER_CREDIT_BYTES", "0"),
+            ("MC_RECEIVER_CREDIT_REQUESTS", "2048"),
+            ("MC_RECEIVER_CREDIT_CONSUMERS", "x"),
+            ("MC_RECEIVER_CREDIT_PEERS", "0"),
+            ("MC_RECEIVER_CREDIT_TTL_MS", "-1"),
+            ("MC_RECEIVER_CREDIT_REFRESH_MS", "0"),
+        ] {
+            let e =
+                EngineConfig::from_lookup(|k| (k == var).then(|| val.to_string())).expect_err(var);
+            assert_eq!(e.var, var);
+            assert_eq!(e.value, val);
+        }
+        // A TTL not longer than the refresh could never stay fresh.
+        let e = EngineConfig::from_lookup(env(&[
+            ("MC_RECEIVER_CREDIT_TTL_MS", "100"),
+            ("MC_RECEIVER_CREDIT_REFRESH_MS", "100"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.var, "MC_RECEIVER_CREDIT_TTL_MS");
     }
 }

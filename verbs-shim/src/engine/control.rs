@@ -4,6 +4,8 @@
 //! [`event_targets`]) and the handshake listener. [`spawn_all`] starts
 //! them with the workers (`worker.rs`, which post and poll).
 
+use super::config::MONITOR_TICK;
+use super::connect::{accept_peer, retire};
 use super::events::{event_action, EventAction};
 use super::fault::TraceEvent;
 use super::observe::HealthWatch;
@@ -35,22 +37,21 @@ pub(crate) fn spawn_all(
         let spawn = |name: String, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name).spawn(f)
         };
-        for w in 0..sh.counters.len() {
+        for w in 0..sh.telemetry.workers.len() {
             let s = sh.clone();
             v.push(spawn(
                 format!("railyard-w{w}"),
                 Box::new(move || worker::worker(&s, w)),
             )?);
         }
-        let _ = sh
-            .threads
-            .set(v.iter().map(|h| h.thread().clone()).collect());
+        sh.fabric
+            .set_workers(v.iter().map(|h| h.thread().clone()).collect());
         let s = sh.clone();
         v.push(spawn(
             "railyard-monitor".into(),
             Box::new(move || monitor(&s)),
         )?);
-        for d in 0..sh.devs.len() {
+        for d in 0..sh.fabric.devs.len() {
             let s = sh.clone();
             v.push(spawn(
                 format!("railyard-async{d}"),
@@ -61,7 +62,7 @@ pub(crate) fn spawn_all(
             let s = sh.clone();
             v.push(spawn(
                 "railyard-credit".into(),
-                Box::new(move || super::credit::control_loop(&s)),
+                Box::new(move || credit_loop(&s)),
             )?);
         }
         let s = sh.clone();
@@ -74,8 +75,8 @@ pub(crate) fn spawn_all(
     match r {
         Ok(()) => Ok(v),
         Err(e) => {
-            sh.stop.store(true, Ordering::Release);
-            sh.wake_all();
+            sh.lifecycle.stop.store(true, Ordering::Release);
+            sh.fabric.wake_all();
             for t in v {
                 let _ = t.join();
             }
@@ -100,20 +101,10 @@ fn flush_endpoint(sh: &Shared, h: EndpointHandle, guard: &EndpointGuard) {
 pub(crate) fn flush_all(sh: &Shared) {
     let local = sh.endpoints.register();
     let guard = local.pin();
-    let hs: Vec<EndpointHandle> = sh
-        .qpn_map
-        .read()
-        .map(|m| m.values().copied().collect())
-        .unwrap_or_default();
-    for h in hs {
+    for h in sh.registry.qp_endpoints() {
         flush_endpoint(sh, h, &guard);
     }
 }
-
-/// How often the monitor runs reclaim (task timeouts: every 4th tick).
-/// Reclaim and timeouts are millisecond-scale policies; a faster tick only
-/// steals CPU from the workers.
-pub(crate) const MONITOR_TICK: Duration = Duration::from_millis(5);
 
 /// Reclaim, forced flush and task timeouts, every [`MONITOR_TICK`].
 fn monitor(sh: &Shared) {
@@ -121,16 +112,12 @@ fn monitor(sh: &Shared) {
     let mut tick = 0u64;
     let mut last_polls = u64::MAX;
     let mut health = HealthWatch::default();
-    while !sh.stop.load(Ordering::Acquire) {
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
         let now = sh.now();
         // The CC control epoch: the pollers stalled if work was on a CQ and
         // no poller ran a round since the last epoch.
-        let polls: u64 = sh
-            .counters
-            .iter()
-            .map(|c| c.polls.load(Ordering::Relaxed))
-            .sum();
-        let outstanding = sh.cqs.iter().any(|q| q.outstanding() > 0);
+        let polls = sh.telemetry.polls();
+        let outstanding = sh.fabric.cqs.iter().any(|q| q.outstanding() > 0);
         let poller = if outstanding && polls == last_polls {
             PollerStatus::Stalled
         } else {
@@ -153,7 +140,7 @@ fn monitor(sh: &Shared) {
                         tracing::warn!(target: "railyard::endpoint", slot = handle.slot,
                             generation = handle.generation, outstanding,
                             "drain timed out: forcing a flush (QPs to ERR)");
-                        sh.force_flushes.fetch_add(1, Ordering::Relaxed);
+                        sh.telemetry.force_flushes.fetch_add(1, Ordering::Relaxed);
                         flush_endpoint(sh, handle, &guard);
                     }
                     ReclaimEvent::Reclaimed { handle, .. }
@@ -166,17 +153,35 @@ fn monitor(sh: &Shared) {
                             tracing::info!(target: "railyard::endpoint", slot = handle.slot,
                                 generation = handle.generation, "endpoint reclaimed");
                         }
-                        sh.reclaimed.fetch_add(1, Ordering::Relaxed);
-                        sh.forget_endpoint(handle);
+                        sh.telemetry.reclaimed.fetch_add(1, Ordering::Relaxed);
+                        sh.registry.forget_endpoint(handle);
                     }
                 }
             }
         }
         if tick % 4 == 0 {
-            sh.expire_tasks(now, poller);
+            expire_tasks(sh, now, poller);
         }
         tick += 1;
         std::thread::sleep(MONITOR_TICK);
+    }
+}
+
+/// The receiver-credit control thread: one [`EngineCredit::tick`] every
+/// quarter refresh (200 µs ..= 2 ms) until the engine stops; the slices
+/// parked on a peer whose credit changed are offered again.
+///
+/// [`EngineCredit::tick`]: super::credit::EngineCredit::tick
+fn credit_loop(sh: &Shared) {
+    let Some(c) = sh.credit.as_ref() else { return };
+    let nap = (c.cfg.refresh / 4).clamp(Duration::from_micros(200), Duration::from_millis(2));
+    let drain = 2 * sh.cfg.drain_timeout.as_nanos() as u64;
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
+        let changed = c.tick(sh.now(), sh.cfg.slice_size, drain, |eps| sh.any_active(eps));
+        for seg in changed {
+            sh.fabric.credit_changed(seg);
+        }
+        std::thread::sleep(nap);
     }
 }
 
@@ -256,8 +261,8 @@ pub(crate) fn event_targets(
 /// through the one retire API and feeds the controller, at the scope
 /// [`event_targets`] gives.
 fn async_events(sh: &Shared, dev: usize) {
-    while !sh.stop.load(Ordering::Acquire) {
-        let ev = match sh.devs[dev].ctx.next_async_event(50) {
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
+        let ev = match sh.fabric.devs[dev].ctx.next_async_event(50) {
             Ok(Some(ev)) => ev,
             Ok(None) => continue,
             Err(_) => {
@@ -280,21 +285,23 @@ pub(crate) fn handle_async_event(
     cq: Option<crate::verbs::CqId>,
 ) {
     let d16 = dev as u16;
-    sh.async_events.fetch_add(1, Ordering::Relaxed);
-    let qp_ep = qp_num.and_then(|q| {
-        sh.qpn_map
-            .read()
-            .ok()
-            .and_then(|m| m.get(&(d16, q)).copied())
-    });
-    let cq_shard = cq.and_then(|id| sh.topo.shards_of(dev).find(|&s| sh.cqs[s].id() == id));
+    sh.telemetry.async_events.fetch_add(1, Ordering::Relaxed);
+    let qp_ep = qp_num.and_then(|q| sh.registry.endpoint_of_qpn(d16, q));
+    let cq_shard = cq.and_then(|id| sh.fabric.cq_shard(dev, id));
     let k = classify_event(event_type);
     let action = event_action(event_type);
     let reason = match action {
         EventAction::RetireQp(r) | EventAction::RetireAll(r) => r,
         EventAction::Ignore => RetireReason::ContextFatal,
     };
-    let t = event_targets(d16, k.scope, action, qp_ep, cq_shard, &sh.rail_endpoints());
+    let t = event_targets(
+        d16,
+        k.scope,
+        action,
+        qp_ep,
+        cq_shard,
+        &sh.registry.rail_endpoints(),
+    );
     if t == EventTargets::default() {
         tracing::info!(target: "railyard::event", device = dev, event_type, ?qp_num,
             scope = ?k.scope, effect = ?k.effect, "async event: nothing to retire");
@@ -314,14 +321,14 @@ pub(crate) fn handle_async_event(
             .trace(&sh.gate, TraceEvent::Feedback(None, k.effect));
     }
     for h in t.retire {
-        sh.retire(h, reason);
+        retire(sh, h, reason);
     }
 }
 
 /// Accepts peers' handshakes (the passive side of `open_segment`): each
 /// on its own thread, at most `max_handshakes` at once, each bounded by
 /// `handshake_timeout` from accept to barrier; every connection is counted
-/// in [`EngineStats::handshakes`](super::api::EngineStats::handshakes).
+/// in [`EngineStats::handshakes`](super::stats::EngineStats::handshakes).
 fn listen(sh: &Shared, listener: TcpListener) {
     let limits = ListenLimits {
         max_concurrent: usize::from(sh.cfg.max_handshakes),
@@ -330,82 +337,81 @@ fn listen(sh: &Shared, listener: TcpListener) {
     serve(
         &listener,
         &limits,
-        &sh.stop,
+        &sh.lifecycle.stop,
         |peer: PeerDescriptor, hs| {
             let from = hs.stream().peer_addr().ok();
             let peer_nics = peer.nics.len();
-            let r = sh.accept_peer(peer, hs);
+            let r = accept_peer(sh, peer, hs);
             match &r {
                 Ok(()) => tracing::info!(target: "railyard::handshake", peer = ?from, peer_nics,
                     "handshake accepted"),
                 Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?from,
                     reason = %e, "handshake refused"),
             }
-            sh.handshakes.finished(&r)
+            sh.telemetry.handshakes.finished(&r)
         },
         // `serve` logs these with the peer's address.
-        |r| sh.handshakes.refused(&r),
+        |r| sh.telemetry.handshakes.refused(&r),
     );
 }
 
-impl Shared {
-    /// Times out tasks past their deadline (monitor thread), RFC 4162's
-    /// non-WC signal table: a deadline on an attempt that was posted is a
-    /// software completion timeout. One software route timeout per
-    /// timed-out task and route goes to the controller, which counts it at
-    /// its next control epoch as a route hard error, or suppresses it if
-    /// the pollers stalled in that epoch ([`GateStats::route_timeouts`] /
-    /// [`GateStats::suppressed_timeouts`]). The task evidence follows the
-    /// monitor's poller status at expiry: pollers progressing →
-    /// `ROUTE_TIMEOUT` (scope QP; task CONGESTED before quarantine);
-    /// stalled → `POLLER_STALL` (task UNKNOWN: the network is not blamed
-    /// for CPU scheduling). A slice that never got a token (still queued)
-    /// is no route evidence: if the task has no evidence at all, it gets
-    /// `POLLER_STALL` (UNKNOWN: the deadline passed in local scheduling),
-    /// never NORMAL; otherwise what held it (a deferral, a quarantine) is
-    /// already recorded and stands.
-    pub(crate) fn expire_tasks(&self, now: u64, poller: railyard_core::cc::PollerStatus) {
-        use railyard_core::classify::{classify_signal, Signal};
-        let sig = classify_signal(match poller {
-            railyard_core::cc::PollerStatus::Stalled => Signal::DeadlinePollerStalled,
-            _ => Signal::DeadlinePollerProgressing,
-        });
-        let stall = classify_signal(Signal::DeadlinePollerStalled);
-        let mut fed: Vec<(u32, u32)> = Vec::new();
-        self.settle_where(
-            Outcome::TimedOut,
-            |_, t| now > t.deadline_ns.load(Ordering::Relaxed),
-            |r| {
-                let m = &self.meta[r.index as usize];
-                if m.posted.load(Ordering::Acquire) != r.attempt {
-                    if self.task_of(r.index).anomalies.load(Ordering::Acquire) == 0 {
-                        let mut o = Observation::new(stall.reason, now);
-                        o.scope = Observed::Value(stall.scope);
-                        self.note(r, o);
-                    }
-                    return;
+/// Times out tasks past their deadline (monitor thread), RFC 4162's
+/// non-WC signal table: a deadline on an attempt that was posted is a
+/// software completion timeout. One software route timeout per
+/// timed-out task and route goes to the controller, which counts it at
+/// its next control epoch as a route hard error, or suppresses it if
+/// the pollers stalled in that epoch ([`GateStats::route_timeouts`] /
+/// [`GateStats::suppressed_timeouts`]). The task evidence follows the
+/// monitor's poller status at expiry: pollers progressing →
+/// `ROUTE_TIMEOUT` (scope QP; task CONGESTED before quarantine);
+/// stalled → `POLLER_STALL` (task UNKNOWN: the network is not blamed
+/// for CPU scheduling). A slice that never got a token (still queued)
+/// is no route evidence: if the task has no evidence at all, it gets
+/// `POLLER_STALL` (UNKNOWN: the deadline passed in local scheduling),
+/// never NORMAL; otherwise what held it (a deferral, a quarantine) is
+/// already recorded and stands.
+pub(crate) fn expire_tasks(sh: &Shared, now: u64, poller: railyard_core::cc::PollerStatus) {
+    use railyard_core::classify::{classify_signal, Signal};
+    let sig = classify_signal(match poller {
+        railyard_core::cc::PollerStatus::Stalled => Signal::DeadlinePollerStalled,
+        _ => Signal::DeadlinePollerProgressing,
+    });
+    let stall = classify_signal(Signal::DeadlinePollerStalled);
+    let mut fed: Vec<(u32, u32)> = Vec::new();
+    sh.tables.settle_where(
+        &sh.mem,
+        Outcome::TimedOut,
+        |_, t| now > t.deadline_ns.load(Ordering::Relaxed),
+        |r| {
+            let m = &sh.tables.meta[r.index as usize];
+            if m.posted.load(Ordering::Acquire) != r.attempt {
+                if sh.tables.task_of(r.index).anomalies.load(Ordering::Acquire) == 0 {
+                    let mut o = Observation::new(stall.reason, now);
+                    o.scope = Observed::Value(stall.scope);
+                    sh.tables.note(r, o);
                 }
-                let rec = TokenRecord {
-                    slice: r,
-                    route: m.route.load(Ordering::Relaxed),
-                    device: m.dev.load(Ordering::Relaxed) as u16,
-                    peer: Some(m.segment.load(Ordering::Relaxed)).into(),
-                    bytes: m.len.load(Ordering::Relaxed),
-                    ..TokenRecord::default()
-                };
-                let mut o = self.gate.observe(&rec, sig.reason, now);
-                o.scope = Observed::Value(sig.scope);
-                self.note(r, o);
-                let key = (m.task.load(Ordering::Relaxed), rec.route);
-                if !fed.contains(&key) {
-                    fed.push(key);
-                }
-            },
-        );
-        for (_, route) in fed {
-            self.gate
-                .event_feedback(Some(route), railyard_core::classify::Effect::Timeout);
-        }
+                return;
+            }
+            let rec = TokenRecord {
+                slice: r,
+                route: m.route.load(Ordering::Relaxed),
+                device: m.dev.load(Ordering::Relaxed) as u16,
+                peer: Some(m.segment.load(Ordering::Relaxed)).into(),
+                bytes: m.len.load(Ordering::Relaxed),
+                ..TokenRecord::default()
+            };
+            let mut o = sh.gate.observe(&rec, sig.reason, now);
+            o.scope = Observed::Value(sig.scope);
+            sh.tables.note(r, o);
+            let key = (m.task.load(Ordering::Relaxed), rec.route);
+            if !fed.contains(&key) {
+                fed.push(key);
+            }
+        },
+    );
+    for (_, route) in fed {
+        sh.gate
+            .event_feedback(Some(route), railyard_core::classify::Effect::Timeout);
     }
 }
 

@@ -4,6 +4,7 @@
 //! below is then a constant. Not for production.
 
 use super::cc_gate::CcGate;
+use super::error::EngineError;
 use crate::wire::SegmentDescriptor;
 use crate::MemoryRegion;
 use railyard_core::endpoint::EndpointHandle;
@@ -68,12 +69,26 @@ impl FaultState {
         false
     }
 
+    /// Whether a region may be deregistered: not once `fault_bad_lkey`
+    /// registered every region in another PD too (always without the
+    /// feature).
+    #[inline(always)]
+    pub(crate) fn deregistration(&self) -> Result<(), EngineError> {
+        #[cfg(feature = "fault-injection")]
+        if self.foreign.get().is_some() {
+            return Err(EngineError::Unsupported(
+                "deregistering memory after fault_bad_lkey (its foreign registrations cover every region)",
+            ));
+        }
+        Ok(())
+    }
+
     /// The remote descriptor a post on endpoint `h` uses.
     #[inline(always)]
     pub(crate) fn remote(&self, _h: EndpointHandle, d: SegmentDescriptor) -> SegmentDescriptor {
         #[cfg(feature = "fault-injection")]
         {
-            let enc = super::api::ep_word(_h) + 1;
+            let enc = super::types::ep_word(_h) + 1;
             if self.bad_rkey_ep.load(Ordering::Acquire) == enc {
                 return SegmentDescriptor {
                     rkey: d.rkey ^ 0x5a5a_0000,

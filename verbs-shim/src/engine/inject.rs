@@ -11,10 +11,11 @@
 //! | [`Engine::fault_pause_polling`] | no CQ is polled (a poller stall) until resumed |
 //! | [`Engine::fault_async_event`] | **scripted**: runs the engine's async-event handling on a synthetic event (for events Soft-RoCE cannot raise) |
 
-use super::api::{ep_word, EngineError, SegmentId};
 use super::cc_gate::CcGate;
 use super::control::handle_async_event;
+use super::error::EngineError;
 use super::fault::TraceEvent;
+use super::types::{ep_word, SegmentId};
 use super::Engine;
 use crate::MemoryRegion;
 use railyard_core::endpoint::EndpointHandle;
@@ -67,7 +68,7 @@ impl Engine {
     pub fn fault_bad_lkey(&self, on: bool) -> Result<(), EngineError> {
         let f = &self.shared.fault;
         if on && f.foreign.get().is_none() {
-            let pd = self.shared.devs[0].ctx.alloc_pd()?;
+            let pd = self.shared.fabric.devs[0].ctx.alloc_pd()?;
             let mut v = Vec::new();
             for m in self.shared.mem.regions_first() {
                 let Some(m) = m else {
@@ -123,8 +124,8 @@ impl Engine {
             .polling_paused
             .store(paused, Ordering::Release);
         if !paused {
-            for s in 0..self.shared.cqs.len() {
-                self.shared.wake_poller(s);
+            for s in 0..self.shared.fabric.cqs.len() {
+                self.shared.fabric.wake_poller(s);
             }
         }
     }
@@ -140,20 +141,7 @@ impl Engine {
         seg: Option<SegmentId>,
     ) -> Result<(), EngineError> {
         let qpn = match seg {
-            Some(s) => {
-                let segs = self
-                    .shared
-                    .segments
-                    .read()
-                    .unwrap_or_else(|e| e.into_inner());
-                Some(
-                    *segs
-                        .get(s.0 as usize)
-                        .and_then(|e| e.rails.first())
-                        .and_then(|x| x.qpns.first())
-                        .ok_or(EngineError::NoSuchSegment(s))?,
-                )
-            }
+            Some(s) => Some(self.shared.registry.first_qpn(s)?),
             None => None,
         };
         // Device 0; a scripted event carries no CQ.

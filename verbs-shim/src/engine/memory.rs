@@ -8,12 +8,13 @@
 //!   it queues (validation and pin under the table lock, so a slot cannot
 //!   be reused in between); the slice unpins when it settles. A worker pins
 //!   once more per posted work request, right before `Owner::post`, and
-//!   unpins when that token ends (completion of any status, or the unposted
-//!   `bad_wr` tail); the region each token pinned is kept in `tok_mem`,
+//!   unpins when that token ends (completion of any status, a refused post,
+//!   or the unposted `bad_wr` tail), with the token's other holds (the
+//!   engine's hot path, `hotpath.rs`); the region each token pinned is kept in `tok_mem`,
 //!   indexed by the token's slot (the low 32 bits of its `wr_id`). A
 //!   canceled or timed-out slice whose last attempt is still on the wire
 //!   therefore keeps its region pinned until that completion arrives.
-//! * **Deregistration** ([`Engine::deregister_memory`]) closes the slot's
+//! * **Deregistration** ([`Engine::deregister_memory`](super::Engine::deregister_memory)) closes the slot's
 //!   pins: refused with [`EngineError::MemoryBusy`] while anything is
 //!   pinned; once closed, no pin succeeds, so the entry is unpublished and
 //!   dropped at once (every device's `ibv_dereg_mr`, then the buffer if the
@@ -25,8 +26,8 @@
 //! [`MemTable::entry_pinned`]); `loom-tests/tests/pin.rs` models the pin
 //! protocol.
 
-use super::api::{EngineError, MAX_MEMORY_REGIONS};
-use super::Engine;
+use super::error::EngineError;
+use super::types::MAX_MEMORY_REGIONS;
 use crate::MemoryRegion;
 use railyard_core::pin::{PinError, Pins};
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
@@ -194,6 +195,45 @@ impl MemTable {
             .load(Ordering::Acquire);
         v.checked_sub(1).map(|m| m as usize)
     }
+    /// Closes the region that starts at `addr` and drops it (every
+    /// device's `ibv_dereg_mr`) before returning; refused, changing
+    /// nothing, while it is pinned ([`EngineError::MemoryBusy`]), for an
+    /// address that starts no region ([`EngineError::NoSuchRegion`]), or
+    /// with `allowed`'s error (asked once the region is found). See
+    /// [`Engine::deregister_memory`](super::Engine::deregister_memory).
+    pub(crate) fn deregister(
+        &self,
+        addr: u64,
+        allowed: impl FnOnce() -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
+        let entry = {
+            let mut regions = self.lock();
+            let i = regions
+                .iter()
+                .position(|e| {
+                    e.as_ref()
+                        .and_then(|e| e.regs.first())
+                        .is_some_and(|r| r.addr() == addr)
+                })
+                .ok_or(EngineError::NoSuchRegion { addr })?;
+            allowed()?;
+            match self.slots[i].pins.try_close() {
+                Ok(()) => {}
+                Err(PinError::Busy(pins)) => return Err(EngineError::MemoryBusy { addr, pins }),
+                Err(_) => return Err(EngineError::Core("memory slot state")),
+            }
+            self.slots[i]
+                .entry
+                .store(std::ptr::null_mut(), Ordering::Release);
+            regions[i].take()
+        };
+        // Closed and unpublished: no worker holds or can take a reference.
+        // Dropping deregisters every device (MemEntry::drop), outside the
+        // table lock.
+        drop(entry);
+        Ok(())
+    }
+
     /// The handshake's view of every region registered on device `dev`.
     pub(crate) fn region_descriptors(&self, dev: usize) -> Vec<crate::wire::SegmentDescriptor> {
         self.lock()
@@ -269,70 +309,5 @@ impl Drop for SubmitPins<'_> {
         for &(m, n) in &self.taken {
             self.table.unpin(m as usize, n);
         }
-    }
-}
-
-impl Engine {
-    /// Deregisters the memory region that starts at `addr` (what
-    /// [`alloc_memory`](Self::alloc_memory) or
-    /// [`register_memory`](Self::register_memory) returned; Mooncake's
-    /// `unregisterLocalMemory`): every device's registration is released
-    /// (`ibv_dereg_mr`) before this returns, and memory the engine
-    /// allocated is freed with it unless the caller still holds the
-    /// returned `Arc<MemoryRegion>` (then that one registration and its
-    /// buffer live until the caller drops it).
-    ///
-    /// Refused, changing nothing, with [`EngineError::MemoryBusy`] while
-    /// any transfer may still touch the region: a slice queued or posted
-    /// on it, including the last attempt of a canceled or timed-out task
-    /// that is still on the wire. No other address is accepted
-    /// ([`EngineError::NoSuchRegion`]: not the start of a registered
-    /// region). Peers that connected earlier keep the region in their
-    /// segment descriptors; their transfers to it then fail at the NIC
-    /// (remote access error), never touch the memory.
-    ///
-    /// ```no_run
-    /// # use railyard_verbs::engine::{Engine, EngineConfig, EngineError};
-    /// let engine = Engine::new(EngineConfig::default())?;
-    /// let mr = engine.alloc_memory(1 << 20)?;
-    /// let addr = mr.addr();
-    /// drop(mr); // the engine's registration is the last one
-    /// engine.deregister_memory(addr)?;
-    /// assert!(matches!(engine.deregister_memory(addr), Err(EngineError::NoSuchRegion { .. })));
-    /// # Ok::<(), EngineError>(())
-    /// ```
-    pub fn deregister_memory(&self, addr: u64) -> Result<(), EngineError> {
-        let t = &self.shared.mem;
-        let entry = {
-            let mut regions = t.lock();
-            let i = regions
-                .iter()
-                .position(|e| {
-                    e.as_ref()
-                        .and_then(|e| e.regs.first())
-                        .is_some_and(|r| r.addr() == addr)
-                })
-                .ok_or(EngineError::NoSuchRegion { addr })?;
-            #[cfg(feature = "fault-injection")]
-            if self.shared.fault.foreign.get().is_some() {
-                return Err(EngineError::Unsupported(
-                    "deregistering memory after fault_bad_lkey (its foreign registrations cover every region)",
-                ));
-            }
-            match t.slots[i].pins.try_close() {
-                Ok(()) => {}
-                Err(PinError::Busy(pins)) => return Err(EngineError::MemoryBusy { addr, pins }),
-                Err(_) => return Err(EngineError::Core("memory slot state")),
-            }
-            t.slots[i]
-                .entry
-                .store(std::ptr::null_mut(), Ordering::Release);
-            regions[i].take()
-        };
-        // Closed and unpublished: no worker holds or can take a reference.
-        // Dropping deregisters every device (MemEntry::drop), outside the
-        // table lock.
-        drop(entry);
-        Ok(())
     }
 }

@@ -19,19 +19,35 @@
 //!   region: `memory.rs`),
 //!   [`Engine::free_batch`], [`Engine::task_anomaly`] /
 //!   [`Engine::task_anomaly_detail`] (RFC 4162 task evidence).
-//! * **Where things are**: `api.rs` (errors, ids, [`Transfer`], task
-//!   status, stats), `shared.rs` (the state every thread shares, task
-//!   accounting, the shard/worker `Topology`), `connect/` (devices,
-//!   QPs, descriptors, handshake; `reconnect.rs`), `credit/` (receiver
-//!   credit: config and negotiation; `plane.rs` allocator, ledger,
-//!   control channels), `submit.rs` (validate →
-//!   reserve → describe → enqueue), `worker.rs` (post and poll),
-//!   `control.rs` (monitor, async events, listener), `observe.rs`
-//!   (control-path logging targets, the health watch, [`Engine::snapshot`]),
-//!   `topology.rs` (shard/worker index arithmetic), `memory.rs`,
-//!   `cc_gate.rs`, `config.rs`, `events.rs`, `rail_diag.rs`, `fault.rs` +
-//!   `inject.rs` (fault injection).
-//!   This file is the façade: [`Engine`] and the public re-exports.
+//! * **Where things are**, from the bottom up (a file imports only files
+//!   listed before it):
+//!   - the vocabulary: `types.rs` (ids, [`Transfer`], task state and
+//!     status, the shared limits), `error.rs` ([`EngineError`],
+//!     [`ConfigError`]), `stats.rs` ([`EngineStats`]), `config.rs`
+//!     ([`EngineConfig`] and its `MC_*` variables, receiver credit's
+//!     [`CreditConfig`] included), `topology.rs` (shard/worker index
+//!     arithmetic), and the self-contained pieces `cc_gate.rs`, `park.rs`,
+//!     `chains.rs`, `signal.rs`, `events.rs`, `waiters.rs`, `rail_diag.rs`,
+//!     `fault.rs` (fault-injection state);
+//!   - the parts of the shared state, each owning its state with one impl:
+//!     `memory.rs` (registered regions and their pins), `registry.rs`
+//!     (segments, QP numbers, route domains), `tables.rs` (slices, tasks,
+//!     batches, task accounting), `telemetry.rs` (counters),
+//!     `lifecycle.rs` (run state), `credit/` (receiver credit: negotiation;
+//!     `plane.rs` allocator, ledger, control channels), `fabric.rs`
+//!     (devices, shards, QPs, worker wake-ups), `hotpath.rs` (the composed
+//!     hot path with the posts' memory pins);
+//!   - `shared.rs` (`Shared`: the parts together, and
+//!     what needs several of them: building the engine, settling and
+//!     re-queueing a slice);
+//!   - the paths, functions of the shared state: `observe.rs` (stats,
+//!     logging targets, the health watch, [`Engine::snapshot`]),
+//!     `submit.rs` (validate → reserve → describe → enqueue), `connect/`
+//!     (handshake sides; `reconnect.rs`: retire, reconnect, retries),
+//!     `completion.rs` (where a completion lands), `worker.rs` (post and
+//!     poll), `control.rs` (monitor, async events, credit, listener);
+//!   - this file, the façade: [`Engine`] and the public re-exports, and
+//!     above it only `inject.rs` (the fault-injection hooks).
 //! * **Addresses** are Mooncake-style absolute virtual addresses: a
 //!   transfer's `local` lies in memory registered with this engine, and
 //!   `remote` in one region the peer exported at handshake time
@@ -99,7 +115,7 @@
 //!   selector from the environment (see [`EngineConfig`]).
 //! * **Deadlines** (`TIMEOUT`) are RFC 4162 software route timeouts: fed
 //!   to the controller and recorded as task evidence (see
-//!   `Shared::expire_tasks`).
+//!   `control::expire_tasks`).
 //! * **Async events** are read per device and land at their classified
 //!   scope (`control::event_targets`): QP → its endpoint and route; CQ →
 //!   only the endpoints with a QP on that CQ, with fatal feedback to their
@@ -111,7 +127,7 @@
 //!   handshake runs again for every rail, each rail's route moves to a new
 //!   generation, and waiting retries move to the new endpoints. A retry
 //!   whose rail is gone while another rail of the segment is live moves
-//!   there (rail failover, `Shared::re_rail`).
+//!   there (rail failover, `connect::re_rail`).
 //!
 //! * **Receiver credit** (RFC 2849, `credit/`, off by default,
 //!   `MC_RECEIVER_CREDIT=off|optional|required`): negotiated in the
@@ -131,48 +147,45 @@
 //! refused without it). Automatic reconnect is one attempt per
 //! retirement, without backoff.
 
-mod api;
 mod cc_gate;
 mod chains;
+mod completion;
 mod config;
 mod connect;
 mod control;
 mod credit;
+mod error;
 mod events;
+mod fabric;
 mod fault;
+mod hotpath;
 #[cfg(feature = "fault-injection")]
 mod inject;
+mod lifecycle;
 mod memory;
 mod observe;
 mod park;
 mod rail_diag;
+mod registry;
 mod shared;
 mod signal;
+mod stats;
 mod submit;
+mod tables;
+mod telemetry;
 mod topology;
+mod types;
 mod waiters;
-/// The primitives `waiters.rs` is built on: std's here; the loom model
-/// (`loom-tests/tests/waiters.rs`) compiles the same file over loom's.
-mod waiters_sync {
-    pub(crate) use std::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-    pub(crate) use std::sync::{Condvar, Mutex};
-}
+mod waiters_sync;
 mod worker;
 
-pub use api::{
-    BatchId, EngineError, EngineStats, HandshakeStats, Op, SegmentId, TaskState, TaskStatus,
-    Transfer, MAX_MEMORY_REGIONS, SLICES_PER_QP_RUN,
-};
 pub use cc_gate::{CcGate, GateStats};
 pub use config::{
-    slice_count, ConfigError, EngineConfig, WorkerModel, DEFAULT_SIGNAL_INTERVAL, MAX_RAILS,
-    NOMINAL_RAIL_BPS,
+    slice_count, CreditConfig, CreditPolicy, EngineConfig, WorkerModel, CREDIT_VERSIONS,
+    DEFAULT_SIGNAL_INTERVAL, NOMINAL_RAIL_BPS,
 };
-pub use connect::SegmentInfo;
-pub use credit::{
-    negotiate, CreditConfig, CreditFaults, CreditPolicy, CreditStats, LinkPhase, Negotiated,
-    PeerCredit, CREDIT_VERSIONS,
-};
+pub use credit::{negotiate, CreditFaults, CreditStats, LinkPhase, Negotiated, PeerCredit};
+pub use error::{ConfigError, EngineError};
 pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
@@ -185,19 +198,26 @@ pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
 pub use railyard_core::token::TokenRecord;
+pub use registry::SegmentInfo;
+pub use stats::{EngineStats, HandshakeStats};
+pub use types::{
+    BatchId, Op, SegmentId, TaskState, TaskStatus, Transfer, MAX_MEMORY_REGIONS, MAX_RAILS,
+    SLICES_PER_QP_RUN,
+};
 
 use crate::wire::SegmentDescriptor;
 use crate::{Access, MemoryRegion};
-use api::project_anomaly;
+use fabric::Fabric;
 use memory::MemEntry;
 use railyard_core::endpoint::RetireReason;
-use shared::{Dev, Shared, TaskCell};
+use shared::Shared;
 use std::fmt;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tables::TaskCell;
 
 /// A transfer engine on one or more RDMA devices (rails). Dropping it shuts
 /// it down cleanly (see [`Engine::shutdown`]).
@@ -228,7 +248,7 @@ impl Engine {
             tracing::warn!(target: "railyard::config", var = e.var, value = %e.value,
                 expected = e.expected, "engine configuration refused");
         })?;
-        let (devs, max_cqe) = Dev::open_all(&cfg)?;
+        let (devs, max_cqe) = Fabric::open_devices(&cfg)?;
         let shared = Shared::new(cfg, devs, max_cqe)?;
         let listener = TcpListener::bind(shared.cfg.listen).map_err(EngineError::Io)?;
         listener.set_nonblocking(true).map_err(EngineError::Io)?;
@@ -260,17 +280,22 @@ impl Engine {
 
     /// The first device's name (rail 0).
     pub fn device(&self) -> &str {
-        self.shared.devs[0].ctx.name()
+        self.shared.fabric.devs[0].ctx.name()
     }
 
     /// Every device's name, in rail order.
     pub fn devices(&self) -> Vec<&str> {
-        self.shared.devs.iter().map(|d| d.ctx.name()).collect()
+        self.shared
+            .fabric
+            .devs
+            .iter()
+            .map(|d| d.ctx.name())
+            .collect()
     }
 
     /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
     pub fn segment_rails(&self, seg: SegmentId) -> Result<usize, EngineError> {
-        self.shared.segment_rails(seg)
+        self.shared.registry.segment_rails(seg)
     }
 
     /// Registers the region `first` (already registered on device 0) on
@@ -286,7 +311,7 @@ impl Engine {
         let mut entry = MemEntry {
             regs: vec![first.clone()],
         };
-        for d in &self.shared.devs[1..] {
+        for d in &self.shared.fabric.devs[1..] {
             // SAFETY: the caller's promise; the buffer belongs to `first`
             // (or to the caller) and outlives this registration, which
             // `MemEntry::drop` releases before `first`.
@@ -315,7 +340,7 @@ impl Engine {
     /// region is the device-0 registration.
     #[allow(unsafe_code)]
     pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
-        let mr = MemoryRegion::alloc(&self.shared.devs[0].pd, len, Access::ALL_RDMA)?;
+        let mr = MemoryRegion::alloc(&self.shared.fabric.devs[0].pd, len, Access::ALL_RDMA)?;
         // SAFETY: the buffer is owned by `mr`, dropped after the other
         // devices' registrations of it.
         unsafe { self.add_region(mr) }
@@ -341,10 +366,43 @@ impl Engine {
         // SAFETY: forwarded from the caller's promise; the engine holds the
         // region until it is dropped, after every QP is flushed.
         let mr = unsafe {
-            MemoryRegion::register(&self.shared.devs[0].pd, addr, len, Access::ALL_RDMA)
+            MemoryRegion::register(&self.shared.fabric.devs[0].pd, addr, len, Access::ALL_RDMA)
         }?;
         // SAFETY: forwarded from the caller's promise, as above.
         unsafe { self.add_region(mr) }
+    }
+
+    /// Deregisters the memory region that starts at `addr` (what
+    /// [`alloc_memory`](Self::alloc_memory) or
+    /// [`register_memory`](Self::register_memory) returned; Mooncake's
+    /// `unregisterLocalMemory`): every device's registration is released
+    /// (`ibv_dereg_mr`) before this returns, and memory the engine
+    /// allocated is freed with it unless the caller still holds the
+    /// returned `Arc<MemoryRegion>` (then that one registration and its
+    /// buffer live until the caller drops it).
+    ///
+    /// Refused, changing nothing, with [`EngineError::MemoryBusy`] while
+    /// any transfer may still touch the region: a slice queued or posted
+    /// on it, including the last attempt of a canceled or timed-out task
+    /// that is still on the wire. No other address is accepted
+    /// ([`EngineError::NoSuchRegion`]: not the start of a registered
+    /// region). Peers that connected earlier keep the region in their
+    /// segment descriptors; their transfers to it then fail at the NIC
+    /// (remote access error), never touch the memory.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig, EngineError};
+    /// let engine = Engine::new(EngineConfig::default())?;
+    /// let mr = engine.alloc_memory(1 << 20)?;
+    /// let addr = mr.addr();
+    /// drop(mr); // the engine's registration is the last one
+    /// engine.deregister_memory(addr)?;
+    /// assert!(matches!(engine.deregister_memory(addr), Err(EngineError::NoSuchRegion { .. })));
+    /// # Ok::<(), EngineError>(())
+    /// ```
+    pub fn deregister_memory(&self, addr: u64) -> Result<(), EngineError> {
+        let sh = &*self.shared;
+        sh.mem.deregister(addr, || sh.fault.deregistration())
     }
 
     /// Connects to the engine listening at `peer`: N RC QPs, the versioned
@@ -355,31 +413,31 @@ impl Engine {
     /// CQ error or a QP-scope event, the engine reconnects once on its own,
     /// and [`reconnect_segment`](Self::reconnect_segment) does it on demand.
     pub fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
-        self.shared.open_segment(peer)
+        connect::open_segment(&self.shared, peer)
     }
 
     /// The regions the peer exported at handshake time (remote addresses of
     /// transfers must lie in one of them).
     pub fn segment_regions(&self, seg: SegmentId) -> Result<Vec<SegmentDescriptor>, EngineError> {
-        self.shared.segment_regions(seg)
+        self.shared.registry.segment_regions(seg)
     }
 
     /// Segments known to this engine, including ones peers opened to us
     /// (a connection is symmetric: either side may post on it).
     pub fn segments(&self) -> Vec<SegmentId> {
-        self.shared.segment_ids()
+        self.shared.registry.segment_ids()
     }
 
     /// Retires a segment's endpoints, one per rail (the one retire API):
     /// no new posts; their posted work drains (or is flushed after the
     /// drain timeout).
     pub fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
-        self.shared.close_segment(seg)
+        connect::close_segment(&self.shared, seg)
     }
 
     /// Creates an empty batch that will hold up to `capacity` tasks.
     pub fn allocate_batch(&self, capacity: usize) -> Result<BatchId, EngineError> {
-        Ok(self.shared.allocate_batch(capacity))
+        Ok(self.shared.tables.allocate_batch(capacity))
     }
 
     /// Submits transfers into `batch`: validates all of them first (nothing
@@ -387,12 +445,12 @@ impl Engine {
     /// [`slice_count`]) and queues the slices to the workers. Task `i` of
     /// this call gets index `previous tasks + i` in the batch.
     pub fn submit(&self, batch: BatchId, transfers: &[Transfer]) -> Result<(), EngineError> {
-        self.shared.submit(batch, transfers)
+        submit::submit(&self.shared, batch, transfers)
     }
 
     /// The state and progress of task `task` of `batch`.
     pub fn task_status(&self, batch: BatchId, task: usize) -> Result<TaskStatus, EngineError> {
-        self.shared.with_task(batch, task, TaskCell::status)
+        self.shared.tables.with_task(batch, task, TaskCell::status)
     }
 
     /// Whether every task of `batch` is terminal (completed, failed, timed
@@ -411,11 +469,7 @@ impl Engine {
     /// # let _ = statuses; Ok(()) }
     /// ```
     pub fn batch_done(&self, batch: BatchId) -> Result<bool, EngineError> {
-        self.shared.with_batch(batch, |b| {
-            Ok(b.tasks
-                .iter()
-                .all(|te| self.shared.tasks[te.task as usize].is_done()))
-        })
+        self.shared.tables.batch_done(batch)
     }
 
     /// Blocks until every task of `batch` is terminal (`Ok(true)`, as
@@ -440,35 +494,12 @@ impl Engine {
     /// # Ok(()) }
     /// ```
     pub fn wait_batch(&self, batch: BatchId, timeout: Duration) -> Result<bool, EngineError> {
-        let sh = &*self.shared;
-        sh.waiters.wait(timeout, || {
-            sh.with_batch(batch, |b| {
-                // The last open task: tasks finish roughly in submission
-                // order, so it is usually the last to finish (one wake).
-                Ok(
-                    match b
-                        .tasks
-                        .iter()
-                        .rev()
-                        .map(|te| &sh.tasks[te.task as usize])
-                        .find(|t| !t.is_done())
-                    {
-                        None => waiters::Probe::Done,
-                        Some(t) => waiters::Probe::Watch(t),
-                    },
-                )
-            })
-        })
+        self.shared.tables.wait_batch(batch, timeout)
     }
 
     /// All tasks of `batch`, in submission order.
     pub fn batch_status(&self, batch: BatchId) -> Result<Vec<TaskStatus>, EngineError> {
-        self.shared.with_batch(batch, |b| {
-            Ok(b.tasks
-                .iter()
-                .map(|te| self.shared.tasks[te.task as usize].status())
-                .collect())
-        })
+        self.shared.tables.batch_status(batch)
     }
 
     /// The minimal anomaly query (RFC 4162, caller observability) of task
@@ -503,33 +534,28 @@ impl Engine {
         task: usize,
     ) -> Result<AnomalyDetail, EngineError> {
         let enabled = self.shared.gate.enabled();
-        self.shared.with_task(batch, task, |t| {
-            let d = t
-                .evidence
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .detail();
-            project_anomaly(d, t.ok.load(Ordering::Acquire), enabled)
-        })
+        self.shared
+            .tables
+            .with_task(batch, task, |t| t.anomaly(enabled))
     }
 
     /// Cancels every unsettled slice of `batch`: its tasks end `CANCELED`
     /// (unless a slice already failed or timed out). Work already posted
     /// still completes on the wire; its completion only releases resources.
     pub fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        self.shared.cancel_batch(batch)
+        submit::cancel_batch(&self.shared, batch)
     }
 
     /// Frees a batch whose tasks are all finished; its task and slice slots
     /// return to the pools. A batch with unfinished tasks is refused
     /// ([`EngineError::BatchBusy`]): cancel it first.
     pub fn free_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        self.shared.free_batch(batch)
+        self.shared.tables.free_batch(batch)
     }
 
     /// Counters and leak-check gauges.
     pub fn stats(&self) -> EngineStats {
-        self.shared.stats()
+        observe::stats(&self.shared)
     }
 
     /// What a host exports, in one call: [`stats`](Self::stats) plus the
@@ -550,7 +576,7 @@ impl Engine {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn snapshot(&self) -> EngineSnapshot {
-        self.shared.snapshot()
+        observe::snapshot(&self.shared)
     }
 
     /// Waits until no work request is in flight and no slice is queued
@@ -560,7 +586,7 @@ impl Engine {
         let t0 = Instant::now();
         loop {
             let s = self.stats();
-            let queued: usize = self.shared.queues.iter().map(|q| q.len()).sum();
+            let queued = self.shared.fabric.queued();
             if s.tokens_in_use == 0 && s.cq_outstanding == 0 && queued == 0 && s.parked == 0 {
                 return true;
             }
@@ -581,24 +607,19 @@ impl Engine {
         if self.threads.is_empty() {
             return;
         }
-        sh.draining.store(true, Ordering::Release);
+        sh.lifecycle.draining.store(true, Ordering::Release);
         // A reconnect in flight publishes its endpoint before we retire all.
-        let reconnects: Vec<JoinHandle<()>> = sh
-            .reconnect_threads
-            .lock()
-            .map(|mut v| v.drain(..).collect())
-            .unwrap_or_default();
-        for t in reconnects {
+        for t in sh.lifecycle.take_reconnects() {
             let _ = t.join();
         }
-        sh.retire_all(RetireReason::Shutdown);
+        connect::retire_all(sh, RetireReason::Shutdown);
         control::flush_all(sh);
         let t0 = Instant::now();
         while sh.tokens.in_use() > 0 && t0.elapsed() < sh.cfg.drain_timeout * 2 {
             std::thread::sleep(Duration::from_millis(1));
         }
-        sh.stop.store(true, Ordering::Release);
-        sh.wake_all();
+        sh.lifecycle.stop.store(true, Ordering::Release);
+        sh.fabric.wake_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -616,7 +637,7 @@ impl Engine {
     /// a QUARANTINED route avoids them until its cooldown moves it to
     /// PROBING, and a successful probe makes it HEALTHY.
     pub fn reconnect_segment(&self, seg: SegmentId) -> Result<u32, EngineError> {
-        self.shared.reconnect(seg.0 as usize)
+        connect::reconnect(&self.shared, seg.0 as usize)
     }
 
     /// The connection state of `seg`'s first rail (the only one with a
@@ -627,7 +648,8 @@ impl Engine {
 
     /// The connection state of `seg`'s rail `rail` (local device `rail`).
     pub fn segment_rail_info(&self, seg: SegmentId, rail: u16) -> Result<SegmentInfo, EngineError> {
-        self.shared.segment_info(seg, rail)
+        let sh = &*self.shared;
+        sh.registry.segment_info(seg, rail, |h| sh.is_active(h))
     }
 
     /// A snapshot of the CC route of `seg`'s first rail (health,
@@ -673,7 +695,7 @@ impl Engine {
     /// The software RDMA provider local device `device` (rail) is, from its
     /// `ibv_device_attr.vendor_id` (`None`: hardware, or no such device).
     pub fn software_provider_of(&self, device: u16) -> Option<SoftwareProvider> {
-        let d = self.shared.devs.get(usize::from(device))?;
+        let d = self.shared.fabric.devs.get(usize::from(device))?;
         SoftwareProvider::from_vendor_id(d.vendor_id)
     }
 
@@ -725,9 +747,71 @@ impl Engine {
         batch: BatchId,
         task: usize,
     ) -> Result<Option<BackpressureInfo>, EngineError> {
-        self.shared.with_task(batch, task, |t| {
+        self.shared.tables.with_task(batch, task, |t| {
             *t.backpressure.lock().unwrap_or_else(|e| e.into_inner())
         })
+    }
+
+    /// The rail selector's counters: decisions, probes, V2/V3 fallbacks,
+    /// missing / expired peer samples, ledger exhaustion and contention,
+    /// and peer / NIC accounting errors (which must stay zero).
+    pub fn rail_counters(&self) -> RailCounters {
+        self.shared.rails.counters()
+    }
+
+    /// The NIC-scope state of local device `device` (in-flight bytes, the
+    /// completion EWMA, the nominal rate), or `None` past the last rail.
+    pub fn rail_nic_view(&self, device: usize) -> Option<NicView> {
+        self.shared.rails.nic_view(device)
+    }
+
+    /// The peer ledger's entry for `seg` on local device `device`: bytes in
+    /// flight to that peer on that device, the peer's own completion EWMA
+    /// and the time of its last sample (engine clock, see
+    /// [`Engine::now_ns`]). `None` without the ledger (`peer-feedback`
+    /// feature and `rail.peer_accounting`), past the last rail, or if the
+    /// peer has no entry there.
+    pub fn rail_peer_view(&self, device: usize, seg: SegmentId) -> Option<PeerView> {
+        (device < self.shared.rails.len())
+            .then(|| self.shared.rails.peer_view(device, seg.0))
+            .flatten()
+    }
+
+    /// Live peer-ledger entries on local device `device` (0 without the
+    /// ledger or past the last rail). Idle entries are kept up to the
+    /// history target; only their in-flight bytes must return to zero.
+    pub fn rail_peer_entries(&self, device: usize) -> u32 {
+        if device < self.shared.rails.len() {
+            self.shared.rails.peer_entries(device)
+        } else {
+            0
+        }
+    }
+
+    /// The engine's clock (nanoseconds since it started): the time base of
+    /// [`PeerView::sample_ns`] and of the trace ages.
+    pub fn now_ns(&self) -> railyard_core::time::Nanos {
+        self.shared.now()
+    }
+
+    /// Takes the aggregate-decision traces recorded since the last call
+    /// (empty unless `rail.trace` and the peer ledger are on). One entry
+    /// per transfer whose slices were planned over two or more rails, as
+    /// RFC 4534's TTL calibration wants: feed them to
+    /// [`TtlCalibrator`](railyard_core::rail::TtlCalibrator) (a V1 run).
+    pub fn take_rail_traces(&self) -> RailTraces {
+        self.shared.telemetry.rail_trace.take()
+    }
+
+    /// How many slices of task `task` of `batch` are on each local device
+    /// (rail), `[..rails]`: the device of each slice's current (or last)
+    /// attempt. Read it before [`Engine::free_batch`].
+    pub fn task_rail_slices(
+        &self,
+        batch: BatchId,
+        task: usize,
+    ) -> Result<[u32; MAX_RAILS], EngineError> {
+        self.shared.tables.task_devices(batch, task)
     }
 
     /// Installs receiver-credit control-frame faults (duplicate, reorder,

@@ -22,10 +22,11 @@
 //! after it find it retired), and the health watch samples the controller
 //! once per monitor tick.
 
-use super::api::{EngineError, EngineStats};
+use super::error::EngineError;
 use super::shared::Shared;
+use super::stats::EngineStats;
+use super::types::{SegmentId, MAX_RAILS};
 use railyard_core::cc::{DrainSignal, Health};
-use railyard_core::completion::Completed;
 use railyard_core::endpoint::{EndpointHandle, RetireReason};
 use std::collections::HashMap;
 
@@ -79,123 +80,95 @@ pub struct EngineSnapshot {
     pub routes: Vec<RouteState>,
 }
 
-impl Shared {
-    /// The routes assigned so far, with their devices, by route index.
-    fn assigned_routes(&self) -> Vec<(u32, u16)> {
-        let m = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<(u32, u16)> = m.iter().map(|(k, &r)| (r, k.0)).collect();
-        v.sort_unstable();
-        v
-    }
-
-    /// The CC state of every assigned route.
-    pub(crate) fn route_states(&self) -> Vec<RouteState> {
-        self.assigned_routes()
-            .into_iter()
-            .filter_map(|(route, device)| {
-                let s = self.gate.route_snapshot(route)?;
-                Some(RouteState {
-                    route,
-                    device,
-                    health: s.health,
-                    generation: s.generation,
-                    errors: s.errors,
-                    window_bytes: s.window,
-                    in_flight_bytes: s.in_flight,
-                    drain_signal: self.gate.drain_signal(device).unwrap_or_default(),
-                })
+/// The CC state of every assigned route.
+pub(crate) fn route_states(sh: &Shared) -> Vec<RouteState> {
+    sh.registry
+        .assigned_routes()
+        .into_iter()
+        .filter_map(|(route, device)| {
+            let s = sh.gate.route_snapshot(route)?;
+            Some(RouteState {
+                route,
+                device,
+                health: s.health,
+                generation: s.generation,
+                errors: s.errors,
+                window_bytes: s.window,
+                in_flight_bytes: s.in_flight,
+                drain_signal: sh.gate.drain_signal(device).unwrap_or_default(),
             })
-            .collect()
-    }
+        })
+        .collect()
+}
 
-    /// Logs how a reconnect of `seg` ended.
-    pub(crate) fn log_reconnect(&self, seg: usize, r: &Result<u32, EngineError>) {
-        match r {
-            Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
-                endpoint_generation = generation, rails = self.segment_rails(super::api::SegmentId(seg as u32)).unwrap_or(0),
-                "reconnect done"),
-            Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
-                reason = %e, "reconnect failed"),
-        }
+/// Logs how a reconnect of `seg` ended.
+pub(crate) fn log_reconnect(sh: &Shared, seg: usize, r: &Result<u32, EngineError>) {
+    match r {
+        Ok(generation) => tracing::info!(target: "railyard::reconnect", segment = seg,
+            endpoint_generation = generation, rails = sh.registry.segment_rails(SegmentId(seg as u32)).unwrap_or(0),
+            "reconnect done"),
+        Err(e) => tracing::warn!(target: "railyard::reconnect", segment = seg,
+            reason = %e, "reconnect failed"),
     }
+}
 
-    /// [`EngineSnapshot`]: stats and route states.
-    pub(crate) fn snapshot(&self) -> EngineSnapshot {
-        EngineSnapshot {
-            stats: self.stats(),
-            routes: self.route_states(),
-        }
+/// The stats snapshot ([`EngineStats`]).
+pub(crate) fn stats(sh: &Shared) -> EngineStats {
+    let mut s = EngineStats {
+        tokens_in_use: sh.tokens.in_use() as u64,
+        tokens_cached: (sh.tokens.capacity() - sh.tokens.in_use())
+            .saturating_sub(sh.tokens.free_in_pool()) as u64,
+        endpoint_outstanding: sh.endpoints.outstanding_total(),
+        qp_depth: sh.endpoints.qp_depth_total(),
+        cq_outstanding: sh.fabric.cq_outstanding(),
+        slices_pending: sh.tables.slices.pending() as u64,
+        endpoints_live: sh.endpoints.live() as u64,
+        gate: sh.gate.stats(),
+        rails: sh.fabric.devs.len() as u16,
+        mem_regions: sh.mem.count(),
+        mem_pins: sh.mem.pins_total(),
+        ..EngineStats::default()
+    };
+    for d in 0..sh.fabric.devs.len().min(MAX_RAILS) {
+        s.rail_charged_bytes[d] = sh.rails.nic_inflight(d).unwrap_or(0);
     }
+    let rc = sh.rails.counters();
+    s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
+    sh.telemetry.add_to(&mut s, |w| {
+        sh.fabric
+            .post_shard(w)
+            .map(|shard| sh.fabric.topo.device_of(shard))
+    });
+    s
+}
 
-    /// Logs that `h` was retired for `reason`, with its segment, device and
-    /// route (looked up without waiting: a caller holding the segment lock
-    /// gets the line without them). Warn for faults, info for teardown.
-    pub(crate) fn log_retired(&self, h: EndpointHandle, reason: RetireReason) {
-        let rail = self.segments.try_read().ok().and_then(|segs| {
-            segs.iter().enumerate().find_map(|(i, e)| {
-                e.rails
-                    .iter()
-                    .find(|r| r.handle == h)
-                    .map(|r| (i as u32, r.dev, r.route))
-            })
-        });
-        let (segment, device, route) = match rail {
-            Some((s, d, r)) => (Some(s), Some(d), Some(r)),
-            None => (None, None, None),
-        };
-        let (slot, generation) = (h.slot, h.generation);
-        if matches!(
-            reason,
-            RetireReason::Shutdown | RetireReason::PassiveHandshakeStale
-        ) {
-            tracing::info!(target: "railyard::endpoint", slot, generation, ?segment, ?device,
-                ?route, ?reason, "endpoint retired");
-        } else {
-            tracing::warn!(target: "railyard::endpoint", slot, generation, ?segment, ?device,
-                ?route, ?reason, "endpoint retired");
-        }
+/// [`EngineSnapshot`]: stats and route states.
+pub(crate) fn snapshot(sh: &Shared) -> EngineSnapshot {
+    EngineSnapshot {
+        stats: stats(sh),
+        routes: route_states(sh),
     }
+}
 
-    /// Retires `h` for `reason` (the one teardown API) and, only if this
-    /// call retired it, counts it, starts the automatic reconnect where
-    /// one applies (`Shared::after_retire`) and logs it (after `wc`'s
-    /// classification when an error completion caused it: the endpoint's
-    /// first one; the flushes after it find it retired and log nothing).
-    pub(crate) fn retire_logged(
-        &self,
-        h: EndpointHandle,
-        reason: RetireReason,
-        wc: Option<&Completed>,
+/// Logs that `h` was retired for `reason`, with its segment, device and
+/// route (looked up without waiting: a caller holding the segment lock
+/// gets the line without them). Warn for faults, info for teardown.
+pub(crate) fn log_retired(sh: &Shared, h: EndpointHandle, reason: RetireReason) {
+    let rail = sh.registry.rail_of(h);
+    let (segment, device, route) = match rail {
+        Some((s, d, r)) => (Some(s), Some(d), Some(r)),
+        None => (None, None, None),
+    };
+    let (slot, generation) = (h.slot, h.generation);
+    if matches!(
+        reason,
+        RetireReason::Shutdown | RetireReason::PassiveHandshakeStale
     ) {
-        if self.endpoints.retire(h, reason, self.now()).is_err() {
-            return;
-        }
-        self.retired
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // The reconnect first (it marks the segment reconnecting, so that
-        // retries wait for it), the log lines after: writing them must not
-        // widen the window in which a retry finds the endpoint retired and
-        // no reconnect under way.
-        let reconnect = self.after_retire(h, reason);
-        if let Some(done) = wc {
-            let c = &done.wc;
-            tracing::warn!(target: "railyard::endpoint", status = c.status,
-                vendor_err = c.vendor_err, class = ?c.class, scope = ?c.scope,
-                effect = ?c.effect, device = done.record.device, qp = done.record.qp,
-                route = done.record.route, peer = ?done.record.peer,
-                "error completion classified");
-        }
-        self.log_retired(h, reason);
-        if let Some(segment) = reconnect {
-            tracing::info!(target: "railyard::reconnect", segment, ?reason,
-                "automatic reconnect scheduled");
-        }
-    }
-
-    /// The poll path's retire after an error completion (see
-    /// [`retire_logged`](Self::retire_logged)).
-    pub(crate) fn retire_after_wc(&self, done: &Completed) {
-        self.retire_logged(done.record.endpoint, RetireReason::CqError, Some(done));
+        tracing::info!(target: "railyard::endpoint", slot, generation, ?segment, ?device,
+            ?route, ?reason, "endpoint retired");
+    } else {
+        tracing::warn!(target: "railyard::endpoint", slot, generation, ?segment, ?device,
+            ?route, ?reason, "endpoint retired");
     }
 }
 
@@ -213,7 +186,7 @@ pub(crate) struct HealthWatch {
 impl HealthWatch {
     /// One tick: log the changes since the last one.
     pub(crate) fn tick(&mut self, sh: &Shared) {
-        for s in sh.route_states() {
+        for s in route_states(sh) {
             let now = (s.health, s.generation);
             let before = self.routes.insert(s.route, now);
             let from = before.map_or(Health::Healthy, |b| b.0);
@@ -221,7 +194,7 @@ impl HealthWatch {
                 log_health("route", Some(s.route), s.device, from, &s);
             }
         }
-        let n = sh.devs.len();
+        let n = sh.fabric.devs.len();
         self.devices.resize(n, Health::Healthy);
         for d in 0..n {
             let Some(snap) = sh.gate.device_snapshot(d as u16) else {

@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | `Deferred` (`BYTE_WINDOW`) | the deferring domain (route or device) | a release anywhere (a completion polled or an unposted tail) or a CC epoch: [`Stamp`] |
 //! | `Avoided` (`PATH_QUARANTINED`) | the avoided domain | the cooldown deadline (`now_ns`, read from the domain's snapshot), else the next CC epoch |
-//! | `Backpressure` (receiver credit) | the peer | [`Shared::credit_changed`](super::shared::Shared::credit_changed) for that peer, or its `retry_after_us` |
+//! | `Backpressure` (receiver credit) | the peer | [`Fabric::credit_changed`](super::fabric::Fabric::credit_changed) for that peer, or its `retry_after_us` |
 //! | no token | every slice | a release or a CC epoch |
 //! | QP full / endpoint saturated | that QP / endpoint | a release or a CC epoch |
 //!

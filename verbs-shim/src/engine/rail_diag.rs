@@ -1,6 +1,6 @@
-//! Read-only diagnostics of the rail selector (RFC 4534's evaluation):
-//! its counters, NIC and peer-ledger views, the per-decision sample-age
-//! trace for TTL calibration, and where a task's slices went.
+//! The rail selector's per-decision sample-age trace for RFC 4534's TTL
+//! calibration ([`RailTrace`]; the engine's read-only selector diagnostics,
+//! `Engine::rail_counters` and the rest, read it and the selector).
 //!
 //! Nothing here is on the post or completion path. The trace is recorded
 //! only with [`RailConfig::trace`](railyard_core::rail::RailConfig::trace)
@@ -8,10 +8,6 @@
 //! submitted multi-rail transfer); otherwise [`RailTrace::record`] is one
 //! branch.
 
-use super::api::{BatchId, EngineError, SegmentId};
-use super::config::MAX_RAILS;
-use super::Engine;
-use railyard_core::rail::{NicView, PeerView, RailCounters};
 use railyard_core::time::Nanos;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -21,7 +17,7 @@ use std::sync::Mutex;
 pub const RAIL_TRACE_CAPACITY: usize = 1 << 16;
 
 /// The aggregate-decision traces of a traced engine (see
-/// [`Engine::take_rail_traces`]).
+/// [`Engine::take_rail_traces`](super::Engine::take_rail_traces)).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RailTraces {
     /// One entry per multi-rail transfer planned, in submission order:
@@ -62,7 +58,9 @@ impl RailTrace {
         }
     }
 
-    fn take(&self) -> RailTraces {
+    /// Takes every trace recorded since the last call (and the count of
+    /// those dropped).
+    pub(crate) fn take(&self) -> RailTraces {
         let decisions = match &self.store {
             Some(s) => {
                 let mut v = s.lock().unwrap_or_else(|e| e.into_inner());
@@ -76,83 +74,6 @@ impl RailTrace {
             decisions,
             dropped: self.dropped.swap(0, Ordering::Relaxed),
         }
-    }
-}
-
-impl Engine {
-    /// The rail selector's counters: decisions, probes, V2/V3 fallbacks,
-    /// missing / expired peer samples, ledger exhaustion and contention,
-    /// and peer / NIC accounting errors (which must stay zero).
-    pub fn rail_counters(&self) -> RailCounters {
-        self.shared.rails.counters()
-    }
-
-    /// The NIC-scope state of local device `device` (in-flight bytes, the
-    /// completion EWMA, the nominal rate), or `None` past the last rail.
-    pub fn rail_nic_view(&self, device: usize) -> Option<NicView> {
-        self.shared.rails.nic_view(device)
-    }
-
-    /// The peer ledger's entry for `seg` on local device `device`: bytes in
-    /// flight to that peer on that device, the peer's own completion EWMA
-    /// and the time of its last sample (engine clock, see
-    /// [`Engine::now_ns`]). `None` without the ledger (`peer-feedback`
-    /// feature and `rail.peer_accounting`), past the last rail, or if the
-    /// peer has no entry there.
-    pub fn rail_peer_view(&self, device: usize, seg: SegmentId) -> Option<PeerView> {
-        (device < self.shared.rails.len())
-            .then(|| self.shared.rails.peer_view(device, seg.0))
-            .flatten()
-    }
-
-    /// Live peer-ledger entries on local device `device` (0 without the
-    /// ledger or past the last rail). Idle entries are kept up to the
-    /// history target; only their in-flight bytes must return to zero.
-    pub fn rail_peer_entries(&self, device: usize) -> u32 {
-        if device < self.shared.rails.len() {
-            self.shared.rails.peer_entries(device)
-        } else {
-            0
-        }
-    }
-
-    /// The engine's clock (nanoseconds since it started): the time base of
-    /// [`PeerView::sample_ns`] and of the trace ages.
-    pub fn now_ns(&self) -> Nanos {
-        self.shared.now()
-    }
-
-    /// Takes the aggregate-decision traces recorded since the last call
-    /// (empty unless `rail.trace` and the peer ledger are on). One entry
-    /// per transfer whose slices were planned over two or more rails, as
-    /// RFC 4534's TTL calibration wants: feed them to
-    /// [`TtlCalibrator`](railyard_core::rail::TtlCalibrator) (a V1 run).
-    pub fn take_rail_traces(&self) -> RailTraces {
-        self.shared.rail_trace.take()
-    }
-
-    /// How many slices of task `task` of `batch` are on each local device
-    /// (rail), `[..rails]`: the device of each slice's current (or last)
-    /// attempt. Read it before [`Engine::free_batch`].
-    pub fn task_rail_slices(
-        &self,
-        batch: BatchId,
-        task: usize,
-    ) -> Result<[u32; MAX_RAILS], EngineError> {
-        self.shared.with_batch(batch, |b| {
-            let te = b
-                .tasks
-                .get(task)
-                .ok_or(EngineError::NoSuchTask { batch, task })?;
-            let mut counts = [0u32; MAX_RAILS];
-            for &s in &te.slices {
-                let d = self.shared.meta[s as usize].dev.load(Ordering::Relaxed) as usize;
-                if let Some(c) = counts.get_mut(d) {
-                    *c += 1;
-                }
-            }
-            Ok(counts)
-        })
     }
 }
 

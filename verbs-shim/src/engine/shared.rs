@@ -1,334 +1,71 @@
-//! The state the engine handle and its threads share ([`Shared`]): the
-//! core tables, the devices and their shards ([`Topology`]), segments and
-//! their rails, per-slice and per-task records, and the task accounting
-//! every path settles through. Connection setup (`connect/`), submit
-//! (`submit.rs`), the workers (`worker.rs`) and the control threads
-//! (`control.rs`) are methods on [`Shared`] or functions of it; none of
-//! them keeps state of its own.
+//! The state the engine handle and its threads share ([`Shared`]): its
+//! parts, each owning its state with its own methods in its own file
+//! (the fabric, the slice/task tables, the registry of segments, memory,
+//! telemetry, the run state, receiver credit, fault injection) and the
+//! core pieces of the composed hot path (the token pool, the endpoint
+//! table, the rail selector, the CC gate, selective signaling). What needs
+//! several parts at once is here, in [`Shared`]'s one impl: building the
+//! engine, the composed hot path, settling and re-queueing a slice. The
+//! paths over it are functions of it, each in its own file: connection
+//! setup, retire and reconnect (`connect/`), submit (`submit.rs`), the
+//! workers (`worker.rs`), the control threads (`control.rs`) and the
+//! stats and logging (`observe.rs`); none of them keeps state of its own.
 
-use super::api::{BatchId, EngineError, EngineStats, HandshakeCounters, TaskState, TaskStatus};
 use super::cc_gate::CcGate;
-use super::config::{ConfigError, EngineConfig, MAX_RAILS};
+use super::config::EngineConfig;
 use super::credit::EngineCredit;
+use super::error::{ConfigError, EngineError};
+use super::fabric::{Dev, EpResource, Fabric};
+use super::fault;
+use super::hotpath::HotPath;
+use super::lifecycle::Lifecycle;
 use super::memory;
-pub(crate) use super::topology::Topology;
-use super::{fault, rail_diag};
-use crate::wire::SegmentDescriptor;
-use crate::{CompletionQueue, Context, ProtectionDomain, QpConfig, QueuePair};
-use crossbeam_queue::ArrayQueue;
+use super::registry::Registry;
+use super::tables::Tables;
+use super::telemetry::Telemetry;
 use railyard_core::cc::SoftwareProvider;
-use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, RetireReason};
-use railyard_core::evidence::{Observation, TaskEvidence};
+use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, Phase};
 use railyard_core::rail::{DeviceSpec, Selector};
-use railyard_core::slice::{Outcome, SliceError, SliceRef, SliceState, SliceTable};
+use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenError, TokenPool};
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
-
-/// The engine's per-endpoint resource, held in the core `EndpointTable`
-/// and dropped (QPs destroyed) only when crossbeam-epoch reclaims it.
-pub(crate) struct EpResource {
-    pub(crate) qps: Vec<QueuePair>,
-    pub(crate) remote: Vec<SegmentDescriptor>,
-}
-
-/// A CC route domain's key: (local device, peer NIC GID, peer NIC LID).
-type RouteKey = (u16, [u8; 16], u16);
-
-/// One rail of a segment: local device `dev` ↔ the peer's NIC `dev`.
-pub(crate) struct RailEntry {
-    pub(crate) dev: u16,
-    pub(crate) handle: EndpointHandle,
-    /// The peer's regions with the rkeys of its NIC `dev`.
-    pub(crate) remote: Vec<SegmentDescriptor>,
-    /// Shard of each QP.
-    pub(crate) shards: Vec<u16>,
-    /// QP numbers (scripted async events name one; the async-event path
-    /// itself looks QPs up in `qpn_map`).
-    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
-    pub(crate) qpns: Vec<u32>,
-    /// The peer's first QP number on this rail (a reconnect names the
-    /// connection it replaces by it: [`PeerDescriptor::replaces`]).
-    pub(crate) peer_qpn: u32,
-    /// That QP's initial PSN and the peer NIC's GID: with `peer_qpn`, what
-    /// a replayed descriptor repeats (`Shared::is_replay`).
-    pub(crate) peer_psn: u32,
-    pub(crate) peer_gid: [u8; 16],
-    /// CC route domain (local device × the peer's NIC).
-    pub(crate) route: u32,
-}
-
-pub(crate) struct SegmentEntry {
-    /// Rail `i` connects local device `i` to peer NIC `i`; there are
-    /// `min(local devices, peer NICs)` of them.
-    pub(crate) rails: Vec<RailEntry>,
-    /// The peer's handshake address, for segments this engine opened
-    /// (those it can reconnect).
-    pub(crate) peer: Option<SocketAddr>,
-    /// A reconnect is in progress (retries wait for it).
-    pub(crate) reconnecting: bool,
-    /// Reconnects that replaced the endpoints.
-    pub(crate) reconnects: u32,
-    /// Closed by its owner ([`Engine::close_segment`]) and not reconnected
-    /// since: retries failing on it are teardown, not a path failure.
-    pub(crate) closed: bool,
-}
-
-/// One opened device: its context, PD and QP parameters. Its shards
-/// (CQ + submission queue each) are `dev * shards_per_dev ..`.
-pub(crate) struct Dev {
-    pub(crate) ctx: Context,
-    pub(crate) pd: ProtectionDomain,
-    pub(crate) qp_cfg: QpConfig,
-    /// `ibv_device_attr.vendor_id` at open.
-    pub(crate) vendor_id: u32,
-}
-
-/// The engine's composed hot path: its tables, its rail selector and its
-/// CC layer.
-/// Free tokens a worker's cache holds at most ([`Shared::worker_tokens`]).
-pub(crate) const TOKEN_CACHE: usize = 32;
-
-/// A worker thread's token source for the hot path: its own cache over the
-/// engine's pool, or `None` (the pool directly) when the pool is too small
-/// to spare [`TOKEN_CACHE`] free tokens per worker.
-pub(crate) type WorkerTokens<'a> =
-    Option<railyard_core::token::TokenCache<'a, railyard_core::token::TokenRecord, TOKEN_CACHE>>;
-
-pub(crate) type HotPath<'a> = railyard_core::completion::Owner<
-    'a,
-    EpResource,
-    railyard_core::completion::Layers<
-        Option<&'a railyard_core::credit::SenderLedger>,
-        &'a Selector,
-        &'a CcGate,
-    >,
->;
-
-/// Per-slice data written by `submit` before the slice is queued (the
-/// queue's push/pop orders it) and read by workers.
-#[derive(Default)]
-pub(crate) struct SliceMeta {
-    pub(crate) task: AtomicU32,
-    pub(crate) mem: AtomicU32,
-    pub(crate) region: AtomicU32,
-    pub(crate) op: AtomicU32,
-    pub(crate) len: AtomicU32,
-    pub(crate) qp: AtomicU32,
-    pub(crate) shard: AtomicU32,
-    /// Local device (rail) of the slice's endpoint.
-    pub(crate) dev: AtomicU32,
-    /// The attempt that holds a token (claimed for `ibv_post_send`; 0 =
-    /// none, or its chain was refused): a deadline on it is a software
-    /// completion timeout.
-    pub(crate) posted: AtomicU32,
-    /// The attempt's endpoint, packed by [`ep_word`].
-    pub(crate) ep: AtomicU64,
-    pub(crate) segment: AtomicU32,
-    pub(crate) route: AtomicU32,
-    pub(crate) local_off: AtomicU64,
-    pub(crate) remote_off: AtomicU64,
-}
-
-#[derive(Default)]
-pub(crate) struct TaskCell {
-    pub(crate) total: AtomicU32,
-    pub(crate) ok: AtomicU32,
-    pub(crate) failed: AtomicU32,
-    pub(crate) timed_out: AtomicU32,
-    pub(crate) canceled: AtomicU32,
-    pub(crate) started: AtomicBool,
-    pub(crate) bytes_done: AtomicU64,
-    pub(crate) bytes_total: AtomicU64,
-    pub(crate) deadline_ns: AtomicU64,
-    /// Anomaly evidence (RFC 4162). Locked only when there is something to
-    /// record or resolve: a task without anomalies never takes the lock on
-    /// the completion path (`anomalies` == 0).
-    pub(crate) evidence: Mutex<TaskEvidence>,
-    /// Observations recorded since submit.
-    pub(crate) anomalies: AtomicU32,
-    /// The last receiver-credit backpressure a WRITE of the task met
-    /// (RFC 2849 typed backpressure); locked only on a credit refusal.
-    pub(crate) backpressure: Mutex<Option<railyard_core::credit::BackpressureInfo>>,
-    /// Threads in [`Engine::wait_batch`](super::Engine::wait_batch) watching
-    /// this task (`waiters.rs`); never reset by submit (a waiter still
-    /// registered on a reused slot only gets a spurious wake).
-    pub(crate) waited: AtomicU32,
-}
-
-impl super::waiters::Watched for TaskCell {
-    fn waited(&self) -> &AtomicU32 {
-        &self.waited
-    }
-    fn still_open(&self) -> bool {
-        !self.is_done_seqcst()
-    }
-}
-
-impl TaskCell {
-    pub(crate) fn settled(&self) -> u32 {
-        self.ok.load(Ordering::Acquire)
-            + self.failed.load(Ordering::Acquire)
-            + self.timed_out.load(Ordering::Acquire)
-            + self.canceled.load(Ordering::Acquire)
-    }
-
-    /// Whether every slice of the task has settled (a terminal state).
-    pub(crate) fn is_done(&self) -> bool {
-        self.settled() >= self.total.load(Ordering::Acquire)
-    }
-
-    /// [`is_done`](Self::is_done) with SeqCst loads: the settling thread's
-    /// check before it wakes waiters (see `waiters.rs`).
-    fn is_done_seqcst(&self) -> bool {
-        let settled = self.ok.load(Ordering::SeqCst)
-            + self.failed.load(Ordering::SeqCst)
-            + self.timed_out.load(Ordering::SeqCst)
-            + self.canceled.load(Ordering::SeqCst);
-        settled >= self.total.load(Ordering::SeqCst)
-    }
-
-    pub(crate) fn status(&self) -> TaskStatus {
-        let state = if self.is_done() {
-            if self.failed.load(Ordering::Acquire) > 0 {
-                TaskState::Failed
-            } else if self.timed_out.load(Ordering::Acquire) > 0 {
-                TaskState::Timeout
-            } else if self.canceled.load(Ordering::Acquire) > 0 {
-                TaskState::Canceled
-            } else {
-                TaskState::Completed
-            }
-        } else if self.started.load(Ordering::Acquire) {
-            TaskState::Pending
-        } else {
-            TaskState::Waiting
-        };
-        TaskStatus {
-            state,
-            transferred_bytes: self.bytes_done.load(Ordering::Acquire),
-            total_bytes: self.bytes_total.load(Ordering::Acquire),
-        }
-    }
-}
-
-pub(crate) struct TaskEntry {
-    pub(crate) task: u32,
-    pub(crate) slices: Vec<u32>,
-}
-
-pub(crate) struct Batch {
-    pub(crate) capacity: usize,
-    pub(crate) tasks: Vec<TaskEntry>,
-}
-
-/// Per-worker counters, each on its own cache line.
-#[repr(align(64))]
-#[derive(Default)]
-pub(crate) struct WorkerCounters {
-    pub(crate) posts: AtomicU64,
-    pub(crate) doorbells: AtomicU64,
-    pub(crate) completions: AtomicU64,
-    pub(crate) stale: AtomicU64,
-    pub(crate) bad: AtomicU64,
-    pub(crate) deferrals: AtomicU64,
-    pub(crate) avoids: AtomicU64,
-    pub(crate) backpressure: AtomicU64,
-    pub(crate) unposted: AtomicU64,
-    pub(crate) retries: AtomicU64,
-    /// Slices moved to another rail (`Shared::re_rail`).
-    pub(crate) rail_moves: AtomicU64,
-    /// Posts the hot path refused as invalid (an engine bug: must stay 0).
-    pub(crate) invalid: AtomicU64,
-    /// Poll rounds (the control epoch's poller heartbeat).
-    pub(crate) polls: AtomicU64,
-    /// Slices parked (`park.rs`): refused, held until their block lifts.
-    pub(crate) parks: AtomicU64,
-    /// Slices in this worker's parking lot right now (a gauge).
-    pub(crate) parked: AtomicU64,
-    /// Times this worker's idle round returned cached free tokens to the
-    /// pool (a claim starved, or the worker went to sleep): part of the
-    /// release stamp, so work parked on "no token" is offered again.
-    pub(crate) token_returns: AtomicU64,
-}
-
-/// Buckets of [`Shared::credit_changed`]'s sequence (peer index modulo).
-pub(crate) const CREDIT_BUCKETS: usize = 64;
 
 /// State shared by the engine handle and its threads.
 pub(crate) struct Shared {
     pub(crate) cfg: EngineConfig,
-    /// The devices, in rail order.
-    pub(crate) devs: Vec<Dev>,
-    /// Where devices, shards and workers sit.
-    pub(crate) topo: Topology,
-    /// Rail selection over `devs` (RFC 4534).
+    /// The devices, their shards and workers (`fabric.rs`).
+    pub(crate) fabric: Fabric,
+    /// Rail selection over the devices (RFC 4534).
     pub(crate) rails: Selector,
-    /// Aggregate-decision traces for TTL calibration (only when tracing).
-    pub(crate) rail_trace: rail_diag::RailTrace,
     pub(crate) epoch: Instant,
-    /// Shard `s`'s CQ (device [`Topology::device_of`]).
-    pub(crate) cqs: Vec<CompletionQueue>,
     /// Selective signaling (`MC_SIGNAL_INTERVAL`; `signal.rs`).
     pub(crate) signal: super::signal::Signaling,
     pub(crate) tokens: TokenPool,
-    pub(crate) slices: SliceTable,
     pub(crate) endpoints: EndpointTable<EpResource>,
+    /// Slices, tasks and batches (`tables.rs`).
+    pub(crate) tables: Tables,
     /// The congestion controller: the CC layer of the composed hot path,
     /// and its control-plane duties.
     pub(crate) gate: CcGate,
     /// Why the configured controller stayed off, if it did.
     pub(crate) cc_error: Option<railyard_core::cc::ConfigError>,
-    /// CC route index per (local device, peer NIC GID, LID); at most
-    /// `max_endpoints` per device.
-    pub(crate) routes: Mutex<HashMap<RouteKey, u32>>,
+    /// Segments, their rails, QP numbers and route domains (`registry.rs`).
+    pub(crate) registry: Registry,
     /// Registered memory: the region table and its pins (`memory.rs`).
     pub(crate) mem: memory::MemTable,
-    pub(crate) meta: Box<[SliceMeta]>,
-    pub(crate) tasks: Box<[TaskCell]>,
-    /// One submission queue per shard.
-    pub(crate) queues: Vec<ArrayQueue<SliceRef>>,
-    pub(crate) free_slices: ArrayQueue<u32>,
-    pub(crate) free_tasks: ArrayQueue<u32>,
-    pub(crate) segments: RwLock<Vec<SegmentEntry>>,
-    /// (device, QP number) → endpoint (QP numbers are per device).
-    pub(crate) qpn_map: RwLock<HashMap<(u16, u32), EndpointHandle>>,
-    pub(crate) batches: RwLock<HashMap<u64, Batch>>,
-    pub(crate) next_batch: AtomicU64,
-    pub(crate) next_shard: AtomicUsize,
-    pub(crate) next_run: AtomicU64,
-    pub(crate) counters: Vec<WorkerCounters>,
-    pub(crate) async_events: AtomicU64,
-    pub(crate) retired: AtomicU64,
-    pub(crate) reclaimed: AtomicU64,
-    pub(crate) force_flushes: AtomicU64,
-    /// The handshake listener's outcomes.
-    pub(crate) handshakes: HandshakeCounters,
-    /// Worker threads, for unparking idle ones.
-    pub(crate) threads: OnceLock<Vec<std::thread::Thread>>,
-    /// Workers, monitor and event thread stop.
-    pub(crate) stop: AtomicBool,
-    /// Posting stops (shutdown drain): queued slices are canceled.
-    pub(crate) draining: AtomicBool,
+    /// Running, draining or stopping, and the reconnect threads
+    /// (`lifecycle.rs`).
+    pub(crate) lifecycle: Lifecycle,
+    /// The counters (`telemetry.rs`).
+    pub(crate) telemetry: Telemetry,
     /// Fault-injection state (empty without the `fault-injection` feature).
     pub(crate) fault: fault::FaultState,
     /// This `Shared` itself, for the automatic reconnect thread.
     pub(crate) me: OnceLock<std::sync::Weak<Shared>>,
-    /// Automatic reconnect threads (joined at shutdown).
-    pub(crate) reconnect_threads: Mutex<Vec<JoinHandle<()>>>,
-    /// Serializes reconnects.
-    pub(crate) reconnect_lock: Mutex<()>,
     /// Receiver credit (RFC 2849, `credit/`); `None` with it off.
     pub(crate) credit: Option<EngineCredit>,
-    /// Receiver-credit change sequence per peer bucket
-    /// ([`credit_changed`](Self::credit_changed)).
-    pub(crate) credit_seq: [AtomicU64; CREDIT_BUCKETS],
-    /// Blocking batch waits (`waiters.rs`).
-    pub(crate) waiters: super::waiters::Waiters,
 }
 
 impl Shared {
@@ -338,141 +75,32 @@ impl Shared {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// The post shard of worker `w`, if it posts ([`Topology::post_shard`]).
-    pub(crate) fn post_shard(&self, w: usize) -> Option<usize> {
-        self.topo.post_shard(w)
-    }
-
-    /// The composed hot path (`railyard_core::completion`) over this
-    /// engine's tables and layers: receiver credit (the sender ledger, or
-    /// `None` with credit off), the rail selector and the congestion
-    /// controller. Every
+    /// The composed hot path (`railyard_core::completion`, `hotpath.rs`)
+    /// over this engine's tables and layers: receiver credit (the sender
+    /// ledger, or `None` with credit off), the rail selector and the
+    /// congestion controller, with the memory pins of posted work. Every
     /// post and every completion goes through it; nothing else takes or
-    /// releases a permit or a rail charge, or maps a WC status.
+    /// releases a permit, a rail charge or a post's memory pin, or maps a
+    /// WC status.
     #[inline(always)]
-    pub(crate) fn owner(&self) -> HotPath<'_> {
-        railyard_core::completion::Owner::new(&self.tokens, &self.slices, &self.endpoints)
-            .with_layers(railyard_core::completion::Layers {
-                credit: self.credit.as_ref().map(|c| &c.ledger),
-                rail: &self.rails,
-                cc: &self.gate,
-            })
+    pub(crate) fn hot_path(&self) -> HotPath<'_> {
+        let core = railyard_core::completion::Owner::new(
+            &self.tokens,
+            &self.tables.slices,
+            &self.endpoints,
+        )
+        .with_layers(railyard_core::completion::Layers {
+            credit: self.credit.as_ref().map(|c| &c.ledger),
+            rail: &self.rails,
+            cc: &self.gate,
+        });
+        HotPath::new(core, &self.mem)
     }
 
-    /// This worker thread's token cache for [`owner`](Self::owner)'s
-    /// `*_via` calls: posts claim from it, completions (whichever thread
-    /// polls) return to it, and it moves tokens to and from the pool in
-    /// batches. `None` (the pool directly) unless the pool can spare
-    /// 2 × [`TOKEN_CACHE`] tokens per worker, so caches never hide more
-    /// than half of it. A claim that starves while other caches hold free
-    /// tokens is refused `Exhausted` (the slice parks on the release
-    /// stamp) and asks every cache for its tokens: a busy worker answers in
-    /// its next claim or completion, an idle one in its idle round
-    /// ([`TokenCache::idle`](railyard_core::token::TokenCache::idle)), which
-    /// moves the stamp; a sleeping worker's cache is empty. Dropped (and so
-    /// flushed) when the worker exits.
-    pub(crate) fn worker_tokens(&self) -> WorkerTokens<'_> {
-        let spare = 2 * TOKEN_CACHE * self.topo.workers();
-        (self.tokens.capacity() >= spare).then(|| self.owner().token_cache())
-    }
-
-    /// Accounts a slice that reached a terminal state through the caller
-    /// (exactly once: only the winner of the slice CAS gets here).
-    pub(crate) fn settled(&self, slice: u32, state: SliceState) {
-        let m = &self.meta[slice as usize];
-        // The slice's pin on its memory, before the task counters make the
-        // batch freeable (then the slot and `m.mem` may be reused).
-        if !matches!(state, SliceState::Idle | SliceState::Pending) {
-            self.mem.unpin(m.mem.load(Ordering::Relaxed) as usize, 1);
-        }
-        let t = &self.tasks[m.task.load(Ordering::Relaxed) as usize];
-        match state {
-            // The counters are bumped SeqCst (free on x86: a locked add
-            // either way) so the waiter check below cannot miss a waiter
-            // that missed this settlement (`waiters.rs`).
-            SliceState::Succeeded => {
-                t.bytes_done
-                    .fetch_add(u64::from(m.len.load(Ordering::Relaxed)), Ordering::AcqRel);
-                t.ok.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::Failed => {
-                t.failed.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::TimedOut => {
-                t.timed_out.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::Canceled => {
-                t.canceled.fetch_add(1, Ordering::SeqCst);
-            }
-            SliceState::Idle | SliceState::Pending => return,
-        }
-        // Wake the task's waiters only when it is watched and just became
-        // terminal: one load per slice without waiters, no lock.
-        if t.waited.load(Ordering::SeqCst) > 0 && t.is_done_seqcst() {
-            self.waiters.wake(t);
-        }
-    }
-
-    /// Settles the slice's current attempt (if it still is current).
+    /// Settles slice attempt `r` (if it still is current) as `outcome`
+    /// ([`Tables::settle`], which gives back its memory pin).
     pub(crate) fn settle(&self, r: SliceRef, outcome: Outcome) {
-        if let Ok(s) = self.slices.settle(r, outcome) {
-            self.settled(r.index, s);
-        }
-    }
-
-    pub(crate) fn task_of(&self, slice: u32) -> &TaskCell {
-        let t = self.meta[slice as usize].task.load(Ordering::Relaxed);
-        &self.tasks[t as usize]
-    }
-
-    /// Records anomaly evidence for slice attempt `r` in its task.
-    pub(crate) fn note(&self, r: SliceRef, obs: Observation) {
-        let t = self.task_of(r.index);
-        let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
-        ev.record(r, obs);
-        t.anomalies.fetch_add(1, Ordering::Release);
-    }
-
-    /// As [`note`](Self::note), only if `r` is still the slice's pending
-    /// attempt (a queued reference may be stale: canceled, timed out, or
-    /// its slot reused by another task).
-    pub(crate) fn note_if_current(&self, r: SliceRef, obs: impl FnOnce() -> Observation) {
-        if matches!(self.slices.status(r.index), Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
-        {
-            self.note(r, obs());
-        }
-    }
-
-    /// A success of slice attempt `r`: resolves its evidence (no lock when
-    /// the task never saw an anomaly).
-    pub(crate) fn resolve(&self, r: SliceRef, now: u64) {
-        let t = self.task_of(r.index);
-        if t.anomalies.load(Ordering::Acquire) != 0 {
-            let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
-            ev.resolve(r, now);
-        }
-    }
-
-    /// A new attempt `r` of a slice starts: its old blocking evidence clears.
-    pub(crate) fn begin_attempt(&self, r: SliceRef) {
-        let t = self.task_of(r.index);
-        if t.anomalies.load(Ordering::Acquire) != 0 {
-            let mut ev = t.evidence.lock().unwrap_or_else(|e| e.into_inner());
-            ev.begin_attempt(r);
-        }
-    }
-
-    /// Every live rail endpoint with its device, route and QP shards.
-    pub(crate) fn rail_endpoints(&self) -> Vec<(u16, EndpointHandle, u32, Vec<u16>)> {
-        self.segments
-            .read()
-            .map(|s| {
-                s.iter()
-                    .flat_map(|e| &e.rails)
-                    .map(|r| (r.dev, r.handle, r.route, r.shards.clone()))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.tables.settle(&self.mem, r, outcome);
     }
 
     /// Queues slice attempt `r` to the shard of its QP. Each open slice is
@@ -480,12 +108,14 @@ impl Shared {
     /// only fails if stale references of freed slices crowd the queue; then
     /// the slice fails rather than vanish.
     pub(crate) fn requeue(&self, r: SliceRef) {
-        let shard = self.meta[r.index as usize].shard.load(Ordering::Relaxed) as usize;
-        if self.queues[shard].push(r).is_err() {
+        let shard = self.tables.meta[r.index as usize]
+            .shard
+            .load(Ordering::Relaxed) as usize;
+        if self.fabric.queues[shard].push(r).is_err() {
             self.settle(r, Outcome::Failure);
             return;
         }
-        self.wake_poster(shard);
+        self.fabric.wake_poster(shard);
     }
 
     /// A WRITE of slice attempt `r` met credit backpressure `b` at `now`:
@@ -501,37 +131,22 @@ impl Shared {
         };
         c.stalled(b.peer, now);
         *self
+            .tables
             .task_of(r.index)
             .backpressure
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(c.backpressure(b));
     }
 
+    /// Whether endpoint `h` accepts posts.
+    pub(crate) fn is_active(&self, h: EndpointHandle) -> bool {
+        matches!(self.endpoints.state(h), Ok(s) if s.phase == Phase::Active)
+    }
+
     /// Whether any of `eps` still accepts posts (receiver credit fences an
     /// old epoch only once its endpoints stopped).
     pub(crate) fn any_active(&self, eps: &[EndpointHandle]) -> bool {
-        eps.iter().any(|&h| {
-            matches!(self.endpoints.state(h),
-                Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
-        })
-    }
-
-    /// Receiver credit for `peer` changed (a grant arrived, a link
-    /// opened): slices parked on that peer's credit backpressure
-    /// (`park.rs`) are offered again on their worker's next round, and
-    /// idle posters are unparked. Call it after the ledger holds the new
-    /// credit (the sequence is bumped with `Release` after it).
-    pub(crate) fn credit_changed(&self, peer: u32) {
-        self.credit_seq[peer as usize % CREDIT_BUCKETS].fetch_add(1, Ordering::Release);
-        for s in 0..self.topo.shards() {
-            self.wake_poster(s);
-        }
-    }
-
-    /// The credit sequence of `peer`'s bucket, and the bucket.
-    pub(crate) fn credit_seq_of(&self, peer: u32) -> (usize, u64) {
-        let b = peer as usize % CREDIT_BUCKETS;
-        (b, self.credit_seq[b].load(Ordering::Acquire))
+        eps.iter().any(|&h| self.is_active(h))
     }
 
     /// What moves when a token, a QP slot or CC window bytes may have come
@@ -539,170 +154,9 @@ impl Shared {
     /// cache returns (each counted after its release), plus the CC epochs (windows change
     /// there). A parked slice's block lifts when it moves (`park.rs`).
     pub(crate) fn release_stamp(&self) -> u64 {
-        self.counters.iter().fold(self.gate.epochs(), |a, c| {
-            a.wrapping_add(c.completions.load(Ordering::Acquire))
-                .wrapping_add(c.unposted.load(Ordering::Acquire))
-                .wrapping_add(c.token_returns.load(Ordering::Acquire))
-        })
+        self.telemetry.release_stamp(self.gate.epochs())
     }
 
-    fn wake(&self, worker: usize) {
-        if let Some(t) = self.threads.get().and_then(|t| t.get(worker)) {
-            // Cheap (one atomic swap) unless the worker is parked.
-            t.unpark();
-        }
-    }
-
-    /// Wakes every worker (shutdown: a parked worker sees `stop` now, not
-    /// when its park times out).
-    pub(crate) fn wake_all(&self) {
-        for w in 0..self.topo.workers() {
-            self.wake(w);
-        }
-    }
-
-    /// Wakes the worker that posts `shard`, if it is parked idle.
-    pub(crate) fn wake_poster(&self, shard: usize) {
-        self.wake(self.topo.poster_of(shard))
-    }
-
-    /// Wakes the worker that polls `shard`'s CQ, if it is parked idle.
-    pub(crate) fn wake_poller(&self, shard: usize) {
-        self.wake(self.topo.poller_of(shard))
-    }
-
-    /// Retires an endpoint (the one teardown API) and counts it. A QP that
-    /// must be rebuilt (CQ error, QP-scope event) on a segment this engine
-    /// opened starts one automatic reconnect (see `connect/reconnect.rs`).
-    pub(crate) fn retire(&self, h: EndpointHandle, reason: RetireReason) {
-        // Counted and logged there (`observe.rs`).
-        self.retire_logged(h, reason, None);
-    }
-
-    /// Retires every endpoint of this engine.
-    pub(crate) fn retire_all(&self, reason: RetireReason) {
-        for (_, h, _, _) in self.rail_endpoints() {
-            self.retire(h, reason);
-        }
-    }
-
-    /// Settles every pending slice of the tasks `pred` selects, calling
-    /// `each` for every slice attempt this call settled.
-    pub(crate) fn settle_where(
-        &self,
-        outcome: Outcome,
-        mut pred: impl FnMut(u64, &TaskCell) -> bool,
-        mut each: impl FnMut(SliceRef),
-    ) {
-        let Ok(batches) = self.batches.read() else {
-            return;
-        };
-        for (&id, b) in batches.iter() {
-            for te in &b.tasks {
-                let t = &self.tasks[te.task as usize];
-                if t.settled() >= t.total.load(Ordering::Acquire) || !pred(id, t) {
-                    continue;
-                }
-                for &s in &te.slices {
-                    if let Ok(st) = self.slices.status(s) {
-                        if st.state == SliceState::Pending {
-                            let r = SliceRef {
-                                index: s,
-                                attempt: st.attempt,
-                            };
-                            if let Ok(state) = self.slices.settle(r, outcome) {
-                                self.settled(s, state);
-                                each(r);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Runs `f` on `batch` under the batch map's read lock.
-    pub(crate) fn with_batch<T>(
-        &self,
-        batch: BatchId,
-        f: impl FnOnce(&Batch) -> Result<T, EngineError>,
-    ) -> Result<T, EngineError> {
-        let batches = self.batches.read().unwrap_or_else(|e| e.into_inner());
-        f(batches
-            .get(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?)
-    }
-
-    /// Runs `f` on task `task` of `batch` (under the batch map's read lock).
-    pub(crate) fn with_task<T>(
-        &self,
-        batch: BatchId,
-        task: usize,
-        f: impl FnOnce(&TaskCell) -> T,
-    ) -> Result<T, EngineError> {
-        self.with_batch(batch, |b| {
-            let te = b
-                .tasks
-                .get(task)
-                .ok_or(EngineError::NoSuchTask { batch, task })?;
-            Ok(f(&self.tasks[te.task as usize]))
-        })
-    }
-
-    /// The stats snapshot ([`EngineStats`]).
-    pub(crate) fn stats(&self) -> EngineStats {
-        let mut s = EngineStats {
-            tokens_in_use: self.tokens.in_use() as u64,
-            tokens_cached: (self.tokens.capacity() - self.tokens.in_use())
-                .saturating_sub(self.tokens.free_in_pool()) as u64,
-            endpoint_outstanding: self.endpoints.outstanding_total(),
-            qp_depth: self.endpoints.qp_depth_total(),
-            cq_outstanding: self.cqs.iter().map(|c| c.outstanding()).sum(),
-            slices_pending: self.slices.pending() as u64,
-            endpoints_live: self.endpoints.live() as u64,
-            async_events: self.async_events.load(Ordering::Relaxed),
-            retired: self.retired.load(Ordering::Relaxed),
-            reclaimed: self.reclaimed.load(Ordering::Relaxed),
-            force_flushes: self.force_flushes.load(Ordering::Relaxed),
-            handshakes: self.handshakes.snapshot(),
-            gate: self.gate.stats(),
-            rails: self.devs.len() as u16,
-            mem_regions: self.mem.count(),
-            mem_pins: self.mem.pins_total(),
-            ..EngineStats::default()
-        };
-        for d in 0..self.devs.len().min(MAX_RAILS) {
-            s.rail_charged_bytes[d] = self.rails.nic_inflight(d).unwrap_or(0);
-        }
-        let rc = self.rails.counters();
-        s.rail_accounting_errors = rc.nic_accounting_errors + rc.peer_accounting_errors;
-        for (w, c) in self.counters.iter().enumerate() {
-            let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            if let Some(sh) = self.post_shard(w) {
-                if let Some(p) = s.rail_slices_posted.get_mut(self.topo.device_of(sh)) {
-                    *p += l(&c.posts);
-                }
-            }
-            s.posts += l(&c.posts);
-            s.doorbells += l(&c.doorbells);
-            s.completions += l(&c.completions);
-            s.stale_completions += l(&c.stale);
-            s.bad_completions += l(&c.bad);
-            s.deferrals += l(&c.deferrals);
-            s.avoids += l(&c.avoids);
-            s.backpressure += l(&c.backpressure);
-            s.unposted += l(&c.unposted);
-            s.retries += l(&c.retries);
-            s.rail_moves += l(&c.rail_moves);
-            s.invalid_posts += l(&c.invalid);
-            s.parks += l(&c.parks);
-            s.parked += l(&c.parked);
-        }
-        s
-    }
-}
-
-impl Shared {
     /// The engine's state over the opened devices `devs` (`max_cqe`: the
     /// smallest CQ any of them allows): the CC gate, the CQs, the rail
     /// selector and the core tables (tokens, slices, endpoints).
@@ -729,19 +183,14 @@ impl Shared {
                     "software RDMA provider: drain time measures host CPU, not the fabric");
             }
         }
-        let topo = Topology::new(cfg.worker_model, cfg.workers, devs.len());
         // Every CQ can hold every token, so no CQ can ever overflow.
         let inflight = cfg.max_inflight.min(max_cqe);
-        let mut cqs = Vec::with_capacity(topo.shards());
-        for d in &devs {
-            for _ in 0..topo.shards_per_dev {
-                cqs.push(d.ctx.create_cq(inflight)?);
-            }
-        }
-        let shards = cqs.len();
+        let ndevs = devs.len();
+        let fabric = Fabric::new(devs, &cfg, inflight)?;
+        let fabric_workers = fabric.topo.workers();
         // The port's link rate is not queried: every rail gets the same
         // nominal rate, and the selector's completion EWMA learns the rest.
-        let specs = vec![DeviceSpec::new(cfg.rail_nominal_bps); devs.len()];
+        let specs = vec![DeviceSpec::new(cfg.rail_nominal_bps); ndevs];
         let rails = Selector::new(&specs, cfg.rail).map_err(|e| ConfigError {
             var: "rail",
             value: e.to_string(),
@@ -749,8 +198,6 @@ impl Shared {
         })?;
         let tokens = TokenPool::new(inflight as usize)
             .map_err(|_: TokenError| EngineError::Core("token pool"))?;
-        let slices = SliceTable::new(cfg.max_slices as usize)
-            .map_err(|_: SliceError| EngineError::Core("slice table"))?;
         let endpoints = EndpointTable::new(EndpointConfig {
             capacity: cfg.max_endpoints,
             qps_per_endpoint: cfg.qps_per_endpoint,
@@ -758,21 +205,10 @@ impl Shared {
             drain_timeout_ns: cfg.drain_timeout.as_nanos().clamp(1, u64::MAX as u128 / 4) as u64,
         })
         .map_err(EngineError::Endpoint)?;
-        let free_slices = ArrayQueue::new(cfg.max_slices as usize);
-        for i in 0..cfg.max_slices {
-            let _ = free_slices.push(i);
-        }
-        let free_tasks = ArrayQueue::new(cfg.max_tasks as usize);
-        for i in 0..cfg.max_tasks {
-            let _ = free_tasks.push(i);
-        }
         let shared = Arc::new(Shared {
-            devs,
-            topo,
+            fabric,
             rails,
-            rail_trace: rail_diag::RailTrace::new(cfg.rail.trace && cfg.rail.peer_accounting),
             epoch: Instant::now(),
-            cqs,
             signal: super::signal::Signaling::new(
                 railyard_core::completion::SignalPolicy::new(cfg.signal_interval)
                     .unwrap_or(railyard_core::completion::SignalPolicy::EVERY),
@@ -782,73 +218,20 @@ impl Shared {
                 inflight as usize,
             ),
             tokens,
-            slices,
             endpoints,
+            tables: Tables::new(cfg.max_slices, cfg.max_tasks)?,
             gate,
             cc_error,
-            routes: Mutex::new(HashMap::new()),
+            registry: Registry::default(),
             mem: memory::MemTable::new(inflight as usize),
-            meta: (0..cfg.max_slices).map(|_| SliceMeta::default()).collect(),
-            tasks: (0..cfg.max_tasks).map(|_| TaskCell::default()).collect(),
-            queues: (0..shards)
-                .map(|_| ArrayQueue::new(cfg.max_slices as usize))
-                .collect(),
-            free_slices,
-            free_tasks,
-            segments: RwLock::new(Vec::new()),
-            qpn_map: RwLock::new(HashMap::new()),
-            batches: RwLock::new(HashMap::new()),
-            next_batch: AtomicU64::new(1),
-            next_shard: AtomicUsize::new(0),
-            next_run: AtomicU64::new(0),
-            counters: (0..topo.workers())
-                .map(|_| WorkerCounters::default())
-                .collect(),
-            async_events: AtomicU64::new(0),
-            retired: AtomicU64::new(0),
-            reclaimed: AtomicU64::new(0),
-            force_flushes: AtomicU64::new(0),
-            handshakes: HandshakeCounters::default(),
-            threads: OnceLock::new(),
-            stop: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
+            lifecycle: Lifecycle::default(),
+            telemetry: Telemetry::new(fabric_workers, cfg.rail.trace && cfg.rail.peer_accounting),
             fault: fault::FaultState::default(),
             me: OnceLock::new(),
-            reconnect_threads: Mutex::new(Vec::new()),
-            reconnect_lock: Mutex::new(()),
             credit: EngineCredit::new(cfg.credit)?,
-            credit_seq: std::array::from_fn(|_| AtomicU64::new(0)),
-            waiters: super::waiters::Waiters::default(),
             cfg,
         });
         let _ = shared.me.set(Arc::downgrade(&shared));
         Ok(shared)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn task_state_rules() {
-        let t = TaskCell::default();
-        t.total.store(3, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Waiting);
-        t.started.store(true, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Pending);
-        t.ok.store(2, Ordering::Relaxed);
-        t.canceled.store(1, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Canceled);
-        t.canceled.store(0, Ordering::Relaxed);
-        t.timed_out.store(1, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Timeout);
-        t.ok.store(1, Ordering::Relaxed);
-        t.failed.store(1, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Failed);
-        t.failed.store(0, Ordering::Relaxed);
-        t.timed_out.store(0, Ordering::Relaxed);
-        t.ok.store(3, Ordering::Relaxed);
-        assert_eq!(t.status().state, TaskState::Completed);
     }
 }

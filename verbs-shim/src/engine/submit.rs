@@ -1,25 +1,28 @@
 //! Submit: a batch of transfers becomes queued slices, in four steps that
 //! either all happen or leave nothing behind:
 //!
-//! 1. [`validate`](Shared::validate) every transfer (length, local memory,
-//!    segment, an active rail, remote region) and pin its memory once per
-//!    slice; the pins go back if any later step refuses;
-//! 2. [`reserve`](Shared::reserve) its task and slice slots;
-//! 3. [`describe`](Shared::describe) each task's slices: full
-//!    `slice_size` slices and one tail ([`slice_count`]), in runs of
-//!    [`SLICES_PER_QP_RUN`] over the rails [`plan_rails`] picks;
-//! 4. [`enqueue`](Shared::enqueue) them: open each slice's first attempt
-//!    and queue it to its QP's shard.
+//! 1. [`validate`] every transfer (length, local memory, segment, an
+//!    active rail, remote region) and pin its memory once per slice; the
+//!    pins go back if any later step refuses;
+//! 2. reserve its task and slice slots
+//!    ([`Tables::reserve`](super::tables::Tables::reserve));
+//! 3. [`describe`] each task's slices: full `slice_size` slices and one
+//!    tail ([`slice_count`]), in runs of [`SLICES_PER_QP_RUN`] over the
+//!    rails [`plan_rails`] picks;
+//! 4. [`enqueue`] them: open each slice's first attempt and queue it to
+//!    its QP's shard.
 //!
-//! Also the batch lifecycle (allocate, cancel, free).
+//! Also [`cancel_batch`]; allocating and freeing a batch are the
+//! [`Tables`](super::tables::Tables)'.
 
-use super::api::ep_word;
-use super::api::{BatchId, EngineError, Op, SegmentId, Transfer, SLICES_PER_QP_RUN};
-use super::config::{slice_count, MAX_RAILS};
+use super::config::slice_count;
+use super::error::EngineError;
 use super::memory::{self, MemEntry, SubmitPins};
-use super::shared::{Batch, SegmentEntry, Shared, TaskEntry};
+use super::registry::SegmentEntry;
+use super::shared::Shared;
+use super::tables::TaskEntry;
+use super::types::{ep_word, BatchId, Op, SegmentId, Transfer, MAX_RAILS, SLICES_PER_QP_RUN};
 use railyard_core::endpoint::{EndpointHandle, Phase};
-use railyard_core::evidence::TaskEvidence;
 use railyard_core::rail::Selector;
 use railyard_core::slice::Outcome;
 use std::rc::Rc;
@@ -54,314 +57,232 @@ struct Plan {
     rails: Rc<RailSet>,
 }
 
-impl Shared {
-    /// Creates an empty batch for up to `capacity` tasks.
-    pub(crate) fn allocate_batch(&self, capacity: usize) -> BatchId {
-        let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
-        self.batches
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id,
-                Batch {
-                    capacity,
-                    tasks: Vec::with_capacity(capacity.min(1 << 16)),
-                },
-            );
-        BatchId(id)
-    }
-
-    /// Submits `transfers` into `batch` (see the module docs); nothing is
-    /// queued if any step refuses.
-    pub(crate) fn submit(&self, batch: BatchId, transfers: &[Transfer]) -> Result<(), EngineError> {
-        let mut pins = SubmitPins::new(&self.mem);
-        let plans = self.validate(transfers, &mut pins)?;
-        let mut batches = self.batches.write().unwrap_or_else(|e| e.into_inner());
-        let b = batches
-            .get_mut(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?;
+/// Submits `transfers` into `batch` (see the module docs); nothing is
+/// queued if any step refuses.
+pub(crate) fn submit(
+    sh: &Shared,
+    batch: BatchId,
+    transfers: &[Transfer],
+) -> Result<(), EngineError> {
+    let mut pins = SubmitPins::new(&sh.mem);
+    let plans = validate(sh, transfers, &mut pins)?;
+    sh.tables.with_batch_mut(batch, |b| {
         if b.tasks.len() + transfers.len() > b.capacity {
             return Err(EngineError::BatchFull {
                 capacity: b.capacity,
             });
         }
-        let (task_ids, slice_ids) = self.reserve(transfers)?;
+        let needed: u64 = transfers
+            .iter()
+            .map(|t| slice_count(t.len, sh.cfg.slice_size))
+            .sum();
+        // Step 2: a task slot per transfer and a slice slot per slice,
+        // all or nothing.
+        let (task_ids, slice_ids) = sh.tables.reserve(transfers.len(), needed)?;
         let first = b.tasks.len();
-        let now = self.now();
+        let now = sh.now();
         let mut next = slice_ids.iter().copied();
         for ((t, p), &task) in transfers.iter().zip(&plans).zip(&task_ids) {
-            b.tasks.push(self.describe(t, p, task, &mut next, now));
+            b.tasks.push(describe(sh, t, p, task, &mut next, now));
         }
         // Open and queue only after every slice is described and the batch
         // holds them (so cancel/timeout scans see them). From here each
         // slice's memory pin is released when the slice settles.
         pins.commit();
-        self.enqueue(&b.tasks[first..]);
+        enqueue(sh, &b.tasks[first..]);
         Ok(())
-    }
+    })
+}
 
-    /// Step 1: validates every transfer and pins its memory once per slice
-    /// (under the table lock: the region found is the one pinned).
-    fn validate(
-        &self,
-        transfers: &[Transfer],
-        pins: &mut SubmitPins<'_>,
-    ) -> Result<Vec<Plan>, EngineError> {
-        let mut plans = Vec::with_capacity(transfers.len());
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let regions = self.mem.lock();
-        // A batch's transfers mostly go to one segment: its active rails
-        // are looked up (and their shard lists copied) once per run of
-        // transfers to the same segment, not once per transfer. The lookup
-        // is a snapshot either way (a rail may retire right after it).
-        let mut last: Option<Rc<RailSet>> = None;
-        for t in transfers {
-            let p = self.plan(&segs, &regions, t, &mut last)?;
-            pins.pin(
-                p.mem,
-                slice_count(t.len, self.cfg.slice_size),
-                t.local,
-                t.len,
-            )?;
-            plans.push(p);
-        }
-        Ok(plans)
+/// Step 1: validates every transfer and pins its memory once per slice
+/// (under the table lock: the region found is the one pinned).
+fn validate(
+    sh: &Shared,
+    transfers: &[Transfer],
+    pins: &mut SubmitPins<'_>,
+) -> Result<Vec<Plan>, EngineError> {
+    let mut plans = Vec::with_capacity(transfers.len());
+    let segs = sh
+        .registry
+        .read_segments()
+        .unwrap_or_else(|e| e.into_inner());
+    let regions = sh.mem.lock();
+    // A batch's transfers mostly go to one segment: its active rails
+    // are looked up (and their shard lists copied) once per run of
+    // transfers to the same segment, not once per transfer. The lookup
+    // is a snapshot either way (a rail may retire right after it).
+    let mut last: Option<Rc<RailSet>> = None;
+    for t in transfers {
+        let p = plan(sh, &segs, &regions, t, &mut last)?;
+        pins.pin(p.mem, slice_count(t.len, sh.cfg.slice_size), t.local, t.len)?;
+        plans.push(p);
     }
+    Ok(plans)
+}
 
-    /// Where one transfer's bytes are (local region, remote region) and
-    /// which rails of its segment are active.
-    fn plan(
-        &self,
-        segs: &[SegmentEntry],
-        regions: &[Option<Arc<MemEntry>>],
-        t: &Transfer,
-        last: &mut Option<Rc<RailSet>>,
-    ) -> Result<Plan, EngineError> {
-        if t.len == 0 {
-            return Err(EngineError::ZeroLength);
+/// Where one transfer's bytes are (local region, remote region) and
+/// which rails of its segment are active.
+fn plan(
+    sh: &Shared,
+    segs: &[SegmentEntry],
+    regions: &[Option<Arc<MemEntry>>],
+    t: &Transfer,
+    last: &mut Option<Rc<RailSet>>,
+) -> Result<Plan, EngineError> {
+    if t.len == 0 {
+        return Err(EngineError::ZeroLength);
+    }
+    let memory::Located {
+        mem,
+        offset: local_off,
+    } = memory::MemTable::locate(regions, t.local, t.len).ok_or(EngineError::LocalRange {
+        addr: t.local,
+        len: t.len,
+    })?;
+    let seg = segs
+        .get(t.segment.0 as usize)
+        .ok_or(EngineError::NoSuchSegment(t.segment))?;
+    let rails = match last {
+        Some(set) if set.seg == t.segment.0 => Rc::clone(set),
+        _ => {
+            let choices: Vec<RailChoice> = seg
+                .rails
+                .iter()
+                .filter(
+                    |r| matches!(sh.endpoints.state(r.handle), Ok(s) if s.phase == Phase::Active),
+                )
+                .map(|r| RailChoice {
+                    dev: r.dev,
+                    handle: r.handle,
+                    shards: r.shards.clone(),
+                    route: r.route,
+                })
+                .collect();
+            if choices.is_empty() {
+                return Err(EngineError::SegmentClosed(t.segment));
+            }
+            let keys = choices.iter().map(|r| (r.dev, r.route)).collect();
+            let set = Rc::new(RailSet {
+                seg: t.segment.0,
+                choices,
+                keys,
+            });
+            *last = Some(Rc::clone(&set));
+            set
         }
-        let memory::Located {
-            mem,
-            offset: local_off,
-        } = memory::MemTable::locate(regions, t.local, t.len).ok_or(EngineError::LocalRange {
-            addr: t.local,
+    };
+    // Every rail lists the same regions (the handshake checks it).
+    let (region, remote_off) = seg.rails[0]
+        .remote
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| {
+            let rend = t.remote_offset.checked_add(t.len)?;
+            (t.remote_offset >= d.addr && rend <= d.addr + d.len)
+                .then(|| (i as u32, t.remote_offset - d.addr))
+        })
+        .ok_or(EngineError::RemoteRange {
+            addr: t.remote_offset,
             len: t.len,
         })?;
-        let seg = segs
-            .get(t.segment.0 as usize)
-            .ok_or(EngineError::NoSuchSegment(t.segment))?;
-        let rails = match last {
-            Some(set) if set.seg == t.segment.0 => Rc::clone(set),
-            _ => {
-                let choices: Vec<RailChoice> = seg
-                    .rails
-                    .iter()
-                    .filter(|r| matches!(self.endpoints.state(r.handle), Ok(s) if s.phase == Phase::Active))
-                    .map(|r| RailChoice {
-                        dev: r.dev,
-                        handle: r.handle,
-                        shards: r.shards.clone(),
-                        route: r.route,
-                    })
-                    .collect();
-                if choices.is_empty() {
-                    return Err(EngineError::SegmentClosed(t.segment));
-                }
-                let keys = choices.iter().map(|r| (r.dev, r.route)).collect();
-                let set = Rc::new(RailSet {
-                    seg: t.segment.0,
-                    choices,
-                    keys,
-                });
-                *last = Some(Rc::clone(&set));
-                set
-            }
-        };
-        // Every rail lists the same regions (the handshake checks it).
-        let (region, remote_off) = seg.rails[0]
-            .remote
-            .iter()
-            .enumerate()
-            .find_map(|(i, d)| {
-                let rend = t.remote_offset.checked_add(t.len)?;
-                (t.remote_offset >= d.addr && rend <= d.addr + d.len)
-                    .then(|| (i as u32, t.remote_offset - d.addr))
-            })
-            .ok_or(EngineError::RemoteRange {
-                addr: t.remote_offset,
-                len: t.len,
-            })?;
-        Ok(Plan {
-            mem,
-            local_off,
-            region,
-            remote_off,
-            rails,
-        })
-    }
+    Ok(Plan {
+        mem,
+        local_off,
+        region,
+        remote_off,
+        rails,
+    })
+}
 
-    /// Step 2: takes a task slot per transfer and a slice slot per slice,
-    /// all or nothing.
-    fn reserve(&self, transfers: &[Transfer]) -> Result<(Vec<u32>, Vec<u32>), EngineError> {
-        let needed: u64 = transfers
-            .iter()
-            .map(|t| slice_count(t.len, self.cfg.slice_size))
-            .sum();
-        let mut task_ids = Vec::with_capacity(transfers.len());
-        let mut slice_ids = Vec::with_capacity(needed as usize);
-        let give_back = |task_ids: &[u32], slice_ids: &[u32]| {
-            for &t in task_ids {
-                let _ = self.free_tasks.push(t);
-            }
-            for &s in slice_ids {
-                let _ = self.free_slices.push(s);
-            }
-        };
-        for _ in transfers {
-            match self.free_tasks.pop() {
-                Some(t) => task_ids.push(t),
-                None => {
-                    give_back(&task_ids, &slice_ids);
-                    return Err(EngineError::OutOfTasks);
-                }
-            }
-        }
-        for _ in 0..needed {
-            match self.free_slices.pop() {
-                Some(s) => slice_ids.push(s),
-                None => {
-                    give_back(&task_ids, &slice_ids);
-                    return Err(EngineError::OutOfSlices { needed });
-                }
-            }
-        }
-        Ok((task_ids, slice_ids))
+/// Step 3: resets task `task`'s record for transfer `t` and describes
+/// its slices (taken from `next`) on the rails the plan picks.
+fn describe(
+    sh: &Shared,
+    t: &Transfer,
+    p: &Plan,
+    task: u32,
+    next: &mut impl Iterator<Item = u32>,
+    now: u64,
+) -> TaskEntry {
+    let ss = u64::from(sh.cfg.slice_size);
+    let nqp = u64::from(sh.cfg.qps_per_endpoint);
+    let n = slice_count(t.len, sh.cfg.slice_size);
+    let deadline = now.saturating_add(sh.cfg.transfer_timeout.as_nanos() as u64);
+    sh.tables.tasks[task as usize].reset(n as u32, t.len, deadline);
+    let runs = n.div_ceil(SLICES_PER_QP_RUN);
+    let run0 = sh.tables.next_runs(runs);
+    let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
+    // One rail: every run on it, no plan and no trace (`plan_rails`
+    // answers so too, but with an allocation per transfer).
+    let planned = (p.rails.keys.len() > 1).then(|| {
+        let (run_rail, trace) = plan_rails(
+            &sh.rails,
+            &sh.gate,
+            t.segment,
+            &p.rails.keys,
+            runs,
+            run_bytes,
+            now,
+        );
+        sh.telemetry.rail_trace.record(trace);
+        run_rail
+    });
+    let mut entry = TaskEntry {
+        task,
+        slices: Vec::with_capacity(n as usize),
+    };
+    for i in 0..n {
+        let s = next.next().unwrap_or(0);
+        let off = i * ss;
+        let len = (t.len - off).min(ss) as u32;
+        let run = i / SLICES_PER_QP_RUN;
+        let pick = planned.as_ref().map_or(0, |r| r[run as usize]);
+        let rail = &p.rails.choices[usize::from(pick)];
+        let qp = ((run0 + run) % nqp) as u16;
+        let shard = rail.shards[usize::from(qp)];
+        let m = &sh.tables.meta[s as usize];
+        m.task.store(task, Ordering::Relaxed);
+        m.mem.store(p.mem, Ordering::Relaxed);
+        m.region.store(p.region, Ordering::Relaxed);
+        m.op.store(matches!(t.op, Op::Read) as u32, Ordering::Relaxed);
+        m.len.store(len, Ordering::Relaxed);
+        m.qp.store(u32::from(qp), Ordering::Relaxed);
+        m.shard.store(u32::from(shard), Ordering::Relaxed);
+        m.dev.store(u32::from(rail.dev), Ordering::Relaxed);
+        m.posted.store(0, Ordering::Relaxed);
+        m.ep.store(ep_word(rail.handle), Ordering::Relaxed);
+        m.segment.store(t.segment.0, Ordering::Relaxed);
+        m.route.store(rail.route, Ordering::Relaxed);
+        m.local_off.store(p.local_off + off, Ordering::Relaxed);
+        m.remote_off.store(p.remote_off + off, Ordering::Relaxed);
+        entry.slices.push(s);
     }
+    entry
+}
 
-    /// Step 3: resets task `task`'s record for transfer `t` and describes
-    /// its slices (taken from `next`) on the rails the plan picks.
-    fn describe(
-        &self,
-        t: &Transfer,
-        p: &Plan,
-        task: u32,
-        next: &mut impl Iterator<Item = u32>,
-        now: u64,
-    ) -> TaskEntry {
-        let ss = u64::from(self.cfg.slice_size);
-        let nqp = u64::from(self.cfg.qps_per_endpoint);
-        let n = slice_count(t.len, self.cfg.slice_size);
-        let cell = &self.tasks[task as usize];
-        cell.total.store(n as u32, Ordering::Relaxed);
-        for a in [&cell.ok, &cell.failed, &cell.timed_out, &cell.canceled] {
-            a.store(0, Ordering::Relaxed);
-        }
-        cell.started.store(false, Ordering::Relaxed);
-        cell.bytes_done.store(0, Ordering::Relaxed);
-        cell.bytes_total.store(t.len, Ordering::Relaxed);
-        let deadline = now.saturating_add(self.cfg.transfer_timeout.as_nanos() as u64);
-        cell.deadline_ns.store(deadline, Ordering::Relaxed);
-        *cell.evidence.lock().unwrap_or_else(|e| e.into_inner()) = TaskEvidence::new();
-        cell.anomalies.store(0, Ordering::Relaxed);
-        *cell.backpressure.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let runs = n.div_ceil(SLICES_PER_QP_RUN);
-        let run0 = self.next_run.fetch_add(runs, Ordering::Relaxed);
-        let run_bytes = t.len.min(ss * SLICES_PER_QP_RUN);
-        // One rail: every run on it, no plan and no trace (`plan_rails`
-        // answers so too, but with an allocation per transfer).
-        let planned = (p.rails.keys.len() > 1).then(|| {
-            let (run_rail, trace) = plan_rails(
-                &self.rails,
-                &self.gate,
-                t.segment,
-                &p.rails.keys,
-                runs,
-                run_bytes,
-                now,
-            );
-            self.rail_trace.record(trace);
-            run_rail
-        });
-        let mut entry = TaskEntry {
-            task,
-            slices: Vec::with_capacity(n as usize),
-        };
-        for i in 0..n {
-            let s = next.next().unwrap_or(0);
-            let off = i * ss;
-            let len = (t.len - off).min(ss) as u32;
-            let run = i / SLICES_PER_QP_RUN;
-            let pick = planned.as_ref().map_or(0, |r| r[run as usize]);
-            let rail = &p.rails.choices[usize::from(pick)];
-            let qp = ((run0 + run) % nqp) as u16;
-            let shard = rail.shards[usize::from(qp)];
-            let m = &self.meta[s as usize];
-            m.task.store(task, Ordering::Relaxed);
-            m.mem.store(p.mem, Ordering::Relaxed);
-            m.region.store(p.region, Ordering::Relaxed);
-            m.op.store(matches!(t.op, Op::Read) as u32, Ordering::Relaxed);
-            m.len.store(len, Ordering::Relaxed);
-            m.qp.store(u32::from(qp), Ordering::Relaxed);
-            m.shard.store(u32::from(shard), Ordering::Relaxed);
-            m.dev.store(u32::from(rail.dev), Ordering::Relaxed);
-            m.posted.store(0, Ordering::Relaxed);
-            m.ep.store(ep_word(rail.handle), Ordering::Relaxed);
-            m.segment.store(t.segment.0, Ordering::Relaxed);
-            m.route.store(rail.route, Ordering::Relaxed);
-            m.local_off.store(p.local_off + off, Ordering::Relaxed);
-            m.remote_off.store(p.remote_off + off, Ordering::Relaxed);
-            entry.slices.push(s);
-        }
-        entry
-    }
-
-    /// Step 4: opens each slice's first attempt and queues it.
-    fn enqueue(&self, tasks: &[TaskEntry]) {
-        for te in tasks {
-            for &s in &te.slices {
-                // A freed slot is never Pending, so open cannot refuse; if
-                // it did, the slice would never settle: give its pin back.
-                match self.slices.open(s) {
-                    Ok(r) => self.requeue(r),
-                    Err(_) => self.mem.unpin(
-                        self.meta[s as usize].mem.load(Ordering::Relaxed) as usize,
-                        1,
-                    ),
-                }
+/// Step 4: opens each slice's first attempt and queues it.
+fn enqueue(sh: &Shared, tasks: &[TaskEntry]) {
+    for te in tasks {
+        for &s in &te.slices {
+            // A freed slot is never Pending, so open cannot refuse; if
+            // it did, the slice would never settle: give its pin back.
+            match sh.tables.slices.open(s) {
+                Ok(r) => sh.requeue(r),
+                Err(_) => sh.mem.unpin(
+                    sh.tables.meta[s as usize].mem.load(Ordering::Relaxed) as usize,
+                    1,
+                ),
             }
         }
     }
+}
 
-    /// Cancels every unsettled slice of `batch`.
-    pub(crate) fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        self.with_batch(batch, |_| Ok(()))?;
-        self.settle_where(Outcome::Canceled, |id, _| id == batch.0, |_| {});
-        Ok(())
-    }
-
-    /// Frees a batch whose tasks are all finished ([`EngineError::BatchBusy`]
-    /// otherwise); its task and slice slots return to the pools.
-    pub(crate) fn free_batch(&self, batch: BatchId) -> Result<(), EngineError> {
-        let mut batches = self.batches.write().unwrap_or_else(|e| e.into_inner());
-        let b = batches
-            .get(&batch.0)
-            .ok_or(EngineError::NoSuchBatch(batch))?;
-        if b.tasks
-            .iter()
-            .any(|te| !self.tasks[te.task as usize].status().state.is_terminal())
-        {
-            return Err(EngineError::BatchBusy(batch));
-        }
-        if let Some(b) = batches.remove(&batch.0) {
-            for te in b.tasks {
-                for s in te.slices {
-                    let _ = self.free_slices.push(s);
-                }
-                let _ = self.free_tasks.push(te.task);
-            }
-        }
-        Ok(())
-    }
+/// Cancels every unsettled slice of `batch`.
+pub(crate) fn cancel_batch(sh: &Shared, batch: BatchId) -> Result<(), EngineError> {
+    sh.tables.with_batch(batch, |_| Ok(()))?;
+    sh.tables
+        .settle_where(&sh.mem, Outcome::Canceled, |id, _| id == batch.0, |_| {});
+    Ok(())
 }
 
 /// Rail selection (RFC 4534) for one transfer to `seg` cut into `runs`

@@ -10,7 +10,7 @@
 //! variable) and the address of the task it watches (`key`). Each round it
 //! writes the task's address into its slot, then raises the task's `waited`
 //! count. The path that settles a slice
-//! ([`Shared::settled`](super::shared::Shared::settled)) looks at the count
+//! ([`Tables::settled`](super::tables::Tables::settled)) looks at the count
 //! only after the task counter it bumped, and only when the task is watched
 //! and has just become terminal does it scan the claimed slots and wake
 //! those whose key is that task: without waiters the completion path pays
@@ -344,7 +344,7 @@ mod tests {
     use std::sync::Arc;
 
     /// A "task": a done flag and a waiter count, settled the way
-    /// `Shared::settled` does (flag SeqCst, then the count, then wake).
+    /// `Tables::settled` does (flag SeqCst, then the count, then wake).
     #[derive(Default)]
     struct Task {
         done: AtomicBool,

@@ -3,31 +3,35 @@
 //! and the listener are `control.rs`).
 //!
 //! A worker's post path, per work request, is exactly: read the slice's
-//! description → the composed hot path's `Owner::post` (slice attempt,
-//! endpoint generation + QP depth, rail charge, CC permit, token = wr_id;
-//! any refusal gives back everything) → `ibv_post_send` of up to
+//! description → the composed hot path's `Owner::post` (`hotpath.rs`:
+//! memory pin, slice attempt, endpoint generation + QP depth, rail charge,
+//! CC permit, token = wr_id; any refusal gives back everything) →
+//! `ibv_post_send` of up to
 //! [`MAX_POST_BATCH`] requests of one QP (one open chain per (endpoint, QP)
 //! in a round, `chains.rs`). On a `bad_wr` only
 //! `wrs[posted..]` are released (`Owner::unposted`) and re-queued. Its
 //! poll path is `ibv_poll_cq` → `Owner::complete(wr_id, status,
-//! vendor_err)` (classified once, every hold released, the slice settled or
-//! retried by core's one WC mapping) → task accounting or re-queue of the
-//! new attempt. No pointer ever travels through a `wr_id`.
+//! vendor_err)` (classified once, every hold released, the memory pin
+//! with them, the slice settled or retried by core's one WC mapping) →
+//! where the completion lands (`completion.rs`: task accounting or re-queue
+//! of the new attempt). No pointer ever travels through a `wr_id`.
 
-use super::api::ep_from_word;
 use super::chains::OpenChains;
-use super::connect::RetryRoute;
-use super::control::MONITOR_TICK;
-use super::fault::TraceEvent;
+use super::completion::on_completed;
+use super::config::MONITOR_TICK;
+use super::connect::{re_rail, retire, retry_route, RetryRoute};
+use super::hotpath::{Cqe, HotPath, WorkerTokens};
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
-use super::shared::{HotPath, Shared, WorkerCounters, WorkerTokens};
-use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_SUCCESS, WC_WR_FLUSH_ERR};
+use super::shared::Shared;
+use super::telemetry::WorkerCounters;
+use super::types::ep_from_word;
+use crate::{RdmaOp, RdmaWr, WorkCompletion, MAX_POST_BATCH, WC_WR_FLUSH_ERR};
 use railyard_core::cc::{Avoidance, DomainKind};
 use railyard_core::classify::{FailureScope, Signal};
-use railyard_core::completion::{Path, PostRequest, Refusal, SliceEffect};
+use railyard_core::completion::{Path, PostRequest, Refusal};
 use railyard_core::endpoint::{EndpointError, EndpointGuard, RetireReason};
 use railyard_core::evidence::{Observed, Reason};
-use railyard_core::slice::{Outcome, SliceRef, SliceState};
+use railyard_core::slice::{Outcome, SliceRef};
 use railyard_core::token::{TokenRecord, WrId};
 use std::sync::atomic::Ordering;
 
@@ -40,17 +44,17 @@ const SPIN_ROUNDS: u32 = 256;
 const PAUSED_PARK: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// Worker `w`'s loop: post its shard's queue, poll its CQs
-/// ([`Topology`](super::shared::Topology) says which), spin, then yield or
+/// ([`Topology`](super::topology::Topology) says which), spin, then yield or
 /// park when idle.
 pub(crate) fn worker(sh: &Shared, w: usize) {
-    let post_shard = sh.topo.post_shard(w);
-    let poll_all: Vec<usize> = sh.topo.poll_shards(w).collect();
+    let post_shard = sh.fabric.topo.post_shard(w);
+    let poll_all: Vec<usize> = sh.fabric.topo.poll_shards(w).collect();
     let local = sh.endpoints.register();
-    let owner = sh.owner();
+    let owner = sh.hot_path();
     // This thread's token cache: its posts claim from it, its polls return
-    // to it (`Shared::worker_tokens`); flushed when the loop ends.
-    let mut tokens = sh.worker_tokens();
-    let c = &sh.counters[w];
+    // to it (`HotPath::worker_tokens`); flushed when the loop ends.
+    let mut tokens = owner.worker_tokens(sh.fabric.topo.workers());
+    let c = &sh.telemetry.workers[w];
     let mut wcs = [WorkCompletion::default(); 64];
     // Refused slices wait here for the event that can change the answer
     // (`park.rs`); allocated once, here.
@@ -60,7 +64,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
         1
     });
     let mut idle = 0u32;
-    while !sh.stop.load(Ordering::Acquire) {
+    while !sh.lifecycle.stop.load(Ordering::Acquire) {
         let mut did = 0;
         if let Some(s) = post_shard {
             did += post_round(sh, &owner, &mut tokens, &local, s, c, &mut lot);
@@ -83,10 +87,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
                 // Idle with slices parked: drop those whose task ended
                 // meanwhile (a deadline, a cancel), so a long block (a
                 // cooldown) holds no stale ones and the engine reads idle.
-                let dropped = lot.retain_current(|r| {
-                    matches!(sh.slices.status(r.index),
-                        Ok(st) if st.attempt == r.attempt && st.state == SliceState::Pending)
-                });
+                let dropped = lot.retain_current(|r| sh.tables.is_current(r));
                 if dropped > 0 {
                     c.parked.store(lot.len() as u64, Ordering::Relaxed);
                 }
@@ -169,8 +170,8 @@ fn idle_tokens(tokens: &mut WorkerTokens<'_>, parking: bool, c: &WorkerCounters)
 /// Whether worker's queue or CQs have anything pending (parked slices are
 /// the caller's to judge: see [`Lot::only_timed`]).
 fn has_work(sh: &Shared, post_shard: Option<usize>, poll: &[usize]) -> bool {
-    post_shard.is_some_and(|s| !sh.queues[s].is_empty())
-        || poll.iter().any(|&q| sh.cqs[q].outstanding() > 0)
+    post_shard.is_some_and(|s| !sh.fabric.queues[s].is_empty())
+        || poll.iter().any(|&q| sh.fabric.cqs[q].outstanding() > 0)
 }
 
 /// One posted-to-be work request, between `Owner::post` and the doorbell.
@@ -198,8 +199,8 @@ fn post_round(
     c: &WorkerCounters,
     lot: &mut Lot,
 ) -> usize {
-    let q = &sh.queues[shard];
-    let draining = sh.draining.load(Ordering::Relaxed);
+    let q = &sh.fabric.queues[shard];
+    let draining = sh.lifecycle.draining.load(Ordering::Relaxed);
     let budget = q.len().min(4 * MAX_POST_BATCH);
     if budget == 0 && lot.is_empty() {
         return 0;
@@ -229,7 +230,7 @@ fn post_round(
         let n = Now {
             now,
             stamp,
-            credit: |b: usize| sh.credit_seq[b].load(Ordering::Acquire),
+            credit: |b: usize| sh.fabric.credit_seq(b),
         };
         // Also the ready slices a previous round had no room for: with no
         // further refusal no block would lift again to take them.
@@ -265,7 +266,7 @@ fn post_round(
             sh.settle(r, Outcome::Canceled);
             continue;
         }
-        let m = &sh.meta[r.index as usize];
+        let m = &sh.tables.meta[r.index as usize];
         let ep = m.ep.load(Ordering::Relaxed);
         let qp = m.qp.load(Ordering::Relaxed);
         let path = Path {
@@ -289,7 +290,7 @@ fn post_round(
         };
         if let Some(b) = lot.blocking(&sk).and_then(|id| Some((id, *lot.block(id)?))) {
             let (id, blk) = b;
-            if blk.avoided() && sh.re_rail(r) {
+            if blk.avoided() && re_rail(sh, r) {
                 c.rail_moves.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
@@ -298,7 +299,7 @@ fn post_round(
                 if fresh {
                     let refusal = blk.refusal_on(path);
                     if let Some(o) = owner.refusal_observation(&refusal, now) {
-                        sh.note_if_current(r, || o);
+                        sh.tables.note_if_current(r, || o);
                     }
                     // Its task shows the peer's typed credit backpressure.
                     if let Refusal::Backpressure(b) = refusal {
@@ -327,20 +328,20 @@ fn post_round(
             req = req.with_credit(d);
         }
         // The memory pin of this post (memory.rs): held until its token
-        // ends. Refused only for a stale queued reference (its slice
-        // settled and its region was deregistered; the settle is then a
-        // no-op): nothing to post, nothing held yet.
+        // ends, released with the token's other holds (`hotpath.rs`).
+        // Refused only for a stale queued reference (its slice settled and
+        // its region was deregistered; the settle is then a no-op): nothing
+        // to post, nothing held yet.
         let mem = m.mem.load(Ordering::Relaxed);
-        if !sh.mem.pin_post(mem as usize) {
+        if !owner.pin(mem) {
             sh.settle(r, Outcome::Failure);
             continue;
         }
         // Owned by a token from the claim on: a deadline then finds it in
         // flight (cleared if the post or the chain refuses it).
         m.posted.store(r.attempt, Ordering::Release);
-        let refusal = match owner.post_via(tokens, req) {
+        let refusal = match owner.post_via(tokens, req, mem) {
             Ok(p) => {
-                sh.mem.token_holds(p.wr_id, mem);
                 // `room` left room in `chain`.
                 chains.push(
                     chain,
@@ -356,7 +357,6 @@ fn post_round(
             Err(e) => e,
         };
         m.posted.store(0, Ordering::Release);
-        sh.mem.unpin(mem as usize, 1);
         let rec = TokenRecord {
             slice: r,
             endpoint: path.endpoint,
@@ -387,7 +387,7 @@ fn post_round(
             Refusal::Deferred { path: dp, deferral } => {
                 c.deferrals.fetch_add(1, Ordering::Relaxed);
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
-                    sh.note_if_current(r, || o);
+                    sh.tables.note_if_current(r, || o);
                 }
                 let key = match deferral.domain {
                     DomainKind::Route => Key::Route(dp.route),
@@ -405,10 +405,10 @@ fn post_round(
             } => {
                 c.avoids.fetch_add(1, Ordering::Relaxed);
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
-                    sh.note_if_current(r, || o);
+                    sh.tables.note_if_current(r, || o);
                 }
                 // Another rail if there is one; else wait for the cooldown.
-                if sh.re_rail(r) {
+                if re_rail(sh, r) {
                     c.rail_moves.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
@@ -430,10 +430,10 @@ fn post_round(
                         // RFC 2849: the stall is counted and its task shows
                         // the typed backpressure (and the evidence).
                         if let Some(o) = owner.refusal_observation(&refusal, now) {
-                            sh.note_if_current(r, || o);
+                            sh.tables.note_if_current(r, || o);
                         }
                         sh.credit_stalled(r, b, now);
-                        let (bucket, seq) = sh.credit_seq_of(b.peer);
+                        let (bucket, seq) = sh.fabric.credit_seq_of(b.peer);
                         // A grant unparks us; its retry time bounds the
                         // wait (and a grant racing this refusal).
                         let after = b.retry_after_us.saturating_mul(1000);
@@ -459,7 +459,7 @@ fn post_round(
             // Retired or reclaimed endpoint: its rail's new endpoint, or
             // wait for the segment's reconnect, or another live rail (rail
             // failover); else NO_USABLE_PATH.
-            Refusal::Endpoint { .. } => match sh.retry_route(r) {
+            Refusal::Endpoint { .. } => match retry_route(sh, r) {
                 RetryRoute::Repointed => sh.requeue(r),
                 RetryRoute::Moved => {
                     c.rail_moves.fetch_add(1, Ordering::Relaxed);
@@ -474,7 +474,7 @@ fn post_round(
                 RetryRoute::NoPath { teardown: true } => {
                     let mut o = sh.gate.observe(&rec, Reason::DerivedFlush, now);
                     o.scope = Observed::Value(FailureScope::Qp);
-                    sh.note(r, o);
+                    sh.tables.note(r, o);
                     sh.settle(r, Outcome::Failure)
                 }
                 RetryRoute::NoPath { teardown: false } => {
@@ -525,7 +525,7 @@ fn no_usable_path(sh: &Shared, r: SliceRef, rec: &TokenRecord, now: u64) {
     let sig = railyard_core::classify::classify_signal(Signal::AllRailsUnavailable);
     let mut o = sh.gate.observe(rec, sig.reason, now);
     o.scope = Observed::Value(sig.scope);
-    sh.note(r, o);
+    sh.tables.note(r, o);
     sh.settle(r, Outcome::Failure)
 }
 
@@ -548,19 +548,17 @@ fn flush_chain(
         |tokens: &mut WorkerTokens<'_>, from: usize, requeue: bool, chain: &[Pending]| {
             let now = sh.now();
             for p in &chain[from..] {
-                if owner.unposted_via(tokens, p.wr_id, now).is_ok() {
-                    sh.mem.unpin(p.mem as usize, 1);
-                }
-                sh.meta[p.slice.index as usize]
+                owner.unposted_via(tokens, p.wr_id, now);
+                sh.tables.meta[p.slice.index as usize]
                     .posted
                     .store(0, Ordering::Release);
                 // After the release (`Shared::release_stamp`).
                 c.unposted.fetch_add(1, Ordering::Release);
                 if requeue {
-                    let shard = sh.meta[p.slice.index as usize]
+                    let shard = sh.tables.meta[p.slice.index as usize]
                         .shard
                         .load(Ordering::Relaxed);
-                    let _ = sh.queues[shard as usize].push(p.slice);
+                    let _ = sh.fabric.queues[shard as usize].push(p.slice);
                 } else {
                     sh.settle(p.slice, Outcome::Failure);
                 }
@@ -587,7 +585,7 @@ fn flush_chain(
     let n = chain.len();
     let mut wrs: heapless::Vec<RdmaWr<'_>, MAX_POST_BATCH> = heapless::Vec::new();
     for (i, p) in chain.iter().enumerate() {
-        let m = &sh.meta[p.slice.index as usize];
+        let m = &sh.tables.meta[p.slice.index as usize];
         let mi = p.mem as usize;
         let dev = usize::from(p.path.device);
         // Pinned by this post (`pin_post`), so the entry is live.
@@ -635,24 +633,32 @@ fn flush_chain(
     match posted {
         Ok(()) => {
             c.posts.fetch_add(wrs.len() as u64, Ordering::Relaxed);
-            let shard = sh.meta[first.slice.index as usize]
+            let shard = sh.tables.meta[first.slice.index as usize]
                 .shard
                 .load(Ordering::Relaxed);
-            sh.wake_poller(shard as usize);
+            sh.fabric.wake_poller(shard as usize);
             for p in chain.iter() {
-                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
-                sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
+                let t = sh.tables.meta[p.slice.index as usize]
+                    .task
+                    .load(Ordering::Relaxed);
+                sh.tables.tasks[t as usize]
+                    .started
+                    .store(true, Ordering::Relaxed);
             }
         }
         Err(e) => {
             c.posts.fetch_add(e.posted as u64, Ordering::Relaxed);
-            let shard = sh.meta[first.slice.index as usize]
+            let shard = sh.tables.meta[first.slice.index as usize]
                 .shard
                 .load(Ordering::Relaxed);
-            sh.wake_poller(shard as usize);
+            sh.fabric.wake_poller(shard as usize);
             for p in &chain[..e.posted] {
-                let t = sh.meta[p.slice.index as usize].task.load(Ordering::Relaxed);
-                sh.tasks[t as usize].started.store(true, Ordering::Relaxed);
+                let t = sh.tables.meta[p.slice.index as usize]
+                    .task
+                    .load(Ordering::Relaxed);
+                sh.tables.tasks[t as usize]
+                    .started
+                    .store(true, Ordering::Relaxed);
             }
             // Only the tail is ours to release. A QP that refuses outright
             // (not ENOMEM) is broken: retire its endpoint (the one API), and
@@ -662,7 +668,7 @@ fn flush_chain(
                 crate::VerbsError::Os { errno, .. } if errno == libc::ENOMEM
             );
             if !transient {
-                sh.retire(h, RetireReason::QpFatal);
+                retire(sh, h, RetireReason::QpFatal);
             }
             if selective {
                 // The unposted tail never reached the send queue. (A posted
@@ -686,7 +692,7 @@ fn poll_cq(
     wcs: &mut [WorkCompletion],
     c: &WorkerCounters,
 ) -> usize {
-    let n = match sh.cqs[cq].poll(wcs) {
+    let n = match sh.fabric.cqs[cq].poll(wcs) {
         Ok(n) => n,
         Err(_) => return 0,
     };
@@ -707,7 +713,7 @@ fn poll_cq(
                     WC_WR_FLUSH_ERR
                 };
                 if resolve(sh, owner, tokens, c, x, Cqe::Covered(status), now) {
-                    sh.cqs[cq].retire_covered(1);
+                    sh.fabric.cqs[cq].retire_covered(1);
                 }
             }
         }
@@ -724,18 +730,10 @@ fn poll_cq(
     n
 }
 
-/// What completed a token: its own CQE, or a later request's CQE on the
-/// same QP (with that CQE's status) that covers it.
-#[derive(Clone, Copy)]
-enum Cqe {
-    Own { status: u32, vendor_err: u32 },
-    Covered(u32),
-}
-
-/// Resolves one token: every hold released, the slice settled or retried
-/// (all inside the composed hot path), then the engine's bookkeeping.
-/// Returns whether the token was live (a duplicate or stale `wr_id` is
-/// counted as bad and changes nothing).
+/// Resolves one token: the composed hot path releases every hold (its
+/// memory pin included) and settles or retries the slice, then the
+/// completion lands ([`on_completed`]). Returns whether the token was live
+/// (a duplicate or stale `wr_id` is counted as bad and changes nothing).
 #[inline(always)]
 fn resolve(
     sh: &Shared,
@@ -746,53 +744,14 @@ fn resolve(
     cqe: Cqe,
     now: u64,
 ) -> bool {
-    // The region this token pinned, read while the token is still live
-    // (after `complete` its slot may belong to another post).
-    let pinned = sh.mem.token_region(wr_id);
-    let done = match cqe {
-        Cqe::Own { status, vendor_err } => {
-            owner.complete_via(tokens, wr_id, status, vendor_err, now)
+    match owner.complete_via(tokens, wr_id, cqe, now) {
+        Ok(done) => {
+            on_completed(sh, owner, c, &done, now);
+            true
         }
-        Cqe::Covered(status) => owner.complete_covered_via(tokens, wr_id, status, now),
-    };
-    let done = match done {
-        Ok(d) => d,
         Err(_) => {
             c.bad.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-    };
-    if let Some(m) = pinned {
-        sh.mem.unpin(m, 1);
-    }
-    sh.fault
-        .trace(&sh.gate, TraceEvent::Completion(done.wc.status));
-    if done.wc.status != WC_SUCCESS {
-        // The QP is in ERR now: retire its endpoint (one API). For a
-        // flush this is a no-op unless the QP went to ERR behind the
-        // engine's back (then the burst retires it exactly once).
-        sh.retire_after_wc(&done);
-    }
-    // Task evidence, for the slice's current attempt only (a stale
-    // completion's slice slot may already belong to another task).
-    let evidence = |sh: &Shared| match owner.completion_observation(&done, now) {
-        None => sh.resolve(done.record.slice, now),
-        Some(o) => sh.note(done.record.slice, o),
-    };
-    match done.slice {
-        SliceEffect::Settled(s) => {
-            evidence(sh);
-            sh.settled(done.record.slice.index, s)
-        }
-        SliceEffect::Retry(r) => {
-            c.retries.fetch_add(1, Ordering::Relaxed);
-            evidence(sh);
-            sh.begin_attempt(r);
-            sh.requeue(r);
-        }
-        SliceEffect::StaleReleaseOnly => {
-            c.stale.fetch_add(1, Ordering::Relaxed);
+            false
         }
     }
-    true
 }

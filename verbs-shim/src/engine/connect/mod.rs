@@ -4,46 +4,27 @@
 //! a connection the peer replaced, and reconnect.
 //!
 //! Reconnect, and where a retry of a retired endpoint's slice goes, are in
-//! [`reconnect`].
+//! [`reconnect`](mod@reconnect).
 
-use super::api::{ep_from_word, ep_word};
-use super::api::{EngineError, SegmentId};
-use super::config::{ConfigError, EngineConfig};
-use super::credit::{self, CreditPolicy, Negotiated};
+use super::config::CreditPolicy;
+use super::credit::{self, Negotiated};
+use super::error::EngineError;
+use super::fabric::EpResource;
 use super::fault::TraceEvent;
-use super::shared::{Dev, EpResource, RailEntry, SegmentEntry, Shared};
+use super::observe::log_retired;
+use super::registry::RailEntry;
+use super::shared::Shared;
+use super::types::{ep_from_word, ep_word, SegmentId};
 use crate::handshake::{Handshake, HandshakeError};
-use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint, SegmentDescriptor};
-use crate::{Context, Mtu, QpCaps, QpConfig, QueuePair, RemoteQp};
-use railyard_core::endpoint::{EndpointHandle, Phase, RetireReason};
+use crate::wire::{EndpointDescriptor, PeerDescriptor, QpEndpoint};
+use crate::{QueuePair, RemoteQp};
+use railyard_core::endpoint::{EndpointHandle, RetireReason};
 use railyard_core::slice::SliceRef;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 
 mod reconnect;
-
-/// A segment's connection state, for one of its rails
-/// ([`Engine::segment_info`](super::Engine::segment_info), [`Engine::segment_rail_info`](super::Engine::segment_rail_info)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SegmentInfo {
-    /// The rail's local device index (rail `i` = local device `i` ↔ the
-    /// peer's NIC `i`).
-    pub device: u16,
-    /// How many rails the segment has.
-    pub rails: u16,
-    /// The rail's current endpoint (slot and generation).
-    pub endpoint: EndpointHandle,
-    /// Whether that endpoint accepts posts.
-    pub active: bool,
-    /// Whether a reconnect of the segment is in progress.
-    pub reconnecting: bool,
-    /// The peer's handshake address (only for segments this engine opened).
-    pub peer: Option<SocketAddr>,
-    /// The rail's CC route domain (local device × the peer's NIC).
-    pub route: u32,
-    /// Reconnects that replaced the segment's endpoints so far.
-    pub reconnects: u32,
-}
+pub(crate) use reconnect::{reconnect, retire, retire_after_wc, retire_all, retry_route};
 
 /// What a retry whose endpoint was retired does.
 pub(crate) enum RetryRoute {
@@ -62,16 +43,7 @@ pub(crate) enum RetryRoute {
     },
 }
 
-/// Whether `peer`'s rail-0 QP (GID, QP number, initial PSN) is among
-/// `known`, the peer sides of connections already made.
-fn repeats(known: impl IntoIterator<Item = ([u8; 16], u32, u32)>, peer: &PeerDescriptor) -> bool {
-    let Some((nic, qp)) = peer.nics.first().and_then(|n| Some((n, n.qps.first()?))) else {
-        return false;
-    };
-    known.into_iter().any(|k| k == (nic.gid, qp.qpn, qp.psn))
-}
-
-/// What [`Shared::establish`] built.
+/// What [`establish`] built.
 pub(crate) struct Established {
     /// One per rail.
     pub(crate) rails: Vec<RailEntry>,
@@ -83,7 +55,7 @@ pub(crate) struct Established {
     pub(crate) hs: Handshake,
 }
 
-/// Which side of the handshake [`Shared::establish`] runs.
+/// Which side of the handshake [`establish`] runs.
 pub(crate) enum Side {
     /// We connected: send our descriptor first.
     Initiator,
@@ -91,588 +63,348 @@ pub(crate) enum Side {
     Target(PeerDescriptor),
 }
 
-impl Dev {
-    /// Opens every configured device (`MC_RDMA_DEVICE`, in rail order): its
-    /// context, PD and QP parameters (the port's MTU, the device's RDMA
-    /// atomics, capped at 16). Returns them with the smallest `max_cqe` of
-    /// them (every CQ must hold every token).
-    pub(crate) fn open_all(cfg: &EngineConfig) -> Result<(Vec<Dev>, u32), EngineError> {
-        let cap = |v: u32| u8::try_from(v.clamp(1, 16)).unwrap_or(16);
-        let mut devs = Vec::new();
-        let mut max_cqe = u32::MAX;
-        for name in cfg.device_names() {
-            let ctx = Context::open(name)?;
-            let port = ctx.port(cfg.port)?;
-            let caps = ctx.caps()?;
-            let qp_cfg = QpConfig {
-                port_num: cfg.port,
-                gid_index: cfg.gid_index,
-                mtu: port.active_mtu.unwrap_or(Mtu::M1024),
-                max_rd_atomic: cap(caps.max_qp_init_rd_atom),
-                max_dest_rd_atomic: cap(caps.max_qp_rd_atom),
-                timeout: cfg.qp_timeout,
-                retry_cnt: cfg.qp_retry_cnt,
-                ..QpConfig::default()
-            };
-            qp_cfg.validate()?;
-            if cfg.max_wr > caps.max_qp_wr {
-                return Err(ConfigError {
-                    var: "MC_MAX_WR",
-                    value: cfg.max_wr.to_string(),
-                    expected: "at most the device's max_qp_wr",
-                }
-                .into());
-            }
-            max_cqe = max_cqe.min(caps.max_cqe.max(1));
-            let pd = ctx.alloc_pd()?;
-            ctx.set_async_nonblocking()?;
-            devs.push(Dev {
-                ctx,
-                pd,
-                qp_cfg,
-                vendor_id: caps.vendor_id,
-            });
-        }
-        Ok((devs, max_cqe))
-    }
-}
-
-impl Shared {
-    /// The CC route index of the peer NIC `(gid, lid)` seen from local
-    /// device `dev`, assigned on first use: `dev * max_endpoints + k`, the
-    /// block layout of [`CcGate::with_devices`].
-    pub(crate) fn route_for(&self, dev: u16, gid: [u8; 16], lid: u16) -> Result<u32, EngineError> {
-        let mut m = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(&r) = m.get(&(dev, gid, lid)) {
-            return Ok(r);
-        }
-        let n = m.keys().filter(|k| k.0 == dev).count() as u32;
-        if n >= self.cfg.max_endpoints {
-            return Err(EngineError::Core(
-                "a CC route domain: more distinct peer NICs than max_endpoints",
-            ));
-        }
-        let r = u32::from(dev) * self.cfg.max_endpoints + n;
-        m.insert((dev, gid, lid), r);
-        Ok(r)
-    }
-
-    /// The RC QPs of one endpoint on device `dev`, spread over its shards.
-    pub(crate) fn new_qps(&self, dev: usize) -> Result<(Vec<QueuePair>, Vec<u16>), EngineError> {
-        let n = self.cfg.qps_per_endpoint;
-        let caps = QpCaps {
-            max_send_wr: self.cfg.max_wr,
-            max_recv_wr: 1,
-            ..QpCaps::default()
-        };
-        let mut qps = Vec::with_capacity(usize::from(n));
-        let mut shards = Vec::with_capacity(usize::from(n));
-        for _ in 0..n {
-            let s = self
-                .topo
-                .shard(dev, self.next_shard.fetch_add(1, Ordering::Relaxed));
-            let cq = &self.cqs[s];
-            qps.push(QueuePair::create_rc(&self.devs[dev].pd, cq, cq, caps)?);
-            shards.push(s as u16);
-        }
-        Ok((qps, shards))
-    }
-
-    /// This engine's NIC entry for device `dev` and the QPs `qps` on it:
-    /// GID, QPs with their initial PSNs (PSN base returned), and every
-    /// region with the rkey of its registration on `dev`.
-    pub(crate) fn local_descriptor(
-        &self,
-        dev: usize,
-        qps: &[QueuePair],
-    ) -> Result<(EndpointDescriptor, u32), EngineError> {
-        let d = &self.devs[dev];
-        let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
-        let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
-        let psn_base = (self.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
-        let segments = self.mem.region_descriptors(dev);
-        Ok((
-            EndpointDescriptor {
-                gid,
-                lid,
-                qps: qps
-                    .iter()
-                    .enumerate()
-                    .map(|(i, q)| QpEndpoint {
-                        qpn: q.qpn(),
-                        psn: (psn_base + i as u32) & 0xFF_FFFF,
-                    })
-                    .collect(),
-                segments,
-            },
-            psn_base,
-        ))
-    }
-
-    /// The initiator's side of the handshake, then records the segment
-    /// (`peer`: the address we dialed, which this engine can reconnect).
-    pub(crate) fn connect(
-        &self,
-        hs: Handshake,
-        peer: Option<SocketAddr>,
-    ) -> Result<SegmentId, EngineError> {
-        let est = self.establish(hs, Side::Initiator, None)?;
-        let seg = self.record_segment(est.rails, peer);
-        self.attach_credit(seg, est.credit, est.hs, None)?;
-        Ok(seg)
-    }
-
-    /// The target's side, for a descriptor the listener already received
-    /// and decoded: refuses a replay ([`Shared::is_replay`]) before
-    /// anything is built, then connects and records the segment, retiring
-    /// the connection the peer says it replaces.
-    pub(crate) fn accept_peer(
-        &self,
-        peer: PeerDescriptor,
-        hs: Handshake,
-    ) -> Result<(), EngineError> {
-        if self.is_replay(&peer) {
-            // Dropping `hs` closes the connection.
-            return Err(EngineError::Handshake(HandshakeError::Replayed));
-        }
-        let est = self.establish(hs, Side::Target(peer), None)?;
-        let old = est
-            .replaces
-            .and_then(|q| self.retire_replaced(q, &est.rails));
-        let seg = self.record_segment(est.rails, None);
-        self.attach_credit(seg, est.credit, est.hs, old)
-    }
-
-    pub(crate) fn record_segment(
-        &self,
-        rails: Vec<RailEntry>,
-        peer: Option<SocketAddr>,
-    ) -> SegmentId {
-        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-        segs.push(SegmentEntry {
-            rails,
-            peer,
-            reconnecting: false,
-            reconnects: 0,
-            closed: false,
-        });
-        SegmentId(segs.len() as u32 - 1)
-    }
-
-    /// A replayed descriptor: its rail-0 QP (GID, QP number and initial
-    /// PSN) is the peer side of a connection this engine already made. A
-    /// real peer's new connection, a reconnect included, always brings new
-    /// QPs (and a fresh random PSN, so even a QP number the kernel reused
-    /// after a peer restart does not match), so only a copy of an old
-    /// descriptor can. Checked against every segment ever recorded
-    /// (closed ones too: the list is append-only).
-    pub(crate) fn is_replay(&self, peer: &PeerDescriptor) -> bool {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        repeats(
-            segs.iter()
-                .filter_map(|e| e.rails.first())
-                .map(|r| (r.peer_gid, r.peer_qpn, r.peer_psn)),
-            peer,
-        )
-    }
-
-    /// Both sides of the handshake: builds QPs on every device, exchanges
-    /// descriptors (one NIC entry per device; the initiator sends first, the
-    /// target has already received the initiator's: [`Side::Target`]),
-    /// connects the rail-matched pairs, barriers, then opens one endpoint
-    /// per rail in the table. The caller publishes the rails.
-    ///
-    /// **Rail rule**: local device `i` connects to the peer's NIC `i`, for
-    /// `i < min(local devices, peer NICs)`. With different counts the extra
-    /// devices of the larger side carry nothing to this peer (their QPs
-    /// are destroyed unconnected); both sides compute the same pairs.
-    /// A route domain is the same for the same (device, peer NIC), so a
-    /// reconnect lands on the same routes.
-    ///
-    /// `replaces` (a reconnect): the peer's QP number of the connection
-    /// this one replaces, sent to the peer ([`PeerDescriptor::replaces`]).
-    /// Returns the rails, what the *peer* said it replaces, the receiver
-    /// credit negotiation's outcome and the handshake connection (the
-    /// credit control channel of an `Active` segment).
-    ///
-    /// Receiver credit (RFC 2849) is negotiated from the two descriptors
-    /// right after the exchange, before any QP is connected: a refusal
-    /// ([`EngineError::CreditRefused`]) drops the connection, and since
-    /// the target replies before it decides, both sides see the other's
-    /// capability and both report the refusal.
-    pub(crate) fn establish(
-        &self,
-        hs: Handshake,
-        side: Side,
-        replaces: Option<u32>,
-    ) -> Result<Established, EngineError> {
-        let mut built = Vec::with_capacity(self.devs.len());
-        let mut local = PeerDescriptor {
-            nics: Vec::new(),
-            replaces,
-            credit: self.cfg.credit.capability(),
-        };
-        for d in 0..self.devs.len() {
-            let (qps, shards) = self.new_qps(d)?;
-            let (nic, psn_base) = self.local_descriptor(d, &qps)?;
-            local.nics.push(nic);
-            built.push((qps, shards, psn_base));
-        }
-        let (peer, mut hs) = match side {
-            Side::Initiator => hs.exchange_as_initiator(&local)?,
-            Side::Target(peer) => (peer, hs.reply(&local)?),
-        };
-        let credit = credit::negotiate(self.cfg.credit.policy, peer.credit).inspect_err(|_| {
-            if let Some(c) = &self.credit {
-                c.note_refused();
-            }
-        })?;
-        let rails = built.len().min(peer.nics.len());
-        built.truncate(rails);
-        let mut connected = Vec::with_capacity(rails);
-        for (d, ((mut qps, shards, psn_base), nic)) in built.into_iter().zip(&peer.nics).enumerate()
-        {
-            if nic.qps.len() != qps.len() {
-                return Err(EngineError::PeerMismatch {
-                    what: "QPs per endpoint (MC_NUM_QP_PER_EP)",
-                    ours: qps.len() as u64,
-                    theirs: nic.qps.len() as u64,
-                });
-            }
-            let qp_cfg = &self.devs[d].qp_cfg;
-            for (i, (qp, rq)) in qps.iter_mut().zip(&nic.qps).enumerate() {
-                let remote = RemoteQp {
-                    qp: *rq,
-                    gid: nic.gid,
-                    lid: nic.lid,
-                };
-                qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
-            }
-            connected.push((d as u16, qps, shards, nic));
-        }
-        hs.barrier()?;
-        let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
-        for (dev, qps, shards, nic) in connected {
-            // Only a peer that completed the barrier gets a CC route
-            // domain (a fixed-size table): one that drops out never holds one.
-            let route = match self.route_for(dev, nic.gid, nic.lid) {
-                Ok(r) => r,
-                Err(e) => {
-                    for r in &entry {
-                        self.retire(r.handle, RetireReason::Shutdown);
-                    }
-                    return Err(e);
-                }
-            };
-            let remote = nic.segments.clone();
-            let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
-            let handle = match self.endpoints.open(EpResource {
-                qps,
-                remote: remote.clone(),
-            }) {
-                Ok(h) => h,
-                Err(e) => {
-                    // Nothing was posted on the rails opened so far: retire
-                    // them (the one teardown API) and give up the segment.
-                    for r in &entry {
-                        self.retire(r.handle, RetireReason::Shutdown);
-                    }
-                    return Err(EngineError::Endpoint(e));
-                }
-            };
-            if let Ok(mut m) = self.qpn_map.write() {
-                for &q in &qpns {
-                    m.insert((dev, q), handle);
-                }
-            }
-            tracing::debug!(target: "railyard::endpoint", device = dev, route,
-                slot = handle.slot, generation = handle.generation, ?qpns,
-                peer_qpn = nic.qps[0].qpn, "endpoint opened");
-            entry.push(RailEntry {
-                dev,
-                handle,
-                remote,
-                shards,
-                qpns,
-                peer_qpn: nic.qps[0].qpn,
-                peer_psn: nic.qps[0].psn,
-                peer_gid: nic.gid,
-                route,
-            });
-        }
-        Ok(Established {
-            rails: entry,
-            replaces: peer.replaces,
-            credit,
-            hs,
-        })
-    }
-
-    /// Hands a recorded segment's negotiation to the receiver-credit
-    /// plumbing: an `Active` one keeps its handshake connection as the
-    /// control channel (`inherit`: the segment whose connection it
-    /// replaces). A segment that cannot be credit-gated (no credit peer
-    /// slot left, `MC_RECEIVER_CREDIT_PEERS`) is closed and refused in
-    /// required mode and falls back to legacy dispatch in optional mode.
-    pub(crate) fn attach_credit(
-        &self,
-        seg: SegmentId,
-        neg: Negotiated,
-        hs: Handshake,
-        inherit: Option<u32>,
-    ) -> Result<(), EngineError> {
-        let Some(c) = &self.credit else {
-            return Ok(());
-        };
-        let eps: Vec<EndpointHandle> = {
-            let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-            segs.get(seg.0 as usize)
-                .map(|e| e.rails.iter().map(|r| r.handle).collect())
-                .unwrap_or_default()
-        };
-        let stream = matches!(neg, Negotiated::Active(_)).then(|| hs.into_stream());
-        if c.attach(seg.0, neg, stream, inherit, eps) {
-            return Ok(());
-        }
-        if self.cfg.credit.policy == CreditPolicy::Required {
-            c.note_refused();
-            let _ = self.close_segment(seg);
-            return Err(EngineError::CreditRefused {
-                ours: "required",
-                theirs: "required or optional",
-                why: "no receiver-credit peer slot left (MC_RECEIVER_CREDIT_PEERS)",
-            });
-        }
-        c.attach(seg.0, Negotiated::OptionalLegacy, None, None, Vec::new());
-        Ok(())
-    }
-
-    /// The passive side of a reconnect: the peer replaced the connection
-    /// whose rail-0 endpoint here has QP number `qpn`. Its segment is
-    /// closed and its endpoints retired (RFC 3136 "passive-handshake
-    /// stale"), so repeated reconnects do not pile up stale endpoints.
-    /// Honoured only if that connection came from the same peer NIC (the
-    /// same rail-0 route domain) as the new one; anything else is ignored.
-    /// Returns the replaced segment's id.
-    pub(crate) fn retire_replaced(&self, qpn: u32, new: &[RailEntry]) -> Option<u32> {
-        let h = self
-            .qpn_map
-            .read()
-            .ok()
-            .and_then(|m| m.get(&(0, qpn)).copied())?;
-        let (seg, old): (u32, Vec<EndpointHandle>) = {
-            let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let (i, e) = segs.iter_mut().enumerate().find(|(_, e)| {
-                e.rails.first().is_some_and(|r| {
-                    r.handle == h && new.first().is_some_and(|n| n.route == r.route)
-                })
-            })?;
-            e.closed = true;
-            (i as u32, e.rails.iter().map(|r| r.handle).collect())
-        };
-        for h in old {
-            self.retire(h, RetireReason::PassiveHandshakeStale);
-        }
-        Some(seg)
-    }
-
-    /// Forgets the QP numbers of a reclaimed endpoint (also one a
-    /// reconnect already replaced in its segment).
-    pub(crate) fn forget_endpoint(&self, h: EndpointHandle) {
-        if let Ok(mut m) = self.qpn_map.write() {
-            m.retain(|_, v| *v != h);
-        }
-    }
-
-    /// Moves slice attempt `r` (held by the caller: in no queue) to another
-    /// rail of its segment, RFC 4162's "use the existing alternate rail":
-    /// the best-scoring rail on another device whose endpoint is active and
-    /// whose device and route the gate finds usable. Rewrites the slice's
-    /// rail (device, endpoint, shard, route; the QP index is kept) and
-    /// queues it there. False, changing nothing, if there is no such rail
-    /// (always with one device).
-    pub(crate) fn re_rail(&self, r: SliceRef) -> bool {
-        if self.devs.len() < 2 {
-            return false;
-        }
-        let m = &self.meta[r.index as usize];
-        let cur = m.dev.load(Ordering::Relaxed) as u16;
-        let seg = m.segment.load(Ordering::Relaxed);
-        let qp = m.qp.load(Ordering::Relaxed) as usize;
-        let bytes = m.len.load(Ordering::Relaxed);
-        let choice = {
-            let Ok(segs) = self.segments.read() else {
-                return false;
-            };
-            let Some(e) = segs.get(seg as usize) else {
-                return false;
-            };
-            e.rails
+/// This engine's NIC entry for device `dev` and the QPs `qps` on it:
+/// GID, QPs with their initial PSNs (PSN base returned), and every
+/// region with the rkey of its registration on `dev`.
+pub(crate) fn local_descriptor(
+    sh: &Shared,
+    dev: usize,
+    qps: &[QueuePair],
+) -> Result<(EndpointDescriptor, u32), EngineError> {
+    let d = &sh.fabric.devs[dev];
+    let gid = d.ctx.gid(d.qp_cfg.port_num, d.qp_cfg.gid_index)?;
+    let lid = d.ctx.port(d.qp_cfg.port_num)?.lid;
+    let psn_base = (sh.now() as u32 ^ qps.first().map(|q| q.qpn()).unwrap_or(0)) & 0xFF_FFFF;
+    let segments = sh.mem.region_descriptors(dev);
+    Ok((
+        EndpointDescriptor {
+            gid,
+            lid,
+            qps: qps
                 .iter()
-                .filter(|x| {
-                    x.dev != cur
-                        && matches!(self.endpoints.state(x.handle),
-                            Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
-                        && self.gate.usable(x.dev, x.route)
+                .enumerate()
+                .map(|(i, q)| QpEndpoint {
+                    qpn: q.qpn(),
+                    psn: (psn_base + i as u32) & 0xFF_FFFF,
                 })
-                .filter_map(|x| {
-                    let score = self
-                        .rails
-                        .score_of(usize::from(x.dev), Some(seg), bytes, false)?;
-                    Some((score, x.dev, x.handle, x.shards.get(qp).copied(), x.route))
-                })
-                .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
-        };
-        let Some((_, dev, h, Some(shard), route)) = choice else {
-            return false;
-        };
-        m.dev.store(u32::from(dev), Ordering::Relaxed);
-        m.ep.store(ep_word(h), Ordering::Relaxed);
-        m.shard.store(u32::from(shard), Ordering::Relaxed);
-        m.route.store(route, Ordering::Relaxed);
-        self.requeue(r);
-        true
-    }
-
-    /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
-    pub(crate) fn segment_rails(&self, seg: SegmentId) -> Result<usize, EngineError> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        segs.get(seg.0 as usize)
-            .map(|e| e.rails.len())
-            .ok_or(EngineError::NoSuchSegment(seg))
-    }
-
-    /// Resolves `peer`, runs the initiator's handshake and records the
-    /// segment with the address that answered (the one to dial again on
-    /// reconnect).
-    pub(crate) fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
-        let addrs: Vec<SocketAddr> = peer
-            .to_socket_addrs()
-            .map_err(|source| HandshakeError::Io {
-                during: "resolving the peer",
-                source,
-            })?
-            .collect();
-        let r = Handshake::connect(&addrs[..], self.cfg.handshake_timeout)
-            .map_err(EngineError::from)
-            .and_then(|hs| {
-                // The address that answered (the one to dial again on reconnect).
-                let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
-                Ok((self.connect(hs, dialed)?, dialed))
-            });
-        match &r {
-            Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
-                segment = seg.0, rails = self.segment_rails(*seg).unwrap_or(0),
-                "segment opened"),
-            Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?addrs.first(),
-                reason = %e, "opening a segment failed"),
-        }
-        r.map(|(seg, _)| seg)
-    }
-
-    /// The regions the peer exported at handshake time.
-    pub(crate) fn segment_regions(
-        &self,
-        seg: SegmentId,
-    ) -> Result<Vec<SegmentDescriptor>, EngineError> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        segs.get(seg.0 as usize)
-            .and_then(|e| e.rails.first())
-            .map(|r| r.remote.clone())
-            .ok_or(EngineError::NoSuchSegment(seg))
-    }
-
-    /// Every segment recorded (the list is append-only).
-    pub(crate) fn segment_ids(&self) -> Vec<SegmentId> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        (0..segs.len() as u32).map(SegmentId).collect()
-    }
-
-    /// Marks `seg` closed and retires its endpoints, one per rail.
-    pub(crate) fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
-        let hs: Vec<EndpointHandle> = {
-            let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
-            let e = segs
-                .get_mut(seg.0 as usize)
-                .ok_or(EngineError::NoSuchSegment(seg))?;
-            e.closed = true;
-            e.rails.iter().map(|r| r.handle).collect()
-        };
-        let mut first_err = None;
-        for h in hs {
-            match self.endpoints.retire(h, RetireReason::Shutdown, self.now()) {
-                Ok(_) => {
-                    self.retired.fetch_add(1, Ordering::Relaxed);
-                    self.log_retired(h, RetireReason::Shutdown);
-                }
-                Err(e) => first_err = first_err.or(Some(e)),
-            }
-        }
-        match first_err {
-            Some(e) => Err(EngineError::Endpoint(e)),
-            None => Ok(()),
-        }
-    }
-
-    /// The connection state of `seg`'s rail `rail` (local device `rail`).
-    pub(crate) fn segment_info(
-        &self,
-        seg: SegmentId,
-        rail: u16,
-    ) -> Result<SegmentInfo, EngineError> {
-        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
-        let e = segs
-            .get(seg.0 as usize)
-            .ok_or(EngineError::NoSuchSegment(seg))?;
-        let x = e
-            .rails
-            .iter()
-            .find(|x| x.dev == rail)
-            .ok_or(EngineError::NoSuchSegment(seg))?;
-        Ok(SegmentInfo {
-            device: x.dev,
-            rails: e.rails.len() as u16,
-            endpoint: x.handle,
-            active: self.is_active(x.handle),
-            reconnecting: e.reconnecting,
-            peer: e.peer,
-            route: x.route,
-            reconnects: e.reconnects,
-        })
-    }
-
-    fn is_active(&self, h: EndpointHandle) -> bool {
-        matches!(self.endpoints.state(h), Ok(s) if s.phase == Phase::Active)
-    }
+                .collect(),
+            segments,
+        },
+        psn_base,
+    ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The initiator's side of the handshake, then records the segment
+/// (`peer`: the address we dialed, which this engine can reconnect).
+pub(crate) fn connect(
+    sh: &Shared,
+    hs: Handshake,
+    peer: Option<SocketAddr>,
+) -> Result<SegmentId, EngineError> {
+    let est = establish(sh, hs, Side::Initiator, None)?;
+    let seg = sh.registry.record(est.rails, peer);
+    attach_credit(sh, seg, est.credit, est.hs, None)?;
+    Ok(seg)
+}
 
-    #[test]
-    fn a_replay_repeats_gid_qpn_and_psn_of_rail_0() {
-        let nic = |gid: u8, qpn: u32, psn: u32| EndpointDescriptor {
-            gid: [gid; 16],
-            lid: 0,
-            qps: vec![QpEndpoint { qpn, psn }, QpEndpoint { qpn: 99, psn: 1 }],
-            segments: vec![],
+/// The target's side, for a descriptor the listener already received
+/// and decoded: refuses a replay ([`Registry::is_replay`](super::registry::Registry::is_replay)) before
+/// anything is built, then connects and records the segment, retiring
+/// the connection the peer says it replaces.
+pub(crate) fn accept_peer(
+    sh: &Shared,
+    peer: PeerDescriptor,
+    hs: Handshake,
+) -> Result<(), EngineError> {
+    if sh.registry.is_replay(&peer) {
+        // Dropping `hs` closes the connection.
+        return Err(EngineError::Handshake(HandshakeError::Replayed));
+    }
+    let est = establish(sh, hs, Side::Target(peer), None)?;
+    let old = est
+        .replaces
+        .and_then(|q| retire_replaced(sh, q, &est.rails));
+    let seg = sh.registry.record(est.rails, None);
+    attach_credit(sh, seg, est.credit, est.hs, old)
+}
+
+/// Both sides of the handshake: builds QPs on every device, exchanges
+/// descriptors (one NIC entry per device; the initiator sends first, the
+/// target has already received the initiator's: [`Side::Target`]),
+/// connects the rail-matched pairs, barriers, then opens one endpoint
+/// per rail in the table. The caller publishes the rails.
+///
+/// **Rail rule**: local device `i` connects to the peer's NIC `i`, for
+/// `i < min(local devices, peer NICs)`. With different counts the extra
+/// devices of the larger side carry nothing to this peer (their QPs
+/// are destroyed unconnected); both sides compute the same pairs.
+/// A route domain is the same for the same (device, peer NIC), so a
+/// reconnect lands on the same routes.
+///
+/// `replaces` (a reconnect): the peer's QP number of the connection
+/// this one replaces, sent to the peer ([`PeerDescriptor::replaces`]).
+/// Returns the rails, what the *peer* said it replaces, the receiver
+/// credit negotiation's outcome and the handshake connection (the
+/// credit control channel of an `Active` segment).
+///
+/// Receiver credit (RFC 2849) is negotiated from the two descriptors
+/// right after the exchange, before any QP is connected: a refusal
+/// ([`EngineError::CreditRefused`]) drops the connection, and since
+/// the target replies before it decides, both sides see the other's
+/// capability and both report the refusal.
+pub(crate) fn establish(
+    sh: &Shared,
+    hs: Handshake,
+    side: Side,
+    replaces: Option<u32>,
+) -> Result<Established, EngineError> {
+    let mut built = Vec::with_capacity(sh.fabric.devs.len());
+    let mut local = PeerDescriptor {
+        nics: Vec::new(),
+        replaces,
+        credit: sh.cfg.credit.capability(),
+    };
+    for d in 0..sh.fabric.devs.len() {
+        let (qps, shards) = sh
+            .fabric
+            .new_qps(d, sh.cfg.qps_per_endpoint, sh.cfg.max_wr)?;
+        let (nic, psn_base) = local_descriptor(sh, d, &qps)?;
+        local.nics.push(nic);
+        built.push((qps, shards, psn_base));
+    }
+    let (peer, mut hs) = match side {
+        Side::Initiator => hs.exchange_as_initiator(&local)?,
+        Side::Target(peer) => (peer, hs.reply(&local)?),
+    };
+    let credit = credit::negotiate(sh.cfg.credit.policy, peer.credit).inspect_err(|_| {
+        if let Some(c) = &sh.credit {
+            c.note_refused();
+        }
+    })?;
+    let rails = built.len().min(peer.nics.len());
+    built.truncate(rails);
+    let mut connected = Vec::with_capacity(rails);
+    for (d, ((mut qps, shards, psn_base), nic)) in built.into_iter().zip(&peer.nics).enumerate() {
+        if nic.qps.len() != qps.len() {
+            return Err(EngineError::PeerMismatch {
+                what: "QPs per endpoint (MC_NUM_QP_PER_EP)",
+                ours: qps.len() as u64,
+                theirs: nic.qps.len() as u64,
+            });
+        }
+        let qp_cfg = &sh.fabric.devs[d].qp_cfg;
+        for (i, (qp, rq)) in qps.iter_mut().zip(&nic.qps).enumerate() {
+            let remote = RemoteQp {
+                qp: *rq,
+                gid: nic.gid,
+                lid: nic.lid,
+            };
+            qp.connect(qp_cfg, (psn_base + i as u32) & 0xFF_FFFF, &remote)?;
+        }
+        connected.push((d as u16, qps, shards, nic));
+    }
+    hs.barrier()?;
+    let mut entry: Vec<RailEntry> = Vec::with_capacity(rails);
+    for (dev, qps, shards, nic) in connected {
+        // Only a peer that completed the barrier gets a CC route
+        // domain (a fixed-size table): one that drops out never holds one.
+        let route = match sh
+            .registry
+            .route_for(dev, nic.gid, nic.lid, sh.cfg.max_endpoints)
+        {
+            Ok(r) => r,
+            Err(e) => {
+                for r in &entry {
+                    retire(sh, r.handle, RetireReason::Shutdown);
+                }
+                return Err(e);
+            }
         };
-        let known = [([1u8; 16], 10, 500), ([2u8; 16], 11, 600)];
-        let p = |n: EndpointDescriptor| PeerDescriptor::from(n);
-        assert!(repeats(known, &p(nic(1, 10, 500))));
-        assert!(repeats(known, &p(nic(2, 11, 600))));
-        // A reused QP number after a peer restart has a fresh PSN.
-        assert!(!repeats(known, &p(nic(1, 10, 501))));
-        assert!(!repeats(known, &p(nic(1, 11, 500))));
-        assert!(!repeats(known, &p(nic(3, 10, 500))));
-        assert!(!repeats([], &p(nic(1, 10, 500))));
-        // Only rail 0's first QP counts (a second NIC entry is not a replay).
-        let two = PeerDescriptor {
-            nics: vec![nic(3, 1, 1), nic(1, 10, 500)],
-            replaces: None,
-            credit: None,
+        let remote = nic.segments.clone();
+        let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
+        let handle = match sh.endpoints.open(EpResource {
+            qps,
+            remote: remote.clone(),
+        }) {
+            Ok(h) => h,
+            Err(e) => {
+                // Nothing was posted on the rails opened so far: retire
+                // them (the one teardown API) and give up the segment.
+                for r in &entry {
+                    retire(sh, r.handle, RetireReason::Shutdown);
+                }
+                return Err(EngineError::Endpoint(e));
+            }
         };
-        assert!(!repeats(known, &two));
+        sh.registry.map_qpns(dev, &qpns, handle);
+        tracing::debug!(target: "railyard::endpoint", device = dev, route,
+            slot = handle.slot, generation = handle.generation, ?qpns,
+            peer_qpn = nic.qps[0].qpn, "endpoint opened");
+        entry.push(RailEntry {
+            dev,
+            handle,
+            remote,
+            shards,
+            qpns,
+            peer_qpn: nic.qps[0].qpn,
+            peer_psn: nic.qps[0].psn,
+            peer_gid: nic.gid,
+            route,
+        });
+    }
+    Ok(Established {
+        rails: entry,
+        replaces: peer.replaces,
+        credit,
+        hs,
+    })
+}
+
+/// Hands a recorded segment's negotiation to the receiver-credit
+/// plumbing: an `Active` one keeps its handshake connection as the
+/// control channel (`inherit`: the segment whose connection it
+/// replaces). A segment that cannot be credit-gated (no credit peer
+/// slot left, `MC_RECEIVER_CREDIT_PEERS`) is closed and refused in
+/// required mode and falls back to legacy dispatch in optional mode.
+pub(crate) fn attach_credit(
+    sh: &Shared,
+    seg: SegmentId,
+    neg: Negotiated,
+    hs: Handshake,
+    inherit: Option<u32>,
+) -> Result<(), EngineError> {
+    let Some(c) = &sh.credit else {
+        return Ok(());
+    };
+    let eps = sh.registry.endpoints_of(seg);
+    let stream = matches!(neg, Negotiated::Active(_)).then(|| hs.into_stream());
+    if c.attach(seg.0, neg, stream, inherit, eps) {
+        return Ok(());
+    }
+    if sh.cfg.credit.policy == CreditPolicy::Required {
+        c.note_refused();
+        let _ = close_segment(sh, seg);
+        return Err(EngineError::CreditRefused {
+            ours: "required",
+            theirs: "required or optional",
+            why: "no receiver-credit peer slot left (MC_RECEIVER_CREDIT_PEERS)",
+        });
+    }
+    c.attach(seg.0, Negotiated::OptionalLegacy, None, None, Vec::new());
+    Ok(())
+}
+
+/// The passive side of a reconnect: the peer replaced the connection
+/// whose rail-0 endpoint here has QP number `qpn`. Its segment is
+/// closed and its endpoints retired (RFC 3136 "passive-handshake
+/// stale"), so repeated reconnects do not pile up stale endpoints.
+/// Honoured only if that connection came from the same peer NIC (the
+/// same rail-0 route domain) as the new one; anything else is ignored.
+/// Returns the replaced segment's id.
+pub(crate) fn retire_replaced(sh: &Shared, qpn: u32, new: &[RailEntry]) -> Option<u32> {
+    let (seg, old) = sh.registry.close_replaced(qpn, new)?;
+    for h in old {
+        retire(sh, h, RetireReason::PassiveHandshakeStale);
+    }
+    Some(seg)
+}
+
+/// Moves slice attempt `r` (held by the caller: in no queue) to another
+/// rail of its segment, RFC 4162's "use the existing alternate rail":
+/// the best-scoring rail on another device whose endpoint is active and
+/// whose device and route the gate finds usable. Rewrites the slice's
+/// rail (device, endpoint, shard, route; the QP index is kept) and
+/// queues it there. False, changing nothing, if there is no such rail
+/// (always with one device).
+pub(crate) fn re_rail(sh: &Shared, r: SliceRef) -> bool {
+    if sh.fabric.devs.len() < 2 {
+        return false;
+    }
+    let m = &sh.tables.meta[r.index as usize];
+    let cur = m.dev.load(Ordering::Relaxed) as u16;
+    let seg = m.segment.load(Ordering::Relaxed);
+    let qp = m.qp.load(Ordering::Relaxed) as usize;
+    let bytes = m.len.load(Ordering::Relaxed);
+    let choice = {
+        let Ok(segs) = sh.registry.read_segments() else {
+            return false;
+        };
+        let Some(e) = segs.get(seg as usize) else {
+            return false;
+        };
+        e.rails
+            .iter()
+            .filter(|x| {
+                x.dev != cur
+                    && matches!(sh.endpoints.state(x.handle),
+                        Ok(s) if s.phase == railyard_core::endpoint::Phase::Active)
+                    && sh.gate.usable(x.dev, x.route)
+            })
+            .filter_map(|x| {
+                let score = sh
+                    .rails
+                    .score_of(usize::from(x.dev), Some(seg), bytes, false)?;
+                Some((score, x.dev, x.handle, x.shards.get(qp).copied(), x.route))
+            })
+            .reduce(|a, b| if b.0.better_than(a.0) { b } else { a })
+    };
+    let Some((_, dev, h, Some(shard), route)) = choice else {
+        return false;
+    };
+    m.dev.store(u32::from(dev), Ordering::Relaxed);
+    m.ep.store(ep_word(h), Ordering::Relaxed);
+    m.shard.store(u32::from(shard), Ordering::Relaxed);
+    m.route.store(route, Ordering::Relaxed);
+    sh.requeue(r);
+    true
+}
+
+/// Resolves `peer`, runs the initiator's handshake and records the
+/// segment with the address that answered (the one to dial again on
+/// reconnect).
+pub(crate) fn open_segment(
+    sh: &Shared,
+    peer: impl ToSocketAddrs,
+) -> Result<SegmentId, EngineError> {
+    let addrs: Vec<SocketAddr> = peer
+        .to_socket_addrs()
+        .map_err(|source| HandshakeError::Io {
+            during: "resolving the peer",
+            source,
+        })?
+        .collect();
+    let r = Handshake::connect(&addrs[..], sh.cfg.handshake_timeout)
+        .map_err(EngineError::from)
+        .and_then(|hs| {
+            // The address that answered (the one to dial again on reconnect).
+            let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
+            Ok((connect(sh, hs, dialed)?, dialed))
+        });
+    match &r {
+        Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
+            segment = seg.0, rails = sh.registry.segment_rails(*seg).unwrap_or(0),
+            "segment opened"),
+        Err(e) => tracing::warn!(target: "railyard::handshake", peer = ?addrs.first(),
+            reason = %e, "opening a segment failed"),
+    }
+    r.map(|(seg, _)| seg)
+}
+
+/// Marks `seg` closed and retires its endpoints, one per rail.
+pub(crate) fn close_segment(sh: &Shared, seg: SegmentId) -> Result<(), EngineError> {
+    let hs = sh.registry.close(seg)?;
+    let mut first_err = None;
+    for h in hs {
+        match sh.endpoints.retire(h, RetireReason::Shutdown, sh.now()) {
+            Ok(_) => {
+                sh.telemetry.retired.fetch_add(1, Ordering::Relaxed);
+                log_retired(sh, h, RetireReason::Shutdown);
+            }
+            Err(e) => first_err = first_err.or(Some(e)),
+        }
+    }
+    match first_err {
+        Some(e) => Err(EngineError::Endpoint(e)),
+        None => Ok(()),
     }
 }

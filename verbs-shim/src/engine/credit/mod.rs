@@ -1,6 +1,8 @@
 //! Receiver-advertised credits in the engine (RFC 2849 PR 2–3): the
-//! configuration, the bootstrap negotiation, the receiver's allocator, the
-//! sender's ledger and the control channel between them.
+//! bootstrap negotiation, the receiver's allocator, the sender's ledger and
+//! the control channel between them. The configuration
+//! ([`CreditConfig`], `MC_RECEIVER_CREDIT*`) is the engine configuration's
+//! (`config.rs`).
 //!
 //! **Off by default** (`MC_RECEIVER_CREDIT=off`): nothing here runs, the
 //! descriptor carries no capability (byte-identical to an engine without
@@ -93,9 +95,8 @@
 //! Not done here: STAGING_SLOTS (no staged path in this engine), QoS
 //! classes other than 0, and a dedicated control QP.
 
-use super::api::EngineError;
-use super::config::ConfigError;
-use super::shared::Shared;
+use super::config::{CreditConfig, CreditPolicy, CREDIT_VERSIONS, MAX_SLOTS};
+use super::error::EngineError;
 use railyard_core::credit::{
     AllocatorConfig, AllocatorMetrics, BackpressureInfo, Charge, CreditMetrics, EntryId,
     EntryMetrics, LedgerConfig, ReceiverAllocator, Resource, SenderControl, SenderLedger,
@@ -110,242 +111,6 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// The credit schema versions this engine speaks.
-pub const CREDIT_VERSIONS: (u16, u16) = (wire::SCHEMA_V1, wire::SCHEMA_V1);
-
-/// `MC_RECEIVER_CREDIT`: whether this engine negotiates receiver credit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum CreditPolicy {
-    /// `off` (default): no capability offered; everything as before.
-    #[default]
-    Off,
-    /// `optional`: credit with peers that offer it, legacy bounded local
-    /// dispatch (counted) with peers that do not.
-    Optional,
-    /// `required`: a peer without a compatible capability is refused.
-    Required,
-}
-
-impl CreditPolicy {
-    /// The policy's name as `MC_RECEIVER_CREDIT` spells it.
-    pub const fn name(self) -> &'static str {
-        match self {
-            CreditPolicy::Off => "off",
-            CreditPolicy::Optional => "optional",
-            CreditPolicy::Required => "required",
-        }
-    }
-}
-
-/// Receiver-credit configuration ([`EngineConfig::credit`](super::EngineConfig::credit)).
-///
-/// | variable | field | default | range |
-/// |---|---|---|---|
-/// | `MC_RECEIVER_CREDIT` | [`policy`](Self::policy) | `off` | `off`, `optional`, `required` |
-/// | `MC_RECEIVER_CREDIT_BYTES` | [`bytes`](Self::bytes) | 67108864 | 1 ..= 4294967295 |
-/// | `MC_RECEIVER_CREDIT_REQUESTS` | [`requests`](Self::requests) | 1024 | 1 ..= 2047 |
-/// | `MC_RECEIVER_CREDIT_CONSUMERS` | [`consumers`](Self::consumers) | 1024 | 1 ..= 2047 |
-/// | `MC_RECEIVER_CREDIT_PEERS` | [`peers`](Self::peers) | 64 | 1 ..= 1024 |
-/// | `MC_RECEIVER_CREDIT_TTL_MS` | [`ttl`](Self::ttl) | 2000 | 0 (no expiry) ..= 600000 |
-/// | `MC_RECEIVER_CREDIT_REFRESH_MS` | [`refresh`](Self::refresh) | 100 | 1 ..= 60000, below the TTL |
-///
-/// ```
-/// use railyard_verbs::engine::{CreditPolicy, EngineConfig};
-/// let env = |k: &str| match k {
-///     "MC_RECEIVER_CREDIT" => Some("required".to_string()),
-///     "MC_RECEIVER_CREDIT_CONSUMERS" => Some("8".to_string()),
-///     _ => None,
-/// };
-/// let c = EngineConfig::from_lookup(env).unwrap();
-/// assert_eq!(c.credit.policy, CreditPolicy::Required);
-/// assert_eq!(c.credit.consumers, 8);
-/// let bad = EngineConfig::from_lookup(|k| (k == "MC_RECEIVER_CREDIT").then(|| "yes".into()));
-/// assert_eq!(bad.unwrap_err().var, "MC_RECEIVER_CREDIT");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CreditConfig {
-    /// Off, optional or required.
-    pub policy: CreditPolicy,
-    /// DATA_BYTES capacity this engine grants as a receiver, over all
-    /// senders.
-    pub bytes: u64,
-    /// REQUEST_SLOTS capacity (work requests in flight towards us).
-    pub requests: u64,
-    /// CONSUMER_SLOTS capacity (written slices not yet consumed by the
-    /// application, [`Engine::consume`](super::Engine::consume)).
-    pub consumers: u64,
-    /// Most credit peers on each side; a connection beyond them is
-    /// refused in required mode, legacy in optional mode. The sender side
-    /// indexes its ledger by [`SegmentId`](super::SegmentId), and segment
-    /// ids are never reused, so this bounds the segments ever credit-gated
-    /// over the engine's life (a reconnect keeps its segment; a peer's
-    /// reconnect to us records a new one).
-    pub peers: u32,
-    /// Freshness TTL the receiver advertises; a sender without an update
-    /// for this long marks the peer Stale. Zero: no expiry.
-    pub ttl: Duration,
-    /// How often the receiver refreshes (top-up or heartbeat) and the
-    /// sender reports usage when nothing else triggered it.
-    pub refresh: Duration,
-}
-
-impl Default for CreditConfig {
-    fn default() -> Self {
-        Self {
-            policy: CreditPolicy::Off,
-            bytes: 64 << 20,
-            requests: 1024,
-            consumers: 1024,
-            peers: 64,
-            ttl: Duration::from_millis(2000),
-            refresh: Duration::from_millis(100),
-        }
-    }
-}
-
-/// Largest REQUEST/CONSUMER capacity (the sender ledger's 11-bit window).
-const MAX_SLOTS: u64 = 2047;
-
-impl CreditConfig {
-    /// Reads the `MC_RECEIVER_CREDIT*` variables through `var` (unset or
-    /// empty: default).
-    pub(crate) fn read_lookup(
-        &mut self,
-        var: &impl Fn(&str) -> Option<String>,
-    ) -> Result<(), ConfigError> {
-        let err = |var: &'static str, value: String, expected: &'static str| ConfigError {
-            var,
-            value,
-            expected,
-        };
-        if let Some(v) = var("MC_RECEIVER_CREDIT") {
-            self.policy = match v.trim().to_ascii_lowercase().as_str() {
-                "off" => CreditPolicy::Off,
-                "optional" => CreditPolicy::Optional,
-                "required" => CreditPolicy::Required,
-                _ => return Err(err("MC_RECEIVER_CREDIT", v, "off, optional or required")),
-            };
-        }
-        let num = |name: &'static str, lo: u64, hi: u64, expected: &'static str| {
-            var(name)
-                .map(|v| {
-                    v.trim()
-                        .parse::<u64>()
-                        .ok()
-                        .filter(|n| (lo..=hi).contains(n))
-                        .ok_or_else(|| err(name, v, expected))
-                })
-                .transpose()
-        };
-        if let Some(n) = num(
-            "MC_RECEIVER_CREDIT_BYTES",
-            1,
-            u64::from(u32::MAX),
-            "bytes in 1..=4294967295",
-        )? {
-            self.bytes = n;
-        }
-        if let Some(n) = num(
-            "MC_RECEIVER_CREDIT_REQUESTS",
-            1,
-            MAX_SLOTS,
-            "an integer in 1..=2047",
-        )? {
-            self.requests = n;
-        }
-        if let Some(n) = num(
-            "MC_RECEIVER_CREDIT_CONSUMERS",
-            1,
-            MAX_SLOTS,
-            "an integer in 1..=2047",
-        )? {
-            self.consumers = n;
-        }
-        if let Some(n) = num(
-            "MC_RECEIVER_CREDIT_PEERS",
-            1,
-            1024,
-            "an integer in 1..=1024",
-        )? {
-            self.peers = n as u32;
-        }
-        if let Some(n) = num(
-            "MC_RECEIVER_CREDIT_TTL_MS",
-            0,
-            600_000,
-            "milliseconds in 0..=600000 (0 = no expiry)",
-        )? {
-            self.ttl = Duration::from_millis(n);
-        }
-        if let Some(n) = num(
-            "MC_RECEIVER_CREDIT_REFRESH_MS",
-            1,
-            60_000,
-            "milliseconds in 1..=60000",
-        )? {
-            self.refresh = Duration::from_millis(n);
-        }
-        self.validate()
-    }
-
-    /// Checks the ranges and that the refresh comes before the TTL.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |var: &'static str, value: String, expected: &'static str| {
-            Err(ConfigError {
-                var,
-                value,
-                expected,
-            })
-        };
-        if self.bytes == 0 || self.bytes > u64::from(u32::MAX) {
-            return bad(
-                "MC_RECEIVER_CREDIT_BYTES",
-                self.bytes.to_string(),
-                "bytes in 1..=4294967295",
-            );
-        }
-        for (var, v) in [
-            ("MC_RECEIVER_CREDIT_REQUESTS", self.requests),
-            ("MC_RECEIVER_CREDIT_CONSUMERS", self.consumers),
-        ] {
-            if v == 0 || v > MAX_SLOTS {
-                return bad(var, v.to_string(), "an integer in 1..=2047");
-            }
-        }
-        if self.peers == 0 || self.peers > 1024 {
-            return bad(
-                "MC_RECEIVER_CREDIT_PEERS",
-                self.peers.to_string(),
-                "an integer in 1..=1024",
-            );
-        }
-        if self.refresh.is_zero() || self.refresh > Duration::from_secs(60) {
-            return bad(
-                "MC_RECEIVER_CREDIT_REFRESH_MS",
-                self.refresh.as_millis().to_string(),
-                "milliseconds in 1..=60000",
-            );
-        }
-        if !self.ttl.is_zero() && self.ttl <= self.refresh {
-            return bad(
-                "MC_RECEIVER_CREDIT_TTL_MS",
-                self.ttl.as_millis().to_string(),
-                "0 or longer than MC_RECEIVER_CREDIT_REFRESH_MS",
-            );
-        }
-        Ok(())
-    }
-
-    /// The capability this engine offers in its descriptor (`None` = off).
-    pub fn capability(&self) -> Option<CreditCapability> {
-        (self.policy != CreditPolicy::Off).then_some(CreditCapability {
-            min_version: CREDIT_VERSIONS.0,
-            max_version: CREDIT_VERSIONS.1,
-            required: self.policy == CreditPolicy::Required,
-        })
-    }
-}
 
 /// The negotiated credit mode of one segment (RFC 2849 "Capability
 /// negotiation"; `Required` refusals are [`EngineError::CreditRefused`]).
@@ -522,21 +287,12 @@ pub struct CreditFaults {
 }
 
 mod plane;
-pub(crate) use plane::{control_loop, EngineCredit};
+pub(crate) use plane::EngineCredit;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::EngineConfig;
-
-    fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
-        move |k| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
 
     #[test]
     fn default_is_off_and_offers_nothing() {
@@ -544,57 +300,6 @@ mod tests {
         assert_eq!(c.credit.policy, CreditPolicy::Off);
         assert_eq!(c.credit.capability(), None);
         assert!(EngineCredit::new(c.credit).unwrap().is_none());
-    }
-
-    #[test]
-    fn variables_parse_and_bad_values_name_the_variable() {
-        let c = EngineConfig::from_lookup(env(&[
-            ("MC_RECEIVER_CREDIT", "Optional"),
-            ("MC_RECEIVER_CREDIT_BYTES", "1048576"),
-            ("MC_RECEIVER_CREDIT_REQUESTS", "16"),
-            ("MC_RECEIVER_CREDIT_CONSUMERS", "4"),
-            ("MC_RECEIVER_CREDIT_PEERS", "8"),
-            ("MC_RECEIVER_CREDIT_TTL_MS", "500"),
-            ("MC_RECEIVER_CREDIT_REFRESH_MS", "20"),
-        ]))
-        .unwrap()
-        .credit;
-        assert_eq!(c.policy, CreditPolicy::Optional);
-        assert_eq!(
-            (c.bytes, c.requests, c.consumers, c.peers),
-            (1 << 20, 16, 4, 8)
-        );
-        assert_eq!(c.ttl, Duration::from_millis(500));
-        assert_eq!(c.refresh, Duration::from_millis(20));
-        assert_eq!(
-            c.capability(),
-            Some(CreditCapability {
-                min_version: 1,
-                max_version: 1,
-                required: false
-            })
-        );
-        for (var, val) in [
-            ("MC_RECEIVER_CREDIT", "on"),
-            ("MC_RECEIVER_CREDIT_BYTES", "0"),
-            ("MC_RECEIVER_CREDIT_REQUESTS", "2048"),
-            ("MC_RECEIVER_CREDIT_CONSUMERS", "x"),
-            ("MC_RECEIVER_CREDIT_PEERS", "0"),
-            ("MC_RECEIVER_CREDIT_TTL_MS", "-1"),
-            ("MC_RECEIVER_CREDIT_REFRESH_MS", "0"),
-        ] {
-            let e =
-                EngineConfig::from_lookup(|k| (k == var).then(|| val.to_string())).expect_err(var);
-            assert_eq!(e.var, var);
-            assert_eq!(e.value, val);
-        }
-        // A TTL not longer than the refresh could never stay fresh.
-        let e = EngineConfig::from_lookup(env(&[
-            ("MC_RECEIVER_CREDIT_TTL_MS", "100"),
-            ("MC_RECEIVER_CREDIT_REFRESH_MS", "100"),
-        ]))
-        .unwrap_err();
-        assert_eq!(e.var, "MC_RECEIVER_CREDIT_TTL_MS");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The engine's credit plane ([`EngineCredit`]): the receiver's allocator,
 //! the sender's ledger and the control channels between them, and the
-//! thread that drives them ([`control_loop`]). The configuration, the
-//! negotiation and the public metrics types are in the parent module.
+//! round the control thread (`control.rs`) runs ([`EngineCredit::tick`]). The negotiation and
+//! the public metrics types are in the parent module, the configuration in
+//! `config.rs`.
 
 use super::*;
 
@@ -333,13 +334,22 @@ impl EngineCredit {
         lock(&self.inner).faults = f;
     }
 
-    /// One round of the control thread: read and apply frames, top up and
-    /// refresh grants, report usage, expire stale links, complete fences,
-    /// write what is pending. Never blocks (non-blocking sockets).
-    pub(crate) fn tick(&self, sh: &Shared) {
-        let now = sh.now();
+    /// One round of the control thread at `now`: read and apply frames, top
+    /// up and refresh grants (at least one `slice_size` of bytes per peer),
+    /// report usage, expire stale links, complete fences (an old epoch's
+    /// grants are freed once none of its endpoints is `active` any more
+    /// and `drain` ns passed since), write what is pending. Never blocks
+    /// (non-blocking sockets). Returns the segments whose credit changed
+    /// (a grant arrived, a link was lost), for the caller to wake the
+    /// slices parked on them after this round's lock is released.
+    pub(crate) fn tick(
+        &self,
+        now: u64,
+        slice_size: u32,
+        drain: u64,
+        active: impl Fn(&[EndpointHandle]) -> bool,
+    ) -> Vec<u32> {
         let refresh = self.cfg.refresh.as_nanos() as u64;
-        let drain = 2 * sh.cfg.drain_timeout.as_nanos() as u64;
         let mut g = lock(&self.inner);
         let inner = &mut *g;
         let mut lost = Vec::new();
@@ -350,7 +360,7 @@ impl EngineCredit {
         // Receiver: top up every open peer to its share, or heartbeat.
         let open = inner.chans.iter().filter(|c| !c.dead).count().max(1) as u64;
         let cap = inner.alloc.capacity();
-        let slice = u64::from(sh.cfg.slice_size);
+        let slice = u64::from(slice_size);
         let target = [
             (cap[0] / open).max(slice.min(cap[0])),
             (cap[1] / open).max(1),
@@ -500,7 +510,7 @@ impl EngineCredit {
         let alloc = &mut inner.alloc;
         inner.fencing.retain_mut(|f| {
             if f.stopped_ns == 0 {
-                if sh.any_active(&f.eps) {
+                if active(&f.eps) {
                     return true;
                 }
                 f.stopped_ns = now.max(1);
@@ -515,9 +525,7 @@ impl EngineCredit {
         });
         self.fenced.fetch_add(done, Ordering::Relaxed);
         drop(g);
-        for seg in changed {
-            sh.credit_changed(seg);
-        }
+        changed
     }
 
     /// Reads what channel `i` has and applies every whole frame.
@@ -697,15 +705,5 @@ fn alloc_why(e: railyard_core::credit::AllocError) -> &'static str {
         A::PeerNotOpen => "the peer's credit session is closed or quarantined",
         A::Key(_) => "not a credit peer",
         _ => "refused by the receiver allocator",
-    }
-}
-
-/// The control thread: ticks until the engine stops.
-pub(crate) fn control_loop(sh: &Shared) {
-    let Some(c) = sh.credit.as_ref() else { return };
-    let nap = (c.cfg.refresh / 4).clamp(Duration::from_micros(200), Duration::from_millis(2));
-    while !sh.stop.load(Ordering::Acquire) {
-        c.tick(sh);
-        std::thread::sleep(nap);
     }
 }
