@@ -100,7 +100,7 @@ static void log_checks(void) {
 static void host_checks(void) {
   ry_engine_config cfg, good;
   ry_engine e, zero = {0};
-  ry_token_pool pool;
+  ry_task task;
   ry_engine_stats st;
   uint64_t batch;
 
@@ -168,10 +168,10 @@ static void host_checks(void) {
   FAILS_WITH(ry_engine_allocate_batch(zero, 1, &batch), RY_STATUS_INVALID_HANDLE);
   FAILS_WITH(ry_engine_stats_get(zero, &st), RY_STATUS_INVALID_HANDLE);
   FAILS_WITH(ry_engine_destroy(zero), RY_STATUS_INVALID_HANDLE);
-  OK(ry_token_pool_create(4, &pool));
-  e.bits = pool.bits; /* a token pool is not an engine */
+  OK(ry_task_create(&task));
+  e.bits = task.bits; /* a task-evidence handle is not an engine */
   FAILS_WITH(ry_engine_stats_get(e, &st), RY_STATUS_INVALID_HANDLE);
-  OK(ry_token_pool_destroy(pool));
+  OK(ry_task_destroy(task));
 }
 
 int main(void) {

@@ -324,22 +324,6 @@ pub struct ry_engine_route_state {
     pub in_flight_bytes: u64,
 }
 
-#[cfg(test)]
-mod layout_tests {
-    use super::ry_engine_stats;
-    use std::mem::{align_of, offset_of, size_of};
-
-    #[test]
-    fn tokens_cached_took_reserved_bytes_and_the_abi3_layout_is_unchanged() {
-        // ABI 3: 28 u64 counters, `gate_enabled`, 7 reserved bytes.
-        assert_eq!(offset_of!(ry_engine_stats, gate_enabled), 28 * 8);
-        assert_eq!(size_of::<ry_engine_stats>(), 29 * 8);
-        assert_eq!(align_of::<ry_engine_stats>(), 8);
-        assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
-        assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
-    }
-}
-
 #[cfg(feature = "engine")]
 pub use imp::*;
 
@@ -358,14 +342,19 @@ mod imp {
     use railyard_verbs::VerbsError;
 
     use super::*;
+    use crate::enums::{ry_health, ry_task_state};
+    use crate::error::{guard, ret, ret_opt, Error, Result, RyStatus};
+    use crate::evidence::ry_task_detail;
+    use crate::handle::{Pinned, Registry};
+    use crate::mirror::{mirror, CEnum};
+    use crate::ptr::{in_ref, in_slice, write_out};
 
     /// The handshake listener's default address.
     const RY_ENGINE_DEFAULT_LISTEN: &str = "127.0.0.1:0";
-    use crate::enums::ry_task_state;
-    use crate::error::{guard, Error, Result, RyStatus};
-    use crate::evidence::ry_task_detail;
-    use crate::handle::{Pinned, Registry};
-    use crate::ptr::{in_ref, in_slice, out_ref, write_out};
+
+    mirror!(ry_engine_worker_model <=> WorkerModel: Shared, DedicatedPoller);
+    mirror!(ry_engine_op <=> Op: Read, Write);
+    mirror!(ry_engine_task_state <=> TaskState: Waiting, Pending, Completed, Failed, Timeout, Canceled);
 
     impl From<EngineError> for Error {
         fn from(e: EngineError) -> Self {
@@ -470,10 +459,7 @@ mod imp {
                 max_slices: c.max_slices,
                 max_tasks: c.max_tasks,
                 max_inflight: c.max_inflight,
-                worker_model: match c.worker_model {
-                    WorkerModel::Shared => ry_engine_worker_model::Shared,
-                    WorkerModel::DedicatedPoller => ry_engine_worker_model::DedicatedPoller,
-                } as u32,
+                worker_model: ry_engine_worker_model::from(c.worker_model) as u32,
                 qps_per_endpoint: c.qps_per_endpoint,
                 workers: c.workers,
                 port: c.port,
@@ -510,17 +496,11 @@ mod imp {
             let listen: SocketAddr = listen
                 .parse()
                 .map_err(|_| config_error("listen", &listen, "\"ip:port\""))?;
-            let worker_model = match self.worker_model {
-                0 => WorkerModel::Shared,
-                1 => WorkerModel::DedicatedPoller,
-                v => {
-                    return Err(config_error(
-                        "worker_model",
-                        v,
-                        "RY_ENGINE_WORKER_MODEL_SHARED or _DEDICATED_POLLER",
-                    ))
-                }
-            };
+            let worker_model =
+                ry_engine_worker_model::to_core(self.worker_model, "").map_err(|_| {
+                    let want = "RY_ENGINE_WORKER_MODEL_SHARED or _DEDICATED_POLLER";
+                    config_error("worker_model", self.worker_model, want)
+                })?;
             let us = |v: u64| (v > 0).then(|| Duration::from_micros(v));
             // One name, or a comma-separated list: the rails, in order.
             let devices: Vec<String> = if device.contains(',') {
@@ -584,19 +564,6 @@ mod imp {
         }
     }
 
-    impl From<TaskState> for ry_engine_task_state {
-        fn from(s: TaskState) -> Self {
-            match s {
-                TaskState::Waiting => ry_engine_task_state::Waiting,
-                TaskState::Pending => ry_engine_task_state::Pending,
-                TaskState::Completed => ry_engine_task_state::Completed,
-                TaskState::Failed => ry_engine_task_state::Failed,
-                TaskState::Timeout => ry_engine_task_state::Timeout,
-                TaskState::Canceled => ry_engine_task_state::Canceled,
-            }
-        }
-    }
-
     impl From<TaskStatus> for ry_engine_task_status {
         fn from(s: TaskStatus) -> Self {
             ry_engine_task_status {
@@ -648,15 +615,12 @@ mod imp {
 
     impl ry_engine_transfer {
         fn to_core(self, index: usize) -> Result<Transfer> {
-            let op = match self.op {
-                0 => Op::Read,
-                1 => Op::Write,
-                v => {
-                    return Err(Error::invalid(format_args!(
-                        "transfers[{index}].op: {v} is not a valid ry_engine_op"
-                    )))
-                }
-            };
+            let op = ry_engine_op::to_core(self.op, "op").map_err(|_| {
+                let v = self.op;
+                Error::invalid(format_args!(
+                    "transfers[{index}].op: {v} is not a valid ry_engine_op"
+                ))
+            })?;
             Ok(Transfer {
                 op,
                 local: self.local,
@@ -760,11 +724,12 @@ mod imp {
     /// `out` is valid for writes.
     #[no_mangle]
     pub unsafe extern "C" fn ry_engine_config_default(out: *mut ry_engine_config) -> RyStatus {
-        guard(|| {
-            let c = ry_engine_config::from_core(&EngineConfig::default())?;
-            // SAFETY: caller contract: valid for writes.
-            unsafe { write_out(out, c, "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                ry_engine_config::from_core(&EngineConfig::default())
+            })
+        }
     }
 
     /// Reads the `MC_*` variables (`MC_SLICE_SIZE`, `MC_NUM_QP_PER_EP`,
@@ -784,15 +749,13 @@ mod imp {
     /// `out` is valid for writes.
     #[no_mangle]
     pub unsafe extern "C" fn ry_engine_config_from_env(out: *mut ry_engine_config) -> RyStatus {
-        guard(|| {
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let c = EngineConfig::from_env().map_err(EngineError::from)?;
-            let c = ry_engine_config::from_core(&c)?;
-            // SAFETY: caller contract: valid for writes.
-            unsafe { write_out(out, c, "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let c = EngineConfig::from_env().map_err(EngineError::from)?;
+                ry_engine_config::from_core(&c)
+            })
+        }
     }
 
     /// Validates a configuration without opening a device (what
@@ -829,18 +792,16 @@ mod imp {
         cfg: *const ry_engine_config,
         out: *mut ry_engine,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for reads.
-            let cfg = unsafe { in_ref(cfg, "cfg") }?.to_core()?;
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let engine = Engine::new(cfg)?;
-            // On a full registry the engine is dropped (shut down) here.
-            let bits = ENGINES.insert(RwLock::new(Some(engine)))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(out, ry_engine { bits }, "out") }
-        })
+        // SAFETY: caller contract: `cfg` valid for reads, `out` valid for
+        // writes (checked non-NULL before the engine starts).
+        unsafe {
+            ret(out, "out", || {
+                let engine = Engine::new(in_ref(cfg, "cfg")?.to_core()?)?;
+                // On a full registry the engine is dropped (shut down) here.
+                let bits = ENGINES.insert(RwLock::new(Some(engine)))?;
+                Ok(ry_engine { bits })
+            })
+        }
     }
 
     /// Shuts the engine down in the calling thread and frees it: stops
@@ -936,15 +897,13 @@ mod imp {
         len: usize,
         out: *mut ry_engine_region,
     ) -> RyStatus {
-        guard(|| {
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let r = with_engine(engine, |e| Ok(e.alloc_memory(len)?))?;
-            let v = ry_engine_region::from(&*r);
-            // SAFETY: caller contract: valid for writes.
-            unsafe { write_out(out, v, "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let r = with_engine(engine, |e| Ok(e.alloc_memory(len)?))?;
+                Ok(ry_engine_region::from(&*r))
+            })
+        }
     }
 
     /// Registers caller memory `addr..addr+len` (a KV-cache pool, say) for
@@ -971,21 +930,17 @@ mod imp {
         len: usize,
         out: *mut ry_engine_region,
     ) -> RyStatus {
-        guard(|| {
-            if addr.is_null() {
-                return Err(Error::null("addr"));
-            }
-            let r = with_engine(engine, |e| {
-                // SAFETY: forwarded from the caller's contract above.
-                Ok(unsafe { e.register_memory(addr, len) }?)
-            })?;
-            if out.is_null() {
-                return Ok(());
-            }
-            let v = ry_engine_region::from(&*r);
-            // SAFETY: caller contract: NULL (handled) or valid for writes.
-            unsafe { write_out(out, v, "out") }
-        })
+        // SAFETY: caller contract: `addr..addr+len` valid for reads and writes
+        // until deregistered, `out` NULL or valid for writes.
+        unsafe {
+            ret_opt(out, || {
+                if addr.is_null() {
+                    return Err(Error::null("addr"));
+                }
+                let r = with_engine(engine, |e| Ok(e.register_memory(addr, len)?))?;
+                Ok(ry_engine_region::from(&*r))
+            })
+        }
     }
 
     /// Deregisters the memory region that starts at `addr` (an
@@ -1025,21 +980,19 @@ mod imp {
         peer: *const c_char,
         segment_out: *mut u32,
     ) -> RyStatus {
-        guard(|| {
-            if peer.is_null() {
-                return Err(Error::null("peer"));
-            }
-            if segment_out.is_null() {
-                return Err(Error::null("segment_out"));
-            }
-            // SAFETY: caller contract: non-NULL and NUL-terminated.
-            let peer = unsafe { CStr::from_ptr(peer) }
-                .to_str()
-                .map_err(|_| Error::invalid("peer: not UTF-8"))?;
-            let seg = with_engine(engine, |e| Ok(e.open_segment(peer)?))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(segment_out, seg.0, "segment_out") }
-        })
+        // SAFETY: caller contract: `peer` NUL-terminated, `segment_out` valid
+        // for writes.
+        unsafe {
+            ret(segment_out, "segment_out", || {
+                if peer.is_null() {
+                    return Err(Error::null("peer"));
+                }
+                let peer = CStr::from_ptr(peer)
+                    .to_str()
+                    .map_err(|_| Error::invalid("peer: not UTF-8"))?;
+                Ok(with_engine(engine, |e| Ok(e.open_segment(peer)?))?.0)
+            })
+        }
     }
 
     /// Writes the regions the peer of `segment` exported (transfers'
@@ -1109,14 +1062,12 @@ mod imp {
         segment: u32,
         generation_out: *mut u32,
     ) -> RyStatus {
-        guard(|| {
-            let g = with_engine(engine, |e| Ok(e.reconnect_segment(SegmentId(segment))?))?;
-            if generation_out.is_null() {
-                return Ok(());
-            }
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(generation_out, g, "generation_out") }
-        })
+        // SAFETY: caller contract: `generation_out` NULL or valid for writes.
+        unsafe {
+            ret_opt(generation_out, || {
+                with_engine(engine, |e| Ok(e.reconnect_segment(SegmentId(segment))?))
+            })
+        }
     }
 
     /// Creates an empty batch for up to `capacity` tasks and writes its id.
@@ -1132,14 +1083,12 @@ mod imp {
         capacity: usize,
         batch_out: *mut u64,
     ) -> RyStatus {
-        guard(|| {
-            if batch_out.is_null() {
-                return Err(Error::null("batch_out"));
-            }
-            let b = with_engine(engine, |e| Ok(e.allocate_batch(capacity)?))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(batch_out, b.0, "batch_out") }
-        })
+        // SAFETY: caller contract: `batch_out` is valid for writes.
+        unsafe {
+            ret(batch_out, "batch_out", || {
+                Ok(with_engine(engine, |e| Ok(e.allocate_batch(capacity)?))?.0)
+            })
+        }
     }
 
     /// Submits `count` transfers into `batch`. All are validated first
@@ -1189,13 +1138,12 @@ mod imp {
         task: usize,
         out: *mut ry_engine_task_status,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            let s = with_engine(engine, |e| Ok(e.task_status(BatchId(batch), task)?))?;
-            *out = s.into();
-            Ok(())
-        })
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                Ok(with_engine(engine, |e| Ok(e.task_status(BatchId(batch), task)?))?.into())
+            })
+        }
     }
 
     /// Writes every task of `batch`, in submission order, to `out` (`cap`
@@ -1241,13 +1189,12 @@ mod imp {
         task: usize,
         out: *mut ry_task_state,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            let s = with_engine(engine, |e| Ok(e.task_anomaly(BatchId(batch), task)?))?;
-            *out = s.into();
-            Ok(())
-        })
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                Ok(with_engine(engine, |e| Ok(e.task_anomaly(BatchId(batch), task)?))?.into())
+            })
+        }
     }
 
     /// The detailed anomaly query: the minimal state plus the winning
@@ -1268,14 +1215,13 @@ mod imp {
         task: usize,
         out: *mut ry_task_detail,
     ) -> RyStatus {
-        guard(|| {
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let d = with_engine(engine, |e| Ok(e.task_anomaly_detail(BatchId(batch), task)?))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(out, ry_task_detail::from_core(&d), "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let d = with_engine(engine, |e| Ok(e.task_anomaly_detail(BatchId(batch), task)?))?;
+                Ok(ry_task_detail::from_core(&d))
+            })
+        }
     }
 
     /// Cancels every unsettled slice of `batch`: its unfinished tasks end
@@ -1314,12 +1260,12 @@ mod imp {
         engine: ry_engine,
         out: *mut ry_engine_stats,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            *out = with_engine(engine, |e| Ok(e.stats()))?.into();
-            Ok(())
-        })
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                Ok(with_engine(engine, |e| Ok(e.stats()))?.into())
+            })
+        }
     }
 
     /// One consistent call for a host's metrics export: writes the
@@ -1346,9 +1292,10 @@ mod imp {
         cap: usize,
         count_out: *mut usize,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let stats = unsafe { out_ref(stats_out, "stats_out") }?;
+        // SAFETY: caller contract: `stats_out` and `count_out` valid for
+        // writes (checked first), `routes_out` NULL or valid for `cap` writes.
+        guard(|| unsafe {
+            let stats = crate::ptr::out_ref(stats_out, "stats_out")?;
             if count_out.is_null() {
                 return Err(Error::null("count_out"));
             }
@@ -1361,15 +1308,13 @@ mod imp {
                     route: r.route,
                     device: r.device,
                     errors: r.errors,
-                    health: crate::enums::ry_health::from(r.health) as u32,
+                    health: ry_health::from(r.health) as u32,
                     generation: r.generation,
                     window_bytes: r.window_bytes,
                     in_flight_bytes: r.in_flight_bytes,
                 })
                 .collect();
-            // SAFETY: caller contract: `routes_out` NULL or valid for `cap`
-            // writes, `count_out` valid for writes (checked non-NULL).
-            unsafe { write_array(routes, routes_out, cap, count_out) }
+            write_array(routes, routes_out, cap, count_out)
         })
     }
 
@@ -1389,14 +1334,14 @@ mod imp {
         timeout_ms: u64,
         idle_out: *mut bool,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(idle_out, "idle_out") }?;
-            *out = with_engine(engine, |e| {
-                Ok(e.wait_idle(Duration::from_millis(timeout_ms)))
-            })?;
-            Ok(())
-        })
+        // SAFETY: caller contract: `idle_out` is valid for writes. Checked first.
+        unsafe {
+            ret(idle_out, "idle_out", || {
+                with_engine(engine, |e| {
+                    Ok(e.wait_idle(Duration::from_millis(timeout_ms)))
+                })
+            })
+        }
     }
 
     #[cfg(test)]
@@ -1541,5 +1486,21 @@ mod imp {
             };
             assert_eq!(ry_engine_stats::from(big).tokens_cached, u32::MAX);
         }
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::ry_engine_stats;
+    use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn tokens_cached_took_reserved_bytes_and_the_abi3_layout_is_unchanged() {
+        // ABI 3: 28 u64 counters, `gate_enabled`, 7 reserved bytes.
+        assert_eq!(offset_of!(ry_engine_stats, gate_enabled), 28 * 8);
+        assert_eq!(size_of::<ry_engine_stats>(), 29 * 8);
+        assert_eq!(align_of::<ry_engine_stats>(), 8);
+        assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
+        assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
     }
 }
