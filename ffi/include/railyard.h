@@ -38,7 +38,13 @@
 // `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
 // `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
 //
-// 4: the per-layer functions
+// 4: `ry_engine_stats` carries every field of the engine's stats (its
+// size changed; the ABI 3 fields keep their offsets): `parks`, `parked`,
+// `gate_stalled_epochs`, `gate_route_timeouts`,
+// `gate_suppressed_timeouts`, `gate_advisory_pressure_epochs`,
+// `rail_accounting_errors`, `rail_moves`, `invalid_posts`, the
+// `handshakes_*` counters, `rail_slices_posted` / `rail_charged_bytes`
+// (`RY_ENGINE_MAX_RAILS` each) and `rails`. The per-layer functions
 // (`ry_cc_*` but the configuration's, `ry_permit_*`, `ry_rail_*` but
 // `ry_rail_config_default`, `ry_credit_*` but
 // `ry_credit_ledger_config_default`, `ry_committed_charge_*`,
@@ -74,6 +80,10 @@
 
 // Bytes of `ry_engine_config.device` and `.listen`, NUL included.
 #define RY_ENGINE_NAME_CAPACITY 64
+
+// Most devices (rails) one engine drives: the length of
+// `ry_engine_stats.rail_slices_posted` and `.rail_charged_bytes`.
+#define RY_ENGINE_MAX_RAILS 8
 
 // `ry_engine_credit_config.policy`: off (default).
 #define RY_ENGINE_CREDIT_OFF 0
@@ -2013,10 +2023,12 @@ typedef struct {
   bool has_winner;
 } ry_task_detail;
 
-// Counters and leak checks. The gauges (`tokens_in_use`,
-// `endpoint_outstanding`, `qp_depth`, `cq_outstanding`, and
-// `gate_in_flight_bytes` with a controller) are all zero when the engine
-// is idle; anything else is a leak.
+// Counters and leak checks: every field of the engine's `EngineStats`
+// (a nested struct's fields as `outer_inner`, e.g. `gate_admitted`). The
+// gauges (`tokens_in_use`, `endpoint_outstanding`, `qp_depth`,
+// `cq_outstanding`, `slices_pending`, `parked`, `mem_pins`, every
+// `rail_charged_bytes`, and `gate_in_flight_bytes` with a controller) are
+// all zero when the engine is idle; anything else is a leak.
 typedef struct {
   // Tokens (posted attempts) not yet completed. A free token in a
   // worker's token cache is not in use (see `tokens_cached`).
@@ -2087,6 +2099,55 @@ typedef struct {
   // pool's capacity (`max_inflight`). In what were reserved bytes of
   // ABI 3 (the struct's layout is unchanged; older libraries write 0).
   uint32_t tokens_cached;
+  // Slices parked after a refusal (deferred, avoided, backpressure),
+  // each held until the event that can change the answer (ABI 4).
+  uint64_t parks;
+  // Slices parked right now (a gauge; 0 when idle).
+  uint64_t parked;
+  // Control epochs that saw the pollers stalled.
+  uint64_t gate_stalled_epochs;
+  // Software route timeouts (task deadlines) the control epochs counted
+  // as route hard errors (the poller progressing).
+  uint64_t gate_route_timeouts;
+  // Software route timeouts suppressed because the poller stalled.
+  uint64_t gate_suppressed_timeouts;
+  // Domain-epochs whose drain-time pressure was observed but not
+  // enforced (devices whose drain signal is advisory: software providers).
+  uint64_t gate_advisory_pressure_epochs;
+  // Rail releases the selector refused (NIC underflow, peer ledger
+  // errors); must stay zero.
+  uint64_t rail_accounting_errors;
+  // Slices moved to another rail of their segment (its device or route
+  // was quarantined, or its endpoint retired).
+  uint64_t rail_moves;
+  // Posts the composed hot path refused as invalid input (an engine bug;
+  // the slice failed instead of posting without its holds): 0.
+  uint64_t invalid_posts;
+  // Handshakes the listener accepted (each connection counts in exactly
+  // one `handshakes_*`): became a segment.
+  uint64_t handshakes_accepted;
+  // Refused at once: `max_handshakes` were in progress.
+  uint64_t handshakes_busy;
+  // Bytes that are not a descriptor, or a wrong barrier byte.
+  uint64_t handshakes_malformed;
+  // Silent or too slow past the handshake timeout.
+  uint64_t handshakes_timed_out;
+  // Closed or reset by the peer mid-handshake.
+  uint64_t handshakes_closed;
+  // A replayed descriptor (the QPs of a connection already made).
+  uint64_t handshakes_replayed;
+  // Failed after a valid descriptor arrived (mismatched peer, QP setup,
+  // endpoint table full).
+  uint64_t handshakes_failed;
+  // Work requests posted per local device (rail), `[..rails]`.
+  uint64_t rail_slices_posted[RY_ENGINE_MAX_RAILS];
+  // Bytes of rail charges outstanding per device, `[..rails]` (the
+  // selector's NIC in-flight); zero when the engine is idle.
+  uint64_t rail_charged_bytes[RY_ENGINE_MAX_RAILS];
+  // Devices (rails) the engine drives.
+  uint16_t rails;
+  // Reserved, zero (explicit: the struct has no implicit padding).
+  uint8_t reserved2[6];
 } ry_engine_stats;
 
 // One CC route domain (local device × peer NIC) of an engine, as

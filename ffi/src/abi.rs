@@ -30,7 +30,13 @@ use crate::mirror::CEnum;
 /// `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
 /// `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
 ///
-/// 4: the per-layer functions
+/// 4: `ry_engine_stats` carries every field of the engine's stats (its
+/// size changed; the ABI 3 fields keep their offsets): `parks`, `parked`,
+/// `gate_stalled_epochs`, `gate_route_timeouts`,
+/// `gate_suppressed_timeouts`, `gate_advisory_pressure_epochs`,
+/// `rail_accounting_errors`, `rail_moves`, `invalid_posts`, the
+/// `handshakes_*` counters, `rail_slices_posted` / `rail_charged_bytes`
+/// (`RY_ENGINE_MAX_RAILS` each) and `rails`. The per-layer functions
 /// (`ry_cc_*` but the configuration's, `ry_permit_*`, `ry_rail_*` but
 /// `ry_rail_config_default`, `ry_credit_*` but
 /// `ry_credit_ledger_config_default`, `ry_committed_charge_*`,
