@@ -76,6 +76,16 @@ impl EngineStats {
     /// the stats follows: the C `ry_engine_stats`, the Python
     /// `Engine.stats()` dict and its stub (railyard-ffi's tests fail when
     /// one of them lacks a field).
+    ///
+    /// ```
+    /// use railyard_verbs::engine::EngineStats;
+    /// let mut s = EngineStats::default();
+    /// s.gate.admitted = 3;
+    /// let f = s.fields();
+    /// assert_eq!(f[0].0, "tokens_in_use");
+    /// assert!(f.iter().any(|(k, v)| k == "gate_admitted" && *v == 3));
+    /// assert!(f.iter().any(|(k, v)| k == "rail_slices_posted" && v.is_array()));
+    /// ```
     pub fn fields(&self) -> Vec<(String, serde_json::Value)> {
         fn flatten(prefix: &str, v: serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
             match v {
