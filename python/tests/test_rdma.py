@@ -22,11 +22,11 @@ MiB = 1 << 20
 
 
 def stub_stats_keys():
-    """The keys `_native.pyi` declares for `EngineStats`."""
+    """The keys the installed package's `_native.pyi` declares for `EngineStats`."""
     import ast
     import pathlib
 
-    stub = pathlib.Path(__file__).resolve().parents[1] / "railyard" / "_native.pyi"
+    stub = pathlib.Path(railyard.__file__).with_name("_native.pyi")
     for node in ast.parse(stub.read_text()).body:
         if isinstance(node, ast.ClassDef) and node.name == "EngineStats":
             return {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
