@@ -428,26 +428,18 @@ mod layer {
                     in_flight,
                     permit: ry_permit::default(),
                 };
-                Ok(
-                    match self::cc(cc)?
-                        .ctl
-                        .try_acquire(device, route, bytes, now_ns)?
-                    {
-                        Admission::Admit(p) => ry_admission {
-                            permit: ry_permit::from_core(p),
-                            ..none(ry_admission_kind::Admit, ry_domain_kind::Route, 0, 0)
-                        },
-                        Admission::Defer(d) => none(
-                            ry_admission_kind::Defer,
-                            d.domain.into(),
-                            d.window,
-                            d.in_flight,
-                        ),
-                        Admission::Avoid(a) => {
-                            none(ry_admission_kind::Avoid, a.domain.into(), 0, 0)
-                        }
+                let (defer, avoid) = (ry_admission_kind::Defer, ry_admission_kind::Avoid);
+                let decision = self::cc(cc)?
+                    .ctl
+                    .try_acquire(device, route, bytes, now_ns)?;
+                Ok(match decision {
+                    Admission::Admit(p) => ry_admission {
+                        permit: ry_permit::from_core(p),
+                        ..none(ry_admission_kind::Admit, ry_domain_kind::Route, 0, 0)
                     },
-                )
+                    Admission::Defer(d) => none(defer, d.domain.into(), d.window, d.in_flight),
+                    Admission::Avoid(a) => none(avoid, a.domain.into(), 0, 0),
+                })
             })
         }
     }

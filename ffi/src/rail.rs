@@ -203,7 +203,7 @@ mod layer {
     use super::*;
     use crate::error::{guard, Error};
     use crate::handle::Registry;
-    use crate::ptr::{in_opt, in_ref, in_slice, out_ref, out_slice};
+    use crate::ptr::{in_opt, in_slice, out_ref, out_slice};
     use crate::token::ry_token_record;
 
     static RAILS: Registry<Selector> = Registry::new(4, "rail selector");
@@ -270,9 +270,9 @@ mod layer {
                     .iter()
                     .map(|d| DeviceSpec::new(d.nominal_bps).with_tier_q8(d.tier_q8))
                     .collect();
-                let cfg = match cfg.is_null() {
-                    true => RailConfig::default(),
-                    false => in_ref(cfg, "cfg")?.to_core()?,
+                let cfg = match in_opt(cfg) {
+                    None => RailConfig::default(),
+                    Some(c) => c.to_core()?,
                 };
                 let bits = RAILS.insert(Selector::new(&specs, cfg)?)?;
                 Ok(ry_rail { bits })
