@@ -14,21 +14,25 @@
 #                                        (LD_PRELOAD it under an unmodified
 #                                        RDMA program; see preload/)
 #
-# Usage: ffi/install.sh --prefix DIR [--engine] [--destdir DIR]
+# Usage: ffi/install.sh --prefix DIR [--engine] [--layers] [--destdir DIR]
 #   --engine   with the verbs transfer engine (cargo feature `engine`; links
 #              libibverbs and librdmacm; consumers get -DRY_ENGINE) and the
 #              verbs preload library
+#   --layers   with the per-layer ABI for tools and tests (cargo feature
+#              `layers`: ry_cc_*, ry_rail_*, ry_credit_*, ry_token_*;
+#              consumers get -DRY_LAYERS)
 #   --destdir  stage under DIR (packaging): files go to DIR/PREFIX, while the
 #              pkg-config and CMake files stay relocatable anyway
 # Env: CARGO (default cargo), CARGO_TARGET_DIR.
 set -euo pipefail
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
-prefix="" engine=0 destdir=""
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+prefix="" engine=0 layers=0 destdir=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prefix) prefix="${2:?--prefix needs a directory}"; shift 2 ;;
     --prefix=*) prefix="${1#--prefix=}"; shift ;;
     --engine) engine=1; shift ;;
+    --layers) layers=1; shift ;;
     --destdir) destdir="${2:?--destdir needs a directory}"; shift 2 ;;
     --destdir=*) destdir="${1#--destdir=}"; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -49,7 +53,8 @@ soname="librailyard.so.$abi"
 libfile="librailyard.so.$version"
 
 features=()
-[ "$engine" = 1 ] && features=(--features engine)
+[ "$engine" = 1 ] && features+=(--features engine)
+[ "$layers" = 1 ] && features+=(--features layers)
 RAILYARD_SONAME="$soname" "$cargo" build --release -p railyard-ffi "${features[@]}" --manifest-path "$root/Cargo.toml"
 tdir="${CARGO_TARGET_DIR:-$root/target}"
 case "$tdir" in /*) ;; *) tdir="$root/$tdir" ;; esac
@@ -66,11 +71,15 @@ echo '// an empty crate: only the standard library' > "$probe/probe.rs"
 native=$(cd "$probe" && rustc --crate-type staticlib --print native-static-libs probe.rs -o libprobe.a 2>&1 \
   | sed -n 's/.*native-static-libs: //p')
 [ -n "$native" ] || native="-lgcc_s -lutil -lrt -lpthread -lm -ldl -lc"
-defines="" cflags_extra="" engine_note="" engine_cmake=FALSE
+defines="" cflags_extra="" engine_note="" engine_cmake=FALSE layers_cmake=FALSE
 if [ "$engine" = 1 ]; then
   native="-libverbs -lrdmacm $native"
   defines="RY_ENGINE" cflags_extra=" -DRY_ENGINE" engine_cmake=TRUE
   engine_note=" and RY_ENGINE (the verbs engine is in)"
+fi
+if [ "$layers" = 1 ]; then
+  defines="${defines:+$defines;}RY_LAYERS" cflags_extra="$cflags_extra -DRY_LAYERS" layers_cmake=TRUE
+  engine_note="$engine_note and RY_LAYERS (the per-layer ABI is in)"
 fi
 native_cmake=$(echo "$native" | sed 's/ /;/g')
 
@@ -87,6 +96,7 @@ subst() {
       -e "s|@LIBFILE@|$libfile|g" -e "s|@URL@|$url|g" -e "s|@NATIVE_LIBS@|$native|g" \
       -e "s|@NATIVE_LIBS_CMAKE@|$native_cmake|g" -e "s|@CFLAGS_EXTRA@|$cflags_extra|g" \
       -e "s|@DEFINES@|$defines|g" -e "s|@ENGINE@|$engine_cmake|g" -e "s|@ENGINE_NOTE@|$engine_note|g" \
+      -e "s|@LAYERS@|$layers_cmake|g" \
       "$1" > "$2"
   chmod 0644 "$2"
 }
@@ -98,4 +108,4 @@ if [ "$engine" = 1 ]; then
   "$cargo" build --release -p railyard-preload --manifest-path "$root/Cargo.toml"
   install -m 0755 "$built/librailyard_preload.so" "$dest/lib/librailyard_preload.so"
 fi
-echo "ffi/install.sh: railyard $version ($soname$([ "$engine" = 1 ] && echo ', engine')) installed into $dest"
+echo "ffi/install.sh: railyard $version ($soname$([ "$engine" = 1 ] && echo ', engine')$([ "$layers" = 1 ] && echo ', layers')) installed into $dest"

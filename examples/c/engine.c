@@ -100,7 +100,7 @@ static void log_checks(void) {
 static void host_checks(void) {
   ry_engine_config cfg, good;
   ry_engine e, zero = {0};
-  ry_token_pool pool;
+  ry_task task;
   ry_engine_stats st;
   uint64_t batch;
 
@@ -168,10 +168,10 @@ static void host_checks(void) {
   FAILS_WITH(ry_engine_allocate_batch(zero, 1, &batch), RY_STATUS_INVALID_HANDLE);
   FAILS_WITH(ry_engine_stats_get(zero, &st), RY_STATUS_INVALID_HANDLE);
   FAILS_WITH(ry_engine_destroy(zero), RY_STATUS_INVALID_HANDLE);
-  OK(ry_token_pool_create(4, &pool));
-  e.bits = pool.bits; /* a token pool is not an engine */
+  OK(ry_task_create(&task));
+  e.bits = task.bits; /* a task-evidence handle is not an engine */
   FAILS_WITH(ry_engine_stats_get(e, &st), RY_STATUS_INVALID_HANDLE);
-  OK(ry_token_pool_destroy(pool));
+  OK(ry_task_destroy(task));
 }
 
 int main(void) {
@@ -382,6 +382,10 @@ int main(void) {
   CHECK(st.mem_regions == 1);
   CHECK(st.gate_enabled && st.gate_in_flight_bytes == 0 && st.gate_admitted == st.gate_released);
   CHECK(st.posts >= 11 && st.completions >= 11 && st.bad_completions == 0);
+  /* One rail (device 0) carried every post; its charges, the park and the
+   * hot path's refusals are back to zero (fields of ABI 4). */
+  CHECK(st.rails == 1 && st.rail_slices_posted[0] == st.posts && st.rail_charged_bytes[0] == 0);
+  CHECK(st.parked == 0 && st.invalid_posts == 0 && st.rail_accounting_errors == 0);
   /* Free tokens in the workers' caches: neither in use nor lost, at most
    * 32 per worker, within the pool (max_inflight). */
   CHECK(st.tokens_in_use + st.tokens_cached <= cfg.max_inflight);

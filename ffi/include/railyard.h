@@ -37,7 +37,21 @@
 // token caches (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
 // `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
 // `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
-#define RY_ABI_VERSION 3
+//
+// 4: `ry_engine_stats` carries every field of the engine's stats (its
+// size changed; the ABI 3 fields keep their offsets): `parks`, `parked`,
+// `gate_stalled_epochs`, `gate_route_timeouts`,
+// `gate_suppressed_timeouts`, `gate_advisory_pressure_epochs`,
+// `rail_accounting_errors`, `rail_moves`, `invalid_posts`, the
+// `handshakes_*` counters, `rail_slices_posted` / `rail_charged_bytes`
+// (`RY_ENGINE_MAX_RAILS` each) and `rails`. The per-layer functions
+// (`ry_cc_*` but the configuration's, `ry_permit_*`, `ry_rail_*` but
+// `ry_rail_config_default`, `ry_credit_*` but
+// `ry_credit_ledger_config_default`, `ry_committed_charge_*`,
+// `ry_token_*`, `ry_token_cache_create` / `_claim` / `_complete`) are
+// only in a library built with the cargo feature `layers` (declared
+// under `RY_LAYERS`); every name and value is unchanged.
+#define RY_ABI_VERSION 4
 
 // Number of `ry_abi_type` values.
 #define RY_ABI_TYPE_COUNT 88
@@ -66,6 +80,10 @@
 
 // Bytes of `ry_engine_config.device` and `.listen`, NUL included.
 #define RY_ENGINE_NAME_CAPACITY 64
+
+// Most devices (rails) one engine drives: the length of
+// `ry_engine_stats.rail_slices_posted` and `.rail_charged_bytes`.
+#define RY_ENGINE_MAX_RAILS 8
 
 // `ry_engine_credit_config.policy`: off (default).
 #define RY_ENGINE_CREDIT_OFF 0
@@ -2005,10 +2023,12 @@ typedef struct {
   bool has_winner;
 } ry_task_detail;
 
-// Counters and leak checks. The gauges (`tokens_in_use`,
-// `endpoint_outstanding`, `qp_depth`, `cq_outstanding`, and
-// `gate_in_flight_bytes` with a controller) are all zero when the engine
-// is idle; anything else is a leak.
+// Counters and leak checks: every field of the engine's `EngineStats`
+// (a nested struct's fields as `outer_inner`, e.g. `gate_admitted`). The
+// gauges (`tokens_in_use`, `endpoint_outstanding`, `qp_depth`,
+// `cq_outstanding`, `slices_pending`, `parked`, `mem_pins`, every
+// `rail_charged_bytes`, and `gate_in_flight_bytes` with a controller) are
+// all zero when the engine is idle; anything else is a leak.
 typedef struct {
   // Tokens (posted attempts) not yet completed. A free token in a
   // worker's token cache is not in use (see `tokens_cached`).
@@ -2079,6 +2099,55 @@ typedef struct {
   // pool's capacity (`max_inflight`). In what were reserved bytes of
   // ABI 3 (the struct's layout is unchanged; older libraries write 0).
   uint32_t tokens_cached;
+  // Slices parked after a refusal (deferred, avoided, backpressure),
+  // each held until the event that can change the answer (ABI 4).
+  uint64_t parks;
+  // Slices parked right now (a gauge; 0 when idle).
+  uint64_t parked;
+  // Control epochs that saw the pollers stalled.
+  uint64_t gate_stalled_epochs;
+  // Software route timeouts (task deadlines) the control epochs counted
+  // as route hard errors (the poller progressing).
+  uint64_t gate_route_timeouts;
+  // Software route timeouts suppressed because the poller stalled.
+  uint64_t gate_suppressed_timeouts;
+  // Domain-epochs whose drain-time pressure was observed but not
+  // enforced (devices whose drain signal is advisory: software providers).
+  uint64_t gate_advisory_pressure_epochs;
+  // Rail releases the selector refused (NIC underflow, peer ledger
+  // errors); must stay zero.
+  uint64_t rail_accounting_errors;
+  // Slices moved to another rail of their segment (its device or route
+  // was quarantined, or its endpoint retired).
+  uint64_t rail_moves;
+  // Posts the composed hot path refused as invalid input (an engine bug;
+  // the slice failed instead of posting without its holds): 0.
+  uint64_t invalid_posts;
+  // Handshakes the listener accepted (each connection counts in exactly
+  // one `handshakes_*`): became a segment.
+  uint64_t handshakes_accepted;
+  // Refused at once: `max_handshakes` were in progress.
+  uint64_t handshakes_busy;
+  // Bytes that are not a descriptor, or a wrong barrier byte.
+  uint64_t handshakes_malformed;
+  // Silent or too slow past the handshake timeout.
+  uint64_t handshakes_timed_out;
+  // Closed or reset by the peer mid-handshake.
+  uint64_t handshakes_closed;
+  // A replayed descriptor (the QPs of a connection already made).
+  uint64_t handshakes_replayed;
+  // Failed after a valid descriptor arrived (mismatched peer, QP setup,
+  // endpoint table full).
+  uint64_t handshakes_failed;
+  // Work requests posted per local device (rail), `[..rails]`.
+  uint64_t rail_slices_posted[RY_ENGINE_MAX_RAILS];
+  // Bytes of rail charges outstanding per device, `[..rails]` (the
+  // selector's NIC in-flight); zero when the engine is idle.
+  uint64_t rail_charged_bytes[RY_ENGINE_MAX_RAILS];
+  // Devices (rails) the engine drives.
+  uint16_t rails;
+  // Reserved, zero (explicit: the struct has no implicit padding).
+  uint8_t reserved2[6];
 } ry_engine_stats;
 
 // One CC route domain (local device × peer NIC) of an engine, as
@@ -2627,6 +2696,7 @@ ry_status ry_cc_config_from_env(ry_cc_config *out);
 // `cfg` is valid for reads.
 ry_status ry_cc_config_validate(const ry_cc_config *cfg);
 
+#if defined(RY_LAYERS)
 // Builds a controller with `devices` device domains and `routes` route
 // domains, route `i` bound to device `route_devices[i]`. An invalid
 // configuration or topology is an error and nothing is created.
@@ -2643,13 +2713,17 @@ ry_status ry_cc_create(const ry_cc_config *cfg,
                        const uint16_t *route_devices,
                        size_t routes,
                        ry_cc *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Destroys a controller. Thread-safety: any thread; calls already
 // running on it finish safely; later calls get `RY_STATUS_INVALID_HANDLE`.
 //
 // Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_cc_destroy(ry_cc cc);
+#endif
 
+#if defined(RY_LAYERS)
 // Byte-window admission of one whole slice on `device` x `route`,
 // immediately before posting: reserves `bytes` in both domains or neither.
 // On `RY_ADMISSION_KIND_ADMIT` the caller owns `out->permit` and must
@@ -2667,7 +2741,9 @@ ry_status ry_cc_try_acquire(ry_cc cc,
                             uint32_t bytes,
                             uint64_t now_ns,
                             ry_admission *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes whether `permit` was admitted on the route's current generation.
 // A permit that is not current must not be posted: release it with
 // `RY_EFFECT_NONE` and resolve the path again.
@@ -2678,7 +2754,9 @@ ry_status ry_cc_try_acquire(ry_cc cc,
 // # Safety
 // `permit` is valid for reads; `out` is valid for writes.
 ry_status ry_cc_is_current(ry_cc cc, const ry_permit *permit, bool *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Releases `*permit` exactly once (clearing `held`) and applies `effect`
 // (`ry_effect`, e.g. a WC classification's `effect`). Accounting always
 // settles; `*settlement_out` (optional) says whether the effect applied
@@ -2697,7 +2775,9 @@ ry_status ry_cc_release(ry_cc cc,
                         ry_permit *permit,
                         uint32_t effect,
                         ry_settlement *settlement_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Splits a held permit for a WR chain: `*permit` keeps the first `head`
 // bytes and `*tail_out` receives the rest (held). `head` must be in
 // `1..bytes`; otherwise `RY_STATUS_CC_SPLIT_OUT_OF_RANGE` and `*permit`
@@ -2713,7 +2793,9 @@ ry_status ry_cc_release(ry_cc cc,
 ry_status ry_permit_split(ry_permit *permit,
                           uint32_t head,
                           ry_permit *tail_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Moves a held permit into a token record (device, route,
 // route_generation, bytes, `holds |= RY_HOLDS_PERMIT`) and clears
 // `held`. If the record already holds a permit, nothing moves:
@@ -2726,7 +2808,9 @@ ry_status ry_permit_split(ry_permit *permit,
 // `permit` and `record` are valid for reads and writes.
 ry_status ry_permit_record_into(ry_permit *permit,
                                 ry_token_record *record);
+#endif
 
+#if defined(RY_LAYERS)
 // Releases the permit recorded in `*record` (the completion path) and
 // clears `RY_HOLDS_PERMIT`, so a second release of the same record is
 // `RY_STATUS_CC_NOT_HELD`. A forged record whose release would drive
@@ -2743,7 +2827,9 @@ ry_status ry_cc_release_record(ry_cc cc,
                                ry_token_record *record,
                                uint32_t effect,
                                ry_settlement *settlement_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Feedback not carried by a permit (an async event on a QP of the route,
 // a software deadline, RDMA CM evidence), fenced by the route
 // `generation` it belongs to.
@@ -2759,13 +2845,17 @@ ry_status ry_cc_route_feedback(ry_cc cc,
                                uint32_t generation,
                                uint32_t effect,
                                ry_settlement *settlement_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Device-scope fatal evidence: quarantines the device and moves every
 // route bound to it to a new generation. Thread-safety: any thread.
 //
 // Ownership: borrows its arguments for the call only; retains nothing.
 ry_status ry_cc_quarantine_device(ry_cc cc, uint16_t device);
+#endif
 
+#if defined(RY_LAYERS)
 // The route's endpoint / QP was rebuilt: a new generation, written to
 // `*generation_out` (optional). Thread-safety: any thread.
 //
@@ -2774,7 +2864,9 @@ ry_status ry_cc_quarantine_device(ry_cc cc, uint16_t device);
 // # Safety
 // `generation_out` is NULL or valid for writes.
 ry_status ry_cc_advance_generation(ry_cc cc, uint32_t route, uint32_t *generation_out);
+#endif
 
+#if defined(RY_LAYERS)
 // A local-NIC handoff: binds `route` to `device` on a new generation,
 // written to `*generation_out` (optional). Thread-safety: any thread.
 //
@@ -2783,7 +2875,9 @@ ry_status ry_cc_advance_generation(ry_cc cc, uint32_t route, uint32_t *generatio
 // # Safety
 // `generation_out` is NULL or valid for writes.
 ry_status ry_cc_rebind_route(ry_cc cc, uint32_t route, uint16_t device, uint32_t *generation_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes a snapshot of route domain `route` (slow path: diagnostics).
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -2792,7 +2886,9 @@ ry_status ry_cc_rebind_route(ry_cc cc, uint32_t route, uint16_t device, uint32_t
 // # Safety
 // `out` is valid for writes.
 ry_status ry_cc_route_snapshot(ry_cc cc, uint32_t route, ry_domain_snapshot *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes a snapshot of device domain `device` (slow path: diagnostics).
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -2801,7 +2897,9 @@ ry_status ry_cc_route_snapshot(ry_cc cc, uint32_t route, ry_domain_snapshot *out
 // # Safety
 // `out` is valid for writes.
 ry_status ry_cc_device_snapshot(ry_cc cc, uint16_t device, ry_domain_snapshot *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the controller's counters.
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -2810,7 +2908,9 @@ ry_status ry_cc_device_snapshot(ry_cc cc, uint16_t device, ry_domain_snapshot *o
 // # Safety
 // `out` is valid for writes.
 ry_status ry_cc_stats_get(ry_cc cc, ry_cc_stats *out);
+#endif
 
+#if defined(RY_LAYERS)
 // One control epoch at `now_ns` (the monitor's tick): applies pending
 // timeouts (or suppresses them if `poller` is `RY_POLLER_STATUS_STALLED`),
 // AIMD with hysteresis, HEALTHY <-> CONGESTED, and QUARANTINED -> PROBING
@@ -2825,7 +2925,9 @@ ry_status ry_cc_stats_get(ry_cc cc, ry_cc_stats *out);
 // # Safety
 // `report_out` is NULL or valid for writes.
 ry_status ry_cc_on_epoch(ry_cc cc, uint64_t now_ns, uint32_t poller, ry_epoch_report *report_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the controller's mode (`ry_mode`).
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -2834,6 +2936,7 @@ ry_status ry_cc_on_epoch(ry_cc cc, uint64_t now_ns, uint32_t poller, ry_epoch_re
 // # Safety
 // `out` is valid for writes.
 ry_status ry_cc_mode(ry_cc cc, ry_mode *out);
+#endif
 
 // Classifies a work completion (`ibv_wc.status`, `ibv_wc.vendor_err`).
 // Total over all `uint32_t` values: an unknown status is a row with
@@ -2872,6 +2975,7 @@ ry_status ry_classify_signal(uint32_t signal, ry_signal_classification *out);
 // `out` is valid for writes.
 ry_status ry_credit_ledger_config_default(ry_credit_ledger_config *out);
 
+#if defined(RY_LAYERS)
 // Creates a sender ledger (all memory allocated here).
 //
 // Ownership: `*out` is owned by the caller; free with
@@ -2884,12 +2988,16 @@ ry_status ry_credit_ledger_config_default(ry_credit_ledger_config *out);
 // # Safety
 // `cfg` is valid for reads; `out` is valid for writes.
 ry_status ry_credit_sender_create(const ry_credit_ledger_config *cfg, ry_credit_sender *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Destroys a sender ledger. Thread-safety: any thread.
 //
 // Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_credit_sender_destroy(ry_credit_sender sender);
+#endif
 
+#if defined(RY_LAYERS)
 // Binds `peer` to a receiver session and epoch (after negotiation, or on
 // a new session/epoch). A previous binding is invalidated: old commits
 // and completions can no longer touch the new epoch (they are fenced),
@@ -2906,7 +3014,9 @@ ry_status ry_credit_bind(ry_credit_sender sender,
                          uint32_t peer,
                          ry_session_id session,
                          uint64_t epoch);
+#endif
 
+#if defined(RY_LAYERS)
 // Applies a receiver update for `peer` (identity from the endpoint, never
 // the payload): session and epoch must match, an older or equal sequence
 // is a no-op, a gap is applied and counted, every cumulative total must be
@@ -2925,7 +3035,9 @@ ry_status ry_credit_apply_update(ry_credit_sender sender,
                                  uint64_t now_ns,
                                  ry_update_outcome *outcome_out,
                                  uint64_t *missed_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Reserves the whole `*charge` against `(peer, class)` — all resources or
 // none, one CAS — and commits it: call it at handoff to the transport.
 // On `RY_STATUS_CREDIT_INSUFFICIENT` nothing was taken and
@@ -2943,7 +3055,9 @@ ry_status ry_credit_reserve_commit(ry_credit_sender sender,
                                    const ry_charge *charge,
                                    ry_committed_charge *out,
                                    uint8_t *short_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Releases a committed charge on completion (clearing `held`): it is
 // reported to the receiver in the next usage report; it never mints
 // sender credit. `*outcome_out` (optional) says whether it was released
@@ -2963,7 +3077,9 @@ ry_status ry_credit_reserve_commit(ry_credit_sender sender,
 ry_status ry_credit_release(ry_credit_sender sender,
                             ry_committed_charge *charge,
                             ry_credit_release_outcome *outcome_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Moves a held committed charge into a token record (`credit_key`,
 // `RY_HOLDS_CREDIT`) and clears `held`. `record->bytes` must equal the
 // charge's DATA_BYTES, and slot charges must be 0 or 1
@@ -2976,7 +3092,9 @@ ry_status ry_credit_release(ry_credit_sender sender,
 // `charge` and `record` are valid for reads and writes.
 ry_status ry_committed_charge_record_into(ry_committed_charge *charge,
                                           ry_token_record *record);
+#endif
 
+#if defined(RY_LAYERS)
 // Releases the credit charge recorded in `*record` (the completion path)
 // and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
 // `RY_STATUS_CREDIT_NOT_HELD`; a copy of the record released after the
@@ -2992,7 +3110,9 @@ ry_status ry_committed_charge_record_into(ry_committed_charge *charge,
 ry_status ry_credit_release_record(ry_credit_sender sender,
                                    ry_token_record *record,
                                    ry_credit_release_outcome *outcome_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes `(peer, class)`'s available credit (one consistent snapshot,
 // never torn) and whether the entry is open for dispatch.
 //
@@ -3006,7 +3126,9 @@ ry_status ry_credit_available(ry_credit_sender sender,
                               uint32_t class_,
                               ry_charge *out,
                               bool *open_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Builds the usage report for `(peer, class)` (cumulative consumed,
 // released and returned totals of the bound epoch, plus `*pending_demand`,
 // which may be NULL for none). Encode it with `ry_wire_encode`.
@@ -3022,7 +3144,9 @@ ry_status ry_credit_usage_report(ry_credit_sender sender,
                                  uint32_t class_,
                                  const ry_charge *pending_demand,
                                  ry_credit_usage *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Returns up to `*max` of `(peer, class)`'s unused credit to the receiver
 // (reported in the next usage report), taken atomically from the
 // available credit so it can never be both returned and used. Writes what
@@ -3038,7 +3162,9 @@ ry_status ry_credit_return_unused(ry_credit_sender sender,
                                   uint32_t class_,
                                   const ry_charge *max,
                                   ry_charge *returned_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Marks `peer` stale (control disconnect, freshness expiry): no new
 // credit-gated dispatch; a newer update reopens it.
 //
@@ -3046,14 +3172,18 @@ ry_status ry_credit_return_unused(ry_credit_sender sender,
 // Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
 ry_status ry_credit_mark_stale(ry_credit_sender sender,
                                uint32_t peer);
+#endif
 
+#if defined(RY_LAYERS)
 // Quarantines `peer` (a violation seen elsewhere) until it is re-bound.
 //
 // Ownership: borrows its arguments for the call only; retains nothing.
 // Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
 ry_status ry_credit_quarantine(ry_credit_sender sender,
                                uint32_t peer);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the sender's aggregated metrics. Control path (internal mutex).
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -3063,7 +3193,9 @@ ry_status ry_credit_quarantine(ry_credit_sender sender,
 // `out` is valid for writes.
 ry_status ry_credit_metrics_get(ry_credit_sender sender,
                                 ry_credit_metrics *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes a configuration with the default return paths (DATA_BYTES and
 // REQUEST_SLOTS by sender completion, STAGING and CONSUMER slots by
 // receiver consumption), no entry caps, and the given sizes.
@@ -3078,7 +3210,9 @@ ry_status ry_credit_allocator_config_init(ry_session_id session,
                                           uint32_t max_classes,
                                           const ry_charge *capacity,
                                           ry_credit_allocator_config *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Creates a receiver allocator with all capacity free.
 //
 // Ownership: `*out` is owned by the caller; free with
@@ -3088,12 +3222,16 @@ ry_status ry_credit_allocator_config_init(ry_session_id session,
 // # Safety
 // `cfg` is valid for reads; `out` is valid for writes.
 ry_status ry_credit_receiver_create(const ry_credit_allocator_config *cfg, ry_credit_receiver *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Destroys a receiver allocator. Thread-safety: any thread.
 //
 // Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_credit_receiver_destroy(ry_credit_receiver receiver);
+#endif
 
+#if defined(RY_LAYERS)
 // Opens `peer` for grants in a new epoch (written to `*epoch_out`,
 // optional). The previous epoch's outstanding grants move to the fencing
 // bucket, reusable only after `ry_credit_receiver_fence_complete`.
@@ -3104,7 +3242,9 @@ ry_status ry_credit_receiver_destroy(ry_credit_receiver receiver);
 // # Safety
 // `epoch_out` is NULL or valid for writes.
 ry_status ry_credit_receiver_open(ry_credit_receiver receiver, uint32_t peer, uint64_t *epoch_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Disconnect of `peer`'s epoch `epoch` (the one `ry_credit_receiver_open`
 // returned): moves its outstanding grants into fencing and closes it. A
 // close naming another epoch — a stale close arriving after a newer open —
@@ -3114,7 +3254,9 @@ ry_status ry_credit_receiver_open(ry_credit_receiver receiver, uint32_t peer, ui
 // Ownership: borrows its arguments for the call only; retains nothing.
 // Thread-safety: serialised per receiver by an internal mutex.
 ry_status ry_credit_receiver_close(ry_credit_receiver receiver, uint32_t peer, uint64_t epoch);
+#endif
 
+#if defined(RY_LAYERS)
 // Every old epoch of `peer` up to `epoch` is drained or failed: the
 // fenced capacity becomes free (written to `*freed_out`, optional). A
 // confirmation older than the newest fenced epoch frees nothing
@@ -3130,7 +3272,9 @@ ry_status ry_credit_receiver_fence_complete(ry_credit_receiver receiver,
                                             uint32_t peer,
                                             uint64_t epoch,
                                             ry_charge *freed_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Carves `*add` from free capacity for `(peer, class)`, all or nothing,
 // and writes the update to send (cumulative totals, next sequence; the
 // first of an epoch is 1). An all-zero `*add` is
@@ -3146,7 +3290,9 @@ ry_status ry_credit_receiver_grant(ry_credit_receiver receiver,
                                    uint32_t class_,
                                    const ry_charge *add,
                                    ry_credit_update *update_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Applies a sender's usage report for `peer` (identity from the
 // endpoint). Writes the capacity returned to the free pool to
 // `*returned_out` (optional) and whether it was a duplicate (a no-op) to
@@ -3164,7 +3310,9 @@ ry_status ry_credit_receiver_on_usage(ry_credit_receiver receiver,
                                       const ry_credit_usage *usage,
                                       ry_charge *returned_out,
                                       bool *duplicate_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Receiver-local consumption of `(peer, class)`'s outstanding grants (for
 // `RY_RETURN_PATH_RECEIVER_CONSUMPTION` resources); capacity returns to
 // the free pool. More than outstanding is refused.
@@ -3178,7 +3326,9 @@ ry_status ry_credit_receiver_consumed(ry_credit_receiver receiver,
                                       uint32_t peer,
                                       uint32_t class_,
                                       const ry_charge *amounts);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the free capacity per resource.
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -3187,7 +3337,9 @@ ry_status ry_credit_receiver_consumed(ry_credit_receiver receiver,
 // # Safety
 // `out` is valid for writes.
 ry_status ry_credit_receiver_free(ry_credit_receiver receiver, ry_charge *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes `(peer, class)`'s outstanding grants per resource.
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -3199,7 +3351,9 @@ ry_status ry_credit_receiver_outstanding(ry_credit_receiver receiver,
                                          uint32_t peer,
                                          uint32_t class_,
                                          ry_charge *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes whether capacity is conserved: free + outstanding + fencing ==
 // capacity for every resource (must always be true).
 //
@@ -3209,6 +3363,7 @@ ry_status ry_credit_receiver_outstanding(ry_credit_receiver receiver,
 // # Safety
 // `out` is valid for writes.
 ry_status ry_credit_receiver_conserved(ry_credit_receiver receiver, bool *out);
+#endif
 
 #if defined(RY_ENGINE)
 // Writes the default configuration (first device, `127.0.0.1:0`,
@@ -3715,6 +3870,7 @@ ry_status ry_task_state_get(ry_task task, ry_task_state *out);
 // `out` is valid for writes.
 ry_status ry_task_detail_get(ry_task task, ry_task_detail *out);
 
+#if defined(RY_LAYERS)
 // Fills `*out` with evidence for `reason` on path `device` x `route` from
 // a snapshot of the controller's route domain at `now_ns`: path,
 // generation, window and in-flight are observed; the cooldown remaining
@@ -3731,6 +3887,7 @@ ry_status ry_cc_route_observation(ry_cc cc,
                                   uint32_t reason,
                                   uint64_t now_ns,
                                   ry_observation *out);
+#endif
 
 // Writes a default configuration: 4096 tokens and slices, 256 endpoints
 // of 2 QPs × 256 WRs, 5 s drain timeout, one device, CC off (RFC 4162
@@ -4038,6 +4195,7 @@ ry_status ry_set_log_callback(uint32_t level, ry_log_fn callback, void *user);
 // `out` is valid for writes.
 ry_status ry_rail_config_default(ry_rail_config *out);
 
+#if defined(RY_LAYERS)
 // Creates a selector over `n` candidate devices (`cfg` NULL = defaults).
 //
 // Ownership: `*out` is owned by the caller; free with `ry_rail_destroy`.
@@ -4050,13 +4208,17 @@ ry_status ry_rail_create(const ry_device_spec *devices,
                          size_t n,
                          const ry_rail_config *cfg,
                          ry_rail *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Destroys a selector. Thread-safety: any thread; calls already running
 // finish safely.
 //
 // Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_rail_destroy(ry_rail rail);
+#endif
 
+#if defined(RY_LAYERS)
 // Chooses a device for one slice of `bytes` to `*peer` (NULL = unknown
 // peer, distinct from peer 0) and charges it.
 //
@@ -4070,7 +4232,9 @@ ry_status ry_rail_pick(ry_rail rail,
                        uint32_t bytes,
                        uint64_t now_ns,
                        ry_rail_pick_result *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Splits `slices` slices of `slice_bytes` to `*peer` (NULL = unknown)
 // across the candidates in proportion to their inverse scores, writing
 // per-device slice counts to `counts[0..counts_len)`. Charges nothing:
@@ -4089,7 +4253,9 @@ ry_status ry_rail_plan(ry_rail rail,
                        uint64_t now_ns,
                        uint32_t *counts,
                        size_t counts_len);
+#endif
 
+#if defined(RY_LAYERS)
 // Charges `bytes` to `device` (and to `*peer` there if the ledger is on)
 // — for the slices of `ry_rail_plan`. The caller owns `*out`.
 //
@@ -4104,7 +4270,9 @@ ry_status ry_rail_charge_device(ry_rail rail,
                                 uint32_t bytes,
                                 uint64_t now_ns,
                                 ry_rail_charge *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Releases `*charge` exactly once (clearing `held`). `success` nonzero:
 // the attempt completed, and its latency `now_ns - post_ns` feeds the
 // bandwidth estimate; zero: failed or flushed, release only. Both NIC and
@@ -4122,7 +4290,9 @@ ry_status ry_rail_release(ry_rail rail,
                           uint8_t success,
                           uint64_t post_ns,
                           uint64_t now_ns);
+#endif
 
+#if defined(RY_LAYERS)
 // Moves a held charge into a token record (device, bytes,
 // `RY_HOLDS_RAIL_CHARGE`, and the peer if charged) and clears `held`.
 //
@@ -4133,7 +4303,9 @@ ry_status ry_rail_release(ry_rail rail,
 // `charge` and `record` are valid for reads and writes.
 ry_status ry_rail_charge_record_into(ry_rail_charge *charge,
                                      ry_token_record *record);
+#endif
 
+#if defined(RY_LAYERS)
 // Takes the rail charge out of `*record` (clearing `RY_HOLDS_RAIL_CHARGE`)
 // and releases it; `success` nonzero feeds back with `record->post_ns`.
 // A record holding no charge is `RY_STATUS_RAIL_NOT_HELD`.
@@ -4147,7 +4319,9 @@ ry_status ry_rail_release_record(ry_rail rail,
                                  ry_token_record *record,
                                  uint8_t success,
                                  uint64_t now_ns);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the bytes charged to `device` and not yet released.
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -4156,7 +4330,9 @@ ry_status ry_rail_release_record(ry_rail rail,
 // # Safety
 // `out` is valid for writes.
 ry_status ry_rail_nic_inflight(ry_rail rail, uint16_t device, uint64_t *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the selector's counters.
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -4165,7 +4341,9 @@ ry_status ry_rail_nic_inflight(ry_rail rail, uint16_t device, uint64_t *out);
 // # Safety
 // `out` is valid for writes.
 ry_status ry_rail_counters_get(ry_rail rail, ry_rail_counters *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Creates a token pool of `capacity` slots (allocated once, here).
 //
 // Ownership: on success `*out` names a new pool owned by the caller; free
@@ -4174,7 +4352,9 @@ ry_status ry_rail_counters_get(ry_rail rail, ry_rail_counters *out);
 // # Safety
 // `out` is NULL (refused) or valid for writes.
 ry_status ry_token_pool_create(uint32_t capacity, ry_token_pool *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Destroys a pool. Records of attempts still live are dropped with it:
 // complete them first (`ry_token_pool_in_use` tells how many are live).
 // A token cache over the pool keeps its memory until the cache is
@@ -4185,7 +4365,9 @@ ry_status ry_token_pool_create(uint32_t capacity, ry_token_pool *out);
 //
 // Ownership: consumes the handle; every copy of it becomes invalid.
 ry_status ry_token_pool_destroy(ry_token_pool pool);
+#endif
 
+#if defined(RY_LAYERS)
 // Claims a slot for one posted attempt holding `*record` (copied in) and
 // writes its `wr_id`. Never blocks: a full pool is
 // `RY_STATUS_TOKEN_EXHAUSTED` (backpressure).
@@ -4197,7 +4379,9 @@ ry_status ry_token_pool_destroy(ry_token_pool pool);
 // `record` is valid for reads; `wr_id_out` is valid for writes (NULLs are
 // refused).
 ry_status ry_token_claim(ry_token_pool pool, const ry_token_record *record, uint64_t *wr_id_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Completes the attempt `wr_id` exactly once and writes its record to
 // `*record_out`. A duplicate, stale, forged or out-of-range `wr_id` is a
 // typed error and releases nothing.
@@ -4210,7 +4394,9 @@ ry_status ry_token_claim(ry_token_pool pool, const ry_token_record *record, uint
 // `record_out` is valid for writes (NULL is refused before anything is
 // completed).
 ry_status ry_token_complete(ry_token_pool pool, uint64_t wr_id, ry_token_record *record_out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the number of live (claimed, not completed) attempts.
 // A snapshot: concurrent claims/completions may change it at once.
 //
@@ -4220,7 +4406,9 @@ ry_status ry_token_complete(ry_token_pool pool, uint64_t wr_id, ry_token_record 
 // # Safety
 // `out` is valid for writes.
 ry_status ry_token_pool_in_use(ry_token_pool pool, uint32_t *out);
+#endif
 
+#if defined(RY_LAYERS)
 // Writes the pool's capacity.
 //
 // Ownership: writes plain data to the caller's out-pointers; retains nothing.
@@ -4229,19 +4417,7 @@ ry_status ry_token_pool_in_use(ry_token_pool pool, uint32_t *out);
 // # Safety
 // `out` is valid for writes.
 ry_status ry_token_pool_capacity(ry_token_pool pool, uint32_t *out);
-
-// Creates a cache of at most `capacity` free tokens (a power of two in
-// 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`; otherwise
-// `RY_STATUS_TOKEN_INVALID_CAPACITY`) over token pool `pool`, for
-// `ry_token_cache_claim` / `ry_token_cache_complete`. Allocates here only.
-//
-// Ownership: on success `*out` names a new cache owned by the caller; free
-// it with `ry_token_cache_destroy` (which returns its tokens). The cache
-// keeps the pool's memory alive until then. Thread-safety: any thread.
-//
-// # Safety
-// `out` is NULL (refused) or valid for writes.
-ry_status ry_token_cache_create(ry_token_pool pool, uint32_t capacity, ry_token_cache *out);
+#endif
 
 // Creates a cache of at most `capacity` free tokens (a power of two in
 // 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`) over hot path `hp`'s token pool, for
@@ -4302,6 +4478,22 @@ ry_status ry_token_cache_idle(ry_token_cache cache, uint8_t parking, uint32_t *r
 // writes.
 ry_status ry_token_cache_cached(ry_token_cache cache, uint32_t *cached_out, uint32_t *capacity_out);
 
+#if defined(RY_LAYERS)
+// Creates a cache of at most `capacity` free tokens (a power of two in
+// 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`; otherwise
+// `RY_STATUS_TOKEN_INVALID_CAPACITY`) over token pool `pool`, for
+// `ry_token_cache_claim` / `ry_token_cache_complete`. Allocates here only.
+//
+// Ownership: on success `*out` names a new cache owned by the caller; free
+// it with `ry_token_cache_destroy` (which returns its tokens). The cache
+// keeps the pool's memory alive until then. Thread-safety: any thread.
+//
+// # Safety
+// `out` is NULL (refused) or valid for writes.
+ry_status ry_token_cache_create(ry_token_pool pool, uint32_t capacity, ry_token_cache *out);
+#endif
+
+#if defined(RY_LAYERS)
 // `ry_token_claim` through `cache`, which must be over `pool`
 // (`RY_STATUS_TOKEN_CACHE_WRONG_POOL` otherwise): the same `wr_id`s and
 // errors. `RY_STATUS_TOKEN_EXHAUSTED` means the cache and the pool's shared
@@ -4317,7 +4509,9 @@ ry_status ry_token_cache_claim(ry_token_cache cache,
                                ry_token_pool pool,
                                const ry_token_record *record,
                                uint64_t *wr_id_out);
+#endif
 
+#if defined(RY_LAYERS)
 // `ry_token_complete` through `cache`, which must be over `pool`: the same
 // exactly-once record and errors (a duplicate, stale, forged or
 // out-of-range `wr_id` releases nothing); the freed slot stays in the
@@ -4333,6 +4527,7 @@ ry_status ry_token_cache_complete(ry_token_cache cache,
                                   ry_token_pool pool,
                                   uint64_t wr_id,
                                   ry_token_record *record_out);
+#endif
 
 // Encodes `*msg` into `buf[0..cap)` and writes the encoded length to
 // `*len_out`. A buffer of `RY_WIRE_MAX_MESSAGE_LEN` always suffices; a

@@ -8,16 +8,17 @@
  *    use exceptions: ok(), value() (throws ry::Error if it holds an error),
  *    error(), operator->.
  *  - ry::Handle<H, Destroy> owns one handle (move-only; the destructor calls
- *    Destroy). ry::TokenPool, ry::TokenCache, ry::Cc, ry::Rail, ry::Task, ry::CreditSender,
- *    ry::CreditReceiver (and ry::Engine with RY_ENGINE) are its instances;
- *    make_*() create them, ry::create<Owner>(ry_*_create, args...) wraps any
- *    constructor whose last parameter is the out-handle.
+ *    Destroy). ry::TokenCache, ry::Task (ry::Engine with RY_ENGINE;
+ *    ry::TokenPool, ry::Cc, ry::Rail, ry::CreditSender, ry::CreditReceiver
+ *    with RY_LAYERS, the per-layer ABI) are its instances; make_*() create
+ *    them, ry::create<Owner>(ry_*_create, args...) wraps any constructor
+ *    whose last parameter is the out-handle.
  *
  * Data-path calls stay the C functions on .get(): they are noexcept, return
  * ry_status, and some non-OK results are expected outcomes (a duplicate
  * completion is RY_STATUS_TOKEN_DUPLICATE), not failures.
  *
- *   ry::TokenPool pool = ry::make_token_pool(1024).value();     // throws on error
+ *   ry::TokenPool pool = ry::make_token_pool(1024).value();     // RY_LAYERS; throws on error
  *   uint64_t wr_id = 0;
  *   ry::check(ry_token_claim(pool.get(), &record, &wr_id));
  *   // pool is destroyed at the end of the scope
@@ -129,13 +130,15 @@ class Handle {
   H h_{};
 };
 
-using TokenPool = Handle<ry_token_pool, ry_token_pool_destroy>;
 using TokenCache = Handle<ry_token_cache, ry_token_cache_destroy>;
+using Task = Handle<ry_task, ry_task_destroy>;
+#if defined(RY_LAYERS)
+using TokenPool = Handle<ry_token_pool, ry_token_pool_destroy>;
 using Cc = Handle<ry_cc, ry_cc_destroy>;
 using Rail = Handle<ry_rail, ry_rail_destroy>;
-using Task = Handle<ry_task, ry_task_destroy>;
 using CreditSender = Handle<ry_credit_sender, ry_credit_sender_destroy>;
 using CreditReceiver = Handle<ry_credit_receiver, ry_credit_receiver_destroy>;
+#endif
 #if defined(RY_ENGINE)
 using Engine = Handle<ry_engine, ry_engine_destroy>;
 #endif
@@ -150,6 +153,10 @@ Result<Owner> create(F create_fn, A&&... args) {
   return Owner(h);
 }
 
+/* Task evidence for one transfer. */
+inline Result<Task> make_task() { return create<Task>(ry_task_create); }
+
+#if defined(RY_LAYERS)
 /* A token pool of `capacity` attempts. */
 inline Result<TokenPool> make_token_pool(uint32_t capacity) {
   return create<TokenPool>(ry_token_pool_create, capacity);
@@ -176,9 +183,6 @@ inline Result<Rail> make_rail(const std::vector<ry_device_spec>& devices,
   return create<Rail>(ry_rail_create, devices.data(), devices.size(), cfg);
 }
 
-/* Task evidence for one transfer. */
-inline Result<Task> make_task() { return create<Task>(ry_task_create); }
-
 /* A credit sender (one ledger per peer receiver). */
 inline Result<CreditSender> make_credit_sender(const ry_credit_ledger_config& cfg) {
   return create<CreditSender>(ry_credit_sender_create, &cfg);
@@ -188,6 +192,7 @@ inline Result<CreditSender> make_credit_sender(const ry_credit_ledger_config& cf
 inline Result<CreditReceiver> make_credit_receiver(const ry_credit_allocator_config& cfg) {
   return create<CreditReceiver>(ry_credit_receiver_create, &cfg);
 }
+#endif
 
 #if defined(RY_ENGINE)
 /* A verbs engine (opens the device, starts its threads). */

@@ -2,8 +2,10 @@
 //! enum as Rust lays them out, so the C side can assert its own layout
 //! matches (`examples/c/abi_check.h`), and the ABI version.
 
-use crate::error::{guard, RyStatus};
-use crate::ptr::write_out;
+use std::mem::{align_of, size_of};
+
+use crate::error::{ret, RyStatus};
+use crate::mirror::CEnum;
 
 /// The ABI version of this header; bumped on any incompatible change.
 /// Compare with `ry_abi_version()` at startup.
@@ -27,7 +29,21 @@ use crate::ptr::write_out;
 /// token caches (`ry_token_cache`, ABI type 87: `ry_token_cache_*`,
 /// `ry_hotpath_token_cache_create`, `ry_hotpath_post_via`,
 /// `ry_hotpath_complete_via`, `ry_hotpath_unposted_via`; status -16).
-pub const RY_ABI_VERSION: u32 = 3;
+///
+/// 4: `ry_engine_stats` carries every field of the engine's stats (its
+/// size changed; the ABI 3 fields keep their offsets): `parks`, `parked`,
+/// `gate_stalled_epochs`, `gate_route_timeouts`,
+/// `gate_suppressed_timeouts`, `gate_advisory_pressure_epochs`,
+/// `rail_accounting_errors`, `rail_moves`, `invalid_posts`, the
+/// `handshakes_*` counters, `rail_slices_posted` / `rail_charged_bytes`
+/// (`RY_ENGINE_MAX_RAILS` each) and `rails`. The per-layer functions
+/// (`ry_cc_*` but the configuration's, `ry_permit_*`, `ry_rail_*` but
+/// `ry_rail_config_default`, `ry_credit_*` but
+/// `ry_credit_ledger_config_default`, `ry_committed_charge_*`,
+/// `ry_token_*`, `ry_token_cache_create` / `_claim` / `_complete`) are
+/// only in a library built with the cargo feature `layers` (declared
+/// under `RY_LAYERS`); every name and value is unchanged.
+pub const RY_ABI_VERSION: u32 = 4;
 
 /// The ABI version the library was built with.
 ///
@@ -233,6 +249,114 @@ pub struct ry_abi_layout_t {
     pub align: usize,
 }
 
+/// `ry_abi_type`'s validation and the layout of each type, from one list
+/// (an exhaustive `match`: a variant without a type does not compile).
+macro_rules! layouts {
+    ($($v:ident => $t:ty,)+) => {
+        crate::mirror::mirror!(ry_abi_type: $($v),+);
+
+        fn layout(t: ry_abi_type) -> ry_abi_layout_t {
+            match t {
+                $(ry_abi_type::$v => ry_abi_layout_t {
+                    size: size_of::<$t>(),
+                    align: align_of::<$t>(),
+                },)+
+            }
+        }
+    };
+}
+
+layouts! {
+    TokenRecord => crate::token::ry_token_record,
+    TokenPool => crate::token::ry_token_pool,
+    CcConfig => crate::cc::ry_cc_config,
+    Cc => crate::cc::ry_cc,
+    Permit => crate::cc::ry_permit,
+    Admission => crate::cc::ry_admission,
+    DomainSnapshot => crate::cc::ry_domain_snapshot,
+    CcStats => crate::cc::ry_cc_stats,
+    EpochReport => crate::cc::ry_epoch_report,
+    WcClassification => crate::classify::ry_wc_classification,
+    EventClassification => crate::classify::ry_event_classification,
+    SignalClassification => crate::classify::ry_signal_classification,
+    Observation => crate::evidence::ry_observation,
+    TaskDetail => crate::evidence::ry_task_detail,
+    Task => crate::evidence::ry_task,
+    DeviceSpec => crate::rail::ry_device_spec,
+    RailConfig => crate::rail::ry_rail_config,
+    Rail => crate::rail::ry_rail,
+    RailCharge => crate::rail::ry_rail_charge,
+    RailPickResult => crate::rail::ry_rail_pick_result,
+    RailCounters => crate::rail::ry_rail_counters,
+    Status => crate::error::RyStatus,
+    FailureClass => crate::enums::ry_failure_class,
+    FailureScope => crate::enums::ry_failure_scope,
+    ObjectHandling => crate::enums::ry_object_handling,
+    Effect => crate::enums::ry_effect,
+    Signal => crate::enums::ry_signal,
+    Reason => crate::enums::ry_reason,
+    TaskState => crate::enums::ry_task_state,
+    Health => crate::enums::ry_health,
+    Mode => crate::enums::ry_mode,
+    DomainKind => crate::enums::ry_domain_kind,
+    PollerStatus => crate::enums::ry_poller_status,
+    Settlement => crate::enums::ry_settlement,
+    Variant => crate::enums::ry_variant,
+    AdmissionKind => crate::cc::ry_admission_kind,
+    Recorded => crate::evidence::ry_recorded,
+    Charge => crate::credit::ry_charge,
+    Totals => crate::credit::ry_totals,
+    SessionId => crate::credit::ry_session_id,
+    CreditUpdate => crate::credit::ry_credit_update,
+    CreditUsage => crate::credit::ry_credit_usage,
+    CreditLedgerConfig => crate::credit::ry_credit_ledger_config,
+    CreditSender => crate::credit::ry_credit_sender,
+    CommittedCharge => crate::credit::ry_committed_charge,
+    CreditMetrics => crate::credit::ry_credit_metrics,
+    CreditAllocatorConfig => crate::credit::ry_credit_allocator_config,
+    CreditReceiver => crate::credit::ry_credit_receiver,
+    UpdateOutcome => crate::credit::ry_update_outcome,
+    CreditReleaseOutcome => crate::credit::ry_credit_release_outcome,
+    ReturnPath => crate::credit::ry_return_path,
+    CapabilityOffer => crate::wire::ry_capability_offer,
+    CapabilityAnswer => crate::wire::ry_capability_answer,
+    WireMessage => crate::wire::ry_wire_message,
+    MsgType => crate::wire::ry_msg_type,
+    NegotiationResult => crate::wire::ry_negotiation_result,
+    Engine => crate::engine::ry_engine,
+    EngineConfig => crate::engine::ry_engine_config,
+    EngineRegion => crate::engine::ry_engine_region,
+    EngineRemoteRegion => crate::engine::ry_engine_remote_region,
+    EngineTransfer => crate::engine::ry_engine_transfer,
+    EngineTaskStatus => crate::engine::ry_engine_task_status,
+    EngineStats => crate::engine::ry_engine_stats,
+    EngineWorkerModel => crate::engine::ry_engine_worker_model,
+    EngineOp => crate::engine::ry_engine_op,
+    EngineTaskState => crate::engine::ry_engine_task_state,
+    Hotpath => crate::hotpath::ry_hotpath,
+    HotpathConfig => crate::hotpath::ry_hotpath_config,
+    Endpoint => crate::hotpath::ry_endpoint,
+    SliceRef => crate::hotpath::ry_slice_ref,
+    Path => crate::hotpath::ry_path,
+    CreditUse => crate::hotpath::ry_credit_use,
+    PostRequest => crate::hotpath::ry_post_request,
+    Refusal => crate::hotpath::ry_refusal,
+    PostResult => crate::hotpath::ry_post_result,
+    SliceEffect => crate::hotpath::ry_slice_effect,
+    SliceState => crate::hotpath::ry_slice_state,
+    Completion => crate::hotpath::ry_completion,
+    ReclaimKind => crate::hotpath::ry_reclaim_kind,
+    ReclaimEvent => crate::hotpath::ry_reclaim_event,
+    HotpathStats => crate::hotpath::ry_hotpath_stats,
+    TargetMode => crate::enums::ry_target_mode,
+    EngineRouteState => crate::engine::ry_engine_route_state,
+    LogLevel => crate::log::ry_log_level,
+    EngineCreditConfig => crate::engine_credit::ry_engine_credit_config,
+    EngineCreditStats => crate::engine_credit::ry_engine_credit_stats,
+    EngineCreditPeer => crate::engine_credit::ry_engine_credit_peer,
+    TokenCache => crate::token_cache::ry_token_cache,
+}
+
 /// Writes the Rust layout of type `which` (`ry_abi_type`); an unknown
 /// value is `RY_STATUS_INVALID_ARGUMENT`. Thread-safety: pure.
 ///
@@ -242,377 +366,10 @@ pub struct ry_abi_layout_t {
 /// `out` is valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn ry_abi_layout(which: u32, out: *mut ry_abi_layout_t) -> RyStatus {
-    guard(|| {
-        use std::mem::{align_of, size_of};
-        let l = match which {
-            0 => (
-                size_of::<crate::token::ry_token_record>(),
-                align_of::<crate::token::ry_token_record>(),
-            ),
-            1 => (
-                size_of::<crate::token::ry_token_pool>(),
-                align_of::<crate::token::ry_token_pool>(),
-            ),
-            2 => (
-                size_of::<crate::cc::ry_cc_config>(),
-                align_of::<crate::cc::ry_cc_config>(),
-            ),
-            3 => (
-                size_of::<crate::cc::ry_cc>(),
-                align_of::<crate::cc::ry_cc>(),
-            ),
-            4 => (
-                size_of::<crate::cc::ry_permit>(),
-                align_of::<crate::cc::ry_permit>(),
-            ),
-            5 => (
-                size_of::<crate::cc::ry_admission>(),
-                align_of::<crate::cc::ry_admission>(),
-            ),
-            6 => (
-                size_of::<crate::cc::ry_domain_snapshot>(),
-                align_of::<crate::cc::ry_domain_snapshot>(),
-            ),
-            7 => (
-                size_of::<crate::cc::ry_cc_stats>(),
-                align_of::<crate::cc::ry_cc_stats>(),
-            ),
-            8 => (
-                size_of::<crate::cc::ry_epoch_report>(),
-                align_of::<crate::cc::ry_epoch_report>(),
-            ),
-            9 => (
-                size_of::<crate::classify::ry_wc_classification>(),
-                align_of::<crate::classify::ry_wc_classification>(),
-            ),
-            10 => (
-                size_of::<crate::classify::ry_event_classification>(),
-                align_of::<crate::classify::ry_event_classification>(),
-            ),
-            11 => (
-                size_of::<crate::classify::ry_signal_classification>(),
-                align_of::<crate::classify::ry_signal_classification>(),
-            ),
-            12 => (
-                size_of::<crate::evidence::ry_observation>(),
-                align_of::<crate::evidence::ry_observation>(),
-            ),
-            13 => (
-                size_of::<crate::evidence::ry_task_detail>(),
-                align_of::<crate::evidence::ry_task_detail>(),
-            ),
-            14 => (
-                size_of::<crate::evidence::ry_task>(),
-                align_of::<crate::evidence::ry_task>(),
-            ),
-            15 => (
-                size_of::<crate::rail::ry_device_spec>(),
-                align_of::<crate::rail::ry_device_spec>(),
-            ),
-            16 => (
-                size_of::<crate::rail::ry_rail_config>(),
-                align_of::<crate::rail::ry_rail_config>(),
-            ),
-            17 => (
-                size_of::<crate::rail::ry_rail>(),
-                align_of::<crate::rail::ry_rail>(),
-            ),
-            18 => (
-                size_of::<crate::rail::ry_rail_charge>(),
-                align_of::<crate::rail::ry_rail_charge>(),
-            ),
-            19 => (
-                size_of::<crate::rail::ry_rail_pick_result>(),
-                align_of::<crate::rail::ry_rail_pick_result>(),
-            ),
-            20 => (
-                size_of::<crate::rail::ry_rail_counters>(),
-                align_of::<crate::rail::ry_rail_counters>(),
-            ),
-            21 => (
-                size_of::<crate::error::RyStatus>(),
-                align_of::<crate::error::RyStatus>(),
-            ),
-            22 => (
-                size_of::<crate::enums::ry_failure_class>(),
-                align_of::<crate::enums::ry_failure_class>(),
-            ),
-            23 => (
-                size_of::<crate::enums::ry_failure_scope>(),
-                align_of::<crate::enums::ry_failure_scope>(),
-            ),
-            24 => (
-                size_of::<crate::enums::ry_object_handling>(),
-                align_of::<crate::enums::ry_object_handling>(),
-            ),
-            25 => (
-                size_of::<crate::enums::ry_effect>(),
-                align_of::<crate::enums::ry_effect>(),
-            ),
-            26 => (
-                size_of::<crate::enums::ry_signal>(),
-                align_of::<crate::enums::ry_signal>(),
-            ),
-            27 => (
-                size_of::<crate::enums::ry_reason>(),
-                align_of::<crate::enums::ry_reason>(),
-            ),
-            28 => (
-                size_of::<crate::enums::ry_task_state>(),
-                align_of::<crate::enums::ry_task_state>(),
-            ),
-            29 => (
-                size_of::<crate::enums::ry_health>(),
-                align_of::<crate::enums::ry_health>(),
-            ),
-            30 => (
-                size_of::<crate::enums::ry_mode>(),
-                align_of::<crate::enums::ry_mode>(),
-            ),
-            31 => (
-                size_of::<crate::enums::ry_domain_kind>(),
-                align_of::<crate::enums::ry_domain_kind>(),
-            ),
-            32 => (
-                size_of::<crate::enums::ry_poller_status>(),
-                align_of::<crate::enums::ry_poller_status>(),
-            ),
-            33 => (
-                size_of::<crate::enums::ry_settlement>(),
-                align_of::<crate::enums::ry_settlement>(),
-            ),
-            34 => (
-                size_of::<crate::enums::ry_variant>(),
-                align_of::<crate::enums::ry_variant>(),
-            ),
-            35 => (
-                size_of::<crate::cc::ry_admission_kind>(),
-                align_of::<crate::cc::ry_admission_kind>(),
-            ),
-            36 => (
-                size_of::<crate::evidence::ry_recorded>(),
-                align_of::<crate::evidence::ry_recorded>(),
-            ),
-            37 => (
-                size_of::<crate::credit::ry_charge>(),
-                align_of::<crate::credit::ry_charge>(),
-            ),
-            38 => (
-                size_of::<crate::credit::ry_totals>(),
-                align_of::<crate::credit::ry_totals>(),
-            ),
-            39 => (
-                size_of::<crate::credit::ry_session_id>(),
-                align_of::<crate::credit::ry_session_id>(),
-            ),
-            40 => (
-                size_of::<crate::credit::ry_credit_update>(),
-                align_of::<crate::credit::ry_credit_update>(),
-            ),
-            41 => (
-                size_of::<crate::credit::ry_credit_usage>(),
-                align_of::<crate::credit::ry_credit_usage>(),
-            ),
-            42 => (
-                size_of::<crate::credit::ry_credit_ledger_config>(),
-                align_of::<crate::credit::ry_credit_ledger_config>(),
-            ),
-            43 => (
-                size_of::<crate::credit::ry_credit_sender>(),
-                align_of::<crate::credit::ry_credit_sender>(),
-            ),
-            44 => (
-                size_of::<crate::credit::ry_committed_charge>(),
-                align_of::<crate::credit::ry_committed_charge>(),
-            ),
-            45 => (
-                size_of::<crate::credit::ry_credit_metrics>(),
-                align_of::<crate::credit::ry_credit_metrics>(),
-            ),
-            46 => (
-                size_of::<crate::credit::ry_credit_allocator_config>(),
-                align_of::<crate::credit::ry_credit_allocator_config>(),
-            ),
-            47 => (
-                size_of::<crate::credit::ry_credit_receiver>(),
-                align_of::<crate::credit::ry_credit_receiver>(),
-            ),
-            48 => (
-                size_of::<crate::credit::ry_update_outcome>(),
-                align_of::<crate::credit::ry_update_outcome>(),
-            ),
-            49 => (
-                size_of::<crate::credit::ry_credit_release_outcome>(),
-                align_of::<crate::credit::ry_credit_release_outcome>(),
-            ),
-            50 => (
-                size_of::<crate::credit::ry_return_path>(),
-                align_of::<crate::credit::ry_return_path>(),
-            ),
-            51 => (
-                size_of::<crate::wire::ry_capability_offer>(),
-                align_of::<crate::wire::ry_capability_offer>(),
-            ),
-            52 => (
-                size_of::<crate::wire::ry_capability_answer>(),
-                align_of::<crate::wire::ry_capability_answer>(),
-            ),
-            53 => (
-                size_of::<crate::wire::ry_wire_message>(),
-                align_of::<crate::wire::ry_wire_message>(),
-            ),
-            54 => (
-                size_of::<crate::wire::ry_msg_type>(),
-                align_of::<crate::wire::ry_msg_type>(),
-            ),
-            55 => (
-                size_of::<crate::wire::ry_negotiation_result>(),
-                align_of::<crate::wire::ry_negotiation_result>(),
-            ),
-            56 => (
-                size_of::<crate::engine::ry_engine>(),
-                align_of::<crate::engine::ry_engine>(),
-            ),
-            57 => (
-                size_of::<crate::engine::ry_engine_config>(),
-                align_of::<crate::engine::ry_engine_config>(),
-            ),
-            58 => (
-                size_of::<crate::engine::ry_engine_region>(),
-                align_of::<crate::engine::ry_engine_region>(),
-            ),
-            59 => (
-                size_of::<crate::engine::ry_engine_remote_region>(),
-                align_of::<crate::engine::ry_engine_remote_region>(),
-            ),
-            60 => (
-                size_of::<crate::engine::ry_engine_transfer>(),
-                align_of::<crate::engine::ry_engine_transfer>(),
-            ),
-            61 => (
-                size_of::<crate::engine::ry_engine_task_status>(),
-                align_of::<crate::engine::ry_engine_task_status>(),
-            ),
-            62 => (
-                size_of::<crate::engine::ry_engine_stats>(),
-                align_of::<crate::engine::ry_engine_stats>(),
-            ),
-            63 => (
-                size_of::<crate::engine::ry_engine_worker_model>(),
-                align_of::<crate::engine::ry_engine_worker_model>(),
-            ),
-            64 => (
-                size_of::<crate::engine::ry_engine_op>(),
-                align_of::<crate::engine::ry_engine_op>(),
-            ),
-            65 => (
-                size_of::<crate::engine::ry_engine_task_state>(),
-                align_of::<crate::engine::ry_engine_task_state>(),
-            ),
-            66 => (
-                size_of::<crate::hotpath::ry_hotpath>(),
-                align_of::<crate::hotpath::ry_hotpath>(),
-            ),
-            67 => (
-                size_of::<crate::hotpath::ry_hotpath_config>(),
-                align_of::<crate::hotpath::ry_hotpath_config>(),
-            ),
-            68 => (
-                size_of::<crate::hotpath::ry_endpoint>(),
-                align_of::<crate::hotpath::ry_endpoint>(),
-            ),
-            69 => (
-                size_of::<crate::hotpath::ry_slice_ref>(),
-                align_of::<crate::hotpath::ry_slice_ref>(),
-            ),
-            70 => (
-                size_of::<crate::hotpath::ry_path>(),
-                align_of::<crate::hotpath::ry_path>(),
-            ),
-            71 => (
-                size_of::<crate::hotpath::ry_credit_use>(),
-                align_of::<crate::hotpath::ry_credit_use>(),
-            ),
-            72 => (
-                size_of::<crate::hotpath::ry_post_request>(),
-                align_of::<crate::hotpath::ry_post_request>(),
-            ),
-            73 => (
-                size_of::<crate::hotpath::ry_refusal>(),
-                align_of::<crate::hotpath::ry_refusal>(),
-            ),
-            74 => (
-                size_of::<crate::hotpath::ry_post_result>(),
-                align_of::<crate::hotpath::ry_post_result>(),
-            ),
-            75 => (
-                size_of::<crate::hotpath::ry_slice_effect>(),
-                align_of::<crate::hotpath::ry_slice_effect>(),
-            ),
-            76 => (
-                size_of::<crate::hotpath::ry_slice_state>(),
-                align_of::<crate::hotpath::ry_slice_state>(),
-            ),
-            77 => (
-                size_of::<crate::hotpath::ry_completion>(),
-                align_of::<crate::hotpath::ry_completion>(),
-            ),
-            78 => (
-                size_of::<crate::hotpath::ry_reclaim_kind>(),
-                align_of::<crate::hotpath::ry_reclaim_kind>(),
-            ),
-            79 => (
-                size_of::<crate::hotpath::ry_reclaim_event>(),
-                align_of::<crate::hotpath::ry_reclaim_event>(),
-            ),
-            80 => (
-                size_of::<crate::hotpath::ry_hotpath_stats>(),
-                align_of::<crate::hotpath::ry_hotpath_stats>(),
-            ),
-            81 => (
-                size_of::<crate::enums::ry_target_mode>(),
-                align_of::<crate::enums::ry_target_mode>(),
-            ),
-            82 => (
-                size_of::<crate::engine::ry_engine_route_state>(),
-                align_of::<crate::engine::ry_engine_route_state>(),
-            ),
-            83 => (
-                size_of::<crate::log::ry_log_level>(),
-                align_of::<crate::log::ry_log_level>(),
-            ),
-            84 => (
-                size_of::<crate::engine_credit::ry_engine_credit_config>(),
-                align_of::<crate::engine_credit::ry_engine_credit_config>(),
-            ),
-            85 => (
-                size_of::<crate::engine_credit::ry_engine_credit_stats>(),
-                align_of::<crate::engine_credit::ry_engine_credit_stats>(),
-            ),
-            86 => (
-                size_of::<crate::engine_credit::ry_engine_credit_peer>(),
-                align_of::<crate::engine_credit::ry_engine_credit_peer>(),
-            ),
-            87 => (
-                size_of::<crate::token_cache::ry_token_cache>(),
-                align_of::<crate::token_cache::ry_token_cache>(),
-            ),
-            _ => {
-                return Err(crate::error::Error::invalid(format_args!(
-                    "{which} is not an ry_abi_type"
-                )))
-            }
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe {
-            write_out(
-                out,
-                ry_abi_layout_t {
-                    size: l.0,
-                    align: l.1,
-                },
-                "out",
-            )
-        }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            Ok(layout(ry_abi_type::from_u32(which, "which")?))
+        })
+    }
 }

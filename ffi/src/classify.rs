@@ -7,8 +7,8 @@ use crate::enums::{
     ry_effect, ry_failure_class, ry_failure_scope, ry_object_handling, ry_reason, ry_signal,
     ry_task_state,
 };
-use crate::error::{guard, RyStatus};
-use crate::ptr::write_out;
+use crate::error::{ret, RyStatus};
+use crate::mirror::CEnum;
 
 /// `ry_wc_classification.reason` / `ry_signal_classification` when the
 /// row carries no evidence reason (a success resolves instead).
@@ -94,11 +94,8 @@ pub unsafe extern "C" fn ry_classify_wc(
     vendor_err: u32,
     out: *mut ry_wc_classification,
 ) -> RyStatus {
-    guard(|| {
-        let row = ry_wc_classification::from(&classify_wc(status, vendor_err));
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, row, "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe { ret(out, "out", || Ok((&classify_wc(status, vendor_err)).into())) }
 }
 
 impl From<&railyard_core::classify::WcClassification> for ry_wc_classification {
@@ -145,11 +142,8 @@ pub unsafe extern "C" fn ry_classify_event(
     event_type: u32,
     out: *mut ry_event_classification,
 ) -> RyStatus {
-    guard(|| {
-        let row = ry_event_classification::from(&classify_event(event_type));
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, row, "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe { ret(out, "out", || Ok((&classify_event(event_type)).into())) }
 }
 
 /// Classifies a signal (`ry_signal` value). An unknown value is
@@ -164,20 +158,20 @@ pub unsafe extern "C" fn ry_classify_signal(
     signal: u32,
     out: *mut ry_signal_classification,
 ) -> RyStatus {
-    guard(|| {
-        let s = ry_signal::to_core(signal, "signal")?;
-        let c = classify_signal(s);
-        let row = ry_signal_classification {
-            signal: c.signal.into(),
-            class_: c.class.into(),
-            scope: c.scope.into(),
-            handling: c.handling.into(),
-            effect: c.effect.into(),
-            reason: c.reason.into(),
-            task_state: c.task_state.into(),
-            counts_hard_error: c.counts_hard_error(),
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, row, "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let c = classify_signal(ry_signal::to_core(signal, "signal")?);
+            Ok(ry_signal_classification {
+                signal: c.signal.into(),
+                class_: c.class.into(),
+                scope: c.scope.into(),
+                handling: c.handling.into(),
+                effect: c.effect.into(),
+                reason: c.reason.into(),
+                task_state: c.task_state.into(),
+                counts_hard_error: c.counts_hard_error(),
+            })
+        })
+    }
 }

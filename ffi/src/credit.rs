@@ -12,20 +12,19 @@
 //! core `Reservation` borrows the ledger and cannot cross the ABI. A
 //! caller that would roll back simply does not call it yet. After the
 //! commit only the completion's release remains, exactly as in the core.
-
-use std::sync::Mutex;
+//!
+//! The types and `ry_credit_ledger_config_default` are always built (the
+//! hot path takes credit updates and writes usage reports); the sender
+//! ledger and receiver allocator objects are part of the per-layer ABI
+//! (cargo feature `layers`, `RY_LAYERS` in C).
 
 use railyard_core::credit::{
-    AllocatorConfig, Charge, CommittedCharge, CreditUpdate, CreditUsage, LedgerConfig,
-    ReceiverAllocator, ReleaseOutcome, ReserveError, ReturnPath, SenderControl, SenderLedger,
-    SessionId, Totals, UpdateOutcome, UsageOutcome, RESOURCES,
+    Charge, CreditMetrics, CreditUpdate, CreditUsage, LedgerConfig, ReleaseOutcome, ReturnPath,
+    SessionId, Totals, UpdateOutcome, RESOURCES,
 };
-use railyard_core::token::TokenRecord;
 
-use crate::error::{guard, Error, Result, RyStatus};
-use crate::handle::Registry;
-use crate::ptr::{in_ref, out_ref, write_out};
-use crate::token::ry_token_record;
+use crate::error::{ret, Error, Result, RyStatus};
+use crate::mirror::{mirror, mirror_struct};
 
 /// Number of credit resources.
 pub const RY_RESOURCES: u32 = 4;
@@ -59,6 +58,12 @@ impl From<ry_charge> for Charge {
 impl From<Charge> for ry_charge {
     fn from(c: Charge) -> Self {
         ry_charge { v: c.0 }
+    }
+}
+
+impl From<[u64; RESOURCES]> for ry_charge {
+    fn from(v: [u64; RESOURCES]) -> Self {
+        ry_charge { v }
     }
 }
 
@@ -256,16 +261,32 @@ pub struct ry_credit_ledger_config {
 pub unsafe extern "C" fn ry_credit_ledger_config_default(
     out: *mut ry_credit_ledger_config,
 ) -> RyStatus {
-    guard(|| {
-        let d = LedgerConfig::default();
-        let c = ry_credit_ledger_config {
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            Ok(ry_credit_ledger_config::from(LedgerConfig::default()))
+        })
+    }
+}
+
+impl From<LedgerConfig> for ry_credit_ledger_config {
+    fn from(d: LedgerConfig) -> Self {
+        ry_credit_ledger_config {
             window: ry_charge { v: d.window },
             max_peers: d.max_peers,
             max_classes: d.max_classes,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, c, "out") }
-    })
+        }
+    }
+}
+
+impl From<ry_credit_ledger_config> for LedgerConfig {
+    fn from(c: ry_credit_ledger_config) -> Self {
+        LedgerConfig {
+            max_peers: c.max_peers,
+            max_classes: c.max_classes,
+            window: c.window.v,
+        }
+    }
 }
 
 /// A sender credit ledger handle. Zero is never valid.
@@ -274,93 +295,6 @@ pub unsafe extern "C" fn ry_credit_ledger_config_default(
 pub struct ry_credit_sender {
     /// Opaque handle bits.
     pub bits: u64,
-}
-
-struct Sender {
-    ledger: SenderLedger,
-    control: Mutex<SenderControl>,
-}
-
-static SENDERS: Registry<Sender> = Registry::new(5, "credit sender");
-
-fn sender(h: ry_credit_sender) -> Result<crate::handle::Pinned<Sender>> {
-    SENDERS.get(h.bits)
-}
-
-impl Sender {
-    fn ctl(&self) -> std::sync::MutexGuard<'_, SenderControl> {
-        self.control.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Creates a sender ledger (all memory allocated here).
-///
-/// Ownership: `*out` is owned by the caller; free with
-/// `ry_credit_sender_destroy`. Thread-safety: the data-path calls
-/// (`ry_credit_reserve_commit`, `ry_credit_release*`, `ry_credit_available`)
-/// are lock-free from any thread; the control calls (bind, apply update,
-/// usage, return, stale, quarantine, metrics) are serialised by an
-/// internal mutex the data path never takes.
-///
-/// # Safety
-/// `cfg` is valid for reads; `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_sender_create(
-    cfg: *const ry_credit_ledger_config,
-    out: *mut ry_credit_sender,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let c = *unsafe { in_ref(cfg, "cfg") }?;
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let (ledger, control) = SenderLedger::new(LedgerConfig {
-            max_peers: c.max_peers,
-            max_classes: c.max_classes,
-            window: c.window.v,
-        })?;
-        let bits = SENDERS.insert(Sender {
-            ledger,
-            control: Mutex::new(control),
-        })?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_credit_sender { bits }, "out") }
-    })
-}
-
-/// Destroys a sender ledger. Thread-safety: any thread.
-///
-/// Ownership: consumes the handle; every copy of it becomes invalid.
-#[no_mangle]
-pub extern "C" fn ry_credit_sender_destroy(sender: ry_credit_sender) -> RyStatus {
-    guard(|| SENDERS.remove(sender.bits))
-}
-
-/// Binds `peer` to a receiver session and epoch (after negotiation, or on
-/// a new session/epoch). A previous binding is invalidated: old commits
-/// and completions can no longer touch the new epoch (they are fenced),
-/// and the entries stay closed until the first update of the new epoch.
-/// Binding only moves forward in `(session, epoch)` order: an older epoch
-/// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`) or any earlier session, however many
-/// restarts ago (`RY_STATUS_CREDIT_SESSION_MISMATCH`), is refused
-/// (replay-safe); session or epoch 0 is `RY_STATUS_CREDIT_ZERO_ID`.
-///
-/// Thread-safety: control path (internal mutex).
-///
-/// Ownership: borrows its arguments for the call only; retains nothing.
-#[no_mangle]
-pub extern "C" fn ry_credit_bind(
-    sender: ry_credit_sender,
-    peer: u32,
-    session: ry_session_id,
-    epoch: u64,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        let mut ctl = s.ctl();
-        Ok(ctl.bind(&s.ledger, peer, session.into(), epoch)?)
-    })
 }
 
 /// `ry_credit_apply_update`'s outcome.
@@ -376,49 +310,22 @@ pub enum ry_update_outcome {
     Duplicate = 2,
 }
 
-/// Applies a receiver update for `peer` (identity from the endpoint, never
-/// the payload): session and epoch must match, an older or equal sequence
-/// is a no-op, a gap is applied and counted, every cumulative total must be
-/// non-decreasing (else `RY_STATUS_CREDIT_VIOLATION` and the peer is
-/// quarantined). `*outcome_out` and `*missed_out` are optional.
-///
-/// Thread-safety: control path (internal mutex).
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+/// `*p` (an optional charge: NULL is none) as a core charge.
 ///
 /// # Safety
-/// `update` is valid for reads; the out-pointers are NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_apply_update(
-    sender: ry_credit_sender,
-    peer: u32,
-    update: *const ry_credit_update,
-    now_ns: u64,
-    outcome_out: *mut ry_update_outcome,
-    missed_out: *mut u64,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        // SAFETY: caller contract: valid for reads.
-        let u = unsafe { in_ref(update, "update") }?.to_core()?;
-        let o = s.ctl().apply_update(&s.ledger, peer, &u, now_ns)?;
-        let (o, missed) = match o {
-            UpdateOutcome::Applied => (ry_update_outcome::Applied, 0),
-            UpdateOutcome::AppliedAfterGap { missed } => {
-                (ry_update_outcome::AppliedAfterGap, missed)
-            }
-            UpdateOutcome::Duplicate => (ry_update_outcome::Duplicate, 0),
-        };
-        if !outcome_out.is_null() {
-            // SAFETY: caller contract: valid for writes (non-NULL).
-            unsafe { write_out(outcome_out, o, "outcome_out") }?;
-        }
-        if !missed_out.is_null() {
-            // SAFETY: caller contract: valid for writes (non-NULL).
-            unsafe { write_out(missed_out, missed, "missed_out") }?;
-        }
-        Ok(())
-    })
+/// `p` is NULL or valid for reads.
+pub(crate) unsafe fn charge_or_zero(p: *const ry_charge) -> Charge {
+    // SAFETY: the caller guarantees `p` is NULL or valid for reads.
+    unsafe { crate::ptr::in_opt(p) }.map_or(Charge::ZERO, Charge::from)
+}
+
+/// The C outcome of an applied update and the sequence numbers it skipped.
+pub(crate) fn update_outcome(o: UpdateOutcome) -> (ry_update_outcome, u64) {
+    match o {
+        UpdateOutcome::Applied => (ry_update_outcome::Applied, 0),
+        UpdateOutcome::AppliedAfterGap { missed } => (ry_update_outcome::AppliedAfterGap, missed),
+        UpdateOutcome::Duplicate => (ry_update_outcome::Duplicate, 0),
+    }
 }
 
 /// A committed credit charge as plain data, released exactly once by its
@@ -439,77 +346,6 @@ pub struct ry_committed_charge {
     pub reserved: u8,
 }
 
-impl ry_committed_charge {
-    fn from_core(c: &CommittedCharge) -> Self {
-        ry_committed_charge {
-            charge: c.charge().into(),
-            entry: c.entry().index(),
-            generation: c.generation(),
-            held: 1,
-            reserved: 0,
-        }
-    }
-
-    fn core(&self) -> Result<CommittedCharge> {
-        if self.held == 0 {
-            return Err(Error::new(
-                RyStatus::CreditNotHeld,
-                "committed charge is not held (already released or recorded)",
-            ));
-        }
-        Ok(CommittedCharge::new_unchecked(
-            self.entry,
-            self.generation,
-            self.charge.into(),
-        ))
-    }
-}
-
-/// Reserves the whole `*charge` against `(peer, class)` — all resources or
-/// none, one CAS — and commits it: call it at handoff to the transport.
-/// On `RY_STATUS_CREDIT_INSUFFICIENT` nothing was taken and
-/// `*short_out` (optional) holds the bitmask of exhausted resources.
-///
-/// Ownership: the caller owns `*out` and releases it exactly once.
-/// Thread-safety: lock-free; any number of threads.
-///
-/// # Safety
-/// `charge` is valid for reads; `out` is valid for writes; `short_out` is
-/// NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_reserve_commit(
-    sender: ry_credit_sender,
-    peer: u32,
-    class: u32,
-    charge: *const ry_charge,
-    out: *mut ry_committed_charge,
-    short_out: *mut u8,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        // SAFETY: caller contract: valid for reads.
-        let c: Charge = (*unsafe { in_ref(charge, "charge") }?).into();
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let entry = s.ledger.entry(peer, class)?;
-        let r = match s.ledger.try_reserve(entry, &c) {
-            Ok(r) => r,
-            Err(e) => {
-                if let (ReserveError::Insufficient(set), false) = (e, short_out.is_null()) {
-                    // SAFETY: caller contract: valid for writes (non-NULL).
-                    unsafe { write_out(short_out, set.bits(), "short_out") }?;
-                }
-                return Err(e.into());
-            }
-        };
-        let committed = r.commit()?;
-        // SAFETY: caller contract: valid for writes (checked non-NULL before
-        // reserving, so a commit is never lost).
-        unsafe { write_out(out, ry_committed_charge::from_core(&committed), "out") }
-    })
-}
-
 /// `ry_credit_release`'s outcome.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -521,240 +357,7 @@ pub enum ry_credit_release_outcome {
     Fenced = 1,
 }
 
-fn release_outcome(o: ReleaseOutcome) -> ry_credit_release_outcome {
-    match o {
-        ReleaseOutcome::Released => ry_credit_release_outcome::Released,
-        ReleaseOutcome::Fenced => ry_credit_release_outcome::Fenced,
-    }
-}
-
-/// Releases a committed charge on completion (clearing `held`): it is
-/// reported to the receiver in the next usage report; it never mints
-/// sender credit. `*outcome_out` (optional) says whether it was released
-/// or fenced (old epoch). A charge that is not `held` is
-/// `RY_STATUS_CREDIT_NOT_HELD`; one larger than what is outstanding in its
-/// epoch (a copy released twice, a forged one) is
-/// `RY_STATUS_CREDIT_OVER_RELEASE`. On any error nothing changes and
-/// `held` stays as it was.
-///
-/// Thread-safety: lock-free; any thread.
-///
-/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
-///
-/// # Safety
-/// `charge` is valid for reads and writes; `outcome_out` is NULL or valid
-/// for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_release(
-    sender: ry_credit_sender,
-    charge: *mut ry_committed_charge,
-    outcome_out: *mut ry_credit_release_outcome,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        // SAFETY: caller contract: valid for reads and writes.
-        let c = unsafe { out_ref(charge, "charge") }?;
-        let o = s.ledger.release(c.core()?)?;
-        c.held = 0;
-        if outcome_out.is_null() {
-            return Ok(());
-        }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(outcome_out, release_outcome(o), "outcome_out") }
-    })
-}
-
-/// Moves a held committed charge into a token record (`credit_key`,
-/// `RY_HOLDS_CREDIT`) and clears `held`. `record->bytes` must equal the
-/// charge's DATA_BYTES, and slot charges must be 0 or 1
-/// (`RY_STATUS_CREDIT_NOT_RECORDABLE` otherwise; nothing moves).
-///
-/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
-/// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
-///
-/// # Safety
-/// `charge` and `record` are valid for reads and writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_committed_charge_record_into(
-    charge: *mut ry_committed_charge,
-    record: *mut ry_token_record,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads and writes.
-        let c = unsafe { out_ref(charge, "charge") }?;
-        // SAFETY: caller contract: valid for reads and writes.
-        let r = unsafe { out_ref(record, "record") }?;
-        if r.holds & TokenRecord::HOLDS_CREDIT != 0 {
-            return Err(Error::new(
-                RyStatus::CreditNotRecordable,
-                "record already holds a credit charge",
-            ));
-        }
-        let mut rec = TokenRecord::from(&*r);
-        c.core()?
-            .record_into(&mut rec)
-            .map_err(|(e, _still_held_by_c)| e)?;
-        *r = ry_token_record::from(&rec);
-        c.held = 0;
-        Ok(())
-    })
-}
-
-/// Releases the credit charge recorded in `*record` (the completion path)
-/// and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
-/// `RY_STATUS_CREDIT_NOT_HELD`; a copy of the record released after the
-/// original is `RY_STATUS_CREDIT_OVER_RELEASE`. On any error `*record` is
-/// left as it was. `*outcome_out` is optional.
-///
-/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
-/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
-///
-/// # Safety
-/// `record` is valid for reads and writes; `outcome_out` is NULL or valid
-/// for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_release_record(
-    sender: ry_credit_sender,
-    record: *mut ry_token_record,
-    outcome_out: *mut ry_credit_release_outcome,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        // SAFETY: caller contract: valid for reads and writes.
-        let r = unsafe { out_ref(record, "record") }?;
-        let mut rec = TokenRecord::from(&*r);
-        let o = s.ledger.release_record(&mut rec)?;
-        r.holds = rec.holds;
-        if outcome_out.is_null() {
-            return Ok(());
-        }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(outcome_out, release_outcome(o), "outcome_out") }
-    })
-}
-
-/// Writes `(peer, class)`'s available credit (one consistent snapshot,
-/// never torn) and whether the entry is open for dispatch.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
-///
-/// # Safety
-/// `out` is valid for writes; `open_out` is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_available(
-    sender: ry_credit_sender,
-    peer: u32,
-    class: u32,
-    out: *mut ry_charge,
-    open_out: *mut bool,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        let entry = s.ledger.entry(peer, class)?;
-        let (avail, open) = s.ledger.available(entry)?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, avail.into(), "out") }?;
-        if !open_out.is_null() {
-            // SAFETY: caller contract: valid for writes (non-NULL).
-            unsafe { write_out(open_out, open, "open_out") }?;
-        }
-        Ok(())
-    })
-}
-
-/// Builds the usage report for `(peer, class)` (cumulative consumed,
-/// released and returned totals of the bound epoch, plus `*pending_demand`,
-/// which may be NULL for none). Encode it with `ry_wire_encode`.
-///
-/// Thread-safety: control path (internal mutex).
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-///
-/// # Safety
-/// `pending_demand` is NULL or valid for reads; `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_usage_report(
-    sender: ry_credit_sender,
-    peer: u32,
-    class: u32,
-    pending_demand: *const ry_charge,
-    out: *mut ry_credit_usage,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        let demand: Charge = if pending_demand.is_null() {
-            Charge::ZERO
-        } else {
-            // SAFETY: caller contract: valid for reads (non-NULL).
-            (*unsafe { in_ref(pending_demand, "pending_demand") }?).into()
-        };
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let u = s.ctl().usage(&s.ledger, peer, class, demand)?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_credit_usage::from_core(&u), "out") }
-    })
-}
-
-/// Returns up to `*max` of `(peer, class)`'s unused credit to the receiver
-/// (reported in the next usage report), taken atomically from the
-/// available credit so it can never be both returned and used. Writes what
-/// was actually returned.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
-///
-/// # Safety
-/// `max` is valid for reads; `returned_out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_return_unused(
-    sender: ry_credit_sender,
-    peer: u32,
-    class: u32,
-    max: *const ry_charge,
-    returned_out: *mut ry_charge,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        // SAFETY: caller contract: valid for reads.
-        let m: Charge = (*unsafe { in_ref(max, "max") }?).into();
-        if returned_out.is_null() {
-            return Err(Error::null("returned_out"));
-        }
-        let r = s.ctl().return_unused(&s.ledger, peer, class, m)?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(returned_out, r.into(), "returned_out") }
-    })
-}
-
-/// Marks `peer` stale (control disconnect, freshness expiry): no new
-/// credit-gated dispatch; a newer update reopens it.
-///
-/// Ownership: borrows its arguments for the call only; retains nothing.
-/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
-#[no_mangle]
-pub extern "C" fn ry_credit_mark_stale(sender: ry_credit_sender, peer: u32) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        let mut ctl = s.ctl();
-        Ok(ctl.mark_stale(&s.ledger, peer)?)
-    })
-}
-
-/// Quarantines `peer` (a violation seen elsewhere) until it is re-bound.
-///
-/// Ownership: borrows its arguments for the call only; retains nothing.
-/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
-#[no_mangle]
-pub extern "C" fn ry_credit_quarantine(sender: ry_credit_sender, peer: u32) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        let mut ctl = s.ctl();
-        Ok(ctl.quarantine(&s.ledger, peer)?)
-    })
-}
+mirror!(ry_credit_release_outcome <=> ReleaseOutcome: Released, Fenced);
 
 /// Bounded sender credit metrics (per resource, never per request).
 #[repr(C)]
@@ -790,41 +393,11 @@ pub struct ry_credit_metrics {
     pub violations: u64,
 }
 
-/// Writes the sender's aggregated metrics. Control path (internal mutex).
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_metrics_get(
-    sender: ry_credit_sender,
-    out: *mut ry_credit_metrics,
-) -> RyStatus {
-    guard(|| {
-        let s = self::sender(sender)?;
-        let m = s.ctl().metrics(&s.ledger);
-        let v = ry_credit_metrics {
-            granted: Charge(m.granted).into(),
-            consumed: Charge(m.consumed).into(),
-            available: Charge(m.available).into(),
-            returned: Charge(m.returned).into(),
-            fenced_inflight: Charge(m.fenced_inflight).into(),
-            stalls: m.stalls,
-            updates_applied: m.updates_applied,
-            duplicate_updates: m.duplicate_updates,
-            stale_updates: m.stale_updates,
-            sequence_gaps: m.sequence_gaps,
-            epoch_resets: m.epoch_resets,
-            fenced_ops: m.fenced_ops,
-            refused_ops: m.refused_ops,
-            violations: m.violations,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, v, "out") }
-    })
-}
+mirror_struct!(ry_credit_metrics <= CreditMetrics {
+    granted, consumed, available, returned, fenced_inflight, stalls, updates_applied,
+    duplicate_updates, stale_updates, sequence_gaps, epoch_resets, fenced_ops, refused_ops,
+    violations; stall_ns, legacy_fallbacks
+});
 
 // -------------------------------------------------------------- receiver
 
@@ -837,6 +410,8 @@ pub enum ry_return_path {
     /// The receiver's own consumer (`ry_credit_receiver_consumed`).
     ReceiverConsumption = 1,
 }
+
+mirror!(ry_return_path <=> ReturnPath: SenderCompletion, ReceiverConsumption);
 
 /// Receiver allocator configuration.
 #[repr(C)]
@@ -856,47 +431,6 @@ pub struct ry_credit_allocator_config {
     pub max_classes: u32,
 }
 
-/// Writes a configuration with the default return paths (DATA_BYTES and
-/// REQUEST_SLOTS by sender completion, STAGING and CONSUMER slots by
-/// receiver consumption), no entry caps, and the given sizes.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: pure; any thread, concurrently.
-///
-/// # Safety
-/// `capacity` is valid for reads; `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_allocator_config_init(
-    session: ry_session_id,
-    max_peers: u32,
-    max_classes: u32,
-    capacity: *const ry_charge,
-    out: *mut ry_credit_allocator_config,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let cap = *unsafe { in_ref(capacity, "capacity") }?;
-        let d = AllocatorConfig::new(session.into(), max_peers, max_classes, cap.v);
-        let mut rp = [0u32; 4];
-        for (o, p) in rp.iter_mut().zip(d.return_path) {
-            *o = match p {
-                ReturnPath::SenderCompletion => ry_return_path::SenderCompletion as u32,
-                ReturnPath::ReceiverConsumption => ry_return_path::ReceiverConsumption as u32,
-            };
-        }
-        let c = ry_credit_allocator_config {
-            session,
-            capacity: cap,
-            entry_cap: ry_charge { v: d.entry_cap },
-            return_path: rp,
-            max_peers,
-            max_classes,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, c, "out") }
-    })
-}
-
 /// A receiver allocator handle. Zero is never valid.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -905,289 +439,739 @@ pub struct ry_credit_receiver {
     pub bits: u64,
 }
 
-static RECEIVERS: Registry<Mutex<ReceiverAllocator>> = Registry::new(6, "credit receiver");
+#[cfg(feature = "layers")]
+pub use layer::*;
 
-fn with_receiver<R>(
-    h: ry_credit_receiver,
-    f: impl FnOnce(&mut ReceiverAllocator) -> Result<R>,
-) -> Result<R> {
-    let r = RECEIVERS.get(h.bits)?;
-    let mut g = r.lock().unwrap_or_else(|e| e.into_inner());
-    f(&mut g)
-}
+/// The sender ledger and receiver allocator objects (feature `layers`).
+#[cfg(feature = "layers")]
+mod layer {
+    use std::sync::{Mutex, MutexGuard};
 
-/// Creates a receiver allocator with all capacity free.
-///
-/// Ownership: `*out` is owned by the caller; free with
-/// `ry_credit_receiver_destroy`. Thread-safety: control-path state; every
-/// call is serialised by an internal mutex.
-///
-/// # Safety
-/// `cfg` is valid for reads; `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_create(
-    cfg: *const ry_credit_allocator_config,
-    out: *mut ry_credit_receiver,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let c = *unsafe { in_ref(cfg, "cfg") }?;
-        if out.is_null() {
-            return Err(Error::null("out"));
+    use railyard_core::credit::{
+        AllocatorConfig, CommittedCharge, ReceiverAllocator, ReserveError, SenderControl,
+        SenderLedger, UsageOutcome,
+    };
+    use railyard_core::token::TokenRecord;
+
+    use super::*;
+    use crate::error::{guard, ret_opt};
+    use crate::handle::{Pinned, Registry};
+    use crate::mirror::CEnum;
+    use crate::ptr::{in_ref, out_ref, put};
+    use crate::token::ry_token_record;
+
+    struct Sender {
+        ledger: SenderLedger,
+        control: Mutex<SenderControl>,
+    }
+
+    static SENDERS: Registry<Sender> = Registry::new(5, "credit sender");
+
+    fn sender(h: ry_credit_sender) -> Result<Pinned<Sender>> {
+        SENDERS.get(h.bits)
+    }
+
+    impl Sender {
+        fn ctl(&self) -> MutexGuard<'_, SenderControl> {
+            self.control.lock().unwrap_or_else(|e| e.into_inner())
         }
-        let mut rp = [ReturnPath::SenderCompletion; RESOURCES];
-        for (o, &p) in rp.iter_mut().zip(&c.return_path) {
-            *o = match p {
-                0 => ReturnPath::SenderCompletion,
-                1 => ReturnPath::ReceiverConsumption,
-                v => {
-                    return Err(Error::invalid(format_args!(
-                        "return_path: {v} is not a valid ry_return_path"
-                    )))
+    }
+
+    impl ry_committed_charge {
+        fn from_core(c: &CommittedCharge) -> Self {
+            ry_committed_charge {
+                charge: c.charge().into(),
+                entry: c.entry().index(),
+                generation: c.generation(),
+                held: 1,
+                reserved: 0,
+            }
+        }
+
+        fn core(&self) -> Result<CommittedCharge> {
+            if self.held == 0 {
+                return Err(Error::new(
+                    RyStatus::CreditNotHeld,
+                    "committed charge is not held (already released or recorded)",
+                ));
+            }
+            Ok(CommittedCharge::new_unchecked(
+                self.entry,
+                self.generation,
+                self.charge.into(),
+            ))
+        }
+    }
+
+    /// Creates a sender ledger (all memory allocated here).
+    ///
+    /// Ownership: `*out` is owned by the caller; free with
+    /// `ry_credit_sender_destroy`. Thread-safety: the data-path calls
+    /// (`ry_credit_reserve_commit`, `ry_credit_release*`, `ry_credit_available`)
+    /// are lock-free from any thread; the control calls (bind, apply update,
+    /// usage, return, stale, quarantine, metrics) are serialised by an
+    /// internal mutex the data path never takes.
+    ///
+    /// # Safety
+    /// `cfg` is valid for reads; `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_sender_create(
+        cfg: *const ry_credit_ledger_config,
+        out: *mut ry_credit_sender,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `cfg` valid for reads, `out` for writes.
+        unsafe {
+            ret(out, "out", || {
+                let (ledger, control) = SenderLedger::new((*in_ref(cfg, "cfg")?).into())?;
+                let control = Mutex::new(control);
+                let bits = SENDERS.insert(Sender { ledger, control })?;
+                Ok(ry_credit_sender { bits })
+            })
+        }
+    }
+
+    /// Destroys a sender ledger. Thread-safety: any thread.
+    ///
+    /// Ownership: consumes the handle; every copy of it becomes invalid.
+    #[no_mangle]
+    pub extern "C" fn ry_credit_sender_destroy(sender: ry_credit_sender) -> RyStatus {
+        guard(|| SENDERS.remove(sender.bits))
+    }
+
+    /// Binds `peer` to a receiver session and epoch (after negotiation, or on
+    /// a new session/epoch). A previous binding is invalidated: old commits
+    /// and completions can no longer touch the new epoch (they are fenced),
+    /// and the entries stay closed until the first update of the new epoch.
+    /// Binding only moves forward in `(session, epoch)` order: an older epoch
+    /// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`) or any earlier session, however many
+    /// restarts ago (`RY_STATUS_CREDIT_SESSION_MISMATCH`), is refused
+    /// (replay-safe); session or epoch 0 is `RY_STATUS_CREDIT_ZERO_ID`.
+    ///
+    /// Thread-safety: control path (internal mutex).
+    ///
+    /// Ownership: borrows its arguments for the call only; retains nothing.
+    #[no_mangle]
+    pub extern "C" fn ry_credit_bind(
+        sender: ry_credit_sender,
+        peer: u32,
+        session: ry_session_id,
+        epoch: u64,
+    ) -> RyStatus {
+        guard(|| {
+            let s = self::sender(sender)?;
+            let mut ctl = s.ctl();
+            Ok(ctl.bind(&s.ledger, peer, session.into(), epoch)?)
+        })
+    }
+
+    /// Applies a receiver update for `peer` (identity from the endpoint, never
+    /// the payload): session and epoch must match, an older or equal sequence
+    /// is a no-op, a gap is applied and counted, every cumulative total must be
+    /// non-decreasing (else `RY_STATUS_CREDIT_VIOLATION` and the peer is
+    /// quarantined). `*outcome_out` and `*missed_out` are optional.
+    ///
+    /// Thread-safety: control path (internal mutex).
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    ///
+    /// # Safety
+    /// `update` is valid for reads; the out-pointers are NULL or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_apply_update(
+        sender: ry_credit_sender,
+        peer: u32,
+        update: *const ry_credit_update,
+        now_ns: u64,
+        outcome_out: *mut ry_update_outcome,
+        missed_out: *mut u64,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `update` valid for reads, the out-pointers
+        // NULL or valid for writes.
+        guard(|| unsafe {
+            let s = self::sender(sender)?;
+            let u = in_ref(update, "update")?.to_core()?;
+            let (o, missed) = update_outcome(s.ctl().apply_update(&s.ledger, peer, &u, now_ns)?);
+            put(outcome_out, o);
+            put(missed_out, missed);
+            Ok(())
+        })
+    }
+
+    /// Reserves the whole `*charge` against `(peer, class)` — all resources or
+    /// none, one CAS — and commits it: call it at handoff to the transport.
+    /// On `RY_STATUS_CREDIT_INSUFFICIENT` nothing was taken and
+    /// `*short_out` (optional) holds the bitmask of exhausted resources.
+    ///
+    /// Ownership: the caller owns `*out` and releases it exactly once.
+    /// Thread-safety: lock-free; any number of threads.
+    ///
+    /// # Safety
+    /// `charge` is valid for reads; `out` is valid for writes; `short_out` is
+    /// NULL or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_reserve_commit(
+        sender: ry_credit_sender,
+        peer: u32,
+        class: u32,
+        charge: *const ry_charge,
+        out: *mut ry_committed_charge,
+        short_out: *mut u8,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `charge` valid for reads, `out` valid for
+        // writes (checked non-NULL before reserving, so a commit is never
+        // lost), `short_out` NULL or valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let s = self::sender(sender)?;
+                let c: Charge = (*in_ref(charge, "charge")?).into();
+                let entry = s.ledger.entry(peer, class)?;
+                let r = s.ledger.try_reserve(entry, &c).inspect_err(|e| {
+                    if let ReserveError::Insufficient(set) = e {
+                        put(short_out, set.bits());
+                    }
+                })?;
+                Ok(ry_committed_charge::from_core(&r.commit()?))
+            })
+        }
+    }
+
+    /// Releases a committed charge on completion (clearing `held`): it is
+    /// reported to the receiver in the next usage report; it never mints
+    /// sender credit. `*outcome_out` (optional) says whether it was released
+    /// or fenced (old epoch). A charge that is not `held` is
+    /// `RY_STATUS_CREDIT_NOT_HELD`; one larger than what is outstanding in its
+    /// epoch (a copy released twice, a forged one) is
+    /// `RY_STATUS_CREDIT_OVER_RELEASE`. On any error nothing changes and
+    /// `held` stays as it was.
+    ///
+    /// Thread-safety: lock-free; any thread.
+    ///
+    /// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+    ///
+    /// # Safety
+    /// `charge` is valid for reads and writes; `outcome_out` is NULL or valid
+    /// for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_release(
+        sender: ry_credit_sender,
+        charge: *mut ry_committed_charge,
+        outcome_out: *mut ry_credit_release_outcome,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `charge` valid for reads and writes,
+        // `outcome_out` NULL or valid for writes.
+        unsafe {
+            ret_opt(outcome_out, || {
+                let s = self::sender(sender)?;
+                let c = out_ref(charge, "charge")?;
+                let o = s.ledger.release(c.core()?)?;
+                c.held = 0;
+                Ok(o.into())
+            })
+        }
+    }
+
+    /// Moves a held committed charge into a token record (`credit_key`,
+    /// `RY_HOLDS_CREDIT`) and clears `held`. `record->bytes` must equal the
+    /// charge's DATA_BYTES, and slot charges must be 0 or 1
+    /// (`RY_STATUS_CREDIT_NOT_RECORDABLE` otherwise; nothing moves).
+    ///
+    /// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+    /// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
+    ///
+    /// # Safety
+    /// `charge` and `record` are valid for reads and writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_committed_charge_record_into(
+        charge: *mut ry_committed_charge,
+        record: *mut ry_token_record,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `charge` and `record` valid for reads and
+        // writes.
+        guard(|| unsafe {
+            let c = out_ref(charge, "charge")?;
+            let r = out_ref(record, "record")?;
+            if r.holds & TokenRecord::HOLDS_CREDIT != 0 {
+                return Err(Error::new(
+                    RyStatus::CreditNotRecordable,
+                    "record already holds a credit charge",
+                ));
+            }
+            let mut rec = TokenRecord::from(&*r);
+            c.core()?
+                .record_into(&mut rec)
+                .map_err(|(e, _still_held_by_c)| e)?;
+            *r = ry_token_record::from(&rec);
+            c.held = 0;
+            Ok(())
+        })
+    }
+
+    /// Releases the credit charge recorded in `*record` (the completion path)
+    /// and clears `RY_HOLDS_CREDIT`, so a second release of the same record is
+    /// `RY_STATUS_CREDIT_NOT_HELD`; a copy of the record released after the
+    /// original is `RY_STATUS_CREDIT_OVER_RELEASE`. On any error `*record` is
+    /// left as it was. `*outcome_out` is optional.
+    ///
+    /// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+    /// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+    ///
+    /// # Safety
+    /// `record` is valid for reads and writes; `outcome_out` is NULL or valid
+    /// for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_release_record(
+        sender: ry_credit_sender,
+        record: *mut ry_token_record,
+        outcome_out: *mut ry_credit_release_outcome,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `record` valid for reads and writes,
+        // `outcome_out` NULL or valid for writes.
+        unsafe {
+            ret_opt(outcome_out, || {
+                let s = self::sender(sender)?;
+                let r = out_ref(record, "record")?;
+                let mut rec = TokenRecord::from(&*r);
+                let o = s.ledger.release_record(&mut rec)?;
+                r.holds = rec.holds;
+                Ok(o.into())
+            })
+        }
+    }
+
+    /// Writes `(peer, class)`'s available credit (one consistent snapshot,
+    /// never torn) and whether the entry is open for dispatch.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+    ///
+    /// # Safety
+    /// `out` is valid for writes; `open_out` is NULL or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_available(
+        sender: ry_credit_sender,
+        peer: u32,
+        class: u32,
+        out: *mut ry_charge,
+        open_out: *mut bool,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` valid for writes, `open_out` NULL or
+        // valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let s = self::sender(sender)?;
+                let (avail, open) = s.ledger.available(s.ledger.entry(peer, class)?)?;
+                put(open_out, open);
+                Ok(avail.into())
+            })
+        }
+    }
+
+    /// Builds the usage report for `(peer, class)` (cumulative consumed,
+    /// released and returned totals of the bound epoch, plus `*pending_demand`,
+    /// which may be NULL for none). Encode it with `ry_wire_encode`.
+    ///
+    /// Thread-safety: control path (internal mutex).
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    ///
+    /// # Safety
+    /// `pending_demand` is NULL or valid for reads; `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_usage_report(
+        sender: ry_credit_sender,
+        peer: u32,
+        class: u32,
+        pending_demand: *const ry_charge,
+        out: *mut ry_credit_usage,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `pending_demand` NULL or valid for reads,
+        // `out` valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let s = self::sender(sender)?;
+                let demand = charge_or_zero(pending_demand);
+                let u = s.ctl().usage(&s.ledger, peer, class, demand)?;
+                Ok(ry_credit_usage::from_core(&u))
+            })
+        }
+    }
+
+    /// Returns up to `*max` of `(peer, class)`'s unused credit to the receiver
+    /// (reported in the next usage report), taken atomically from the
+    /// available credit so it can never be both returned and used. Writes what
+    /// was actually returned.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+    ///
+    /// # Safety
+    /// `max` is valid for reads; `returned_out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_return_unused(
+        sender: ry_credit_sender,
+        peer: u32,
+        class: u32,
+        max: *const ry_charge,
+        returned_out: *mut ry_charge,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `max` valid for reads, `returned_out` for
+        // writes.
+        unsafe {
+            ret(returned_out, "returned_out", || {
+                let s = self::sender(sender)?;
+                let m: Charge = (*in_ref(max, "max")?).into();
+                let r = s.ctl().return_unused(&s.ledger, peer, class, m)?;
+                Ok(r.into())
+            })
+        }
+    }
+
+    /// Marks `peer` stale (control disconnect, freshness expiry): no new
+    /// credit-gated dispatch; a newer update reopens it.
+    ///
+    /// Ownership: borrows its arguments for the call only; retains nothing.
+    /// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+    #[no_mangle]
+    pub extern "C" fn ry_credit_mark_stale(sender: ry_credit_sender, peer: u32) -> RyStatus {
+        guard(|| {
+            let s = self::sender(sender)?;
+            let mut ctl = s.ctl();
+            Ok(ctl.mark_stale(&s.ledger, peer)?)
+        })
+    }
+
+    /// Quarantines `peer` (a violation seen elsewhere) until it is re-bound.
+    ///
+    /// Ownership: borrows its arguments for the call only; retains nothing.
+    /// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+    #[no_mangle]
+    pub extern "C" fn ry_credit_quarantine(sender: ry_credit_sender, peer: u32) -> RyStatus {
+        guard(|| {
+            let s = self::sender(sender)?;
+            let mut ctl = s.ctl();
+            Ok(ctl.quarantine(&s.ledger, peer)?)
+        })
+    }
+
+    /// Writes the sender's aggregated metrics. Control path (internal mutex).
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: control path; serialised per sender by an internal mutex the data path never takes.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_metrics_get(
+        sender: ry_credit_sender,
+        out: *mut ry_credit_metrics,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let s = self::sender(sender)?;
+                let m = s.ctl().metrics(&s.ledger);
+                Ok(m.into())
+            })
+        }
+    }
+
+    /// Writes a configuration with the default return paths (DATA_BYTES and
+    /// REQUEST_SLOTS by sender completion, STAGING and CONSUMER slots by
+    /// receiver consumption), no entry caps, and the given sizes.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: pure; any thread, concurrently.
+    ///
+    /// # Safety
+    /// `capacity` is valid for reads; `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_allocator_config_init(
+        session: ry_session_id,
+        max_peers: u32,
+        max_classes: u32,
+        capacity: *const ry_charge,
+        out: *mut ry_credit_allocator_config,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `capacity` valid for reads, `out` for
+        // writes.
+        unsafe {
+            ret(out, "out", || {
+                let cap = *in_ref(capacity, "capacity")?;
+                let d = AllocatorConfig::new(session.into(), max_peers, max_classes, cap.v);
+                Ok(ry_credit_allocator_config {
+                    session,
+                    capacity: cap,
+                    entry_cap: ry_charge { v: d.entry_cap },
+                    return_path: d.return_path.map(|p| ry_return_path::from(p) as u32),
+                    max_peers,
+                    max_classes,
+                })
+            })
+        }
+    }
+
+    static RECEIVERS: Registry<Mutex<ReceiverAllocator>> = Registry::new(6, "credit receiver");
+
+    fn with_receiver<R>(
+        h: ry_credit_receiver,
+        f: impl FnOnce(&mut ReceiverAllocator) -> Result<R>,
+    ) -> Result<R> {
+        let r = RECEIVERS.get(h.bits)?;
+        let mut g = r.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g)
+    }
+
+    /// Creates a receiver allocator with all capacity free.
+    ///
+    /// Ownership: `*out` is owned by the caller; free with
+    /// `ry_credit_receiver_destroy`. Thread-safety: control-path state; every
+    /// call is serialised by an internal mutex.
+    ///
+    /// # Safety
+    /// `cfg` is valid for reads; `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_create(
+        cfg: *const ry_credit_allocator_config,
+        out: *mut ry_credit_receiver,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `cfg` valid for reads, `out` for writes.
+        unsafe {
+            ret(out, "out", || {
+                let c = *in_ref(cfg, "cfg")?;
+                let mut return_path = [ReturnPath::SenderCompletion; RESOURCES];
+                for (o, &p) in return_path.iter_mut().zip(&c.return_path) {
+                    *o = ry_return_path::to_core(p, "return_path")?;
                 }
+                let a = ReceiverAllocator::new(AllocatorConfig {
+                    session: c.session.into(),
+                    max_peers: c.max_peers,
+                    max_classes: c.max_classes,
+                    capacity: c.capacity.v,
+                    entry_cap: c.entry_cap.v,
+                    return_path,
+                })?;
+                let bits = RECEIVERS.insert(Mutex::new(a))?;
+                Ok(ry_credit_receiver { bits })
+            })
+        }
+    }
+
+    /// Destroys a receiver allocator. Thread-safety: any thread.
+    ///
+    /// Ownership: consumes the handle; every copy of it becomes invalid.
+    #[no_mangle]
+    pub extern "C" fn ry_credit_receiver_destroy(receiver: ry_credit_receiver) -> RyStatus {
+        guard(|| RECEIVERS.remove(receiver.bits))
+    }
+
+    /// Opens `peer` for grants in a new epoch (written to `*epoch_out`,
+    /// optional). The previous epoch's outstanding grants move to the fencing
+    /// bucket, reusable only after `ry_credit_receiver_fence_complete`.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `epoch_out` is NULL or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_open(
+        receiver: ry_credit_receiver,
+        peer: u32,
+        epoch_out: *mut u64,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `epoch_out` NULL or valid for writes.
+        unsafe { ret_opt(epoch_out, || with_receiver(receiver, |a| Ok(a.open(peer)?))) }
+    }
+
+    /// Disconnect of `peer`'s epoch `epoch` (the one `ry_credit_receiver_open`
+    /// returned): moves its outstanding grants into fencing and closes it. A
+    /// close naming another epoch — a stale close arriving after a newer open —
+    /// is `RY_STATUS_CREDIT_EPOCH_MISMATCH` and closes nothing; closing a
+    /// closed epoch again is a no-op.
+    ///
+    /// Ownership: borrows its arguments for the call only; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    #[no_mangle]
+    pub extern "C" fn ry_credit_receiver_close(
+        receiver: ry_credit_receiver,
+        peer: u32,
+        epoch: u64,
+    ) -> RyStatus {
+        guard(|| with_receiver(receiver, |a| Ok(a.close(peer, epoch)?)))
+    }
+
+    /// Every old epoch of `peer` up to `epoch` is drained or failed: the
+    /// fenced capacity becomes free (written to `*freed_out`, optional). A
+    /// confirmation older than the newest fenced epoch frees nothing
+    /// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`: a newer epoch's drain was not
+    /// confirmed).
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `freed_out` is NULL or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_fence_complete(
+        receiver: ry_credit_receiver,
+        peer: u32,
+        epoch: u64,
+        freed_out: *mut ry_charge,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `freed_out` NULL or valid for writes.
+        unsafe {
+            ret_opt(freed_out, || {
+                with_receiver(receiver, |a| Ok(a.fence_complete(peer, epoch)?.into()))
+            })
+        }
+    }
+
+    /// Carves `*add` from free capacity for `(peer, class)`, all or nothing,
+    /// and writes the update to send (cumulative totals, next sequence; the
+    /// first of an epoch is 1). An all-zero `*add` is
+    /// `RY_STATUS_CREDIT_EMPTY_CHARGE`.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `add` is valid for reads; `update_out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_grant(
+        receiver: ry_credit_receiver,
+        peer: u32,
+        class: u32,
+        add: *const ry_charge,
+        update_out: *mut ry_credit_update,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `add` valid for reads, `update_out` for
+        // writes.
+        unsafe {
+            ret(update_out, "update_out", || {
+                let add: Charge = (*in_ref(add, "add")?).into();
+                let u = with_receiver(receiver, |a| Ok(a.grant(peer, class, &add)?))?;
+                Ok(ry_credit_update::from_core(&u))
+            })
+        }
+    }
+
+    /// Applies a sender's usage report for `peer` (identity from the
+    /// endpoint). Writes the capacity returned to the free pool to
+    /// `*returned_out` (optional) and whether it was a duplicate (a no-op) to
+    /// `*duplicate_out` (optional). Usage of an old session or epoch is
+    /// `RY_STATUS_CREDIT_STALE`; totals that decrease or exceed the grant are a
+    /// violation (peer quarantined).
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `usage` is valid for reads; the out-pointers are NULL or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_on_usage(
+        receiver: ry_credit_receiver,
+        peer: u32,
+        usage: *const ry_credit_usage,
+        returned_out: *mut ry_charge,
+        duplicate_out: *mut bool,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `usage` valid for reads, the out-pointers
+        // NULL or valid for writes.
+        guard(|| unsafe {
+            let u = in_ref(usage, "usage")?.to_core()?;
+            let (back, dup) = match with_receiver(receiver, |a| Ok(a.on_usage(peer, &u)?))? {
+                UsageOutcome::Applied(c) => (c, false),
+                UsageOutcome::Duplicate => (Charge::ZERO, true),
             };
+            put(returned_out, back.into());
+            put(duplicate_out, dup);
+            Ok(())
+        })
+    }
+
+    /// Receiver-local consumption of `(peer, class)`'s outstanding grants (for
+    /// `RY_RETURN_PATH_RECEIVER_CONSUMPTION` resources); capacity returns to
+    /// the free pool. More than outstanding is refused.
+    ///
+    /// Ownership: borrows its arguments for the call only; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `amounts` is valid for reads.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_consumed(
+        receiver: ry_credit_receiver,
+        peer: u32,
+        class: u32,
+        amounts: *const ry_charge,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `amounts` valid for reads.
+        guard(|| unsafe {
+            let c: Charge = (*in_ref(amounts, "amounts")?).into();
+            with_receiver(receiver, |a| Ok(a.consumed(peer, class, &c)?))
+        })
+    }
+
+    /// Writes the free capacity per resource.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_free(
+        receiver: ry_credit_receiver,
+        out: *mut ry_charge,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                with_receiver(receiver, |a| Ok(a.free().into()))
+            })
         }
-        let a = ReceiverAllocator::new(AllocatorConfig {
-            session: c.session.into(),
-            max_peers: c.max_peers,
-            max_classes: c.max_classes,
-            capacity: c.capacity.v,
-            entry_cap: c.entry_cap.v,
-            return_path: rp,
-        })?;
-        let bits = RECEIVERS.insert(Mutex::new(a))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_credit_receiver { bits }, "out") }
-    })
-}
+    }
 
-/// Destroys a receiver allocator. Thread-safety: any thread.
-///
-/// Ownership: consumes the handle; every copy of it becomes invalid.
-#[no_mangle]
-pub extern "C" fn ry_credit_receiver_destroy(receiver: ry_credit_receiver) -> RyStatus {
-    guard(|| RECEIVERS.remove(receiver.bits))
-}
-
-/// Opens `peer` for grants in a new epoch (written to `*epoch_out`,
-/// optional). The previous epoch's outstanding grants move to the fencing
-/// bucket, reusable only after `ry_credit_receiver_fence_complete`.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `epoch_out` is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_open(
-    receiver: ry_credit_receiver,
-    peer: u32,
-    epoch_out: *mut u64,
-) -> RyStatus {
-    guard(|| {
-        let e = with_receiver(receiver, |a| Ok(a.open(peer)?))?;
-        if epoch_out.is_null() {
-            return Ok(());
+    /// Writes `(peer, class)`'s outstanding grants per resource.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_outstanding(
+        receiver: ry_credit_receiver,
+        peer: u32,
+        class: u32,
+        out: *mut ry_charge,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                with_receiver(receiver, |a| Ok(a.outstanding(peer, class)?.into()))
+            })
         }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(epoch_out, e, "epoch_out") }
-    })
-}
+    }
 
-/// Disconnect of `peer`'s epoch `epoch` (the one `ry_credit_receiver_open`
-/// returned): moves its outstanding grants into fencing and closes it. A
-/// close naming another epoch — a stale close arriving after a newer open —
-/// is `RY_STATUS_CREDIT_EPOCH_MISMATCH` and closes nothing; closing a
-/// closed epoch again is a no-op.
-///
-/// Ownership: borrows its arguments for the call only; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-#[no_mangle]
-pub extern "C" fn ry_credit_receiver_close(
-    receiver: ry_credit_receiver,
-    peer: u32,
-    epoch: u64,
-) -> RyStatus {
-    guard(|| with_receiver(receiver, |a| Ok(a.close(peer, epoch)?)))
-}
-
-/// Every old epoch of `peer` up to `epoch` is drained or failed: the
-/// fenced capacity becomes free (written to `*freed_out`, optional). A
-/// confirmation older than the newest fenced epoch frees nothing
-/// (`RY_STATUS_CREDIT_EPOCH_MISMATCH`: a newer epoch's drain was not
-/// confirmed).
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `freed_out` is NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_fence_complete(
-    receiver: ry_credit_receiver,
-    peer: u32,
-    epoch: u64,
-    freed_out: *mut ry_charge,
-) -> RyStatus {
-    guard(|| {
-        let f = with_receiver(receiver, |a| Ok(a.fence_complete(peer, epoch)?))?;
-        if freed_out.is_null() {
-            return Ok(());
+    /// Writes whether capacity is conserved: free + outstanding + fencing ==
+    /// capacity for every resource (must always be true).
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: serialised per receiver by an internal mutex.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_credit_receiver_conserved(
+        receiver: ry_credit_receiver,
+        out: *mut bool,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                with_receiver(receiver, |a| Ok(a.conserved()))
+            })
         }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(freed_out, f.into(), "freed_out") }
-    })
-}
-
-/// Carves `*add` from free capacity for `(peer, class)`, all or nothing,
-/// and writes the update to send (cumulative totals, next sequence; the
-/// first of an epoch is 1). An all-zero `*add` is
-/// `RY_STATUS_CREDIT_EMPTY_CHARGE`.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `add` is valid for reads; `update_out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_grant(
-    receiver: ry_credit_receiver,
-    peer: u32,
-    class: u32,
-    add: *const ry_charge,
-    update_out: *mut ry_credit_update,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let add: Charge = (*unsafe { in_ref(add, "add") }?).into();
-        if update_out.is_null() {
-            return Err(Error::null("update_out"));
-        }
-        let u = with_receiver(receiver, |a| Ok(a.grant(peer, class, &add)?))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(update_out, ry_credit_update::from_core(&u), "update_out") }
-    })
-}
-
-/// Applies a sender's usage report for `peer` (identity from the
-/// endpoint). Writes the capacity returned to the free pool to
-/// `*returned_out` (optional) and whether it was a duplicate (a no-op) to
-/// `*duplicate_out` (optional). Usage of an old session or epoch is
-/// `RY_STATUS_CREDIT_STALE`; totals that decrease or exceed the grant are a
-/// violation (peer quarantined).
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `usage` is valid for reads; the out-pointers are NULL or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_on_usage(
-    receiver: ry_credit_receiver,
-    peer: u32,
-    usage: *const ry_credit_usage,
-    returned_out: *mut ry_charge,
-    duplicate_out: *mut bool,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let u = unsafe { in_ref(usage, "usage") }?.to_core()?;
-        let o = with_receiver(receiver, |a| Ok(a.on_usage(peer, &u)?))?;
-        let (back, dup) = match o {
-            UsageOutcome::Applied(c) => (c, false),
-            UsageOutcome::Duplicate => (Charge::ZERO, true),
-        };
-        if !returned_out.is_null() {
-            // SAFETY: caller contract: valid for writes (non-NULL).
-            unsafe { write_out(returned_out, back.into(), "returned_out") }?;
-        }
-        if !duplicate_out.is_null() {
-            // SAFETY: caller contract: valid for writes (non-NULL).
-            unsafe { write_out(duplicate_out, dup, "duplicate_out") }?;
-        }
-        Ok(())
-    })
-}
-
-/// Receiver-local consumption of `(peer, class)`'s outstanding grants (for
-/// `RY_RETURN_PATH_RECEIVER_CONSUMPTION` resources); capacity returns to
-/// the free pool. More than outstanding is refused.
-///
-/// Ownership: borrows its arguments for the call only; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `amounts` is valid for reads.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_consumed(
-    receiver: ry_credit_receiver,
-    peer: u32,
-    class: u32,
-    amounts: *const ry_charge,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let c: Charge = (*unsafe { in_ref(amounts, "amounts") }?).into();
-        with_receiver(receiver, |a| Ok(a.consumed(peer, class, &c)?))
-    })
-}
-
-/// Writes the free capacity per resource.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_free(
-    receiver: ry_credit_receiver,
-    out: *mut ry_charge,
-) -> RyStatus {
-    guard(|| {
-        let f = with_receiver(receiver, |a| Ok(a.free()))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, Charge(f).into(), "out") }
-    })
-}
-
-/// Writes `(peer, class)`'s outstanding grants per resource.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_outstanding(
-    receiver: ry_credit_receiver,
-    peer: u32,
-    class: u32,
-    out: *mut ry_charge,
-) -> RyStatus {
-    guard(|| {
-        let o = with_receiver(receiver, |a| Ok(a.outstanding(peer, class)?))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, o.into(), "out") }
-    })
-}
-
-/// Writes whether capacity is conserved: free + outstanding + fencing ==
-/// capacity for every resource (must always be true).
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: serialised per receiver by an internal mutex.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_credit_receiver_conserved(
-    receiver: ry_credit_receiver,
-    out: *mut bool,
-) -> RyStatus {
-    guard(|| {
-        let c = with_receiver(receiver, |a| Ok(a.conserved()))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, c, "out") }
-    })
+    }
 }

@@ -42,6 +42,10 @@ use crate::cc::ry_cc_config;
 /// Bytes of `ry_engine_config.device` and `.listen`, NUL included.
 pub const RY_ENGINE_NAME_CAPACITY: usize = 64;
 
+/// Most devices (rails) one engine drives: the length of
+/// `ry_engine_stats.rail_slices_posted` and `.rail_charged_bytes`.
+pub const RY_ENGINE_MAX_RAILS: usize = 8;
+
 /// An engine handle. Zero is never valid.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -225,12 +229,15 @@ pub struct ry_engine_task_status {
     pub reserved: u32,
 }
 
-/// Counters and leak checks. The gauges (`tokens_in_use`,
-/// `endpoint_outstanding`, `qp_depth`, `cq_outstanding`, and
-/// `gate_in_flight_bytes` with a controller) are all zero when the engine
-/// is idle; anything else is a leak.
+/// Counters and leak checks: every field of the engine's `EngineStats`
+/// (a nested struct's fields as `outer_inner`, e.g. `gate_admitted`). The
+/// gauges (`tokens_in_use`, `endpoint_outstanding`, `qp_depth`,
+/// `cq_outstanding`, `slices_pending`, `parked`, `mem_pins`, every
+/// `rail_charged_bytes`, and `gate_in_flight_bytes` with a controller) are
+/// all zero when the engine is idle; anything else is a leak.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(test, derive(serde::Serialize))]
 pub struct ry_engine_stats {
     /// Tokens (posted attempts) not yet completed. A free token in a
     /// worker's token cache is not in use (see `tokens_cached`).
@@ -301,6 +308,55 @@ pub struct ry_engine_stats {
     /// pool's capacity (`max_inflight`). In what were reserved bytes of
     /// ABI 3 (the struct's layout is unchanged; older libraries write 0).
     pub tokens_cached: u32,
+    /// Slices parked after a refusal (deferred, avoided, backpressure),
+    /// each held until the event that can change the answer (ABI 4).
+    pub parks: u64,
+    /// Slices parked right now (a gauge; 0 when idle).
+    pub parked: u64,
+    /// Control epochs that saw the pollers stalled.
+    pub gate_stalled_epochs: u64,
+    /// Software route timeouts (task deadlines) the control epochs counted
+    /// as route hard errors (the poller progressing).
+    pub gate_route_timeouts: u64,
+    /// Software route timeouts suppressed because the poller stalled.
+    pub gate_suppressed_timeouts: u64,
+    /// Domain-epochs whose drain-time pressure was observed but not
+    /// enforced (devices whose drain signal is advisory: software providers).
+    pub gate_advisory_pressure_epochs: u64,
+    /// Rail releases the selector refused (NIC underflow, peer ledger
+    /// errors); must stay zero.
+    pub rail_accounting_errors: u64,
+    /// Slices moved to another rail of their segment (its device or route
+    /// was quarantined, or its endpoint retired).
+    pub rail_moves: u64,
+    /// Posts the composed hot path refused as invalid input (an engine bug;
+    /// the slice failed instead of posting without its holds): 0.
+    pub invalid_posts: u64,
+    /// Handshakes the listener accepted (each connection counts in exactly
+    /// one `handshakes_*`): became a segment.
+    pub handshakes_accepted: u64,
+    /// Refused at once: `max_handshakes` were in progress.
+    pub handshakes_busy: u64,
+    /// Bytes that are not a descriptor, or a wrong barrier byte.
+    pub handshakes_malformed: u64,
+    /// Silent or too slow past the handshake timeout.
+    pub handshakes_timed_out: u64,
+    /// Closed or reset by the peer mid-handshake.
+    pub handshakes_closed: u64,
+    /// A replayed descriptor (the QPs of a connection already made).
+    pub handshakes_replayed: u64,
+    /// Failed after a valid descriptor arrived (mismatched peer, QP setup,
+    /// endpoint table full).
+    pub handshakes_failed: u64,
+    /// Work requests posted per local device (rail), `[..rails]`.
+    pub rail_slices_posted: [u64; RY_ENGINE_MAX_RAILS],
+    /// Bytes of rail charges outstanding per device, `[..rails]` (the
+    /// selector's NIC in-flight); zero when the engine is idle.
+    pub rail_charged_bytes: [u64; RY_ENGINE_MAX_RAILS],
+    /// Devices (rails) the engine drives.
+    pub rails: u16,
+    /// Reserved, zero (explicit: the struct has no implicit padding).
+    pub reserved2: [u8; 6],
 }
 
 /// One CC route domain (local device × peer NIC) of an engine, as
@@ -324,22 +380,6 @@ pub struct ry_engine_route_state {
     pub in_flight_bytes: u64,
 }
 
-#[cfg(test)]
-mod layout_tests {
-    use super::ry_engine_stats;
-    use std::mem::{align_of, offset_of, size_of};
-
-    #[test]
-    fn tokens_cached_took_reserved_bytes_and_the_abi3_layout_is_unchanged() {
-        // ABI 3: 28 u64 counters, `gate_enabled`, 7 reserved bytes.
-        assert_eq!(offset_of!(ry_engine_stats, gate_enabled), 28 * 8);
-        assert_eq!(size_of::<ry_engine_stats>(), 29 * 8);
-        assert_eq!(align_of::<ry_engine_stats>(), 8);
-        assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
-        assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
-    }
-}
-
 #[cfg(feature = "engine")]
 pub use imp::*;
 
@@ -352,20 +392,27 @@ mod imp {
 
     use railyard_core::cc::{CcConfig, ConfigError as CcConfigError, DrainSignal};
     use railyard_verbs::engine::{
-        BatchId, Engine, EngineConfig, EngineError, EngineStats, Op, SegmentId, TaskState,
-        TaskStatus, Transfer, WorkerModel,
+        BatchId, Engine, EngineConfig, EngineError, EngineStats, GateStats, HandshakeStats, Op,
+        SegmentId, TaskState, TaskStatus, Transfer, WorkerModel, MAX_RAILS,
     };
     use railyard_verbs::VerbsError;
 
     use super::*;
+    use crate::enums::{ry_health, ry_task_state};
+    use crate::error::{guard, ret, ret_opt, Error, Result, RyStatus};
+    use crate::evidence::ry_task_detail;
+    use crate::handle::{Pinned, Registry};
+    use crate::mirror::{mirror, CEnum};
+    use crate::ptr::{in_ref, in_slice, write_out};
 
     /// The handshake listener's default address.
     const RY_ENGINE_DEFAULT_LISTEN: &str = "127.0.0.1:0";
-    use crate::enums::ry_task_state;
-    use crate::error::{guard, Error, Result, RyStatus};
-    use crate::evidence::ry_task_detail;
-    use crate::handle::{Pinned, Registry};
-    use crate::ptr::{in_ref, in_slice, out_ref, write_out};
+
+    const _: () = assert!(RY_ENGINE_MAX_RAILS == MAX_RAILS);
+
+    mirror!(ry_engine_worker_model <=> WorkerModel: Shared, DedicatedPoller);
+    mirror!(ry_engine_op <=> Op: Read, Write);
+    mirror!(ry_engine_task_state <=> TaskState: Waiting, Pending, Completed, Failed, Timeout, Canceled);
 
     impl From<EngineError> for Error {
         fn from(e: EngineError) -> Self {
@@ -470,10 +517,7 @@ mod imp {
                 max_slices: c.max_slices,
                 max_tasks: c.max_tasks,
                 max_inflight: c.max_inflight,
-                worker_model: match c.worker_model {
-                    WorkerModel::Shared => ry_engine_worker_model::Shared,
-                    WorkerModel::DedicatedPoller => ry_engine_worker_model::DedicatedPoller,
-                } as u32,
+                worker_model: ry_engine_worker_model::from(c.worker_model) as u32,
                 qps_per_endpoint: c.qps_per_endpoint,
                 workers: c.workers,
                 port: c.port,
@@ -510,17 +554,11 @@ mod imp {
             let listen: SocketAddr = listen
                 .parse()
                 .map_err(|_| config_error("listen", &listen, "\"ip:port\""))?;
-            let worker_model = match self.worker_model {
-                0 => WorkerModel::Shared,
-                1 => WorkerModel::DedicatedPoller,
-                v => {
-                    return Err(config_error(
-                        "worker_model",
-                        v,
-                        "RY_ENGINE_WORKER_MODEL_SHARED or _DEDICATED_POLLER",
-                    ))
-                }
-            };
+            let worker_model =
+                ry_engine_worker_model::to_core(self.worker_model, "").map_err(|_| {
+                    let want = "RY_ENGINE_WORKER_MODEL_SHARED or _DEDICATED_POLLER";
+                    config_error("worker_model", self.worker_model, want)
+                })?;
             let us = |v: u64| (v > 0).then(|| Duration::from_micros(v));
             // One name, or a comma-separated list: the rails, in order.
             let devices: Vec<String> = if device.contains(',') {
@@ -584,19 +622,6 @@ mod imp {
         }
     }
 
-    impl From<TaskState> for ry_engine_task_state {
-        fn from(s: TaskState) -> Self {
-            match s {
-                TaskState::Waiting => ry_engine_task_state::Waiting,
-                TaskState::Pending => ry_engine_task_state::Pending,
-                TaskState::Completed => ry_engine_task_state::Completed,
-                TaskState::Failed => ry_engine_task_state::Failed,
-                TaskState::Timeout => ry_engine_task_state::Timeout,
-                TaskState::Canceled => ry_engine_task_state::Canceled,
-            }
-        }
-    }
-
     impl From<TaskStatus> for ry_engine_task_status {
         fn from(s: TaskStatus) -> Self {
             ry_engine_task_status {
@@ -609,54 +634,130 @@ mod imp {
     }
 
     impl From<EngineStats> for ry_engine_stats {
+        /// Every field (no `..`: a field added to `EngineStats`, `GateStats`
+        /// or `HandshakeStats` does not compile until it is here).
         fn from(s: EngineStats) -> Self {
+            let EngineStats {
+                tokens_in_use,
+                tokens_cached,
+                endpoint_outstanding,
+                qp_depth,
+                cq_outstanding,
+                slices_pending,
+                endpoints_live,
+                posts,
+                doorbells,
+                completions,
+                stale_completions,
+                bad_completions,
+                deferrals,
+                avoids,
+                backpressure,
+                parks,
+                parked,
+                unposted,
+                retries,
+                async_events,
+                retired,
+                reclaimed,
+                force_flushes,
+                gate,
+                rails,
+                rail_slices_posted,
+                rail_charged_bytes,
+                rail_accounting_errors,
+                rail_moves,
+                invalid_posts,
+                handshakes,
+                mem_regions,
+                mem_pins,
+            } = s;
+            let GateStats {
+                enabled,
+                admitted,
+                released,
+                in_flight_bytes,
+                acquire_errors,
+                release_errors,
+                epochs,
+                stalled_epochs,
+                route_timeouts,
+                suppressed_timeouts,
+                advisory_pressure_epochs,
+            } = gate;
+            let HandshakeStats {
+                accepted,
+                busy,
+                malformed,
+                timed_out,
+                closed,
+                replayed,
+                failed,
+            } = handshakes;
             ry_engine_stats {
-                tokens_in_use: s.tokens_in_use,
-                endpoint_outstanding: s.endpoint_outstanding,
-                qp_depth: s.qp_depth,
-                cq_outstanding: s.cq_outstanding,
-                slices_pending: s.slices_pending,
-                endpoints_live: s.endpoints_live,
-                posts: s.posts,
-                doorbells: s.doorbells,
-                completions: s.completions,
-                stale_completions: s.stale_completions,
-                bad_completions: s.bad_completions,
-                deferrals: s.deferrals,
-                avoids: s.avoids,
-                backpressure: s.backpressure,
-                unposted: s.unposted,
-                retries: s.retries,
-                async_events: s.async_events,
-                retired: s.retired,
-                reclaimed: s.reclaimed,
-                force_flushes: s.force_flushes,
-                gate_admitted: s.gate.admitted,
-                gate_released: s.gate.released,
-                gate_in_flight_bytes: s.gate.in_flight_bytes,
-                gate_acquire_errors: s.gate.acquire_errors,
-                gate_release_errors: s.gate.release_errors,
-                gate_epochs: s.gate.epochs,
-                mem_regions: s.mem_regions,
-                mem_pins: s.mem_pins,
-                gate_enabled: s.gate.enabled,
+                tokens_in_use,
+                endpoint_outstanding,
+                qp_depth,
+                cq_outstanding,
+                slices_pending,
+                endpoints_live,
+                posts,
+                doorbells,
+                completions,
+                stale_completions,
+                bad_completions,
+                deferrals,
+                avoids,
+                backpressure,
+                unposted,
+                retries,
+                async_events,
+                retired,
+                reclaimed,
+                force_flushes,
+                gate_admitted: admitted,
+                gate_released: released,
+                gate_in_flight_bytes: in_flight_bytes,
+                gate_acquire_errors: acquire_errors,
+                gate_release_errors: release_errors,
+                gate_epochs: epochs,
+                mem_regions,
+                mem_pins,
+                gate_enabled: enabled,
                 reserved: [0; 3],
-                tokens_cached: u32::try_from(s.tokens_cached).unwrap_or(u32::MAX),
+                tokens_cached: u32::try_from(tokens_cached).unwrap_or(u32::MAX),
+                parks,
+                parked,
+                gate_stalled_epochs: stalled_epochs,
+                gate_route_timeouts: route_timeouts,
+                gate_suppressed_timeouts: suppressed_timeouts,
+                gate_advisory_pressure_epochs: advisory_pressure_epochs,
+                rail_accounting_errors,
+                rail_moves,
+                invalid_posts,
+                handshakes_accepted: accepted,
+                handshakes_busy: busy,
+                handshakes_malformed: malformed,
+                handshakes_timed_out: timed_out,
+                handshakes_closed: closed,
+                handshakes_replayed: replayed,
+                handshakes_failed: failed,
+                rail_slices_posted,
+                rail_charged_bytes,
+                rails,
+                reserved2: [0; 6],
             }
         }
     }
 
     impl ry_engine_transfer {
         fn to_core(self, index: usize) -> Result<Transfer> {
-            let op = match self.op {
-                0 => Op::Read,
-                1 => Op::Write,
-                v => {
-                    return Err(Error::invalid(format_args!(
-                        "transfers[{index}].op: {v} is not a valid ry_engine_op"
-                    )))
-                }
-            };
+            let op = ry_engine_op::to_core(self.op, "op").map_err(|_| {
+                let v = self.op;
+                Error::invalid(format_args!(
+                    "transfers[{index}].op: {v} is not a valid ry_engine_op"
+                ))
+            })?;
             Ok(Transfer {
                 op,
                 local: self.local,
@@ -760,11 +861,12 @@ mod imp {
     /// `out` is valid for writes.
     #[no_mangle]
     pub unsafe extern "C" fn ry_engine_config_default(out: *mut ry_engine_config) -> RyStatus {
-        guard(|| {
-            let c = ry_engine_config::from_core(&EngineConfig::default())?;
-            // SAFETY: caller contract: valid for writes.
-            unsafe { write_out(out, c, "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                ry_engine_config::from_core(&EngineConfig::default())
+            })
+        }
     }
 
     /// Reads the `MC_*` variables (`MC_SLICE_SIZE`, `MC_NUM_QP_PER_EP`,
@@ -784,15 +886,13 @@ mod imp {
     /// `out` is valid for writes.
     #[no_mangle]
     pub unsafe extern "C" fn ry_engine_config_from_env(out: *mut ry_engine_config) -> RyStatus {
-        guard(|| {
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let c = EngineConfig::from_env().map_err(EngineError::from)?;
-            let c = ry_engine_config::from_core(&c)?;
-            // SAFETY: caller contract: valid for writes.
-            unsafe { write_out(out, c, "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let c = EngineConfig::from_env().map_err(EngineError::from)?;
+                ry_engine_config::from_core(&c)
+            })
+        }
     }
 
     /// Validates a configuration without opening a device (what
@@ -829,18 +929,16 @@ mod imp {
         cfg: *const ry_engine_config,
         out: *mut ry_engine,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for reads.
-            let cfg = unsafe { in_ref(cfg, "cfg") }?.to_core()?;
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let engine = Engine::new(cfg)?;
-            // On a full registry the engine is dropped (shut down) here.
-            let bits = ENGINES.insert(RwLock::new(Some(engine)))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(out, ry_engine { bits }, "out") }
-        })
+        // SAFETY: caller contract: `cfg` valid for reads, `out` valid for
+        // writes (checked non-NULL before the engine starts).
+        unsafe {
+            ret(out, "out", || {
+                let engine = Engine::new(in_ref(cfg, "cfg")?.to_core()?)?;
+                // On a full registry the engine is dropped (shut down) here.
+                let bits = ENGINES.insert(RwLock::new(Some(engine)))?;
+                Ok(ry_engine { bits })
+            })
+        }
     }
 
     /// Shuts the engine down in the calling thread and frees it: stops
@@ -936,15 +1034,13 @@ mod imp {
         len: usize,
         out: *mut ry_engine_region,
     ) -> RyStatus {
-        guard(|| {
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let r = with_engine(engine, |e| Ok(e.alloc_memory(len)?))?;
-            let v = ry_engine_region::from(&*r);
-            // SAFETY: caller contract: valid for writes.
-            unsafe { write_out(out, v, "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let r = with_engine(engine, |e| Ok(e.alloc_memory(len)?))?;
+                Ok(ry_engine_region::from(&*r))
+            })
+        }
     }
 
     /// Registers caller memory `addr..addr+len` (a KV-cache pool, say) for
@@ -971,21 +1067,17 @@ mod imp {
         len: usize,
         out: *mut ry_engine_region,
     ) -> RyStatus {
-        guard(|| {
-            if addr.is_null() {
-                return Err(Error::null("addr"));
-            }
-            let r = with_engine(engine, |e| {
-                // SAFETY: forwarded from the caller's contract above.
-                Ok(unsafe { e.register_memory(addr, len) }?)
-            })?;
-            if out.is_null() {
-                return Ok(());
-            }
-            let v = ry_engine_region::from(&*r);
-            // SAFETY: caller contract: NULL (handled) or valid for writes.
-            unsafe { write_out(out, v, "out") }
-        })
+        // SAFETY: caller contract: `addr..addr+len` valid for reads and writes
+        // until deregistered, `out` NULL or valid for writes.
+        unsafe {
+            ret_opt(out, || {
+                if addr.is_null() {
+                    return Err(Error::null("addr"));
+                }
+                let r = with_engine(engine, |e| Ok(e.register_memory(addr, len)?))?;
+                Ok(ry_engine_region::from(&*r))
+            })
+        }
     }
 
     /// Deregisters the memory region that starts at `addr` (an
@@ -1025,21 +1117,19 @@ mod imp {
         peer: *const c_char,
         segment_out: *mut u32,
     ) -> RyStatus {
-        guard(|| {
-            if peer.is_null() {
-                return Err(Error::null("peer"));
-            }
-            if segment_out.is_null() {
-                return Err(Error::null("segment_out"));
-            }
-            // SAFETY: caller contract: non-NULL and NUL-terminated.
-            let peer = unsafe { CStr::from_ptr(peer) }
-                .to_str()
-                .map_err(|_| Error::invalid("peer: not UTF-8"))?;
-            let seg = with_engine(engine, |e| Ok(e.open_segment(peer)?))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(segment_out, seg.0, "segment_out") }
-        })
+        // SAFETY: caller contract: `peer` NUL-terminated, `segment_out` valid
+        // for writes.
+        unsafe {
+            ret(segment_out, "segment_out", || {
+                if peer.is_null() {
+                    return Err(Error::null("peer"));
+                }
+                let peer = CStr::from_ptr(peer)
+                    .to_str()
+                    .map_err(|_| Error::invalid("peer: not UTF-8"))?;
+                Ok(with_engine(engine, |e| Ok(e.open_segment(peer)?))?.0)
+            })
+        }
     }
 
     /// Writes the regions the peer of `segment` exported (transfers'
@@ -1109,14 +1199,12 @@ mod imp {
         segment: u32,
         generation_out: *mut u32,
     ) -> RyStatus {
-        guard(|| {
-            let g = with_engine(engine, |e| Ok(e.reconnect_segment(SegmentId(segment))?))?;
-            if generation_out.is_null() {
-                return Ok(());
-            }
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(generation_out, g, "generation_out") }
-        })
+        // SAFETY: caller contract: `generation_out` NULL or valid for writes.
+        unsafe {
+            ret_opt(generation_out, || {
+                with_engine(engine, |e| Ok(e.reconnect_segment(SegmentId(segment))?))
+            })
+        }
     }
 
     /// Creates an empty batch for up to `capacity` tasks and writes its id.
@@ -1132,14 +1220,12 @@ mod imp {
         capacity: usize,
         batch_out: *mut u64,
     ) -> RyStatus {
-        guard(|| {
-            if batch_out.is_null() {
-                return Err(Error::null("batch_out"));
-            }
-            let b = with_engine(engine, |e| Ok(e.allocate_batch(capacity)?))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(batch_out, b.0, "batch_out") }
-        })
+        // SAFETY: caller contract: `batch_out` is valid for writes.
+        unsafe {
+            ret(batch_out, "batch_out", || {
+                Ok(with_engine(engine, |e| Ok(e.allocate_batch(capacity)?))?.0)
+            })
+        }
     }
 
     /// Submits `count` transfers into `batch`. All are validated first
@@ -1189,13 +1275,12 @@ mod imp {
         task: usize,
         out: *mut ry_engine_task_status,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            let s = with_engine(engine, |e| Ok(e.task_status(BatchId(batch), task)?))?;
-            *out = s.into();
-            Ok(())
-        })
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                Ok(with_engine(engine, |e| Ok(e.task_status(BatchId(batch), task)?))?.into())
+            })
+        }
     }
 
     /// Writes every task of `batch`, in submission order, to `out` (`cap`
@@ -1241,13 +1326,12 @@ mod imp {
         task: usize,
         out: *mut ry_task_state,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            let s = with_engine(engine, |e| Ok(e.task_anomaly(BatchId(batch), task)?))?;
-            *out = s.into();
-            Ok(())
-        })
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                Ok(with_engine(engine, |e| Ok(e.task_anomaly(BatchId(batch), task)?))?.into())
+            })
+        }
     }
 
     /// The detailed anomaly query: the minimal state plus the winning
@@ -1268,14 +1352,13 @@ mod imp {
         task: usize,
         out: *mut ry_task_detail,
     ) -> RyStatus {
-        guard(|| {
-            if out.is_null() {
-                return Err(Error::null("out"));
-            }
-            let d = with_engine(engine, |e| Ok(e.task_anomaly_detail(BatchId(batch), task)?))?;
-            // SAFETY: caller contract: valid for writes (checked non-NULL).
-            unsafe { write_out(out, ry_task_detail::from_core(&d), "out") }
-        })
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let d = with_engine(engine, |e| Ok(e.task_anomaly_detail(BatchId(batch), task)?))?;
+                Ok(ry_task_detail::from_core(&d))
+            })
+        }
     }
 
     /// Cancels every unsettled slice of `batch`: its unfinished tasks end
@@ -1314,12 +1397,12 @@ mod imp {
         engine: ry_engine,
         out: *mut ry_engine_stats,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            *out = with_engine(engine, |e| Ok(e.stats()))?.into();
-            Ok(())
-        })
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                Ok(with_engine(engine, |e| Ok(e.stats()))?.into())
+            })
+        }
     }
 
     /// One consistent call for a host's metrics export: writes the
@@ -1346,9 +1429,10 @@ mod imp {
         cap: usize,
         count_out: *mut usize,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let stats = unsafe { out_ref(stats_out, "stats_out") }?;
+        // SAFETY: caller contract: `stats_out` and `count_out` valid for
+        // writes (checked first), `routes_out` NULL or valid for `cap` writes.
+        guard(|| unsafe {
+            let stats = crate::ptr::out_ref(stats_out, "stats_out")?;
             if count_out.is_null() {
                 return Err(Error::null("count_out"));
             }
@@ -1361,15 +1445,13 @@ mod imp {
                     route: r.route,
                     device: r.device,
                     errors: r.errors,
-                    health: crate::enums::ry_health::from(r.health) as u32,
+                    health: ry_health::from(r.health) as u32,
                     generation: r.generation,
                     window_bytes: r.window_bytes,
                     in_flight_bytes: r.in_flight_bytes,
                 })
                 .collect();
-            // SAFETY: caller contract: `routes_out` NULL or valid for `cap`
-            // writes, `count_out` valid for writes (checked non-NULL).
-            unsafe { write_array(routes, routes_out, cap, count_out) }
+            write_array(routes, routes_out, cap, count_out)
         })
     }
 
@@ -1389,14 +1471,14 @@ mod imp {
         timeout_ms: u64,
         idle_out: *mut bool,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(idle_out, "idle_out") }?;
-            *out = with_engine(engine, |e| {
-                Ok(e.wait_idle(Duration::from_millis(timeout_ms)))
-            })?;
-            Ok(())
-        })
+        // SAFETY: caller contract: `idle_out` is valid for writes. Checked first.
+        unsafe {
+            ret(idle_out, "idle_out", || {
+                with_engine(engine, |e| {
+                    Ok(e.wait_idle(Duration::from_millis(timeout_ms)))
+                })
+            })
+        }
     }
 
     #[cfg(test)]
@@ -1525,6 +1607,74 @@ mod imp {
             assert!(e.message.contains("MC_RDMA_DEVICE"), "{}", e.message);
         }
 
+        /// One field list for the stats: every field of `EngineStats` (as
+        /// `EngineStats::fields` names it, from its serde derive) reaches
+        /// `ry_engine_stats` with its own value, the header declares it,
+        /// and the Python stub's `EngineStats` (the keys of
+        /// `Engine.stats()`, which python/src/engine.rs builds from the same
+        /// list) names it; none of them has a field the Rust struct lacks.
+        #[test]
+        fn every_stats_field_reaches_c_the_header_and_the_python_stub() {
+            use serde_json::Value;
+            use std::collections::BTreeSet;
+            fn fill(v: &mut Value, n: &mut u64) {
+                match v {
+                    Value::Object(m) => m.values_mut().for_each(|x| fill(x, n)),
+                    Value::Array(a) => a.iter_mut().for_each(|x| fill(x, n)),
+                    Value::Bool(b) => *b = true,
+                    _ => {
+                        *n += 1;
+                        *v = Value::from(*n);
+                    }
+                }
+            }
+            // A distinct value in every field.
+            let mut json = serde_json::to_value(EngineStats::default()).unwrap();
+            fill(&mut json, &mut 0);
+            let stats: EngineStats = serde_json::from_value(json).unwrap();
+            let rust = stats.fields();
+            let names: BTreeSet<&str> = rust.iter().map(|(k, _)| k.as_str()).collect();
+            assert!(names.contains("gate_admitted") && names.contains("handshakes_busy"));
+            let Value::Object(c) = serde_json::to_value(ry_engine_stats::from(stats)).unwrap()
+            else {
+                panic!("ry_engine_stats serializes as a map");
+            };
+            for (k, v) in &rust {
+                assert_eq!(c.get(k), Some(v), "ry_engine_stats.{k}");
+            }
+            let c_only: Vec<&String> = c
+                .keys()
+                .filter(|k| !names.contains(k.as_str()) && !k.starts_with("reserved"))
+                .collect();
+            assert!(
+                c_only.is_empty(),
+                "ry_engine_stats fields not in EngineStats: {c_only:?}"
+            );
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            let header = std::fs::read_to_string(dir.join("include/railyard.h")).unwrap();
+            let body = header.split("} ry_engine_stats;").next().unwrap();
+            let body = body.rsplit("typedef struct {").next().unwrap();
+            let declared: BTreeSet<&str> = body
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.starts_with("//") && l.ends_with(';'))
+                .filter_map(|l| l.split(['[', ';']).next()?.rsplit(' ').next())
+                .filter(|n| !n.starts_with("reserved"))
+                .collect();
+            assert_eq!(declared, names, "railyard.h's ry_engine_stats");
+            let pyi = dir.join("../python/railyard/_native.pyi");
+            let pyi = std::fs::read_to_string(pyi).unwrap();
+            let class = pyi.split("class EngineStats(TypedDict):").nth(1);
+            let stub: BTreeSet<&str> = class
+                .expect("_native.pyi declares `class EngineStats(TypedDict):`")
+                .lines()
+                .skip(1)
+                .take_while(|l| l.starts_with("    ") || l.trim().is_empty())
+                .filter_map(|l| l.trim().split_once(':').map(|(k, _)| k))
+                .collect();
+            assert_eq!(stub, names, "_native.pyi's EngineStats");
+        }
+
         #[test]
         fn stats_carry_every_gauge_to_c() {
             let s = EngineStats {
@@ -1541,5 +1691,23 @@ mod imp {
             };
             assert_eq!(ry_engine_stats::from(big).tokens_cached, u32::MAX);
         }
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::ry_engine_stats;
+    use std::mem::{align_of, offset_of, size_of};
+
+    #[test]
+    fn the_abi3_prefix_of_ry_engine_stats_is_unchanged() {
+        // ABI 3: 28 u64 counters, `gate_enabled`, 3 reserved bytes,
+        // `tokens_cached`; ABI 4 appends after them.
+        assert_eq!(offset_of!(ry_engine_stats, gate_enabled), 28 * 8);
+        assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
+        assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
+        assert_eq!(offset_of!(ry_engine_stats, parks), 29 * 8);
+        assert_eq!(size_of::<ry_engine_stats>(), (29 + 16 + 2 * 8 + 1) * 8);
+        assert_eq!(align_of::<ry_engine_stats>(), 8);
     }
 }

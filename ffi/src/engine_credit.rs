@@ -154,8 +154,7 @@ pub use imp::*;
 mod imp {
     use super::*;
     use crate::engine::{config_error, ry_engine, with_engine};
-    use crate::error::{guard, Error, Result, RyStatus};
-    use crate::ptr::out_ref;
+    use crate::error::{guard, ret, Error, Result, RyStatus};
     use railyard_verbs::engine::{CreditConfig, CreditPolicy, LinkPhase, Negotiated, SegmentId};
     use std::time::Duration;
 
@@ -235,50 +234,50 @@ mod imp {
         engine: ry_engine,
         out: *mut ry_engine_credit_stats,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            let s = with_engine(engine, |e| {
-                e.credit_stats().ok_or_else(|| {
-                    Error::from(railyard_verbs::engine::EngineError::CreditNotActive(
-                        u32::MAX,
-                    ))
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                let s = with_engine(engine, |e| {
+                    e.credit_stats().ok_or_else(|| {
+                        Error::from(railyard_verbs::engine::EngineError::CreditNotActive(
+                            u32::MAX,
+                        ))
+                    })
+                })?;
+                Ok(ry_engine_credit_stats {
+                    granted: s.sender.granted,
+                    consumed: s.sender.consumed,
+                    available: s.sender.available,
+                    fenced_inflight: s.sender.fenced_inflight,
+                    receiver_free: s.receiver.free,
+                    receiver_outstanding: s.receiver.outstanding,
+                    receiver_fencing: s.receiver.fencing,
+                    capacity: s.capacity,
+                    updates_applied: s.sender.updates_applied,
+                    duplicate_updates: s.sender.duplicate_updates,
+                    stale_updates: s.sender.stale_updates,
+                    sequence_gaps: s.sender.sequence_gaps,
+                    epoch_resets: s.sender.epoch_resets,
+                    violations: s.sender.violations + s.receiver.violations,
+                    legacy_fallbacks: s.legacy_fallbacks,
+                    refused: s.refused,
+                    frames_sent: s.frames_sent,
+                    frames_received: s.frames_received,
+                    malformed: s.malformed,
+                    channels_lost: s.channels_lost,
+                    fences_completed: s.fences_completed,
+                    consumed_slots: s.consumed_slots,
+                    stale_usage: s.receiver.stale_usage + s.receiver.duplicate_usage,
+                    receiver_epoch_resets: s.receiver.epoch_resets,
+                    policy: ry_engine_credit_config::from(&CreditConfig {
+                        policy: s.policy,
+                        ..CreditConfig::default()
+                    })
+                    .policy,
+                    peers: s.peers.len() as u32,
                 })
-            })?;
-            *out = ry_engine_credit_stats {
-                granted: s.sender.granted,
-                consumed: s.sender.consumed,
-                available: s.sender.available,
-                fenced_inflight: s.sender.fenced_inflight,
-                receiver_free: s.receiver.free,
-                receiver_outstanding: s.receiver.outstanding,
-                receiver_fencing: s.receiver.fencing,
-                capacity: s.capacity,
-                updates_applied: s.sender.updates_applied,
-                duplicate_updates: s.sender.duplicate_updates,
-                stale_updates: s.sender.stale_updates,
-                sequence_gaps: s.sender.sequence_gaps,
-                epoch_resets: s.sender.epoch_resets,
-                violations: s.sender.violations + s.receiver.violations,
-                legacy_fallbacks: s.legacy_fallbacks,
-                refused: s.refused,
-                frames_sent: s.frames_sent,
-                frames_received: s.frames_received,
-                malformed: s.malformed,
-                channels_lost: s.channels_lost,
-                fences_completed: s.fences_completed,
-                consumed_slots: s.consumed_slots,
-                stale_usage: s.receiver.stale_usage + s.receiver.duplicate_usage,
-                receiver_epoch_resets: s.receiver.epoch_resets,
-                policy: ry_engine_credit_config::from(&CreditConfig {
-                    policy: s.policy,
-                    ..CreditConfig::default()
-                })
-                .policy,
-                peers: s.peers.len() as u32,
-            };
-            Ok(())
-        })
+            })
+        }
     }
 
     /// Writes segment `segment`'s receiver-credit state.
@@ -297,49 +296,51 @@ mod imp {
         segment: u32,
         out: *mut ry_engine_credit_peer,
     ) -> RyStatus {
-        guard(|| {
-            // SAFETY: caller contract: valid for writes. Checked first.
-            let out = unsafe { out_ref(out, "out") }?;
-            let not = || {
-                Error::from(railyard_verbs::engine::EngineError::CreditNotActive(
+        // SAFETY: caller contract: `out` is valid for writes. Checked first.
+        unsafe {
+            ret(out, "out", || {
+                let not = || {
+                    Error::from(railyard_verbs::engine::EngineError::CreditNotActive(
+                        segment,
+                    ))
+                };
+                let p = with_engine(engine, |e| {
+                    e.credit_stats()
+                        .and_then(|s| s.peers.into_iter().find(|p| p.segment == segment))
+                        .ok_or_else(not)
+                })?;
+                let (negotiated, version) = match p.negotiated {
+                    None => (RY_ENGINE_CREDIT_NEGOTIATED_NONE, 0),
+                    Some(Negotiated::Unsupported) => (RY_ENGINE_CREDIT_NEGOTIATED_UNSUPPORTED, 0),
+                    Some(Negotiated::OptionalLegacy) => (RY_ENGINE_CREDIT_NEGOTIATED_LEGACY, 0),
+                    Some(Negotiated::Active(v)) => {
+                        (RY_ENGINE_CREDIT_NEGOTIATED_ACTIVE, u32::from(v))
+                    }
+                };
+                Ok(ry_engine_credit_peer {
+                    granted: p.sender.granted,
+                    consumed: p.sender.consumed,
+                    released: p.sender.released,
+                    available: p.sender.available,
+                    receiver_outstanding: p.receiver_outstanding,
+                    stalls: p.stalls,
+                    stall_ns: p.stall_ns,
+                    update_age_ms: p.update_age_ms.unwrap_or(u64::MAX),
+                    receiver_epoch: p.receiver_epoch,
+                    receiver_consumable: p.receiver_consumable,
+                    negotiated,
+                    version,
+                    phase: match p.phase {
+                        LinkPhase::Ungated => 0,
+                        LinkPhase::Negotiating => 1,
+                        LinkPhase::Active => 2,
+                        LinkPhase::Stale => 3,
+                        LinkPhase::Quarantined => 4,
+                    },
                     segment,
-                ))
-            };
-            let p = with_engine(engine, |e| {
-                e.credit_stats()
-                    .and_then(|s| s.peers.into_iter().find(|p| p.segment == segment))
-                    .ok_or_else(not)
-            })?;
-            let (negotiated, version) = match p.negotiated {
-                None => (RY_ENGINE_CREDIT_NEGOTIATED_NONE, 0),
-                Some(Negotiated::Unsupported) => (RY_ENGINE_CREDIT_NEGOTIATED_UNSUPPORTED, 0),
-                Some(Negotiated::OptionalLegacy) => (RY_ENGINE_CREDIT_NEGOTIATED_LEGACY, 0),
-                Some(Negotiated::Active(v)) => (RY_ENGINE_CREDIT_NEGOTIATED_ACTIVE, u32::from(v)),
-            };
-            *out = ry_engine_credit_peer {
-                granted: p.sender.granted,
-                consumed: p.sender.consumed,
-                released: p.sender.released,
-                available: p.sender.available,
-                receiver_outstanding: p.receiver_outstanding,
-                stalls: p.stalls,
-                stall_ns: p.stall_ns,
-                update_age_ms: p.update_age_ms.unwrap_or(u64::MAX),
-                receiver_epoch: p.receiver_epoch,
-                receiver_consumable: p.receiver_consumable,
-                negotiated,
-                version,
-                phase: match p.phase {
-                    LinkPhase::Ungated => 0,
-                    LinkPhase::Negotiating => 1,
-                    LinkPhase::Active => 2,
-                    LinkPhase::Stale => 3,
-                    LinkPhase::Quarantined => 4,
-                },
-                segment,
-            };
-            Ok(())
-        })
+                })
+            })
+        }
     }
 
     #[cfg(test)]

@@ -1,8 +1,17 @@
 //! C mirrors of railyard's enums: `repr(u32)`, stable values. In C each is
 //! a `uint32_t` typedef plus named constants. Values a caller passes in are
 //! checked (`RY_STATUS_INVALID_ARGUMENT`), never transmuted.
+//!
+//! The definitions are written out (cbindgen reads them; it does not expand
+//! macros); `mirror!` (`crate::mirror`) generates every conversion from one list of variant
+//! names per enum.
 
-use crate::error::{Error, Result};
+use railyard_core::cc::{DomainKind, Health, Mode, PollerStatus, Settlement, TargetMode};
+use railyard_core::classify::{Effect, FailureClass, FailureScope, ObjectHandling, Signal};
+use railyard_core::evidence::{AnomalyState, Reason};
+use railyard_core::rail::Variant;
+
+use crate::mirror::mirror;
 
 /// Normalized failure class (RFC 4162 classification tables).
 #[repr(u32)]
@@ -48,76 +57,10 @@ pub enum ry_failure_class {
     Unclassified = 18,
 }
 
-impl From<railyard_core::classify::FailureClass> for ry_failure_class {
-    fn from(v: railyard_core::classify::FailureClass) -> Self {
-        match v {
-            railyard_core::classify::FailureClass::Success => ry_failure_class::Success,
-            railyard_core::classify::FailureClass::Congestion => ry_failure_class::Congestion,
-            railyard_core::classify::FailureClass::ReceiverPressure => {
-                ry_failure_class::ReceiverPressure
-            }
-            railyard_core::classify::FailureClass::RouteTimeout => ry_failure_class::RouteTimeout,
-            railyard_core::classify::FailureClass::LocalConfiguration => {
-                ry_failure_class::LocalConfiguration
-            }
-            railyard_core::classify::FailureClass::RemoteMetadata => {
-                ry_failure_class::RemoteMetadata
-            }
-            railyard_core::classify::FailureClass::DerivedFlush => ry_failure_class::DerivedFlush,
-            railyard_core::classify::FailureClass::Fatal => ry_failure_class::Fatal,
-            railyard_core::classify::FailureClass::RouteConnection => {
-                ry_failure_class::RouteConnection
-            }
-            railyard_core::classify::FailureClass::NoUsablePath => ry_failure_class::NoUsablePath,
-            railyard_core::classify::FailureClass::ByteWindow => ry_failure_class::ByteWindow,
-            railyard_core::classify::FailureClass::PathQuarantined => {
-                ry_failure_class::PathQuarantined
-            }
-            railyard_core::classify::FailureClass::GenerationChanged => {
-                ry_failure_class::GenerationChanged
-            }
-            railyard_core::classify::FailureClass::PostRejected => ry_failure_class::PostRejected,
-            railyard_core::classify::FailureClass::PollerStall => ry_failure_class::PollerStall,
-            railyard_core::classify::FailureClass::ControlPlane => ry_failure_class::ControlPlane,
-            railyard_core::classify::FailureClass::Cancelled => ry_failure_class::Cancelled,
-            railyard_core::classify::FailureClass::NonFailure => ry_failure_class::NonFailure,
-            railyard_core::classify::FailureClass::Unclassified => ry_failure_class::Unclassified,
-        }
-    }
-}
-
-impl ry_failure_class {
-    /// The core value of a C `ry_failure_class`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::classify::FailureClass> {
-        Ok(match v {
-            0 => railyard_core::classify::FailureClass::Success,
-            1 => railyard_core::classify::FailureClass::Congestion,
-            2 => railyard_core::classify::FailureClass::ReceiverPressure,
-            3 => railyard_core::classify::FailureClass::RouteTimeout,
-            4 => railyard_core::classify::FailureClass::LocalConfiguration,
-            5 => railyard_core::classify::FailureClass::RemoteMetadata,
-            6 => railyard_core::classify::FailureClass::DerivedFlush,
-            7 => railyard_core::classify::FailureClass::Fatal,
-            8 => railyard_core::classify::FailureClass::RouteConnection,
-            9 => railyard_core::classify::FailureClass::NoUsablePath,
-            10 => railyard_core::classify::FailureClass::ByteWindow,
-            11 => railyard_core::classify::FailureClass::PathQuarantined,
-            12 => railyard_core::classify::FailureClass::GenerationChanged,
-            13 => railyard_core::classify::FailureClass::PostRejected,
-            14 => railyard_core::classify::FailureClass::PollerStall,
-            15 => railyard_core::classify::FailureClass::ControlPlane,
-            16 => railyard_core::classify::FailureClass::Cancelled,
-            17 => railyard_core::classify::FailureClass::NonFailure,
-            18 => railyard_core::classify::FailureClass::Unclassified,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_failure_class"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_failure_class <=> FailureClass: Success, Congestion, ReceiverPressure, RouteTimeout,
+    LocalConfiguration, RemoteMetadata, DerivedFlush, Fatal, RouteConnection, NoUsablePath,
+    ByteWindow, PathQuarantined, GenerationChanged, PostRejected, PollerStall, ControlPlane,
+    Cancelled, NonFailure, Unclassified);
 
 /// Maximum isolation scope of a failure.
 #[repr(u32)]
@@ -139,40 +82,7 @@ pub enum ry_failure_scope {
     Device = 6,
 }
 
-impl From<railyard_core::classify::FailureScope> for ry_failure_scope {
-    fn from(v: railyard_core::classify::FailureScope) -> Self {
-        match v {
-            railyard_core::classify::FailureScope::None => ry_failure_scope::None,
-            railyard_core::classify::FailureScope::Operation => ry_failure_scope::Operation,
-            railyard_core::classify::FailureScope::Qp => ry_failure_scope::Qp,
-            railyard_core::classify::FailureScope::Cq => ry_failure_scope::Cq,
-            railyard_core::classify::FailureScope::Route => ry_failure_scope::Route,
-            railyard_core::classify::FailureScope::Port => ry_failure_scope::Port,
-            railyard_core::classify::FailureScope::Device => ry_failure_scope::Device,
-        }
-    }
-}
-
-impl ry_failure_scope {
-    /// The core value of a C `ry_failure_scope`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::classify::FailureScope> {
-        Ok(match v {
-            0 => railyard_core::classify::FailureScope::None,
-            1 => railyard_core::classify::FailureScope::Operation,
-            2 => railyard_core::classify::FailureScope::Qp,
-            3 => railyard_core::classify::FailureScope::Cq,
-            4 => railyard_core::classify::FailureScope::Route,
-            5 => railyard_core::classify::FailureScope::Port,
-            6 => railyard_core::classify::FailureScope::Device,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_failure_scope"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_failure_scope <=> FailureScope: None, Operation, Qp, Cq, Route, Port, Device);
 
 /// What happens to the current object.
 #[repr(u32)]
@@ -232,118 +142,12 @@ pub enum ry_object_handling {
     CmRemoveDevice = 25,
 }
 
-impl From<railyard_core::classify::ObjectHandling> for ry_object_handling {
-    fn from(v: railyard_core::classify::ObjectHandling) -> Self {
-        match v {
-            railyard_core::classify::ObjectHandling::CompleteNormally => {
-                ry_object_handling::CompleteNormally
-            }
-            railyard_core::classify::ObjectHandling::ContinueUsing => {
-                ry_object_handling::ContinueUsing
-            }
-            railyard_core::classify::ObjectHandling::RebuildQp => ry_object_handling::RebuildQp,
-            railyard_core::classify::ObjectHandling::FailOperation => {
-                ry_object_handling::FailOperation
-            }
-            railyard_core::classify::ObjectHandling::RebuildLocalObject => {
-                ry_object_handling::RebuildLocalObject
-            }
-            railyard_core::classify::ObjectHandling::RefreshMetadata => {
-                ry_object_handling::RefreshMetadata
-            }
-            railyard_core::classify::ObjectHandling::CompleteTeardown => {
-                ry_object_handling::CompleteTeardown
-            }
-            railyard_core::classify::ObjectHandling::StopReuse => ry_object_handling::StopReuse,
-            railyard_core::classify::ObjectHandling::StopWqAndDependents => {
-                ry_object_handling::StopWqAndDependents
-            }
-            railyard_core::classify::ObjectHandling::IsolateCq => ry_object_handling::IsolateCq,
-            railyard_core::classify::ObjectHandling::StopMigrationPath => {
-                ry_object_handling::StopMigrationPath
-            }
-            railyard_core::classify::ObjectHandling::IsolatePort => ry_object_handling::IsolatePort,
-            railyard_core::classify::ObjectHandling::IsolateDevice => {
-                ry_object_handling::IsolateDevice
-            }
-            railyard_core::classify::ObjectHandling::RefreshTopology => {
-                ry_object_handling::RefreshTopology
-            }
-            railyard_core::classify::ObjectHandling::LeaveToEventOwner => {
-                ry_object_handling::LeaveToEventOwner
-            }
-            railyard_core::classify::ObjectHandling::LeaveQueued => ry_object_handling::LeaveQueued,
-            railyard_core::classify::ObjectHandling::UseAlternateRail => {
-                ry_object_handling::UseAlternateRail
-            }
-            railyard_core::classify::ObjectHandling::RollbackAndResolve => {
-                ry_object_handling::RollbackAndResolve
-            }
-            railyard_core::classify::ObjectHandling::ReleaseUnposted => {
-                ry_object_handling::ReleaseUnposted
-            }
-            railyard_core::classify::ObjectHandling::RetainDiagnostics => {
-                ry_object_handling::RetainDiagnostics
-            }
-            railyard_core::classify::ObjectHandling::RetryReadOnlyOnce => {
-                ry_object_handling::RetryReadOnlyOnce
-            }
-            railyard_core::classify::ObjectHandling::SingleAttempt => {
-                ry_object_handling::SingleAttempt
-            }
-            railyard_core::classify::ObjectHandling::SettleAndRelease => {
-                ry_object_handling::SettleAndRelease
-            }
-            railyard_core::classify::ObjectHandling::DelegateFailover => {
-                ry_object_handling::DelegateFailover
-            }
-            railyard_core::classify::ObjectHandling::CmReconnect => ry_object_handling::CmReconnect,
-            railyard_core::classify::ObjectHandling::CmRemoveDevice => {
-                ry_object_handling::CmRemoveDevice
-            }
-        }
-    }
-}
-
-impl ry_object_handling {
-    /// The core value of a C `ry_object_handling`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::classify::ObjectHandling> {
-        Ok(match v {
-            0 => railyard_core::classify::ObjectHandling::CompleteNormally,
-            1 => railyard_core::classify::ObjectHandling::ContinueUsing,
-            2 => railyard_core::classify::ObjectHandling::RebuildQp,
-            3 => railyard_core::classify::ObjectHandling::FailOperation,
-            4 => railyard_core::classify::ObjectHandling::RebuildLocalObject,
-            5 => railyard_core::classify::ObjectHandling::RefreshMetadata,
-            6 => railyard_core::classify::ObjectHandling::CompleteTeardown,
-            7 => railyard_core::classify::ObjectHandling::StopReuse,
-            8 => railyard_core::classify::ObjectHandling::StopWqAndDependents,
-            9 => railyard_core::classify::ObjectHandling::IsolateCq,
-            10 => railyard_core::classify::ObjectHandling::StopMigrationPath,
-            11 => railyard_core::classify::ObjectHandling::IsolatePort,
-            12 => railyard_core::classify::ObjectHandling::IsolateDevice,
-            13 => railyard_core::classify::ObjectHandling::RefreshTopology,
-            14 => railyard_core::classify::ObjectHandling::LeaveToEventOwner,
-            15 => railyard_core::classify::ObjectHandling::LeaveQueued,
-            16 => railyard_core::classify::ObjectHandling::UseAlternateRail,
-            17 => railyard_core::classify::ObjectHandling::RollbackAndResolve,
-            18 => railyard_core::classify::ObjectHandling::ReleaseUnposted,
-            19 => railyard_core::classify::ObjectHandling::RetainDiagnostics,
-            20 => railyard_core::classify::ObjectHandling::RetryReadOnlyOnce,
-            21 => railyard_core::classify::ObjectHandling::SingleAttempt,
-            22 => railyard_core::classify::ObjectHandling::SettleAndRelease,
-            23 => railyard_core::classify::ObjectHandling::DelegateFailover,
-            24 => railyard_core::classify::ObjectHandling::CmReconnect,
-            25 => railyard_core::classify::ObjectHandling::CmRemoveDevice,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_object_handling"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_object_handling <=> ObjectHandling: CompleteNormally, ContinueUsing, RebuildQp,
+    FailOperation, RebuildLocalObject, RefreshMetadata, CompleteTeardown, StopReuse,
+    StopWqAndDependents, IsolateCq, StopMigrationPath, IsolatePort, IsolateDevice, RefreshTopology,
+    LeaveToEventOwner, LeaveQueued, UseAlternateRail, RollbackAndResolve, ReleaseUnposted,
+    RetainDiagnostics, RetryReadOnlyOnce, SingleAttempt, SettleAndRelease, DelegateFailover,
+    CmReconnect, CmRemoveDevice);
 
 /// What the congestion controller does with a signal.
 #[repr(u32)]
@@ -367,38 +171,7 @@ pub enum ry_effect {
     Quarantine = 5,
 }
 
-impl From<railyard_core::classify::Effect> for ry_effect {
-    fn from(v: railyard_core::classify::Effect) -> Self {
-        match v {
-            railyard_core::classify::Effect::None => ry_effect::None,
-            railyard_core::classify::Effect::Success => ry_effect::Success,
-            railyard_core::classify::Effect::ReceiverPressure => ry_effect::ReceiverPressure,
-            railyard_core::classify::Effect::HardError => ry_effect::HardError,
-            railyard_core::classify::Effect::Timeout => ry_effect::Timeout,
-            railyard_core::classify::Effect::Quarantine => ry_effect::Quarantine,
-        }
-    }
-}
-
-impl ry_effect {
-    /// The core value of a C `ry_effect`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::classify::Effect> {
-        Ok(match v {
-            0 => railyard_core::classify::Effect::None,
-            1 => railyard_core::classify::Effect::Success,
-            2 => railyard_core::classify::Effect::ReceiverPressure,
-            3 => railyard_core::classify::Effect::HardError,
-            4 => railyard_core::classify::Effect::Timeout,
-            5 => railyard_core::classify::Effect::Quarantine,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_effect"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_effect <=> Effect: None, Success, ReceiverPressure, HardError, Timeout, Quarantine);
 
 /// A non-WC, non-event signal the classifier knows (RFC 4162).
 #[repr(u32)]
@@ -434,58 +207,10 @@ pub enum ry_signal {
     CmDeviceRemoval = 13,
 }
 
-impl From<railyard_core::classify::Signal> for ry_signal {
-    fn from(v: railyard_core::classify::Signal) -> Self {
-        match v {
-            railyard_core::classify::Signal::AcquireDeferred => ry_signal::AcquireDeferred,
-            railyard_core::classify::Signal::AcquireAvoided => ry_signal::AcquireAvoided,
-            railyard_core::classify::Signal::GenerationChanged => ry_signal::GenerationChanged,
-            railyard_core::classify::Signal::PostRejected => ry_signal::PostRejected,
-            railyard_core::classify::Signal::DeadlinePollerProgressing => {
-                ry_signal::DeadlinePollerProgressing
-            }
-            railyard_core::classify::Signal::DeadlinePollerStalled => {
-                ry_signal::DeadlinePollerStalled
-            }
-            railyard_core::classify::Signal::ReadOnlyRpcFailure => ry_signal::ReadOnlyRpcFailure,
-            railyard_core::classify::Signal::MutatingRpcFailure => ry_signal::MutatingRpcFailure,
-            railyard_core::classify::Signal::StaleMetadata => ry_signal::StaleMetadata,
-            railyard_core::classify::Signal::Cancellation => ry_signal::Cancellation,
-            railyard_core::classify::Signal::AllRailsUnavailable => ry_signal::AllRailsUnavailable,
-            railyard_core::classify::Signal::CmDisconnected => ry_signal::CmDisconnected,
-            railyard_core::classify::Signal::CmUnreachable => ry_signal::CmUnreachable,
-            railyard_core::classify::Signal::CmDeviceRemoval => ry_signal::CmDeviceRemoval,
-        }
-    }
-}
-
-impl ry_signal {
-    /// The core value of a C `ry_signal`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::classify::Signal> {
-        Ok(match v {
-            0 => railyard_core::classify::Signal::AcquireDeferred,
-            1 => railyard_core::classify::Signal::AcquireAvoided,
-            2 => railyard_core::classify::Signal::GenerationChanged,
-            3 => railyard_core::classify::Signal::PostRejected,
-            4 => railyard_core::classify::Signal::DeadlinePollerProgressing,
-            5 => railyard_core::classify::Signal::DeadlinePollerStalled,
-            6 => railyard_core::classify::Signal::ReadOnlyRpcFailure,
-            7 => railyard_core::classify::Signal::MutatingRpcFailure,
-            8 => railyard_core::classify::Signal::StaleMetadata,
-            9 => railyard_core::classify::Signal::Cancellation,
-            10 => railyard_core::classify::Signal::AllRailsUnavailable,
-            11 => railyard_core::classify::Signal::CmDisconnected,
-            12 => railyard_core::classify::Signal::CmUnreachable,
-            13 => railyard_core::classify::Signal::CmDeviceRemoval,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_signal"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_signal <=> Signal: AcquireDeferred, AcquireAvoided, GenerationChanged, PostRejected,
+    DeadlinePollerProgressing, DeadlinePollerStalled, ReadOnlyRpcFailure, MutatingRpcFailure,
+    StaleMetadata, Cancellation, AllRailsUnavailable, CmDisconnected, CmUnreachable,
+    CmDeviceRemoval);
 
 /// Task-evidence reason (the detailed query).
 #[repr(u32)]
@@ -529,62 +254,10 @@ pub enum ry_reason {
     Cancelled = 17,
 }
 
-impl From<railyard_core::evidence::Reason> for ry_reason {
-    fn from(v: railyard_core::evidence::Reason) -> Self {
-        match v {
-            railyard_core::evidence::Reason::ByteWindow => ry_reason::ByteWindow,
-            railyard_core::evidence::Reason::ReceiverPressure => ry_reason::ReceiverPressure,
-            railyard_core::evidence::Reason::CongestionFeedback => ry_reason::CongestionFeedback,
-            railyard_core::evidence::Reason::RouteTimeout => ry_reason::RouteTimeout,
-            railyard_core::evidence::Reason::RouteConnection => ry_reason::RouteConnection,
-            railyard_core::evidence::Reason::PathQuarantined => ry_reason::PathQuarantined,
-            railyard_core::evidence::Reason::ProbeFailed => ry_reason::ProbeFailed,
-            railyard_core::evidence::Reason::NoUsablePath => ry_reason::NoUsablePath,
-            railyard_core::evidence::Reason::DeviceRemoved => ry_reason::DeviceRemoved,
-            railyard_core::evidence::Reason::LocalConfiguration => ry_reason::LocalConfiguration,
-            railyard_core::evidence::Reason::RemoteMetadata => ry_reason::RemoteMetadata,
-            railyard_core::evidence::Reason::DerivedFlush => ry_reason::DerivedFlush,
-            railyard_core::evidence::Reason::Fatal => ry_reason::Fatal,
-            railyard_core::evidence::Reason::GenerationChanged => ry_reason::GenerationChanged,
-            railyard_core::evidence::Reason::PostRejected => ry_reason::PostRejected,
-            railyard_core::evidence::Reason::PollerStall => ry_reason::PollerStall,
-            railyard_core::evidence::Reason::ControlPlane => ry_reason::ControlPlane,
-            railyard_core::evidence::Reason::Cancelled => ry_reason::Cancelled,
-        }
-    }
-}
-
-impl ry_reason {
-    /// The core value of a C `ry_reason`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::evidence::Reason> {
-        Ok(match v {
-            0 => railyard_core::evidence::Reason::ByteWindow,
-            1 => railyard_core::evidence::Reason::ReceiverPressure,
-            2 => railyard_core::evidence::Reason::CongestionFeedback,
-            3 => railyard_core::evidence::Reason::RouteTimeout,
-            4 => railyard_core::evidence::Reason::RouteConnection,
-            5 => railyard_core::evidence::Reason::PathQuarantined,
-            6 => railyard_core::evidence::Reason::ProbeFailed,
-            7 => railyard_core::evidence::Reason::NoUsablePath,
-            8 => railyard_core::evidence::Reason::DeviceRemoved,
-            9 => railyard_core::evidence::Reason::LocalConfiguration,
-            10 => railyard_core::evidence::Reason::RemoteMetadata,
-            11 => railyard_core::evidence::Reason::DerivedFlush,
-            12 => railyard_core::evidence::Reason::Fatal,
-            13 => railyard_core::evidence::Reason::GenerationChanged,
-            14 => railyard_core::evidence::Reason::PostRejected,
-            15 => railyard_core::evidence::Reason::PollerStall,
-            16 => railyard_core::evidence::Reason::ControlPlane,
-            17 => railyard_core::evidence::Reason::Cancelled,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_reason"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_reason <=> Reason: ByteWindow, ReceiverPressure, CongestionFeedback, RouteTimeout,
+    RouteConnection, PathQuarantined, ProbeFailed, NoUsablePath, DeviceRemoved, LocalConfiguration,
+    RemoteMetadata, DerivedFlush, Fatal, GenerationChanged, PostRejected, PollerStall,
+    ControlPlane, Cancelled);
 
 /// Caller-visible task state (the minimal query).
 #[repr(u32)]
@@ -602,36 +275,7 @@ pub enum ry_task_state {
     LongUnavailable = 3,
 }
 
-impl From<railyard_core::evidence::AnomalyState> for ry_task_state {
-    fn from(v: railyard_core::evidence::AnomalyState) -> Self {
-        match v {
-            railyard_core::evidence::AnomalyState::Normal => ry_task_state::Normal,
-            railyard_core::evidence::AnomalyState::Unknown => ry_task_state::Unknown,
-            railyard_core::evidence::AnomalyState::Congested => ry_task_state::Congested,
-            railyard_core::evidence::AnomalyState::LongUnavailable => {
-                ry_task_state::LongUnavailable
-            }
-        }
-    }
-}
-
-impl ry_task_state {
-    /// The core value of a C `ry_task_state`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::evidence::AnomalyState> {
-        Ok(match v {
-            0 => railyard_core::evidence::AnomalyState::Normal,
-            1 => railyard_core::evidence::AnomalyState::Unknown,
-            2 => railyard_core::evidence::AnomalyState::Congested,
-            3 => railyard_core::evidence::AnomalyState::LongUnavailable,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_task_state"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_task_state <=> AnomalyState: Normal, Unknown, Congested, LongUnavailable);
 
 /// Path health state of a controller domain.
 #[repr(u32)]
@@ -649,36 +293,7 @@ pub enum ry_health {
     Probing = 4,
 }
 
-impl From<railyard_core::cc::Health> for ry_health {
-    fn from(v: railyard_core::cc::Health) -> Self {
-        match v {
-            railyard_core::cc::Health::Healthy => ry_health::Healthy,
-            railyard_core::cc::Health::Congested => ry_health::Congested,
-            railyard_core::cc::Health::Suspect => ry_health::Suspect,
-            railyard_core::cc::Health::Quarantined => ry_health::Quarantined,
-            railyard_core::cc::Health::Probing => ry_health::Probing,
-        }
-    }
-}
-
-impl ry_health {
-    /// The core value of a C `ry_health`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::cc::Health> {
-        Ok(match v {
-            0 => railyard_core::cc::Health::Healthy,
-            1 => railyard_core::cc::Health::Congested,
-            2 => railyard_core::cc::Health::Suspect,
-            3 => railyard_core::cc::Health::Quarantined,
-            4 => railyard_core::cc::Health::Probing,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_health"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_health <=> Health: Healthy, Congested, Suspect, Quarantined, Probing);
 
 /// Controller runtime mode, fixed at construction.
 #[repr(u32)]
@@ -692,32 +307,7 @@ pub enum ry_mode {
     Enforce = 2,
 }
 
-impl From<railyard_core::cc::Mode> for ry_mode {
-    fn from(v: railyard_core::cc::Mode) -> Self {
-        match v {
-            railyard_core::cc::Mode::Off => ry_mode::Off,
-            railyard_core::cc::Mode::Observe => ry_mode::Observe,
-            railyard_core::cc::Mode::Enforce => ry_mode::Enforce,
-        }
-    }
-}
-
-impl ry_mode {
-    /// The core value of a C `ry_mode`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::cc::Mode> {
-        Ok(match v {
-            0 => railyard_core::cc::Mode::Off,
-            1 => railyard_core::cc::Mode::Observe,
-            2 => railyard_core::cc::Mode::Enforce,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_mode"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_mode <=> Mode: Off, Observe, Enforce);
 
 /// How the controller judges drain time (`MC_ADAPTIVE_CC_TARGET_MODE`).
 #[repr(u32)]
@@ -730,29 +320,7 @@ pub enum ry_target_mode {
     Fixed = 1,
 }
 
-impl From<railyard_core::cc::TargetMode> for ry_target_mode {
-    fn from(v: railyard_core::cc::TargetMode) -> Self {
-        match v {
-            railyard_core::cc::TargetMode::Adaptive => ry_target_mode::Adaptive,
-            railyard_core::cc::TargetMode::Fixed => ry_target_mode::Fixed,
-        }
-    }
-}
-
-impl ry_target_mode {
-    /// The core value of a C `ry_target_mode`, or `RY_STATUS_INVALID_ARGUMENT`.
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::cc::TargetMode> {
-        Ok(match v {
-            0 => railyard_core::cc::TargetMode::Adaptive,
-            1 => railyard_core::cc::TargetMode::Fixed,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_target_mode"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_target_mode <=> TargetMode: Adaptive, Fixed);
 
 /// Which controller domain decided.
 #[repr(u32)]
@@ -764,30 +332,7 @@ pub enum ry_domain_kind {
     Route = 1,
 }
 
-impl From<railyard_core::cc::DomainKind> for ry_domain_kind {
-    fn from(v: railyard_core::cc::DomainKind) -> Self {
-        match v {
-            railyard_core::cc::DomainKind::Device => ry_domain_kind::Device,
-            railyard_core::cc::DomainKind::Route => ry_domain_kind::Route,
-        }
-    }
-}
-
-impl ry_domain_kind {
-    /// The core value of a C `ry_domain_kind`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::cc::DomainKind> {
-        Ok(match v {
-            0 => railyard_core::cc::DomainKind::Device,
-            1 => railyard_core::cc::DomainKind::Route,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_domain_kind"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_domain_kind <=> DomainKind: Device, Route);
 
 /// Whether the CQ poller made progress during a control epoch.
 #[repr(u32)]
@@ -799,30 +344,7 @@ pub enum ry_poller_status {
     Stalled = 1,
 }
 
-impl From<railyard_core::cc::PollerStatus> for ry_poller_status {
-    fn from(v: railyard_core::cc::PollerStatus) -> Self {
-        match v {
-            railyard_core::cc::PollerStatus::Progressing => ry_poller_status::Progressing,
-            railyard_core::cc::PollerStatus::Stalled => ry_poller_status::Stalled,
-        }
-    }
-}
-
-impl ry_poller_status {
-    /// The core value of a C `ry_poller_status`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::cc::PollerStatus> {
-        Ok(match v {
-            0 => railyard_core::cc::PollerStatus::Progressing,
-            1 => railyard_core::cc::PollerStatus::Stalled,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_poller_status"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_poller_status <=> PollerStatus: Progressing, Stalled);
 
 /// How a release or feedback was settled.
 #[repr(u32)]
@@ -834,30 +356,7 @@ pub enum ry_settlement {
     Stale = 1,
 }
 
-impl From<railyard_core::cc::Settlement> for ry_settlement {
-    fn from(v: railyard_core::cc::Settlement) -> Self {
-        match v {
-            railyard_core::cc::Settlement::Current => ry_settlement::Current,
-            railyard_core::cc::Settlement::Stale => ry_settlement::Stale,
-        }
-    }
-}
-
-impl ry_settlement {
-    /// The core value of a C `ry_settlement`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::cc::Settlement> {
-        Ok(match v {
-            0 => railyard_core::cc::Settlement::Current,
-            1 => railyard_core::cc::Settlement::Stale,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_settlement"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_settlement <=> Settlement: Current, Stale);
 
 /// Rail selector score inputs with peer accounting on (RFC 4534).
 #[repr(u32)]
@@ -873,31 +372,4 @@ pub enum ry_variant {
     V3 = 3,
 }
 
-impl From<railyard_core::rail::Variant> for ry_variant {
-    fn from(v: railyard_core::rail::Variant) -> Self {
-        match v {
-            railyard_core::rail::Variant::V0 => ry_variant::V0,
-            railyard_core::rail::Variant::V1 => ry_variant::V1,
-            railyard_core::rail::Variant::V2 => ry_variant::V2,
-            railyard_core::rail::Variant::V3 => ry_variant::V3,
-        }
-    }
-}
-
-impl ry_variant {
-    /// The core value of a C `ry_variant`, or `RY_STATUS_INVALID_ARGUMENT`.
-    #[allow(dead_code)]
-    pub(crate) fn to_core(v: u32, what: &str) -> Result<railyard_core::rail::Variant> {
-        Ok(match v {
-            0 => railyard_core::rail::Variant::V0,
-            1 => railyard_core::rail::Variant::V1,
-            2 => railyard_core::rail::Variant::V2,
-            3 => railyard_core::rail::Variant::V3,
-            _ => {
-                return Err(Error::invalid(format_args!(
-                    "{what}: {v} is not a valid ry_variant"
-                )))
-            }
-        })
-    }
-}
+mirror!(ry_variant <=> Variant: V0, V1, V2, V3);

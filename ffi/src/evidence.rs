@@ -5,14 +5,14 @@
 
 use std::sync::Mutex;
 
-use railyard_core::evidence::{Detail, Observation, Observed, PathId, TaskEvidence};
+use railyard_core::evidence::{Detail, Observation, Observed, PathId, Recorded, TaskEvidence};
 use railyard_core::slice::SliceRef;
 
-use crate::cc::ry_cc;
 use crate::enums::{ry_failure_scope, ry_reason, ry_task_state};
-use crate::error::{guard, Error, Result, RyStatus};
+use crate::error::{guard, ret, ret_opt, Result, RyStatus};
 use crate::handle::Registry;
-use crate::ptr::{in_ref, write_out};
+use crate::mirror::{mirror, CEnum};
+use crate::ptr::in_ref;
 
 /// Slices of evidence one task keeps (fixed capacity, no allocation after
 /// creation); more are handled by the core's eviction rules and counted in
@@ -187,6 +187,10 @@ pub struct ry_task {
 
 static TASKS: Registry<Mutex<TaskEvidence<8>>> = Registry::new(3, "task evidence");
 
+fn slice_ref(index: u32, attempt: u32) -> SliceRef {
+    SliceRef { index, attempt }
+}
+
 pub(crate) fn with_task<R>(t: ry_task, f: impl FnOnce(&mut TaskEvidence<8>) -> R) -> Result<R> {
     let e = TASKS.get(t.bits)?;
     let mut g = e.lock().unwrap_or_else(|p| p.into_inner());
@@ -204,14 +208,13 @@ pub(crate) fn with_task<R>(t: ry_task, f: impl FnOnce(&mut TaskEvidence<8>) -> R
 /// `out` is valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn ry_task_create(out: *mut ry_task) -> RyStatus {
-    guard(|| {
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let bits = TASKS.insert(Mutex::new(TaskEvidence::new()))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_task { bits }, "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let bits = TASKS.insert(Mutex::new(TaskEvidence::new()))?;
+            Ok(ry_task { bits })
+        })
+    }
 }
 
 /// Destroys task evidence. Thread-safety: any thread.
@@ -234,6 +237,8 @@ pub enum ry_recorded {
     Dropped = 2,
 }
 
+mirror!(ry_recorded <=> Recorded: Stored, Stale, Dropped);
+
 /// Records evidence `*obs` for attempt `slice_attempt` of slice
 /// `slice_index` (the observation's own slice fields are ignored).
 /// `*recorded_out` (optional) says whether it was stored.
@@ -251,25 +256,15 @@ pub unsafe extern "C" fn ry_task_record(
     obs: *const ry_observation,
     recorded_out: *mut ry_recorded,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let o = unsafe { in_ref(obs, "obs") }?.to_core()?;
-        let slice = SliceRef {
-            index: slice_index,
-            attempt: slice_attempt,
-        };
-        let r = with_task(task, |t| t.record(slice, o))?;
-        if recorded_out.is_null() {
-            return Ok(());
-        }
-        let r = match r {
-            railyard_core::evidence::Recorded::Stored => ry_recorded::Stored,
-            railyard_core::evidence::Recorded::Stale => ry_recorded::Stale,
-            railyard_core::evidence::Recorded::Dropped => ry_recorded::Dropped,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(recorded_out, r, "recorded_out") }
-    })
+    // SAFETY: caller contract: `obs` valid for reads, `recorded_out` NULL or
+    // valid for writes.
+    unsafe {
+        ret_opt(recorded_out, || {
+            let o = in_ref(obs, "obs")?.to_core()?;
+            let slice = slice_ref(slice_index, slice_attempt);
+            Ok(with_task(task, |t| t.record(slice, o))?.into())
+        })
+    }
 }
 
 /// A success of the slice's current attempt: resolves its evidence of
@@ -289,18 +284,14 @@ pub unsafe extern "C" fn ry_task_resolve(
     now_ns: u64,
     resolved_out: *mut bool,
 ) -> RyStatus {
-    guard(|| {
-        let slice = SliceRef {
-            index: slice_index,
-            attempt: slice_attempt,
-        };
-        let r = with_task(task, |t| t.resolve(slice, now_ns))?;
-        if resolved_out.is_null() {
-            return Ok(());
-        }
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(resolved_out, r, "resolved_out") }
-    })
+    // SAFETY: caller contract: `resolved_out` NULL or valid for writes.
+    unsafe {
+        ret_opt(resolved_out, || {
+            with_task(task, |t| {
+                t.resolve(slice_ref(slice_index, slice_attempt), now_ns)
+            })
+        })
+    }
 }
 
 /// A new attempt of the slice starts: its old blocking evidence is
@@ -315,11 +306,9 @@ pub extern "C" fn ry_task_begin_attempt(
     slice_attempt: u32,
 ) -> RyStatus {
     guard(|| {
-        let slice = SliceRef {
-            index: slice_index,
-            attempt: slice_attempt,
-        };
-        with_task(task, |t| t.begin_attempt(slice))
+        with_task(task, |t| {
+            t.begin_attempt(slice_ref(slice_index, slice_attempt))
+        })
     })
 }
 
@@ -333,11 +322,8 @@ pub extern "C" fn ry_task_begin_attempt(
 /// `out` is valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn ry_task_state_get(task: ry_task, out: *mut ry_task_state) -> RyStatus {
-    guard(|| {
-        let s = with_task(task, |t| t.state())?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_task_state::from(s), "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe { ret(out, "out", || Ok(with_task(task, |t| t.state())?.into())) }
 }
 
 /// The detailed query. Read-only.
@@ -349,38 +335,53 @@ pub unsafe extern "C" fn ry_task_state_get(task: ry_task, out: *mut ry_task_stat
 /// `out` is valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn ry_task_detail_get(task: ry_task, out: *mut ry_task_detail) -> RyStatus {
-    guard(|| {
-        let d = with_task(task, |t| t.detail())?;
-        let v = ry_task_detail::from_core(&d);
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, v, "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            Ok(ry_task_detail::from_core(&with_task(task, |t| t.detail())?))
+        })
+    }
 }
 
-/// Fills `*out` with evidence for `reason` on path `device` x `route` from
-/// a snapshot of the controller's route domain at `now_ns`: path,
-/// generation, window and in-flight are observed; the cooldown remaining
-/// only once the monitor has started it; the scope is left unobserved.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_cc_route_observation(
-    cc: ry_cc,
-    device: u16,
-    route: u32,
-    reason: u32,
-    now_ns: u64,
-    out: *mut ry_observation,
-) -> RyStatus {
-    guard(|| {
-        let reason = ry_reason::to_core(reason, "reason")?;
-        let snap = crate::cc::route_snapshot(cc, route)?;
-        let o = snap.observation(reason, PathId { device, route }, now_ns);
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_observation::from_core(&o), "out") }
-    })
+/// Evidence from the controller object (feature `layers`).
+#[cfg(feature = "layers")]
+mod layer {
+    use super::*;
+    use crate::cc::ry_cc;
+
+    /// Fills `*out` with evidence for `reason` on path `device` x `route` from
+    /// a snapshot of the controller's route domain at `now_ns`: path,
+    /// generation, window and in-flight are observed; the cooldown remaining
+    /// only once the monitor has started it; the scope is left unobserved.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_cc_route_observation(
+        cc: ry_cc,
+        device: u16,
+        route: u32,
+        reason: u32,
+        now_ns: u64,
+        out: *mut ry_observation,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let reason = ry_reason::to_core(reason, "reason")?;
+                let snap = crate::cc::route_snapshot(cc, route)?;
+                Ok(ry_observation::from_core(&snap.observation(
+                    reason,
+                    PathId { device, route },
+                    now_ns,
+                )))
+            })
+        }
+    }
 }
+
+#[cfg(feature = "layers")]
+pub use layer::*;

@@ -34,7 +34,7 @@ use railyard_core::completion::{
     CreditDemand, InvalidPost, Path, PathChoice, PostRequest, Refusal, SliceEffect, Stack,
     StackConfig, StackControl,
 };
-use railyard_core::credit::{Charge, LedgerConfig, UpdateOutcome};
+use railyard_core::credit::{Charge, LedgerConfig};
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, ReclaimEvent, RetireReason};
 use railyard_core::evidence::Observation;
 use railyard_core::rail::DeviceSpec;
@@ -43,13 +43,14 @@ use railyard_core::slice::{Outcome, SliceRef, SliceState};
 use crate::cc::{ry_cc_config, ry_epoch_report};
 use crate::classify::{ry_event_classification, ry_wc_classification};
 use crate::credit::{
-    ry_charge, ry_credit_ledger_config, ry_credit_update, ry_credit_usage, ry_session_id,
-    ry_update_outcome,
+    charge_or_zero, ry_charge, ry_credit_ledger_config, ry_credit_update, ry_credit_usage,
+    ry_session_id, ry_update_outcome, update_outcome,
 };
 use crate::enums::{ry_domain_kind, ry_poller_status, ry_reason};
-use crate::error::{guard, Error, Result, RyStatus};
+use crate::error::{guard, ret, ret_opt, Error, Result, RyStatus};
 use crate::evidence::{ry_task, with_task};
 use crate::handle::Registry;
+use crate::mirror::{mirror, CEnum};
 use crate::ptr::{in_ref, in_slice, write_out};
 use crate::rail::ry_rail_config;
 use crate::token::ry_token_record;
@@ -106,11 +107,7 @@ impl ry_hotpath_config {
         } else {
             None
         };
-        let credit = (self.credit_enabled != 0).then_some(LedgerConfig {
-            max_peers: self.credit.max_peers,
-            max_classes: self.credit.max_classes,
-            window: self.credit.window.v,
-        });
+        let credit = (self.credit_enabled != 0).then_some(LedgerConfig::from(self.credit));
         Ok(StackConfig {
             tokens: self.tokens as usize,
             slices: self.slices as usize,
@@ -346,18 +343,8 @@ pub enum ry_slice_state {
     Canceled = 5,
 }
 
-impl From<SliceState> for ry_slice_state {
-    fn from(s: SliceState) -> Self {
-        match s {
-            SliceState::Idle => ry_slice_state::Idle,
-            SliceState::Pending => ry_slice_state::Pending,
-            SliceState::Succeeded => ry_slice_state::Succeeded,
-            SliceState::Failed => ry_slice_state::Failed,
-            SliceState::TimedOut => ry_slice_state::TimedOut,
-            SliceState::Canceled => ry_slice_state::Canceled,
-        }
-    }
-}
+mirror!(ry_slice_state <=> SliceState: Idle, Pending, Succeeded, Failed, TimedOut, Canceled);
+mirror!(ry_credit_use: None, DirectWrite, StagedWrite);
 
 /// The result of `ry_hotpath_complete`.
 #[repr(C)]
@@ -497,34 +484,28 @@ pub(crate) fn hotpath(h: ry_hotpath) -> Result<crate::handle::Pinned<Arc<HotPath
 /// `out` is valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn ry_hotpath_config_default(out: *mut ry_hotpath_config) -> RyStatus {
-    guard(|| {
-        let d = StackConfig::default();
-        let c = ry_hotpath_config {
-            cc: ry_cc_config::from(&d.cc),
-            rail: ry_rail_config::from(&railyard_core::rail::RailConfig::default()),
-            credit: {
-                let l = LedgerConfig::default();
-                ry_credit_ledger_config {
-                    window: ry_charge { v: l.window },
-                    max_peers: l.max_peers,
-                    max_classes: l.max_classes,
-                }
-            },
-            drain_timeout_ns: d.endpoints.drain_timeout_ns,
-            nominal_bps: 12_500_000_000,
-            tokens: d.tokens as u32,
-            slices: d.slices as u32,
-            endpoints: d.endpoints.capacity,
-            max_wr_per_qp: d.endpoints.max_wr_per_qp,
-            qps_per_endpoint: d.endpoints.qps_per_endpoint,
-            max_retries: d.max_retries,
-            devices: d.devices,
-            rail_enabled: 0,
-            credit_enabled: 0,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, c, "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let d = StackConfig::default();
+            Ok(ry_hotpath_config {
+                cc: ry_cc_config::from(&d.cc),
+                rail: ry_rail_config::from(&railyard_core::rail::RailConfig::default()),
+                credit: LedgerConfig::default().into(),
+                drain_timeout_ns: d.endpoints.drain_timeout_ns,
+                nominal_bps: 12_500_000_000,
+                tokens: d.tokens as u32,
+                slices: d.slices as u32,
+                endpoints: d.endpoints.capacity,
+                max_wr_per_qp: d.endpoints.max_wr_per_qp,
+                qps_per_endpoint: d.endpoints.qps_per_endpoint,
+                max_retries: d.max_retries,
+                devices: d.devices,
+                rail_enabled: 0,
+                credit_enabled: 0,
+            })
+        })
+    }
 }
 
 /// Builds a hot path. `route_devices[r]` is the device route domain `r` is
@@ -546,36 +527,31 @@ pub unsafe extern "C" fn ry_hotpath_create(
     n_routes: usize,
     out: *mut ry_hotpath,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let c = *unsafe { in_ref(cfg, "cfg") }?;
-        // SAFETY: caller contract: `n_routes` valid values.
-        let routes = unsafe { in_slice(route_devices, n_routes, "route_devices") }?;
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let sc = c.to_core(routes)?;
-        let (stack, control) = Stack::<()>::new(&sc).map_err(stack_error)?;
-        let cookies = Mutex::new(vec![(0, 0); sc.endpoints.capacity as usize]);
-        let tasks = (0..sc.slices).map(|_| AtomicU64::new(0)).collect();
-        let bits = HOTPATHS.insert(Arc::new(HotPath {
-            stack,
-            cookies,
-            control: Mutex::new(control),
-            tasks,
-            route_devices: routes.into(),
-            posts: Padded::default(),
-            refusals: Default::default(),
-            completions: Padded::default(),
-            stale: AtomicU64::new(0),
-            retries: AtomicU64::new(0),
-            bad: AtomicU64::new(0),
-            unposted: AtomicU64::new(0),
-            faults: AtomicU64::new(0),
-        }))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_hotpath { bits }, "out") }
-    })
+    // SAFETY: caller contract: `cfg` valid for reads, `route_devices` holds
+    // `n_routes` values, `out` valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let routes = in_slice(route_devices, n_routes, "route_devices")?;
+            let sc = in_ref(cfg, "cfg")?.to_core(routes)?;
+            let (stack, control) = Stack::<()>::new(&sc).map_err(stack_error)?;
+            let bits = HOTPATHS.insert(Arc::new(HotPath {
+                stack,
+                cookies: Mutex::new(vec![(0, 0); sc.endpoints.capacity as usize]),
+                control: Mutex::new(control),
+                tasks: (0..sc.slices).map(|_| AtomicU64::new(0)).collect(),
+                route_devices: routes.into(),
+                posts: Padded::default(),
+                refusals: Default::default(),
+                completions: Padded::default(),
+                stale: AtomicU64::new(0),
+                retries: AtomicU64::new(0),
+                bad: AtomicU64::new(0),
+                unposted: AtomicU64::new(0),
+                faults: AtomicU64::new(0),
+            }))?;
+            Ok(ry_hotpath { bits })
+        })
+    }
 }
 
 fn stack_error(e: railyard_core::completion::StackError) -> Error {
@@ -615,22 +591,18 @@ pub unsafe extern "C" fn ry_hotpath_endpoint_open(
     cookie: u64,
     out: *mut ry_endpoint,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let e = {
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let h = hotpath(hp)?;
             let mut c = h.cookies.lock().unwrap_or_else(|e| e.into_inner());
             let e = h.stack.endpoints.open(())?;
             if let Some(x) = c.get_mut(e.slot as usize) {
                 *x = (e.generation, cookie);
             }
-            e
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, e.into(), "out") }
-    })
+            Ok(e.into())
+        })
+    }
 }
 
 /// Retires an endpoint: the one teardown API (CQ error, QP fatal, device
@@ -654,8 +626,7 @@ pub extern "C" fn ry_hotpath_endpoint_retire(
             .into_iter()
             .find(|r| *r as u32 == reason)
             .ok_or_else(|| Error::invalid(format_args!("reason: {reason} is not 1..=7")))?;
-        h.stack.endpoints.retire(endpoint.into(), r, now_ns)?;
-        Ok(())
+        Ok(h.stack.endpoints.retire(endpoint.into(), r, now_ns)?)
     })
 }
 
@@ -678,52 +649,50 @@ pub unsafe extern "C" fn ry_hotpath_poll_reclaim(
     user: *mut core::ffi::c_void,
     reclaimed_out: *mut u32,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        let local = h.stack.endpoints.register();
-        let g = local.pin();
-        let mut events: Vec<ry_reclaim_event> = Vec::new();
-        let n = {
-            let cookies = h.cookies.lock().unwrap_or_else(|e| e.into_inner());
-            h.stack.endpoints.poll_reclaim(now_ns, &g, |e| {
-                let (kind, handle, outstanding) = match e {
-                    ReclaimEvent::ForceFlush {
-                        handle,
+    // SAFETY: caller contract: `cb` is NULL or safe to call with `user`,
+    // `reclaimed_out` NULL or valid for writes.
+    unsafe {
+        ret_opt(reclaimed_out, || {
+            let h = hotpath(hp)?;
+            let local = h.stack.endpoints.register();
+            let g = local.pin();
+            let mut events: Vec<ry_reclaim_event> = Vec::new();
+            let n = {
+                let cookies = h.cookies.lock().unwrap_or_else(|e| e.into_inner());
+                h.stack.endpoints.poll_reclaim(now_ns, &g, |e| {
+                    let (kind, handle, outstanding) = match e {
+                        ReclaimEvent::ForceFlush {
+                            handle,
+                            outstanding,
+                        } => (ry_reclaim_kind::ForceFlush, handle, outstanding),
+                        ReclaimEvent::Reclaimed { handle, .. } => {
+                            (ry_reclaim_kind::Reclaimed, handle, 0)
+                        }
+                        ReclaimEvent::Abandoned {
+                            handle,
+                            outstanding,
+                        } => (ry_reclaim_kind::Abandoned, handle, outstanding),
+                    };
+                    let cookie = match cookies.get(handle.slot as usize) {
+                        Some(&(g, c)) if g == handle.generation => c,
+                        _ => 0,
+                    };
+                    events.push(ry_reclaim_event {
+                        cookie,
+                        endpoint: handle.into(),
+                        kind: kind as u32,
                         outstanding,
-                    } => (ry_reclaim_kind::ForceFlush, handle, outstanding),
-                    ReclaimEvent::Reclaimed { handle, .. } => {
-                        (ry_reclaim_kind::Reclaimed, handle, 0)
-                    }
-                    ReclaimEvent::Abandoned {
-                        handle,
-                        outstanding,
-                    } => (ry_reclaim_kind::Abandoned, handle, outstanding),
-                };
-                let cookie = match cookies.get(handle.slot as usize) {
-                    Some(&(g, c)) if g == handle.generation => c,
-                    _ => 0,
-                };
-                events.push(ry_reclaim_event {
-                    cookie,
-                    endpoint: handle.into(),
-                    kind: kind as u32,
-                    outstanding,
-                });
-            })?
-        };
-        if let Some(f) = cb {
-            for ev in &events {
-                // SAFETY: caller contract: `cb` may be called with `user`;
-                // `ev` lives across the call.
-                unsafe { f(user, ev) };
+                    });
+                })?
+            };
+            if let Some(f) = cb {
+                for ev in &events {
+                    f(user, ev);
+                }
             }
-        }
-        if !reclaimed_out.is_null() {
-            // SAFETY: caller contract: valid for writes (non-NULL).
-            unsafe { write_out(reclaimed_out, n as u32, "reclaimed_out") }?;
-        }
-        Ok(())
-    })
+            Ok(n as u32)
+        })
+    }
 }
 
 /// Opens slice `index` (a fragment of a transfer) as a new attempt and
@@ -742,18 +711,17 @@ pub unsafe extern "C" fn ry_hotpath_slice_open(
     task: ry_task,
     out: *mut ry_slice_ref,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let s = h.stack.slices.open(index)?;
-        if let Some(t) = h.tasks.get(index as usize) {
-            t.store(task.bits, Ordering::Release);
-        }
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, s.into(), "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let h = hotpath(hp)?;
+            let s = h.stack.slices.open(index)?;
+            if let Some(t) = h.tasks.get(index as usize) {
+                t.store(task.bits, Ordering::Release);
+            }
+            Ok(s.into())
+        })
+    }
 }
 
 /// Settles a slice's current attempt by the caller's decision: `outcome`
@@ -842,10 +810,8 @@ pub unsafe extern "C" fn ry_hotpath_post(
     req: *const ry_post_request,
     out: *mut ry_post_result,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: the caller's contract is `post`'s.
-        unsafe { post(hp, None, req, out) }
-    })
+    // SAFETY: the caller's contract is `post`'s.
+    guard(|| unsafe { post(hp, None, req, out) })
 }
 
 /// `ry_hotpath_post`, claiming the token through `cache` (this thread's
@@ -869,10 +835,8 @@ pub unsafe extern "C" fn ry_hotpath_post_via(
     req: *const ry_post_request,
     out: *mut ry_post_result,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: the caller's contract is `post`'s.
-        unsafe { post(hp, Some(cache), req, out) }
-    })
+    // SAFETY: the caller's contract is `post`'s.
+    guard(|| unsafe { post(hp, Some(cache), req, out) })
 }
 
 /// Runs `$call` on `$owner` through the token source `$cache` names:
@@ -937,31 +901,22 @@ unsafe fn post(
             [one] => PathChoice::Fixed(*one),
             many => PathChoice::Pick(many),
         };
-        let credit = match r.credit_use {
-            0 => None,
-            1 | 2 => {
+        let charge = match ry_credit_use::from_u32(r.credit_use, "credit_use")? {
+            ry_credit_use::None => None,
+            ry_credit_use::DirectWrite => Some(Charge::direct_write(r.bytes)),
+            ry_credit_use::StagedWrite => Some(Charge::staged_write(r.bytes)),
+        };
+        let credit = match charge {
+            None => None,
+            Some(charge) => {
                 let ledger = h.stack.credit.as_ref().ok_or_else(|| {
                     Error::invalid("credit_use: this hot path was built with credit off")
                 })?;
-                let peer = if r.has_peer != 0 {
-                    r.peer
-                } else {
+                if r.has_peer == 0 {
                     return Err(Error::invalid("credit_use needs a known peer (has_peer)"));
-                };
-                let charge = if r.credit_use == 1 {
-                    Charge::direct_write(r.bytes)
-                } else {
-                    Charge::staged_write(r.bytes)
-                };
-                Some(CreditDemand {
-                    entry: ledger.entry(peer, r.credit_class)?,
-                    charge,
-                })
-            }
-            v => {
-                return Err(Error::invalid(format_args!(
-                    "credit_use: {v} is not a ry_credit_use"
-                )))
+                }
+                let entry = ledger.entry(r.peer, r.credit_class)?;
+                Some(CreditDemand { entry, charge })
             }
         };
         let req = PostRequest {
@@ -1072,16 +1027,14 @@ fn unposted(
     wr_id: u64,
     now_ns: u64,
 ) -> Result<()> {
-    {
-        let h = hotpath(hp)?;
-        let owner = h.stack.owner();
-        let (_, rel) = via!(h, cache, src => owner.unposted_via(src, wr_id, now_ns))?;
-        h.unposted.fetch_add(1, Ordering::Relaxed);
-        if rel.faults().count() != 0 {
-            h.faults.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
+    let h = hotpath(hp)?;
+    let owner = h.stack.owner();
+    let (_, rel) = via!(h, cache, src => owner.unposted_via(src, wr_id, now_ns))?;
+    h.unposted.fetch_add(1, Ordering::Relaxed);
+    if rel.faults().count() != 0 {
+        h.faults.fetch_add(1, Ordering::Relaxed);
     }
+    Ok(())
 }
 
 /// Processes one polled completion: hands the token's record back exactly
@@ -1106,10 +1059,12 @@ pub unsafe extern "C" fn ry_hotpath_complete(
     now_ns: u64,
     out: *mut ry_completion,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: the caller's contract is `complete`'s.
-        unsafe { complete(hp, None, wr_id, status, vendor_err, now_ns, out) }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            complete(hp, None, wr_id, status, vendor_err, now_ns)
+        })
+    }
 }
 
 /// `ry_hotpath_complete`, returning the token to `cache` (the calling
@@ -1133,30 +1088,25 @@ pub unsafe extern "C" fn ry_hotpath_complete_via(
     now_ns: u64,
     out: *mut ry_completion,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: the caller's contract is `complete`'s.
-        unsafe { complete(hp, Some(cache), wr_id, status, vendor_err, now_ns, out) }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            complete(hp, Some(cache), wr_id, status, vendor_err, now_ns)
+        })
+    }
 }
 
 /// The body of `ry_hotpath_complete` / `ry_hotpath_complete_via`.
-///
-/// # Safety
-/// `out` is valid for writes.
-unsafe fn complete(
+fn complete(
     hp: ry_hotpath,
     cache: Option<crate::token_cache::ry_token_cache>,
     wr_id: u64,
     status: u32,
     vendor_err: u32,
     now_ns: u64,
-    out: *mut ry_completion,
-) -> Result<()> {
+) -> Result<ry_completion> {
     {
         let h = hotpath(hp)?;
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
         let owner = h.stack.owner();
         let done =
             via!(h, cache, src => owner.complete_via(src, wr_id, status, vendor_err, now_ns));
@@ -1205,7 +1155,7 @@ unsafe fn complete(
                 }
             }
         }
-        let c = ry_completion {
+        Ok(ry_completion {
             record: ry_token_record::from(&d.record),
             wc: ry_wc_classification::from(&d.wc),
             next_slice: next.into(),
@@ -1217,9 +1167,7 @@ unsafe fn complete(
             cc_stale: u8::from(d.released.cc() == Some(railyard_core::cc::Settlement::Stale)),
             faults: d.faults().bits(),
             reserved: [0; 3],
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, c, "out") }
+        })
     }
 }
 
@@ -1240,25 +1188,15 @@ pub unsafe extern "C" fn ry_hotpath_on_epoch(
     poller: u32,
     report_out: *mut ry_epoch_report,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        let poller: PollerStatus = ry_poller_status::to_core(poller, "poller")?;
-        let r = {
+    // SAFETY: caller contract: `report_out` NULL or valid for writes.
+    unsafe {
+        ret_opt(report_out, || {
+            let h = hotpath(hp)?;
+            let poller: PollerStatus = ry_poller_status::to_core(poller, "poller")?;
             let mut c = h.control.lock().unwrap_or_else(|e| e.into_inner());
-            c.monitor.on_epoch(&h.stack.cc, now_ns, poller)
-        };
-        if report_out.is_null() {
-            return Ok(());
-        }
-        let v = ry_epoch_report {
-            counted_timeouts: r.counted_timeouts,
-            suppressed_timeouts: r.suppressed_timeouts,
-            quarantined: r.quarantined,
-            probes_started: r.probes_started,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(report_out, v, "report_out") }
-    })
+            Ok(c.monitor.on_epoch(&h.stack.cc, now_ns, poller).into())
+        })
+    }
 }
 
 /// Route value meaning "no route" in `ry_hotpath_async_event`.
@@ -1285,49 +1223,46 @@ pub unsafe extern "C" fn ry_hotpath_async_event(
     route: u32,
     out: *mut ry_event_classification,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        let c = classify_event(event_type);
-        let cc = &h.stack.cc;
-        let feed = |r: u32| -> Result<()> {
-            if c.effect == Effect::None {
-                return Ok(());
-            }
-            let g = cc
-                .route_generation(r)
-                .ok_or_else(|| Error::from(railyard_core::cc::AcquireError::NoSuchRoute(r)))?;
-            cc.route_feedback(r, g, c.effect)?;
-            Ok(())
-        };
-        match c.scope {
-            FailureScope::Qp | FailureScope::Cq | FailureScope::Route => {
-                if route != RY_HOTPATH_NO_ROUTE {
-                    feed(route)?;
+    // SAFETY: caller contract: `out` NULL or valid for writes.
+    unsafe {
+        ret_opt(out, || {
+            let h = hotpath(hp)?;
+            let c = classify_event(event_type);
+            let cc = &h.stack.cc;
+            let feed = |r: u32| -> Result<()> {
+                if c.effect == Effect::None {
+                    return Ok(());
                 }
-            }
-            FailureScope::Port => {
-                for (r, _) in h
-                    .route_devices
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, d)| **d == device)
-                {
-                    feed(r as u32)?;
+                let no = || Error::from(railyard_core::cc::AcquireError::NoSuchRoute(r));
+                cc.route_feedback(r, cc.route_generation(r).ok_or_else(no)?, c.effect)?;
+                Ok(())
+            };
+            match c.scope {
+                FailureScope::Qp | FailureScope::Cq | FailureScope::Route => {
+                    if route != RY_HOTPATH_NO_ROUTE {
+                        feed(route)?;
+                    }
                 }
-            }
-            FailureScope::Device => {
-                if c.effect == Effect::Quarantine {
-                    cc.quarantine_device(device)?;
+                FailureScope::Port => {
+                    for (r, _) in h
+                        .route_devices
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, d)| **d == device)
+                    {
+                        feed(r as u32)?;
+                    }
                 }
+                FailureScope::Device => {
+                    if c.effect == Effect::Quarantine {
+                        cc.quarantine_device(device)?;
+                    }
+                }
+                FailureScope::None | FailureScope::Operation => {}
             }
-            FailureScope::None | FailureScope::Operation => {}
-        }
-        if out.is_null() {
-            return Ok(());
-        }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(out, ry_event_classification::from(&c), "out") }
-    })
+            Ok(ry_event_classification::from(&c))
+        })
+    }
 }
 
 /// The transport replaced `route`'s QPs (a reconnect): the route moves to
@@ -1344,15 +1279,12 @@ pub unsafe extern "C" fn ry_hotpath_new_generation(
     route: u32,
     out: *mut u32,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        let g = h.stack.cc.advance_generation(route)?;
-        if out.is_null() {
-            return Ok(());
-        }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(out, g, "out") }
-    })
+    // SAFETY: caller contract: `out` NULL or valid for writes.
+    unsafe {
+        ret_opt(out, || {
+            Ok(hotpath(hp)?.stack.cc.advance_generation(route)?)
+        })
+    }
 }
 
 fn credit_control<T>(
@@ -1408,22 +1340,16 @@ pub unsafe extern "C" fn ry_hotpath_credit_apply_update(
     now_ns: u64,
     outcome_out: *mut ry_update_outcome,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        // SAFETY: caller contract: valid for reads.
-        let u = unsafe { in_ref(update, "update") }?.to_core()?;
-        let o = credit_control(&h, |l, c| Ok(c.apply_update(l, peer, &u, now_ns)?))?;
-        if outcome_out.is_null() {
-            return Ok(());
-        }
-        let o = match o {
-            UpdateOutcome::Applied => ry_update_outcome::Applied,
-            UpdateOutcome::AppliedAfterGap { .. } => ry_update_outcome::AppliedAfterGap,
-            UpdateOutcome::Duplicate => ry_update_outcome::Duplicate,
-        };
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(outcome_out, o, "outcome_out") }
-    })
+    // SAFETY: caller contract: `update` valid for reads, `outcome_out` NULL
+    // or valid for writes.
+    unsafe {
+        ret_opt(outcome_out, || {
+            let h = hotpath(hp)?;
+            let u = in_ref(update, "update")?.to_core()?;
+            let o = credit_control(&h, |l, c| Ok(c.apply_update(l, peer, &u, now_ns)?))?;
+            Ok(update_outcome(o).0)
+        })
+    }
 }
 
 /// Builds `(peer, class)`'s usage report (cumulative consumed, released
@@ -1441,21 +1367,16 @@ pub unsafe extern "C" fn ry_hotpath_credit_usage_report(
     pending_demand: *const ry_charge,
     out: *mut ry_credit_usage,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        let demand: Charge = if pending_demand.is_null() {
-            Charge::ZERO
-        } else {
-            // SAFETY: caller contract: valid for reads (non-NULL).
-            (*unsafe { in_ref(pending_demand, "pending_demand") }?).into()
-        };
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let u = credit_control(&h, |l, c| Ok(c.usage(l, peer, class, demand)?))?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_credit_usage::from_core(&u), "out") }
-    })
+    // SAFETY: caller contract: `pending_demand` NULL or valid for reads,
+    // `out` valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let h = hotpath(hp)?;
+            let demand = charge_or_zero(pending_demand);
+            let u = credit_control(&h, |l, c| Ok(c.usage(l, peer, class, demand)?))?;
+            Ok(ry_credit_usage::from_core(&u))
+        })
+    }
 }
 
 /// The hot path's counters and leak gauges (every gauge is 0 when nothing
@@ -1471,41 +1392,38 @@ pub unsafe extern "C" fn ry_hotpath_stats_get(
     hp: ry_hotpath,
     out: *mut ry_hotpath_stats,
 ) -> RyStatus {
-    guard(|| {
-        let h = hotpath(hp)?;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        let cc = &h.stack.cc;
-        let cc_in_flight = (0..cc.devices() as u16)
-            .filter_map(|d| cc.device_snapshot(d))
-            .chain((0..cc.routes() as u32).filter_map(|r| cc.route_snapshot(r)))
-            .map(|s| s.in_flight)
-            .fold(0u64, u64::saturating_add);
-        let rail_in_flight = h.stack.rail.as_ref().map_or(0, |r| {
-            (0..r.len())
-                .filter_map(|d| r.nic_inflight(d))
-                .fold(0u64, u64::saturating_add)
-        });
-        let mut refusals = [0u64; 8];
-        for (o, a) in refusals.iter_mut().zip(&h.refusals) {
-            *o = l(a);
-        }
-        let s = ry_hotpath_stats {
-            posts: l(&h.posts.0),
-            refusals,
-            completions: l(&h.completions.0),
-            stale_completions: l(&h.stale),
-            retries: l(&h.retries),
-            bad_wr_ids: l(&h.bad),
-            unposted: l(&h.unposted),
-            faults: l(&h.faults),
-            tokens_in_use: h.stack.tokens.in_use() as u64,
-            endpoint_outstanding: h.stack.endpoints.outstanding_total(),
-            cc_in_flight,
-            rail_in_flight,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, s, "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let h = hotpath(hp)?;
+            let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            let cc = &h.stack.cc;
+            let cc_in_flight = (0..cc.devices() as u16)
+                .filter_map(|d| cc.device_snapshot(d))
+                .chain((0..cc.routes() as u32).filter_map(|r| cc.route_snapshot(r)))
+                .map(|s| s.in_flight)
+                .fold(0u64, u64::saturating_add);
+            let rail_in_flight = h.stack.rail.as_ref().map_or(0, |r| {
+                (0..r.len())
+                    .filter_map(|d| r.nic_inflight(d))
+                    .fold(0u64, u64::saturating_add)
+            });
+            Ok(ry_hotpath_stats {
+                posts: l(&h.posts.0),
+                refusals: std::array::from_fn(|i| l(&h.refusals[i])),
+                completions: l(&h.completions.0),
+                stale_completions: l(&h.stale),
+                retries: l(&h.retries),
+                bad_wr_ids: l(&h.bad),
+                unposted: l(&h.unposted),
+                faults: l(&h.faults),
+                tokens_in_use: h.stack.tokens.in_use() as u64,
+                endpoint_outstanding: h.stack.endpoints.outstanding_total(),
+                cc_in_flight,
+                rail_in_flight,
+            })
+        })
+    }
 }
 
 #[cfg(test)]

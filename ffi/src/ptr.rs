@@ -31,6 +31,7 @@ pub(crate) unsafe fn in_opt<T: Copy>(p: *const T) -> Option<T> {
 /// `p` is NULL or points to a valid, aligned `T` (initialised: every `T`
 /// here is plain data for which any bit pattern the caller wrote is
 /// accepted) that nothing else accesses for the duration of the call.
+#[cfg_attr(not(any(feature = "layers", feature = "engine")), allow(dead_code))]
 pub(crate) unsafe fn out_ref<'a, T>(p: *mut T, name: &str) -> Result<&'a mut T> {
     // SAFETY: the caller guarantees `p` is NULL or valid for reads and
     // writes and unaliased during the call.
@@ -98,4 +99,16 @@ pub(crate) unsafe fn write_out<T>(p: *mut T, v: T, name: &str) -> Result<()> {
     // SAFETY: non-NULL; the caller guarantees it is valid for writes.
     unsafe { p.write(v) };
     Ok(())
+}
+
+/// Writes `v` to an optional caller out-pointer: NULL drops it.
+///
+/// # Safety
+/// `p` is NULL or valid for writes of one aligned `T`, and nothing else
+/// accesses it during the call.
+pub(crate) unsafe fn put<T>(p: *mut T, v: T) {
+    if !p.is_null() {
+        // SAFETY: non-NULL; the caller guarantees it is valid for writes.
+        unsafe { p.write(v) };
+    }
 }

@@ -4,15 +4,16 @@
 //! A charge crosses the boundary as a plain [`ry_rail_charge`] whose
 //! `held` flag the release (or the move into a token record) clears, so
 //! releasing the same charge twice is `RY_STATUS_RAIL_NOT_HELD`.
+//!
+//! `ry_rail_config_default` is always built (the hot path's `rail` is an
+//! [`ry_rail_config`]); the selector object (`ry_rail_*`) is part of the
+//! per-layer ABI (cargo feature `layers`, `RY_LAYERS` in C).
 
-use railyard_core::rail::{DeviceSpec, Outcome, RailCharge, RailConfig, Selector};
-use railyard_core::token::{OptId, TokenRecord};
+use railyard_core::rail::{RailConfig, RailCounters};
 
 use crate::enums::ry_variant;
-use crate::error::{guard, Error, Result, RyStatus};
-use crate::handle::Registry;
-use crate::ptr::{in_opt, in_ref, in_slice, out_ref, out_slice, write_out};
-use crate::token::ry_token_record;
+use crate::error::{ret, Result, RyStatus};
+use crate::mirror::{mirror_struct, CEnum};
 
 /// Largest number of candidate devices a selector accepts.
 pub const RY_RAIL_MAX_DEVICES: u32 = 64;
@@ -106,10 +107,8 @@ impl ry_rail_config {
 /// `out` is valid for writes.
 #[no_mangle]
 pub unsafe extern "C" fn ry_rail_config_default(out: *mut ry_rail_config) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_rail_config::from(&RailConfig::default()), "out") }
-    })
+    // SAFETY: caller contract: `out` is valid for writes.
+    unsafe { ret(out, "out", || Ok((&RailConfig::default()).into())) }
 }
 
 /// A rail selector handle. Zero is never valid.
@@ -118,55 +117,6 @@ pub unsafe extern "C" fn ry_rail_config_default(out: *mut ry_rail_config) -> RyS
 pub struct ry_rail {
     /// Opaque handle bits.
     pub bits: u64,
-}
-
-static RAILS: Registry<Selector> = Registry::new(4, "rail selector");
-
-/// Creates a selector over `n` candidate devices (`cfg` NULL = defaults).
-///
-/// Ownership: `*out` is owned by the caller; free with `ry_rail_destroy`.
-/// Thread-safety: any thread.
-///
-/// # Safety
-/// `devices` points to `n` specs; `cfg` is NULL or valid for reads; `out`
-/// is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_create(
-    devices: *const ry_device_spec,
-    n: usize,
-    cfg: *const ry_rail_config,
-    out: *mut ry_rail,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: `n` valid elements.
-        let specs = unsafe { in_slice(devices, n, "devices") }?;
-        let specs: Vec<DeviceSpec> = specs
-            .iter()
-            .map(|d| DeviceSpec::new(d.nominal_bps).with_tier_q8(d.tier_q8))
-            .collect();
-        let cfg = if cfg.is_null() {
-            RailConfig::default()
-        } else {
-            // SAFETY: caller contract: valid for reads (non-NULL here).
-            unsafe { in_ref(cfg, "cfg") }?.to_core()?
-        };
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let sel = Selector::new(&specs, cfg)?;
-        let bits = RAILS.insert(sel)?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_rail { bits }, "out") }
-    })
-}
-
-/// Destroys a selector. Thread-safety: any thread; calls already running
-/// finish safely.
-///
-/// Ownership: consumes the handle; every copy of it becomes invalid.
-#[no_mangle]
-pub extern "C" fn ry_rail_destroy(rail: ry_rail) -> RyStatus {
-    guard(|| RAILS.remove(rail.bits))
 }
 
 /// The bytes one attempt holds on a device (and its peer entry), as plain
@@ -187,44 +137,6 @@ pub struct ry_rail_charge {
     pub peer_charged: u8,
 }
 
-impl ry_rail_charge {
-    fn from_core(c: RailCharge) -> Self {
-        ry_rail_charge {
-            bytes: c.bytes(),
-            peer: c.peer().unwrap_or(0),
-            device: c.device(),
-            held: 1,
-            peer_charged: u8::from(c.peer().is_some()),
-        }
-    }
-
-    fn record(&self) -> TokenRecord {
-        let mut holds = TokenRecord::HOLDS_RAIL_CHARGE;
-        if self.peer_charged != 0 {
-            holds |= TokenRecord::HOLDS_RAIL_PEER_CHARGE;
-        }
-        TokenRecord {
-            device: self.device,
-            bytes: self.bytes,
-            peer: OptId::new((self.peer_charged != 0).then_some(self.peer)),
-            holds,
-            ..TokenRecord::default()
-        }
-    }
-
-    fn take(&mut self) -> Result<RailCharge> {
-        if self.held == 0 {
-            return Err(Error::new(
-                RyStatus::RailNotHeld,
-                "rail charge is not held (already released or recorded)",
-            ));
-        }
-        let mut rec = self.record();
-        self.held = 0;
-        RailCharge::take_from(&mut rec).ok_or_else(|| Error::new(RyStatus::Panic, "unreachable"))
-    }
-}
-
 /// A single-slice decision.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,218 +147,6 @@ pub struct ry_rail_pick_result {
     pub probe: bool,
     /// V2/V3 fell back to NIC feedback for the whole candidate set.
     pub fallback: bool,
-}
-
-/// Chooses a device for one slice of `bytes` to `*peer` (NULL = unknown
-/// peer, distinct from peer 0) and charges it.
-///
-/// Ownership: the caller owns `out->charge` and releases it exactly once.
-/// Thread-safety: lock-free; any number of threads.
-///
-/// # Safety
-/// `peer` is NULL or valid for reads; `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_pick(
-    rail: ry_rail,
-    peer: *const u32,
-    bytes: u32,
-    now_ns: u64,
-    out: *mut ry_rail_pick_result,
-) -> RyStatus {
-    guard(|| {
-        let sel = RAILS.get(rail.bits)?;
-        // SAFETY: caller contract: `peer` is NULL or valid for reads.
-        let peer = unsafe { in_opt(peer) };
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let p = sel.pick(peer, bytes, now_ns);
-        let v = ry_rail_pick_result {
-            charge: ry_rail_charge::from_core(p.charge),
-            probe: p.probe,
-            fallback: p.fallback,
-        };
-        // SAFETY: caller contract: valid for writes (checked before the
-        // pick, so a charge is never lost).
-        unsafe { write_out(out, v, "out") }
-    })
-}
-
-/// Splits `slices` slices of `slice_bytes` to `*peer` (NULL = unknown)
-/// across the candidates in proportion to their inverse scores, writing
-/// per-device slice counts to `counts[0..counts_len)`. Charges nothing:
-/// charge each slice with `ry_rail_charge_device`.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
-///
-/// # Safety
-/// `peer` is NULL or valid for reads; `counts` points to `counts_len`
-/// writable `uint32_t`s.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_plan(
-    rail: ry_rail,
-    peer: *const u32,
-    slices: u32,
-    slice_bytes: u32,
-    now_ns: u64,
-    counts: *mut u32,
-    counts_len: usize,
-) -> RyStatus {
-    guard(|| {
-        let sel = RAILS.get(rail.bits)?;
-        // SAFETY: caller contract: `peer` is NULL or valid for reads.
-        let peer = unsafe { in_opt(peer) };
-        if counts.is_null() {
-            return Err(Error::null("counts"));
-        }
-        // SAFETY: non-NULL; the caller guarantees `counts_len` writable,
-        // unaliased elements.
-        let counts = unsafe { out_slice(counts, counts_len, "counts") }?;
-        sel.plan(peer, slices, slice_bytes, now_ns, counts)?;
-        Ok(())
-    })
-}
-
-/// Charges `bytes` to `device` (and to `*peer` there if the ledger is on)
-/// — for the slices of `ry_rail_plan`. The caller owns `*out`.
-///
-/// Ownership: the caller owns `*out` and releases it exactly once.
-/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
-///
-/// # Safety
-/// `peer` is NULL or valid for reads; `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_charge_device(
-    rail: ry_rail,
-    device: u16,
-    peer: *const u32,
-    bytes: u32,
-    now_ns: u64,
-    out: *mut ry_rail_charge,
-) -> RyStatus {
-    guard(|| {
-        let sel = RAILS.get(rail.bits)?;
-        // SAFETY: caller contract: `peer` is NULL or valid for reads.
-        let peer = unsafe { in_opt(peer) };
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let c = sel.charge(device, peer, bytes, now_ns)?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, ry_rail_charge::from_core(c), "out") }
-    })
-}
-
-/// Releases `*charge` exactly once (clearing `held`). `success` nonzero:
-/// the attempt completed, and its latency `now_ns - post_ns` feeds the
-/// bandwidth estimate; zero: failed or flushed, release only. Both NIC and
-/// peer sides are always attempted; a peer-side failure is reported
-/// (`RY_STATUS_RAIL_PEER_ACCOUNTING`) after the NIC bytes were released.
-///
-/// Thread-safety: lock-free; any thread.
-///
-/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
-///
-/// # Safety
-/// `charge` is valid for reads and writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_release(
-    rail: ry_rail,
-    charge: *mut ry_rail_charge,
-    success: u8,
-    post_ns: u64,
-    now_ns: u64,
-) -> RyStatus {
-    guard(|| {
-        let sel = RAILS.get(rail.bits)?;
-        // SAFETY: caller contract: valid for reads and writes.
-        let c = unsafe { out_ref(charge, "charge") }?.take()?;
-        let outcome = if success != 0 {
-            Outcome::Completed { post_ns }
-        } else {
-            Outcome::Failed
-        };
-        Ok(sel.release(c, outcome, now_ns)?)
-    })
-}
-
-/// Moves a held charge into a token record (device, bytes,
-/// `RY_HOLDS_RAIL_CHARGE`, and the peer if charged) and clears `held`.
-///
-/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
-/// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
-///
-/// # Safety
-/// `charge` and `record` are valid for reads and writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_charge_record_into(
-    charge: *mut ry_rail_charge,
-    record: *mut ry_token_record,
-) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads and writes.
-        let c = unsafe { out_ref(charge, "charge") }?;
-        // SAFETY: caller contract: valid for reads and writes.
-        let r = unsafe { out_ref(record, "record") }?;
-        let mut rec = TokenRecord::from(&*r);
-        c.take()?.record_into(&mut rec);
-        *r = ry_token_record::from(&rec);
-        Ok(())
-    })
-}
-
-/// Takes the rail charge out of `*record` (clearing `RY_HOLDS_RAIL_CHARGE`)
-/// and releases it; `success` nonzero feeds back with `record->post_ns`.
-/// A record holding no charge is `RY_STATUS_RAIL_NOT_HELD`.
-///
-/// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
-/// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
-///
-/// # Safety
-/// `record` is valid for reads and writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_release_record(
-    rail: ry_rail,
-    record: *mut ry_token_record,
-    success: u8,
-    now_ns: u64,
-) -> RyStatus {
-    guard(|| {
-        let sel = RAILS.get(rail.bits)?;
-        // SAFETY: caller contract: valid for reads and writes.
-        let r = unsafe { out_ref(record, "record") }?;
-        let mut rec = TokenRecord::from(&*r);
-        let res = sel.release_record(&mut rec, success != 0, now_ns);
-        *r = ry_token_record::from(&rec);
-        Ok(res?)
-    })
-}
-
-/// Writes the bytes charged to `device` and not yet released.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_nic_inflight(
-    rail: ry_rail,
-    device: u16,
-    out: *mut u64,
-) -> RyStatus {
-    guard(|| {
-        let sel = RAILS.get(rail.bits)?;
-        let Some(v) = sel.nic_inflight(usize::from(device)) else {
-            return Err(Error::new(
-                RyStatus::RailUnknownDevice,
-                format_args!("device {device} is not a rail candidate"),
-            ));
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, v, "out") }
-    })
 }
 
 /// Selector counters (monotonic since creation).
@@ -475,33 +175,335 @@ pub struct ry_rail_counters {
     pub reclaimed: u64,
 }
 
-/// Writes the selector's counters.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_rail_counters_get(
-    rail: ry_rail,
-    out: *mut ry_rail_counters,
-) -> RyStatus {
-    guard(|| {
-        let c = RAILS.get(rail.bits)?.counters();
-        let v = ry_rail_counters {
-            decisions: c.decisions,
-            probes: c.probes,
-            fallbacks: c.fallbacks,
-            missing_samples: c.missing_samples,
-            expired_samples: c.expired_samples,
-            exhausted: c.exhausted,
-            contended: c.contended,
-            peer_accounting_errors: c.peer_accounting_errors,
-            nic_accounting_errors: c.nic_accounting_errors,
-            reclaimed: c.reclaimed,
-        };
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, v, "out") }
-    })
+mirror_struct!(
+    ry_rail_counters
+        <= RailCounters {
+            decisions,
+            probes,
+            fallbacks,
+            missing_samples,
+            expired_samples,
+            exhausted,
+            contended,
+            peer_accounting_errors,
+            nic_accounting_errors,
+            reclaimed
+        }
+);
+
+#[cfg(feature = "layers")]
+pub use layer::*;
+
+/// The selector object's calls (feature `layers`).
+#[cfg(feature = "layers")]
+mod layer {
+    use railyard_core::rail::{DeviceSpec, Outcome, RailCharge, Selector};
+    use railyard_core::token::{OptId, TokenRecord};
+
+    use super::*;
+    use crate::error::{guard, Error};
+    use crate::handle::Registry;
+    use crate::ptr::{in_opt, in_slice, out_ref, out_slice};
+    use crate::token::ry_token_record;
+
+    static RAILS: Registry<Selector> = Registry::new(4, "rail selector");
+
+    impl ry_rail_charge {
+        fn from_core(c: RailCharge) -> Self {
+            ry_rail_charge {
+                bytes: c.bytes(),
+                peer: c.peer().unwrap_or(0),
+                device: c.device(),
+                held: 1,
+                peer_charged: u8::from(c.peer().is_some()),
+            }
+        }
+
+        fn record(&self) -> TokenRecord {
+            let mut holds = TokenRecord::HOLDS_RAIL_CHARGE;
+            if self.peer_charged != 0 {
+                holds |= TokenRecord::HOLDS_RAIL_PEER_CHARGE;
+            }
+            TokenRecord {
+                device: self.device,
+                bytes: self.bytes,
+                peer: OptId::new((self.peer_charged != 0).then_some(self.peer)),
+                holds,
+                ..TokenRecord::default()
+            }
+        }
+
+        fn take(&mut self) -> Result<RailCharge> {
+            if self.held == 0 {
+                return Err(Error::new(
+                    RyStatus::RailNotHeld,
+                    "rail charge is not held (already released or recorded)",
+                ));
+            }
+            let mut rec = self.record();
+            self.held = 0;
+            RailCharge::take_from(&mut rec)
+                .ok_or_else(|| Error::new(RyStatus::Panic, "unreachable"))
+        }
+    }
+
+    /// Creates a selector over `n` candidate devices (`cfg` NULL = defaults).
+    ///
+    /// Ownership: `*out` is owned by the caller; free with `ry_rail_destroy`.
+    /// Thread-safety: any thread.
+    ///
+    /// # Safety
+    /// `devices` points to `n` specs; `cfg` is NULL or valid for reads; `out`
+    /// is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_create(
+        devices: *const ry_device_spec,
+        n: usize,
+        cfg: *const ry_rail_config,
+        out: *mut ry_rail,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `devices` holds `n` specs, `cfg` is NULL
+        // or valid for reads, `out` valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let specs: Vec<DeviceSpec> = in_slice(devices, n, "devices")?
+                    .iter()
+                    .map(|d| DeviceSpec::new(d.nominal_bps).with_tier_q8(d.tier_q8))
+                    .collect();
+                let cfg = match in_opt(cfg) {
+                    None => RailConfig::default(),
+                    Some(c) => c.to_core()?,
+                };
+                let bits = RAILS.insert(Selector::new(&specs, cfg)?)?;
+                Ok(ry_rail { bits })
+            })
+        }
+    }
+
+    /// Destroys a selector. Thread-safety: any thread; calls already running
+    /// finish safely.
+    ///
+    /// Ownership: consumes the handle; every copy of it becomes invalid.
+    #[no_mangle]
+    pub extern "C" fn ry_rail_destroy(rail: ry_rail) -> RyStatus {
+        guard(|| RAILS.remove(rail.bits))
+    }
+
+    /// Chooses a device for one slice of `bytes` to `*peer` (NULL = unknown
+    /// peer, distinct from peer 0) and charges it.
+    ///
+    /// Ownership: the caller owns `out->charge` and releases it exactly once.
+    /// Thread-safety: lock-free; any number of threads.
+    ///
+    /// # Safety
+    /// `peer` is NULL or valid for reads; `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_pick(
+        rail: ry_rail,
+        peer: *const u32,
+        bytes: u32,
+        now_ns: u64,
+        out: *mut ry_rail_pick_result,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `peer` NULL or valid for reads, `out` valid
+        // for writes (checked before the pick, so a charge is never lost).
+        unsafe {
+            ret(out, "out", || {
+                let p = RAILS.get(rail.bits)?.pick(in_opt(peer), bytes, now_ns);
+                Ok(ry_rail_pick_result {
+                    charge: ry_rail_charge::from_core(p.charge),
+                    probe: p.probe,
+                    fallback: p.fallback,
+                })
+            })
+        }
+    }
+
+    /// Splits `slices` slices of `slice_bytes` to `*peer` (NULL = unknown)
+    /// across the candidates in proportion to their inverse scores, writing
+    /// per-device slice counts to `counts[0..counts_len)`. Charges nothing:
+    /// charge each slice with `ry_rail_charge_device`.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+    ///
+    /// # Safety
+    /// `peer` is NULL or valid for reads; `counts` points to `counts_len`
+    /// writable `uint32_t`s.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_plan(
+        rail: ry_rail,
+        peer: *const u32,
+        slices: u32,
+        slice_bytes: u32,
+        now_ns: u64,
+        counts: *mut u32,
+        counts_len: usize,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `peer` NULL or valid for reads, `counts`
+        // holds `counts_len` writable elements.
+        guard(|| unsafe {
+            let sel = RAILS.get(rail.bits)?;
+            let peer = in_opt(peer);
+            if counts.is_null() {
+                return Err(Error::null("counts"));
+            }
+            let counts = out_slice(counts, counts_len, "counts")?;
+            sel.plan(peer, slices, slice_bytes, now_ns, counts)?;
+            Ok(())
+        })
+    }
+
+    /// Charges `bytes` to `device` (and to `*peer` there if the ledger is on)
+    /// — for the slices of `ry_rail_plan`. The caller owns `*out`.
+    ///
+    /// Ownership: the caller owns `*out` and releases it exactly once.
+    /// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+    ///
+    /// # Safety
+    /// `peer` is NULL or valid for reads; `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_charge_device(
+        rail: ry_rail,
+        device: u16,
+        peer: *const u32,
+        bytes: u32,
+        now_ns: u64,
+        out: *mut ry_rail_charge,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `peer` NULL or valid for reads, `out` valid
+        // for writes.
+        unsafe {
+            ret(out, "out", || {
+                let c = RAILS
+                    .get(rail.bits)?
+                    .charge(device, in_opt(peer), bytes, now_ns)?;
+                Ok(ry_rail_charge::from_core(c))
+            })
+        }
+    }
+
+    /// Releases `*charge` exactly once (clearing `held`). `success` nonzero:
+    /// the attempt completed, and its latency `now_ns - post_ns` feeds the
+    /// bandwidth estimate; zero: failed or flushed, release only. Both NIC and
+    /// peer sides are always attempted; a peer-side failure is reported
+    /// (`RY_STATUS_RAIL_PEER_ACCOUNTING`) after the NIC bytes were released.
+    ///
+    /// Thread-safety: lock-free; any thread.
+    ///
+    /// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+    ///
+    /// # Safety
+    /// `charge` is valid for reads and writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_release(
+        rail: ry_rail,
+        charge: *mut ry_rail_charge,
+        success: u8,
+        post_ns: u64,
+        now_ns: u64,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `charge` valid for reads and writes.
+        guard(|| unsafe {
+            let sel = RAILS.get(rail.bits)?;
+            let outcome = match success {
+                0 => Outcome::Failed,
+                _ => Outcome::Completed { post_ns },
+            };
+            Ok(sel.release(out_ref(charge, "charge")?.take()?, outcome, now_ns)?)
+        })
+    }
+
+    /// Moves a held charge into a token record (device, bytes,
+    /// `RY_HOLDS_RAIL_CHARGE`, and the peer if charged) and clears `held`.
+    ///
+    /// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+    /// Thread-safety: pure data transformation; do not share the same struct between threads without synchronisation.
+    ///
+    /// # Safety
+    /// `charge` and `record` are valid for reads and writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_charge_record_into(
+        charge: *mut ry_rail_charge,
+        record: *mut ry_token_record,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `charge` and `record` valid for reads and
+        // writes.
+        guard(|| unsafe {
+            let c = out_ref(charge, "charge")?;
+            let r = out_ref(record, "record")?;
+            let mut rec = TokenRecord::from(&*r);
+            c.take()?.record_into(&mut rec);
+            *r = ry_token_record::from(&rec);
+            Ok(())
+        })
+    }
+
+    /// Takes the rail charge out of `*record` (clearing `RY_HOLDS_RAIL_CHARGE`)
+    /// and releases it; `success` nonzero feeds back with `record->post_ns`.
+    /// A record holding no charge is `RY_STATUS_RAIL_NOT_HELD`.
+    ///
+    /// Ownership: moves the resource as described; the caller keeps the memory of every struct passed; retains nothing.
+    /// Thread-safety: lock-free; any thread, concurrently with any call on the same object.
+    ///
+    /// # Safety
+    /// `record` is valid for reads and writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_release_record(
+        rail: ry_rail,
+        record: *mut ry_token_record,
+        success: u8,
+        now_ns: u64,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `record` valid for reads and writes.
+        guard(|| unsafe {
+            let sel = RAILS.get(rail.bits)?;
+            let r = out_ref(record, "record")?;
+            let mut rec = TokenRecord::from(&*r);
+            let res = sel.release_record(&mut rec, success != 0, now_ns);
+            *r = ry_token_record::from(&rec);
+            Ok(res?)
+        })
+    }
+
+    /// Writes the bytes charged to `device` and not yet released.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_nic_inflight(
+        rail: ry_rail,
+        device: u16,
+        out: *mut u64,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let sel = RAILS.get(rail.bits)?;
+                sel.nic_inflight(usize::from(device)).ok_or_else(|| {
+                    let why = format_args!("device {device} is not a rail candidate");
+                    Error::new(RyStatus::RailUnknownDevice, why)
+                })
+            })
+        }
+    }
+
+    /// Writes the selector's counters.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_rail_counters_get(
+        rail: ry_rail,
+        out: *mut ry_rail_counters,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe { ret(out, "out", || Ok(RAILS.get(rail.bits)?.counters().into())) }
+    }
 }

@@ -1,14 +1,13 @@
 //! The posted-attempt token pool (RFC 3136): `wr_id` names one posted
 //! attempt, and completing it hands its record back exactly once.
+//!
+//! [`ry_token_record`] is every hold of one attempt (the hot path hands it
+//! back with each completion); the standalone pool (`ry_token_*`) is part
+//! of the per-layer ABI (cargo feature `layers`, `RY_LAYERS` in C).
 
 use railyard_core::endpoint::EndpointHandle;
 use railyard_core::slice::SliceRef;
-use railyard_core::token::{OptId, TokenPool, TokenRecord};
-
-use crate::error::{guard, Error, RyStatus};
-use crate::handle::{Pinned, Registry};
-use crate::ptr::{in_ref, out_ref, write_out};
-use std::sync::Arc;
+use railyard_core::token::{OptId, TokenRecord};
 
 /// `ry_token_record.holds`: the attempt holds a congestion-control permit.
 pub const RY_HOLDS_PERMIT: u8 = 1 << 0;
@@ -124,132 +123,152 @@ pub struct ry_token_pool {
     pub bits: u64,
 }
 
-// Behind an `Arc`: a token cache over the pool keeps its memory alive.
-static POOLS: Registry<Arc<TokenPool>> = Registry::new(1, "token pool");
+#[cfg(feature = "layers")]
+pub use layer::*;
 
-/// The live pool named by `pool`.
-pub(crate) fn pool(pool: ry_token_pool) -> crate::error::Result<Pinned<Arc<TokenPool>>> {
-    POOLS.get(pool.bits)
-}
+/// The standalone token pool's calls (feature `layers`).
+#[cfg(feature = "layers")]
+mod layer {
+    use std::sync::Arc;
 
-/// Creates a token pool of `capacity` slots (allocated once, here).
-///
-/// Ownership: on success `*out` names a new pool owned by the caller; free
-/// it with `ry_token_pool_destroy`. Thread-safety: any thread.
-///
-/// # Safety
-/// `out` is NULL (refused) or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_pool_create(capacity: u32, out: *mut ry_token_pool) -> RyStatus {
-    guard(|| {
-        let pool = TokenPool::new(capacity as usize)?;
-        let bits = POOLS.insert(Arc::new(pool))?;
+    use railyard_core::token::{TokenPool, TokenRecord};
+
+    use super::{ry_token_pool, ry_token_record};
+    use crate::error::{guard, ret, Result, RyStatus};
+    use crate::handle::{Pinned, Registry};
+    use crate::ptr::in_ref;
+
+    // Behind an `Arc`: a token cache over the pool keeps its memory alive.
+    static POOLS: Registry<Arc<TokenPool>> = Registry::new(1, "token pool");
+
+    /// The live pool named by `pool`.
+    pub(crate) fn pool(pool: ry_token_pool) -> Result<Pinned<Arc<TokenPool>>> {
+        POOLS.get(pool.bits)
+    }
+
+    /// Creates a token pool of `capacity` slots (allocated once, here).
+    ///
+    /// Ownership: on success `*out` names a new pool owned by the caller; free
+    /// it with `ry_token_pool_destroy`. Thread-safety: any thread.
+    ///
+    /// # Safety
+    /// `out` is NULL (refused) or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_pool_create(
+        capacity: u32,
+        out: *mut ry_token_pool,
+    ) -> RyStatus {
         // SAFETY: caller contract: `out` is NULL or valid for writes.
-        unsafe { write_out(out, ry_token_pool { bits }, "out") }
-    })
-}
-
-/// Destroys a pool. Records of attempts still live are dropped with it:
-/// complete them first (`ry_token_pool_in_use` tells how many are live).
-/// A token cache over the pool keeps its memory until the cache is
-/// destroyed too (its calls then need the pool's handle, now invalid).
-/// A second destroy, or any later use of the handle, is
-/// `RY_STATUS_INVALID_HANDLE`. Thread-safety: any thread; calls already
-/// running on the pool in other threads finish safely.
-///
-/// Ownership: consumes the handle; every copy of it becomes invalid.
-#[no_mangle]
-pub extern "C" fn ry_token_pool_destroy(pool: ry_token_pool) -> RyStatus {
-    guard(|| POOLS.remove(pool.bits))
-}
-
-/// Claims a slot for one posted attempt holding `*record` (copied in) and
-/// writes its `wr_id`. Never blocks: a full pool is
-/// `RY_STATUS_TOKEN_EXHAUSTED` (backpressure).
-///
-/// Ownership: the pool owns the record copy until `ry_token_complete`.
-/// Thread-safety: lock-free; any number of threads at once.
-///
-/// # Safety
-/// `record` is valid for reads; `wr_id_out` is valid for writes (NULLs are
-/// refused).
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_claim(
-    pool: ry_token_pool,
-    record: *const ry_token_record,
-    wr_id_out: *mut u64,
-) -> RyStatus {
-    guard(|| {
-        let p = POOLS.get(pool.bits)?;
-        // SAFETY: caller contract: valid for reads.
-        let rec = TokenRecord::from(unsafe { in_ref(record, "record") }?);
-        // SAFETY: caller contract: valid for writes. Checked before claiming
-        // so a NULL never leaks a slot.
-        let out = unsafe { out_ref(wr_id_out, "wr_id_out") }?;
-        *out = p.claim(rec)?;
-        Ok(())
-    })
-}
-
-/// Completes the attempt `wr_id` exactly once and writes its record to
-/// `*record_out`. A duplicate, stale, forged or out-of-range `wr_id` is a
-/// typed error and releases nothing.
-///
-/// Ownership: the record moves to the caller, who releases what its
-/// `holds` bits name. Thread-safety: lock-free; exactly one of several
-/// concurrent completers of the same `wr_id` succeeds.
-///
-/// # Safety
-/// `record_out` is valid for writes (NULL is refused before anything is
-/// completed).
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_complete(
-    pool: ry_token_pool,
-    wr_id: u64,
-    record_out: *mut ry_token_record,
-) -> RyStatus {
-    guard(|| {
-        let p = POOLS.get(pool.bits)?;
-        if record_out.is_null() {
-            return Err(Error::null("record_out"));
+        unsafe {
+            ret(out, "out", || {
+                let pool = TokenPool::new(capacity as usize)?;
+                Ok(ry_token_pool {
+                    bits: POOLS.insert(Arc::new(pool))?,
+                })
+            })
         }
-        let rec = p.complete(wr_id)?;
-        // SAFETY: caller contract: valid for writes (checked non-NULL above).
-        unsafe { write_out(record_out, ry_token_record::from(&rec), "record_out") }
-    })
-}
+    }
 
-/// Writes the number of live (claimed, not completed) attempts.
-/// A snapshot: concurrent claims/completions may change it at once.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_pool_in_use(pool: ry_token_pool, out: *mut u32) -> RyStatus {
-    guard(|| {
-        let p = POOLS.get(pool.bits)?;
-        let n = u32::try_from(p.in_use()).unwrap_or(u32::MAX);
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, n, "out") }
-    })
-}
+    /// Destroys a pool. Records of attempts still live are dropped with it:
+    /// complete them first (`ry_token_pool_in_use` tells how many are live).
+    /// A token cache over the pool keeps its memory until the cache is
+    /// destroyed too (its calls then need the pool's handle, now invalid).
+    /// A second destroy, or any later use of the handle, is
+    /// `RY_STATUS_INVALID_HANDLE`. Thread-safety: any thread; calls already
+    /// running on the pool in other threads finish safely.
+    ///
+    /// Ownership: consumes the handle; every copy of it becomes invalid.
+    #[no_mangle]
+    pub extern "C" fn ry_token_pool_destroy(pool: ry_token_pool) -> RyStatus {
+        guard(|| POOLS.remove(pool.bits))
+    }
 
-/// Writes the pool's capacity.
-///
-/// Ownership: writes plain data to the caller's out-pointers; retains nothing.
-/// Thread-safety: pure; any thread, concurrently.
-///
-/// # Safety
-/// `out` is valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_pool_capacity(pool: ry_token_pool, out: *mut u32) -> RyStatus {
-    guard(|| {
-        let p = POOLS.get(pool.bits)?;
-        let n = u32::try_from(p.capacity()).unwrap_or(u32::MAX);
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, n, "out") }
-    })
+    /// Claims a slot for one posted attempt holding `*record` (copied in) and
+    /// writes its `wr_id`. Never blocks: a full pool is
+    /// `RY_STATUS_TOKEN_EXHAUSTED` (backpressure).
+    ///
+    /// Ownership: the pool owns the record copy until `ry_token_complete`.
+    /// Thread-safety: lock-free; any number of threads at once.
+    ///
+    /// # Safety
+    /// `record` is valid for reads; `wr_id_out` is valid for writes (NULLs are
+    /// refused).
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_claim(
+        pool: ry_token_pool,
+        record: *const ry_token_record,
+        wr_id_out: *mut u64,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `record` valid for reads, `wr_id_out` for
+        // writes (checked before claiming, so a NULL never leaks a slot).
+        unsafe {
+            ret(wr_id_out, "wr_id_out", || {
+                let p = POOLS.get(pool.bits)?;
+                Ok(p.claim(TokenRecord::from(in_ref(record, "record")?))?)
+            })
+        }
+    }
+
+    /// Completes the attempt `wr_id` exactly once and writes its record to
+    /// `*record_out`. A duplicate, stale, forged or out-of-range `wr_id` is a
+    /// typed error and releases nothing.
+    ///
+    /// Ownership: the record moves to the caller, who releases what its
+    /// `holds` bits name. Thread-safety: lock-free; exactly one of several
+    /// concurrent completers of the same `wr_id` succeeds.
+    ///
+    /// # Safety
+    /// `record_out` is valid for writes (NULL is refused before anything is
+    /// completed).
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_complete(
+        pool: ry_token_pool,
+        wr_id: u64,
+        record_out: *mut ry_token_record,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `record_out` is valid for writes.
+        unsafe {
+            ret(record_out, "record_out", || {
+                Ok((&POOLS.get(pool.bits)?.complete(wr_id)?).into())
+            })
+        }
+    }
+
+    /// Writes the number of live (claimed, not completed) attempts.
+    /// A snapshot: concurrent claims/completions may change it at once.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: any thread; a snapshot that concurrent calls may change at once.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_pool_in_use(pool: ry_token_pool, out: *mut u32) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                Ok(u32::try_from(POOLS.get(pool.bits)?.in_use()).unwrap_or(u32::MAX))
+            })
+        }
+    }
+
+    /// Writes the pool's capacity.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: pure; any thread, concurrently.
+    ///
+    /// # Safety
+    /// `out` is valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_pool_capacity(
+        pool: ry_token_pool,
+        out: *mut u32,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                Ok(u32::try_from(POOLS.get(pool.bits)?.capacity()).unwrap_or(u32::MAX))
+            })
+        }
+    }
 }

@@ -29,17 +29,19 @@
 //! share one: a call that finds the cache in use by another thread claims
 //! or returns its token through the pool directly (the same `wr_id`s and
 //! errors), so it never blocks.
+//!
+//! Caches over a standalone pool (`ry_token_cache_create`, `_claim`,
+//! `_complete`) are part of the per-layer ABI (cargo feature `layers`,
+//! `RY_LAYERS` in C).
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 use railyard_core::token::{TokenCacheOver, TokenPool, TokenRecord};
 
-use crate::error::{guard, Error, Result, RyStatus};
+use crate::error::{guard, ret, ret_opt, Error, Result, RyStatus};
 use crate::handle::Registry;
 use crate::hotpath::{ry_hotpath, HotPath};
-use crate::ptr::{in_ref, out_ref, write_out};
-use crate::token::{ry_token_pool, ry_token_record};
 
 /// Largest `capacity` a token cache may have (free tokens it holds at most).
 pub const RY_TOKEN_CACHE_MAX_CAPACITY: u32 = 256;
@@ -55,6 +57,7 @@ pub struct ry_token_cache {
 /// The pool a cache is over, kept alive by the cache.
 pub(crate) enum PoolRef {
     /// A standalone `ry_token_pool`.
+    #[cfg(feature = "layers")]
     Pool(Arc<TokenPool>),
     /// A hot path's own pool.
     HotPath(Arc<HotPath>),
@@ -66,6 +69,7 @@ impl Deref for PoolRef {
     #[inline(always)]
     fn deref(&self) -> &TokenPool {
         match self {
+            #[cfg(feature = "layers")]
             PoolRef::Pool(p) => p,
             PoolRef::HotPath(h) => h.tokens(),
         }
@@ -182,45 +186,16 @@ pub(crate) fn lookup(c: ry_token_cache) -> Result<crate::handle::Pinned<CacheObj
     CACHES.get(c.bits)
 }
 
-fn create(pool: PoolRef, capacity: u32, out: *mut ry_token_cache) -> Result<()> {
-    if out.is_null() {
-        return Err(Error::null("out"));
-    }
+/// A new cache over `pool`, as its handle.
+fn create(pool: PoolRef, capacity: u32) -> Result<ry_token_cache> {
     let addr = std::ptr::from_ref::<TokenPool>(&*pool) as usize;
-    let cache = AnyCache::new(pool, capacity)?;
+    let cache = Mutex::new(AnyCache::new(pool, capacity)?);
     let bits = CACHES.insert(CacheObj {
-        cache: Mutex::new(cache),
+        cache,
         pool: addr,
         capacity,
     })?;
-    // SAFETY: caller contract: `out` is valid for writes (non-NULL).
-    unsafe { write_out(out, ry_token_cache { bits }, "out") }
-}
-
-/// Creates a cache of at most `capacity` free tokens (a power of two in
-/// 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`; otherwise
-/// `RY_STATUS_TOKEN_INVALID_CAPACITY`) over token pool `pool`, for
-/// `ry_token_cache_claim` / `ry_token_cache_complete`. Allocates here only.
-///
-/// Ownership: on success `*out` names a new cache owned by the caller; free
-/// it with `ry_token_cache_destroy` (which returns its tokens). The cache
-/// keeps the pool's memory alive until then. Thread-safety: any thread.
-///
-/// # Safety
-/// `out` is NULL (refused) or valid for writes.
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_cache_create(
-    pool: ry_token_pool,
-    capacity: u32,
-    out: *mut ry_token_cache,
-) -> RyStatus {
-    guard(|| {
-        create(
-            PoolRef::Pool(Arc::clone(&*crate::token::pool(pool)?)),
-            capacity,
-            out,
-        )
-    })
+    Ok(ry_token_cache { bits })
 }
 
 /// Creates a cache of at most `capacity` free tokens (a power of two in
@@ -240,13 +215,13 @@ pub unsafe extern "C" fn ry_hotpath_token_cache_create(
     capacity: u32,
     out: *mut ry_token_cache,
 ) -> RyStatus {
-    guard(|| {
-        create(
-            PoolRef::HotPath(Arc::clone(&*crate::hotpath::hotpath(hp)?)),
-            capacity,
-            out,
-        )
-    })
+    // SAFETY: caller contract: `out` is NULL (refused) or valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            let hp = Arc::clone(&*crate::hotpath::hotpath(hp)?);
+            create(PoolRef::HotPath(hp), capacity)
+        })
+    }
 }
 
 /// Returns every token the cache holds to its pool and destroys the cache.
@@ -283,22 +258,18 @@ pub unsafe extern "C" fn ry_token_cache_flush(
     cache: ry_token_cache,
     returned_out: *mut u32,
 ) -> RyStatus {
-    guard(|| {
-        let c = lookup(cache)?;
-        let n = {
+    // SAFETY: caller contract: `returned_out` NULL or valid for writes.
+    unsafe {
+        ret_opt(returned_out, || {
+            let c = lookup(cache)?;
             let mut g = c.lock();
-            with_cache!(&mut *g, x => {
+            Ok(with_cache!(&mut *g, x => {
                 let n = x.cached();
                 x.flush();
-                n
-            })
-        };
-        if returned_out.is_null() {
-            return Ok(());
-        }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(returned_out, n as u32, "returned_out") }
-    })
+                n as u32
+            }))
+        })
+    }
 }
 
 /// For a thread's idle loop: answers a pending request to return tokens
@@ -319,18 +290,14 @@ pub unsafe extern "C" fn ry_token_cache_idle(
     parking: u8,
     returned_out: *mut u32,
 ) -> RyStatus {
-    guard(|| {
-        let c = lookup(cache)?;
-        let n = {
+    // SAFETY: caller contract: `returned_out` NULL or valid for writes.
+    unsafe {
+        ret_opt(returned_out, || {
+            let c = lookup(cache)?;
             let mut g = c.lock();
-            with_cache!(&mut *g, x => x.idle(parking != 0))
-        };
-        if returned_out.is_null() {
-            return Ok(());
-        }
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(returned_out, n as u32, "returned_out") }
-    })
+            Ok(with_cache!(&mut *g, x => x.idle(parking != 0)) as u32)
+        })
+    }
 }
 
 /// Writes the number of free tokens the cache holds now (at most its
@@ -348,89 +315,120 @@ pub unsafe extern "C" fn ry_token_cache_cached(
     cached_out: *mut u32,
     capacity_out: *mut u32,
 ) -> RyStatus {
-    guard(|| {
-        let c = lookup(cache)?;
-        if cached_out.is_null() {
-            return Err(Error::null("cached_out"));
-        }
-        let n = {
-            let g = c.lock();
-            with_cache!(&*g, x => x.cached())
-        };
-        // SAFETY: caller contract: valid for writes (non-NULL).
-        unsafe { write_out(cached_out, n as u32, "cached_out") }?;
-        if !capacity_out.is_null() {
-            // SAFETY: caller contract: valid for writes (non-NULL).
-            unsafe { write_out(capacity_out, c.capacity, "capacity_out") }?;
-        }
-        Ok(())
-    })
+    // SAFETY: caller contract: `cached_out` valid for writes,
+    // `capacity_out` NULL or valid for writes.
+    unsafe {
+        ret(cached_out, "cached_out", || {
+            let c = lookup(cache)?;
+            let n = with_cache!(&*c.lock(), x => x.cached());
+            crate::ptr::put(capacity_out, c.capacity);
+            Ok(n as u32)
+        })
+    }
 }
 
-/// `ry_token_claim` through `cache`, which must be over `pool`
-/// (`RY_STATUS_TOKEN_CACHE_WRONG_POOL` otherwise): the same `wr_id`s and
-/// errors. `RY_STATUS_TOKEN_EXHAUSTED` means the cache and the pool's shared
-/// lists were empty; it also asked every other cache to return its tokens.
-///
-/// Ownership: the pool owns the record copy until it is completed.
-/// Thread-safety: the cache's own thread (lock-free; never allocates).
-///
-/// # Safety
-/// `record` is valid for reads; `wr_id_out` is valid for writes (NULLs are
-/// refused before anything is claimed).
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_cache_claim(
-    cache: ry_token_cache,
-    pool: ry_token_pool,
-    record: *const ry_token_record,
-    wr_id_out: *mut u64,
-) -> RyStatus {
-    guard(|| {
-        let p = crate::token::pool(pool)?;
-        let c = lookup(cache)?;
-        // SAFETY: caller contract: valid for reads.
-        let rec = TokenRecord::from(unsafe { in_ref(record, "record") }?);
-        // SAFETY: caller contract: valid for writes; checked before claiming.
-        let out = unsafe { out_ref(wr_id_out, "wr_id_out") }?;
-        *out = match c.lock_for(&p)? {
-            Some(mut g) => with_cache!(&mut *g, x => x.claim(rec))?,
-            None => p.claim(rec)?,
-        };
-        Ok(())
-    })
-}
+#[cfg(feature = "layers")]
+pub use layer::*;
 
-/// `ry_token_complete` through `cache`, which must be over `pool`: the same
-/// exactly-once record and errors (a duplicate, stale, forged or
-/// out-of-range `wr_id` releases nothing); the freed slot stays in the
-/// cache, whichever cache (or none) claimed it.
-///
-/// Ownership: the record moves to the caller. Thread-safety: the cache's
-/// own thread.
-///
-/// # Safety
-/// `record_out` is valid for writes (NULL is refused before anything is
-/// completed).
-#[no_mangle]
-pub unsafe extern "C" fn ry_token_cache_complete(
-    cache: ry_token_cache,
-    pool: ry_token_pool,
-    wr_id: u64,
-    record_out: *mut ry_token_record,
-) -> RyStatus {
-    guard(|| {
-        let p = crate::token::pool(pool)?;
-        let c = lookup(cache)?;
-        if record_out.is_null() {
-            return Err(Error::null("record_out"));
+/// Caches over a standalone token pool (feature `layers`).
+#[cfg(feature = "layers")]
+mod layer {
+    use super::*;
+    use crate::ptr::in_ref;
+    use crate::token::{ry_token_pool, ry_token_record};
+
+    /// Creates a cache of at most `capacity` free tokens (a power of two in
+    /// 2..=`RY_TOKEN_CACHE_MAX_CAPACITY`; otherwise
+    /// `RY_STATUS_TOKEN_INVALID_CAPACITY`) over token pool `pool`, for
+    /// `ry_token_cache_claim` / `ry_token_cache_complete`. Allocates here only.
+    ///
+    /// Ownership: on success `*out` names a new cache owned by the caller; free
+    /// it with `ry_token_cache_destroy` (which returns its tokens). The cache
+    /// keeps the pool's memory alive until then. Thread-safety: any thread.
+    ///
+    /// # Safety
+    /// `out` is NULL (refused) or valid for writes.
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_cache_create(
+        pool: ry_token_pool,
+        capacity: u32,
+        out: *mut ry_token_cache,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `out` is NULL (refused) or valid for writes.
+        unsafe {
+            ret(out, "out", || {
+                let pool = Arc::clone(&*crate::token::pool(pool)?);
+                create(PoolRef::Pool(pool), capacity)
+            })
         }
-        let rec = match c.lock_for(&p)? {
-            Some(mut g) => with_cache!(&mut *g, x => x.complete(wr_id))?,
-            None => p.complete(wr_id)?,
-        };
-        // SAFETY: caller contract: valid for writes (checked non-NULL above).
-        unsafe { write_out(record_out, ry_token_record::from(&rec), "record_out") }
-    })
+    }
+
+    /// `ry_token_claim` through `cache`, which must be over `pool`
+    /// (`RY_STATUS_TOKEN_CACHE_WRONG_POOL` otherwise): the same `wr_id`s and
+    /// errors. `RY_STATUS_TOKEN_EXHAUSTED` means the cache and the pool's shared
+    /// lists were empty; it also asked every other cache to return its tokens.
+    ///
+    /// Ownership: the pool owns the record copy until it is completed.
+    /// Thread-safety: the cache's own thread (lock-free; never allocates).
+    ///
+    /// # Safety
+    /// `record` is valid for reads; `wr_id_out` is valid for writes (NULLs are
+    /// refused before anything is claimed).
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_cache_claim(
+        cache: ry_token_cache,
+        pool: ry_token_pool,
+        record: *const ry_token_record,
+        wr_id_out: *mut u64,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `record` valid for reads, `wr_id_out` for
+        // writes (checked before anything is claimed).
+        unsafe {
+            ret(wr_id_out, "wr_id_out", || {
+                let p = crate::token::pool(pool)?;
+                let c = lookup(cache)?;
+                let rec = TokenRecord::from(in_ref(record, "record")?);
+                let wr_id = match c.lock_for(&p)? {
+                    Some(mut g) => with_cache!(&mut *g, x => x.claim(rec))?,
+                    None => p.claim(rec)?,
+                };
+                Ok(wr_id)
+            })
+        }
+    }
+
+    /// `ry_token_complete` through `cache`, which must be over `pool`: the same
+    /// exactly-once record and errors (a duplicate, stale, forged or
+    /// out-of-range `wr_id` releases nothing); the freed slot stays in the
+    /// cache, whichever cache (or none) claimed it.
+    ///
+    /// Ownership: the record moves to the caller. Thread-safety: the cache's
+    /// own thread.
+    ///
+    /// # Safety
+    /// `record_out` is valid for writes (NULL is refused before anything is
+    /// completed).
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_token_cache_complete(
+        cache: ry_token_cache,
+        pool: ry_token_pool,
+        wr_id: u64,
+        record_out: *mut ry_token_record,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `record_out` valid for writes (checked
+        // before anything is completed).
+        unsafe {
+            ret(record_out, "record_out", || {
+                let p = crate::token::pool(pool)?;
+                let c = lookup(cache)?;
+                let rec = match c.lock_for(&p)? {
+                    Some(mut g) => with_cache!(&mut *g, x => x.complete(wr_id))?,
+                    None => p.complete(wr_id)?,
+                };
+                Ok(ry_token_record::from(&rec))
+            })
+        }
+    }
 }
 
 #[cfg(test)]

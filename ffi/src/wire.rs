@@ -16,8 +16,9 @@ use railyard_core::wire::credit::{
 };
 
 use crate::credit::{ry_credit_update, ry_credit_usage, ry_session_id, ry_totals};
-use crate::error::{guard, Error, Result, RyStatus};
-use crate::ptr::{in_ref, in_slice, out_slice, write_out};
+use crate::error::{ret, Result, RyStatus};
+use crate::mirror::{mirror, CEnum};
+use crate::ptr::{in_ref, in_slice, out_slice};
 
 /// Largest encoded message, in bytes: a buffer this big always suffices.
 pub const RY_WIRE_MAX_MESSAGE_LEN: usize = 432;
@@ -52,6 +53,9 @@ pub enum ry_negotiation_result {
     /// Refused by receiver policy.
     Rejected = 2,
 }
+
+mirror!(ry_msg_type: CreditUpdate, CreditUsage, CapabilityOffer, CapabilityAnswer);
+mirror!(ry_negotiation_result <=> NegotiationResult: Accepted, Unsupported, Rejected);
 
 /// Sender -> receiver at bootstrap: supported versions, mode, windows.
 #[repr(C)]
@@ -114,38 +118,28 @@ fn totals(a: &railyard_core::wire::credit::Amounts) -> ry_totals {
 }
 
 fn to_message(m: &ry_wire_message) -> Result<Message> {
-    Ok(match m.msg_type {
-        1 => Message::CreditUpdate(CreditUpdateV1::from_update(&m.update.to_core()?)),
-        2 => Message::CreditUsage(CreditUsageV1::from_usage(&m.usage.to_core()?)),
-        3 => Message::CapabilityOffer(CapabilityOfferV1 {
+    Ok(match ry_msg_type::from_u32(m.msg_type, "type")? {
+        ry_msg_type::CreditUpdate => {
+            Message::CreditUpdate(CreditUpdateV1::from_update(&m.update.to_core()?))
+        }
+        ry_msg_type::CreditUsage => {
+            Message::CreditUsage(CreditUsageV1::from_usage(&m.usage.to_core()?))
+        }
+        ry_msg_type::CapabilityOffer => Message::CapabilityOffer(CapabilityOfferV1 {
             min_version: m.offer.min_version,
             max_version: m.offer.max_version,
             required: m.offer.required != 0,
             max_classes: m.offer.max_classes,
             windows: from_totals(&m.offer.windows.to_core()?),
         }),
-        4 => Message::CapabilityAnswer(CapabilityAnswerV1 {
+        ry_msg_type::CapabilityAnswer => Message::CapabilityAnswer(CapabilityAnswerV1 {
             version: m.answer.version,
-            result: match m.answer.result {
-                0 => NegotiationResult::Accepted,
-                1 => NegotiationResult::Unsupported,
-                2 => NegotiationResult::Rejected,
-                v => {
-                    return Err(Error::invalid(format_args!(
-                        "answer.result: {v} is not a valid ry_negotiation_result"
-                    )))
-                }
-            },
+            result: ry_negotiation_result::to_core(m.answer.result, "answer.result")?,
             classes: m.answer.classes,
             receiver_session: railyard_core::credit::SessionId::from(m.answer.receiver_session).0,
             epoch: m.answer.epoch,
             caps: from_totals(&m.answer.caps.to_core()?),
         }),
-        t => {
-            return Err(Error::invalid(format_args!(
-                "type: {t} is not a valid ry_msg_type"
-            )))
-        }
     })
 }
 
@@ -177,7 +171,7 @@ fn from_message(m: &Message) -> ry_wire_message {
                 receiver_session: railyard_core::credit::SessionId(a.receiver_session).into(),
                 epoch: a.epoch,
                 caps: totals(&a.caps),
-                result: a.result as u32,
+                result: ry_negotiation_result::from(a.result) as u32,
                 classes: a.classes,
                 version: a.version,
                 reserved: [0; 6],
@@ -205,22 +199,14 @@ pub unsafe extern "C" fn ry_wire_encode(
     cap: usize,
     len_out: *mut usize,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: valid for reads.
-        let m = to_message(unsafe { in_ref(msg, "msg") }?)?;
-        if buf.is_null() && cap > 0 {
-            return Err(Error::null("buf"));
-        }
-        if len_out.is_null() {
-            return Err(Error::null("len_out"));
-        }
-        // SAFETY: the caller guarantees `cap` writable bytes not aliased
-        // during the call (NULL only with `cap == 0`, checked above).
-        let out = unsafe { out_slice(buf, cap, "buf") }?;
-        let n = encode(&m, out)?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(len_out, n, "len_out") }
-    })
+    // SAFETY: caller contract: `msg` valid for reads, `buf` holds `cap`
+    // writable bytes not aliased during the call, `len_out` valid for writes.
+    unsafe {
+        ret(len_out, "len_out", || {
+            let m = to_message(in_ref(msg, "msg")?)?;
+            Ok(encode(&m, out_slice(buf, cap, "buf")?)?)
+        })
+    }
 }
 
 /// Decodes exactly `len` bytes at `buf` into `*out`. Every check
@@ -242,14 +228,11 @@ pub unsafe extern "C" fn ry_wire_decode(
     len: usize,
     out: *mut ry_wire_message,
 ) -> RyStatus {
-    guard(|| {
-        // SAFETY: caller contract: `len` readable bytes.
-        let bytes = unsafe { in_slice(buf, len, "buf") }?;
-        if out.is_null() {
-            return Err(Error::null("out"));
-        }
-        let m = decode(bytes)?;
-        // SAFETY: caller contract: valid for writes.
-        unsafe { write_out(out, from_message(&m), "out") }
-    })
+    // SAFETY: caller contract: `buf` holds `len` readable bytes, `out` is
+    // valid for writes.
+    unsafe {
+        ret(out, "out", || {
+            Ok(from_message(&decode(in_slice(buf, len, "buf")?)?))
+        })
+    }
 }

@@ -32,8 +32,10 @@ fn complete(pool: ry_token_pool, wr: u64, out: &mut ry_token_record) -> ry_statu
 }
 
 /// Every `extern "C" fn` documents ownership and thread-safety, and its
-/// body starts with `guard(` (so no panic can cross the boundary), except
-/// the three that cannot panic.
+/// body is one call of an entry-point helper that runs it under the panic
+/// guard (`guard(`, or `ret(` / `ret_opt(` inside the `unsafe` block its
+/// `// SAFETY:` comment justifies), so no panic can cross the boundary,
+/// except the three that cannot panic.
 #[test]
 fn every_entry_point_runs_under_the_panic_guard() {
     let exempt = ["ry_last_error_message", "ry_status_name", "ry_abi_version"];
@@ -73,10 +75,22 @@ fn every_entry_point_runs_under_the_panic_guard() {
             while !sig.trim_end().ends_with('{') {
                 sig = lines.next().expect("signature ends").1.to_string();
             }
-            let body = lines.next().expect("body").1;
+            // The first line of code (comments skipped); a bare `unsafe {`
+            // opens the block around the helper's call on the next line.
+            let mut code = lines
+                .by_ref()
+                .map(|(_, l)| l.trim())
+                .filter(|l| !l.starts_with("//"));
+            let mut body = code.next().expect("body").to_string();
+            if body == "unsafe {" {
+                body = format!("unsafe {{ {}", code.next().expect("body"));
+            }
+            let call = body.strip_prefix("unsafe { ").unwrap_or(&body);
             assert!(
-                body.trim_start().starts_with("guard("),
-                "{name} in {} does not start with guard(: {body}",
+                ["guard(", "ret(", "ret_opt("]
+                    .iter()
+                    .any(|h| call.starts_with(h)),
+                "{name} in {} does not start with guard(, ret( or ret_opt(: {body}",
                 path.display()
             );
         }

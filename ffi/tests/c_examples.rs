@@ -10,6 +10,11 @@
 //! beyond an out-pointer — fails the test. Set `RY_FFI_NO_SANITIZERS=1` on
 //! a toolchain without libasan/libubsan.
 //!
+//! The library is built with the per-layer ABI (`--features layers`) and
+//! the examples with `-DRY_LAYERS`, except `readme_example.c` and
+//! `examples/verbs`, which use only the default ABI (the composed hot
+//! path) and are built without it.
+//!
 //! `examples/c/engine.c` (the verbs engine) needs the `engine` feature:
 //! with it (`cargo test -p railyard-ffi --features engine`) it is linked
 //! against libibverbs and run (on a host without RDMA it runs its
@@ -49,9 +54,10 @@ fn lib_dir() -> PathBuf {
             let mut cmd = Command::new(env!("CARGO"));
             cmd.args(["build", "-q", "-p", "railyard-ffi", "--target-dir"])
                 .arg(target);
-            if ENGINE {
-                cmd.args(["--features", "engine"]);
-            }
+            cmd.args([
+                "--features",
+                if ENGINE { "layers,engine" } else { "layers" },
+            ]);
             if profile == "release" {
                 cmd.arg("--release");
             }
@@ -110,6 +116,12 @@ fn is_engine_example(src: &Path) -> bool {
     src.file_stem().is_some_and(|s| s == "engine")
 }
 
+/// `-DRY_LAYERS` for an example that uses the per-layer ABI: all but the
+/// README's, which integrates through the hot path only.
+fn layers_define(src: &Path) -> Option<&'static str> {
+    (!src.file_stem().is_some_and(|s| s == "readme_example")).then_some("-DRY_LAYERS")
+}
+
 /// The engine example's verdict: all checks passed, or (no RDMA device
 /// here) the host-side checks passed and it skipped the device part.
 fn assert_engine_output(stdout: &str) {
@@ -136,6 +148,7 @@ fn compile_only_without_engine(src: &Path, compiler: &str, std: &str) -> bool {
         .arg(std)
         .args(WARN)
         .arg("-DRY_ENGINE")
+        .args(layers_define(src))
         .arg("-I")
         .arg(root.join("ffi/include"))
         .arg("-I")
@@ -179,22 +192,26 @@ fn header_compiles_as_c11_and_cpp17() {
         body.replace("(void)", "()")
     );
     std::fs::write(&src_cpp, body_cpp).expect("write");
-    // Without and with the engine declarations.
+    // Without and with the engine and the per-layer declarations.
     for engine in [None, Some("-DRY_ENGINE")] {
-        run(Command::new(compiler("CC", "cc"))
-            .args(["-std=c11", "-fsyntax-only"])
-            .args(WARN)
-            .args(engine)
-            .arg("-I")
-            .arg(&inc)
-            .arg(&src_c));
-        run(Command::new(compiler("CXX", "c++"))
-            .args(["-std=c++17", "-fsyntax-only"])
-            .args(WARN)
-            .args(engine)
-            .arg("-I")
-            .arg(&inc)
-            .arg(&src_cpp));
+        for layers in [None, Some("-DRY_LAYERS")] {
+            run(Command::new(compiler("CC", "cc"))
+                .args(["-std=c11", "-fsyntax-only"])
+                .args(WARN)
+                .args(engine)
+                .args(layers)
+                .arg("-I")
+                .arg(&inc)
+                .arg(&src_c));
+            run(Command::new(compiler("CXX", "c++"))
+                .args(["-std=c++17", "-fsyntax-only"])
+                .args(WARN)
+                .args(engine)
+                .args(layers)
+                .arg("-I")
+                .arg(&inc)
+                .arg(&src_cpp));
+        }
     }
 }
 
@@ -212,6 +229,7 @@ fn c_examples_build_and_pass_against_the_static_library() {
             .arg("-std=c11")
             .args(WARN)
             .args(ENGINE.then_some("-DRY_ENGINE"))
+            .args(layers_define(&src))
             .arg("-I")
             .arg(root.join("ffi/include"))
             .arg("-I")
@@ -247,6 +265,7 @@ fn cpp_examples_build_and_pass_against_the_shared_library() {
         run(Command::new(compiler("CXX", "c++"))
             .arg("-std=c++17")
             .args(WARN)
+            .args(layers_define(&src))
             .arg("-I")
             .arg(root.join("ffi/include"))
             .arg("-I")
@@ -300,6 +319,7 @@ fn all_examples_pass_under_asan_and_ubsan() {
             .args(WARN)
             .args(san)
             .args(ENGINE.then_some("-DRY_ENGINE"))
+            .args(layers_define(&src))
             .arg("-I")
             .arg(root.join("ffi/include"))
             .arg("-I")

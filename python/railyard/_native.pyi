@@ -1,6 +1,6 @@
 """Type stubs of railyard's native module (``railyard._native``)."""
 
-from typing import Dict, List, Mapping, Optional, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Tuple, TypedDict, Union
 
 P2PHANDSHAKE: str
 MAX_MEMORY_REGIONS: int
@@ -122,6 +122,60 @@ class TaskStatus:
 Transfer = Tuple[str, int, int, int, int]
 """``(op, local, length, segment, remote)``, ``op`` ``"read"`` or ``"write"``."""
 
+# ``_Engine.stats()``: one key per field of the engine's Rust ``EngineStats``
+# (nested structs flattened as ``outer_inner``; the per-rail lists hold
+# ``rails`` entries). railyard-ffi's tests fail when a field is missing here.
+class EngineStats(TypedDict):
+    tokens_in_use: int
+    tokens_cached: int
+    endpoint_outstanding: int
+    qp_depth: int
+    cq_outstanding: int
+    slices_pending: int
+    endpoints_live: int
+    posts: int
+    doorbells: int
+    completions: int
+    stale_completions: int
+    bad_completions: int
+    deferrals: int
+    avoids: int
+    backpressure: int
+    parks: int
+    parked: int
+    unposted: int
+    retries: int
+    async_events: int
+    retired: int
+    reclaimed: int
+    force_flushes: int
+    gate_enabled: bool
+    gate_admitted: int
+    gate_released: int
+    gate_in_flight_bytes: int
+    gate_acquire_errors: int
+    gate_release_errors: int
+    gate_epochs: int
+    gate_stalled_epochs: int
+    gate_route_timeouts: int
+    gate_suppressed_timeouts: int
+    gate_advisory_pressure_epochs: int
+    rails: int
+    rail_slices_posted: List[int]
+    rail_charged_bytes: List[int]
+    rail_accounting_errors: int
+    rail_moves: int
+    invalid_posts: int
+    handshakes_accepted: int
+    handshakes_busy: int
+    handshakes_malformed: int
+    handshakes_timed_out: int
+    handshakes_closed: int
+    handshakes_replayed: int
+    handshakes_failed: int
+    mem_regions: int
+    mem_pins: int
+
 class _Engine:
     def __init__(
         self, config: Optional[Config] = None, *, listen: str = "127.0.0.1:0", device: Optional[str] = None
@@ -153,7 +207,7 @@ class _Engine:
     def task_anomaly(self, batch: int, task: int) -> str:
         """NORMAL, CONGESTED, LONG_UNAVAILABLE or UNKNOWN (RFC 4162)."""
     def task_anomaly_detail(self, batch: int, task: int) -> Dict[str, object]: ...
-    def stats(self) -> Dict[str, Union[int, bool, List[int]]]: ...
+    def stats(self) -> EngineStats: ...
     def snapshot(self) -> Dict[str, object]:
         """``{"stats": stats(), "routes": [{"route", "device", "health", "generation", "errors", "window_bytes", "in_flight_bytes"}, ...]}``."""
         ...

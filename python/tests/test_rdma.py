@@ -21,6 +21,18 @@ pytestmark = pytest.mark.usefixtures("rdma")
 MiB = 1 << 20
 
 
+def stub_stats_keys():
+    """The keys the installed package's `_native.pyi` declares for `EngineStats`."""
+    import ast
+    import pathlib
+
+    stub = pathlib.Path(railyard.__file__).with_name("_native.pyi")
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.ClassDef) and node.name == "EngineStats":
+            return {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+    raise AssertionError("_native.pyi declares no EngineStats")
+
+
 @pytest.fixture
 def pair():
     """Engine `a` connected to engine `b`, each with a registered
@@ -285,6 +297,10 @@ def test_stats_and_close(pair):
     # Free tokens in the workers' caches: a gauge, never in use, at most 32
     # per worker (MC_WORKERS_PER_CTX is at most 64).
     assert 0 <= s["tokens_cached"] <= 32 * 64
+    # Every field the stub declares, and nothing else (the stub follows the
+    # Rust EngineStats: railyard-ffi's tests check that side).
+    assert set(s) == stub_stats_keys()
+    assert s["rails"] == 1 and len(s["rail_slices_posted"]) == 1
     # One call for a metrics export: the same counters plus every CC route.
     snap = a.snapshot()
     assert set(snap) == {"stats", "routes"}

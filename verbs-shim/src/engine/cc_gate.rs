@@ -42,7 +42,7 @@ struct Padded(AtomicU64);
 
 /// Counters of a [`CcGate`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct GateStats {
     /// Whether the controller is not in `Mode::Off`.
     pub enabled: bool,

@@ -67,6 +67,50 @@ fn drain_signal_name<S: serde::Serializer>(d: &DrainSignal, s: S) -> Result<S::O
     s.serialize_str(d.as_str())
 }
 
+#[cfg(feature = "serde")]
+impl EngineStats {
+    /// Every counter as a flat `(name, value)` list, in declaration order:
+    /// a nested struct's fields are named `outer_inner` (`gate_admitted`,
+    /// `handshakes_busy`), arrays stay lists (`rail_slices_posted`), values
+    /// are JSON numbers, booleans and lists. It is derived from the struct
+    /// itself (`serde`), so it is the one field list every other view of
+    /// the stats follows: the C `ry_engine_stats`, the Python
+    /// `Engine.stats()` dict and its stub (railyard-ffi's tests fail when
+    /// one of them lacks a field).
+    ///
+    /// ```
+    /// use railyard_verbs::engine::EngineStats;
+    /// let mut s = EngineStats::default();
+    /// s.gate.admitted = 3;
+    /// let f = s.fields();
+    /// assert_eq!(f[0].0, "tokens_in_use");
+    /// assert!(f.iter().any(|(k, v)| k == "gate_admitted" && *v == 3));
+    /// assert!(f.iter().any(|(k, v)| k == "rail_slices_posted" && v.is_array()));
+    /// ```
+    pub fn fields(&self) -> Vec<(String, serde_json::Value)> {
+        fn flatten(prefix: &str, v: serde_json::Value, out: &mut Vec<(String, serde_json::Value)>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, v) in m {
+                        let name = if prefix.is_empty() {
+                            k
+                        } else {
+                            format!("{prefix}_{k}")
+                        };
+                        flatten(&name, v, out);
+                    }
+                }
+                v => out.push((prefix.to_owned(), v)),
+            }
+        }
+        let mut out = Vec::new();
+        // Plain integers, booleans and arrays of them: serializing cannot fail.
+        let v = serde_json::to_value(self).unwrap_or_default();
+        flatten("", v, &mut out);
+        out
+    }
+}
+
 /// Everything a host exports about an engine, in one call
 /// ([`Engine::snapshot`](super::Engine::snapshot)): the counters and leak
 /// gauges, and the CC state of every route domain the engine assigned

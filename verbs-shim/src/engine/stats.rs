@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// `endpoint_outstanding`, `qp_depth`, `cq_outstanding`) are all zero when
 /// the engine is idle; anything else is a leak.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct EngineStats {
     /// Tokens (posted attempts) not yet completed. A free token in a
     /// worker's cache is not in use.
@@ -100,7 +100,7 @@ pub struct EngineStats {
 /// How the handshake listener ended each connection
 /// ([`EngineStats::handshakes`]). Every connection lands in exactly one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct HandshakeStats {
     /// Became a segment.
     pub accepted: u64,
