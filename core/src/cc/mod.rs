@@ -101,16 +101,20 @@
 //!
 //! ## Cost (per slice: `try_acquire` + `release`, one thread, uncontended)
 //!
-//! Measured by `benches/benches/cc.rs` (criterion, all arms in one run, on a
-//! shared 2-core VM; see that file for the full table and method):
+//! `cargo bench -p railyard-benches --bench cc -- --warm-up-time 1
+//! --measurement-time 4` (criterion, all arms in one run, on a shared
+//! 2-core VM):
 //!
 //! | arm | median | note |
 //! |---|---|---|
 //! | compiled out ([`Bypass`]) | 0.59 ns | baseline |
 //! | [`Mode::Off`] | 0.94 ns | +0.35 ns: goal ≤ 1 ns over compiled out met |
 //! | [`Mode::Observe`] | 25.0 ns | |
-//! | [`Mode::Enforce`], two domains | 25.7 ns | goal ≤ 39 ns met (42 ns+ under load average ≈ 7) |
+//! | [`Mode::Enforce`], two domains | 25.7 ns | goal ≤ 39 ns met on an unsaturated host |
 //! | 4 bare locked RMWs (floor) | 19.5 ns | enforce = 1.32× floor |
+//!
+//! The runs behind it, and how they move with the host's load:
+//! `docs/benchmarks.md`.
 //!
 //! Each domain keeps in-flight bytes as two monotonic totals (`acquired`,
 //! `released`), so a slice costs exactly one CAS per domain on admission

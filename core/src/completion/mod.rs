@@ -139,52 +139,28 @@
 //!
 //! ## Cost
 //!
-//! Instructions per slice (post + complete), callgrind, the composition
-//! against the same work composed by hand from the layers' own APIs, in the
-//! same build (`benches/examples/hotpath_icount.rs`; refs at N = 200 000
-//! minus refs at N = 0, divided by N; `ci/icount.sh`-style):
+//! Instructions per slice (post + complete) under callgrind, the
+//! composition against the same work composed by hand from the layers' own
+//! APIs, in the same build: `ci/icount.sh` (the `hotpath_icount` arms of
+//! `benches/examples/hotpath_icount.rs`; refs at N = 200 000 minus refs at
+//! N = 0, divided by N).
 //!
-//! | layers | hand-composed | `Owner` | overhead |
+//! | layers (arm) | hand-composed | `Owner` | overhead |
 //! |---|---|---|---|
-//! | CC enforce, rail + credit off | 532 | 568 | +6.8 % |
-//! | CC enforce + rail + credit | 1154 | 1252 | +8.5 % |
+//! | CC enforce, rail + credit off (`composed_enforce`) | 532 | 568 | +6.8 % |
+//! | CC enforce + rail + credit (`composed_all`) | 1154 | 1252 | +8.5 % |
+//! | no CC layer / CC `off` / `observe` (`composed_nocc`, `_off`, `_observe`) | | 381 / 400 / 562 | |
+//! | CC enforce, chains of 16, each request its own CQE (`composed_enforce_chain`) | | 590 | |
+//! | the same, one CQE covering 15 through a [`PostOrder`] and [`Owner::complete_covered`] (`composed_enforce_covered`) | | 619 | +4.9 % over `_chain` |
+//! | through a per-thread [`TokenCache`] ([`Owner::post_via`] / [`Owner::complete_via`]; `composed_enforce_cached`, `composed_all_cached`) | | 587 / 1265 | +2.4 % / +0.5 % over the pool in the same run (573 / 1259) |
 //!
-//! Selective signaling, CC enforce, chains of 16 in flight: every request
-//! completed by its own CQE (`composed_enforce_chain`) 590 instructions
-//! per slice; recorded in a [`PostOrder`] with one CQE covering 15 through
-//! [`Owner::complete_covered`] (`composed_enforce_covered`) 619 (+4.9 %:
-//! the record, the scan for the CQE's entry and the pops; 16 in flight
-//! instead of 1 is the other 22 over `composed_enforce`'s 568). What it
-//! saves is outside core: 15 of 16 CQEs the provider never writes and
-//! `ibv_poll_cq` never reads.
-//!
-//! (2026-12-01; before the compact token record and the in-place claim the
-//! same arms were 554 / 606 and 1185 / 1290.)
-//!
-//! What each CC mode costs on the same composed op (rail and credit off;
-//! arms `composed_nocc` / `composed_off` / `composed_observe` /
-//! `composed_enforce`, 2026-12-02): no CC layer composed 381, the
-//! controller in `off` 400, `observe` 562, `enforce` 573 instructions per
-//! slice. Enforce pays 173 over off (the window check and permit on
-//! admission, the settle on completion); observe already pays 162 of them,
-//! because it keeps the same accounting and only never refuses.
-//!
-//! Through a per-thread [`TokenCache`] ([`Owner::post_via`] /
-//! [`Owner::complete_via`], as the engine's workers run it; arms
-//! `composed_enforce_cached` / `composed_all_cached`, same build and
-//! method): 587 vs 573 through the pool, and 1265 vs 1259 (+2.4 % / +0.5 %:
-//! a cache hit is a few more plain instructions than an uncontended CAS —
-//! the flush-request load, the vector and the same-pool check — and saves
-//! the two shared-line CASes per slice that two threads on one pool fight
-//! over, which instruction counts do not show; see `benches/benches/token.rs`
-//! for the 2-thread times). Issue #13's goal is ≤ 2 %;
-//! not met. What the composition still pays for, from the per-instruction
-//! profile: the request is built (and its path and credit demand loaded)
-//! before the slice check, so those values live across that call; the
-//! admission result is mapped through `CcRefusal` into `Refusal`; and more
-//! values stay live across the controller's out-of-line `settle` (the
-//! `Released` flags, the three-way slice outcome), which costs register
-//! moves around the call.
+//! Issue #13's goal is ≤ 2 % over hand-composed; not met. Selective
+//! signaling's saving is outside core (15 of 16 CQEs the provider never
+//! writes and `ibv_poll_cq` never reads), a token cache's is the two
+//! shared-line CASes per slice that two threads on one pool fight over;
+//! neither shows in instruction counts. The dated sessions, the figures
+//! before the compact token record, and what the composition still pays
+//! for: `docs/benchmarks.md`.
 
 use core::fmt;
 

@@ -68,55 +68,28 @@
 //!   first epoch is 1, the first sequence is 1, and the wire decoder, the
 //!   ledger and the allocator all refuse zeros (`docs/wire.md`).
 //!
-//! # Measured cost
+//! # Cost
 //!
-//! Instructions (callgrind, repeatable on a loaded host): one dispatch =
-//! `try_reserve` + `commit` + `release` of a direct-WRITE charge (three
-//! resources), one thread, refill every 1024 ops
-//! (`benches/examples/credit_icount.rs`; `valgrind --tool=callgrind` at
-//! 0 and 10⁶ iterations, difference / 10⁶). Measured in one session
-//! against `main` before the exactly-once change:
-//!
-//! | ledger | instr / dispatch |
+//! | path | cost |
 //! |---|---|
-//! | before: 3 RMWs (reserve, commit, release flows) | 276 |
-//! | exactly-once: 4 RMWs (commit joins the outstanding level, then the flow) | 251 |
+//! | one dispatch: `try_reserve` + `commit` + `release` of a direct-WRITE charge (three resources), one thread, refill every 1024 ops | 251 instructions |
+//! | disabled: `CreditLink::gate()` → `Bypass`, no ledger, against no credit code at all | +0.2 ns (1.18 vs 0.99 ns) |
 //!
-//! The fourth RMW costs about 36 instructions; a branch-free `pack` (one
-//! `v > window` test per field; the refusal is worked out off the hot
-//! path) gave back more than that. Wall-clock criterion runs in the same
-//! session (load average 7–10 from other agents) swung 2–3× between
-//! repetitions of the same binary and are not quoted.
+//! Instructions: `cargo build --release -p railyard-benches --example
+//! credit_icount`, then `valgrind --tool=callgrind` of
+//! `target/release/examples/credit_icount N` at N = 0 and 10⁶, difference /
+//! 10⁶. Time: `cargo bench -p railyard-benches --bench credit --
+//! --warm-up-time 1 --measurement-time 3` (also the lock-free ledger
+//! against a `Mutex` ledger with the same semantics, in the same run).
 //!
-//! The wall-clock table below was measured **before** the exactly-once
-//! change (three RMWs per op):
-//! `cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`;
-//! one op = `try_reserve` + `commit` + `release` of a 2-resource charge,
-//! per op per thread, both ledgers in the same run. Host: 2 vCPUs (AMD
-//! EPYC) shared with ~4 other build/bench jobs (load average 3–5). Two
-//! consecutive runs:
-//!
-//! | case | lock-free | `Mutex<ledger>` | ratio |
-//! |---|---|---|---|
-//! | 1 thread | 23.4 / 24.5 ns | 32.6 / 33.4 ns | 1.39× / 1.37× |
-//! | 2 threads, different peers | 24.0 / 63.7 ns | 181.4 / 71.2 ns | 7.5× / 1.12× |
-//! | 2 threads, same entry | 106.2 / 63.6 ns | 288.0 / 71.5 ns | 2.7× / 1.12× |
-//!
-//! Run 1 caught a quiet moment in which the two threads really ran in
-//! parallel; in run 2 they mostly time-shared one core and the ratio
-//! collapses to the cost of the atomics alone. So the ≥ 3× goal under
-//! 2-thread contention is met only when the threads actually run
-//! concurrently (7.5× on different peers, 2.7× on one entry), and is
-//! **not reliably reproducible** on this shared host. Each op is now four
-//! locked RMWs (reserve CAS, two commit CASes, release CAS — most of the
-//! cycles in `perf`) against six for the mutex (three lock/unlock pairs); entries
-//! are cache-line aligned, so different peers share nothing, while the
-//! mutex serializes the whole ledger (the RFC's "one ledger critical
-//! section"). Field checks are branch-free SWAR on the packed word.
-//!
-//! Disabled path (`CreditLink::gate()` → `Bypass`, no ledger) vs no credit
-//! code at all: 1.18 vs 0.99 ns and 1.24 vs 1.05 ns — about 0.2 ns, one
-//! load and one predictable branch per dispatch.
+//! A dispatch is four locked RMWs (reserve CAS, two commit CASes, release
+//! CAS — most of the cycles in `perf`) against six for the mutex (three
+//! lock/unlock pairs); entries are cache-line aligned, so different peers
+//! share nothing, while the mutex serializes the whole ledger (the RFC's
+//! "one ledger critical section"). Field checks are branch-free SWAR on
+//! the packed word. The measured sessions (the exactly-once change, the
+//! lock-free vs `Mutex` times and why the 2-thread ratio does not
+//! reproduce on a shared host): `docs/benchmarks.md`.
 
 // Loops over the four resources index several parallel arrays at once.
 #[allow(clippy::needless_range_loop)]

@@ -39,12 +39,15 @@
 //!
 //! ## Cost
 //!
-//! Measured by `benches/benches/rail.rs` (commands in its doc comment):
 //! ns per decision, single thread, 64 KiB slices, V2/V3 with fresh peer
-//! samples. Minimum over 3 runs of criterion's point estimate, on a 2-core
-//! machine shared with other builds (load average 5–8), so differences
-//! under ~3 ns are noise. "No ledger compiled" is the build without
-//! `peer-feedback`; all other columns are one run of the build with it.
+//! samples; minimum over 3 alternated runs of each build of criterion's
+//! point estimate (differences under ~3 ns are noise on the shared 2-core
+//! host). "No ledger compiled" is the build without `peer-feedback`:
+//!
+//! ```text
+//! cargo bench -p railyard-benches --bench rail -- --warm-up-time 0.5 --measurement-time 1
+//! cargo bench -p railyard-benches --bench rail --features peer-feedback -- --warm-up-time 0.5 --measurement-time 1
+//! ```
 //!
 //! `pick` (charge included, release untimed):
 //!
@@ -55,21 +58,16 @@
 //! | 8 | 26.4 | 28.2 | 43.8 | 43.1 | 64.1 | 70.8 |
 //!
 //! `pick` + `release(Completed)` with EWMA updates, 4 devices: no ledger
-//! 34.0, flag off 43.4 (a 6-round A/B of this pair gave minima 27.4 vs
-//! 31.0 with paired differences of ±20 ns: noise), V0 81.9, V1 88.9, V2
-//! 82.6, V3 82.1.
+//! 34.0, flag off 43.4, V0 81.9, V1 88.9, V2 82.6, V3 82.1. In
+//! instructions (callgrind, `ci/icount.sh`): no ledger compiled 286,
+//! compiled in with the flag off 306.
 //!
-//! Instructions per `pick` + `release(Completed)`, 4 devices, under
-//! callgrind (`ci/icount.sh`, repeatable): no ledger compiled 286, compiled
-//! in with the flag off 306 (+20, 7%; it was +37 before the ledger paths of
-//! `decide` and `charge` were moved out of line).
-//!
-//! Flag off vs no ledger compiled: the flag-off path differs only by one
-//! predictable branch on the (absent) ledger per `pick` and per `charge`;
-//! across 9 alternated runs the minima differ by −2.9 … +2.3 ns, so the
-//! 1 ns goal could not be confirmed or refuted on this machine. The ledger
-//! adds one CAS (pin) and one `fetch_add` per charge and per release;
-//! V2/V3 add one ledger lookup per candidate.
+//! The flag-off path differs from no ledger compiled only by one
+//! predictable branch on the (absent) ledger per `pick` and per `charge`.
+//! The ledger adds one CAS (pin) and one `fetch_add` per charge and per
+//! release; V2/V3 add one ledger lookup per candidate. The sessions, and
+//! why the 1 ns flag-off goal is neither confirmed nor refuted:
+//! `docs/benchmarks.md`.
 
 mod calibrate;
 #[cfg(all(feature = "alloc", feature = "peer-feedback"))]

@@ -48,10 +48,11 @@
 //!
 //! ## Cost
 //!
-//! `benches/benches/token.rs` measures a claim+complete round trip against
-//! two baselines with the same API and the same per-slot sequence check, in
-//! the same run: a free list on crossbeam's `ArrayQueue`, and a
-//! `Mutex<Vec<u32>>` free list.
+//! A claim+complete round trip against two baselines with the same API and
+//! the same per-slot sequence check, in the same run: a free list on
+//! crossbeam's `ArrayQueue`, and a `Mutex<Vec<u32>>` free list
+//! (`cargo bench -p railyard-benches --bench token`; instructions:
+//! `ci/icount.sh`):
 //!
 //! | round trip | railyard | `ArrayQueue` | `Mutex<Vec>` |
 //! |---|---|---|---|
@@ -59,13 +60,13 @@
 //! | instructions (callgrind) | 66 (0.57×) | 115 | 91 |
 //!
 //! With the real 56-byte [`TokenRecord`] instead of a `u64` the round trip
-//! is 100 instructions (`ci/icount.sh`, `railyard_full_record`; 105 with
-//! the old 64-byte record, whose slots straddled cache lines).
+//! is 100 instructions (`railyard_full_record`).
 //!
-//! Two threads hammering one pool swing by 5× between runs on this VM (see
-//! the bench's docs); a lost CAS on the head backs off exponentially (at most
-//! 2^6 spin hints), as crossbeam's `Backoff` does, so two cores do not spend
-//! the round trip stealing one cache line from each other.
+//! A lost CAS on the head backs off exponentially (at most 2^6 spin
+//! hints), as crossbeam's `Backoff` does, so two cores do not spend the
+//! round trip stealing one cache line from each other. The measured
+//! sessions (two threads, the per-worker [`TokenCache`], the compact
+//! record) are in `docs/benchmarks.md`.
 //!
 //! ```
 //! use railyard_core::token::{TokenError, TokenPool, TokenRecord};
