@@ -183,12 +183,23 @@ impl OptId {
     pub const NONE: OptId = OptId { value: 0, known: 0 };
 
     /// The id `value`.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert_eq!(OptId::some(0).get(), Some(0)); // 0 is a real id
+    /// ```
     #[inline(always)]
     pub const fn some(value: u32) -> Self {
         OptId { value, known: 1 }
     }
 
     /// From an `Option<u32>` (also `From`).
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert_eq!(OptId::new(Some(9)), OptId::some(9));
+    /// assert_eq!(OptId::new(None), OptId::NONE);
+    /// ```
     #[inline(always)]
     pub const fn new(id: Option<u32>) -> Self {
         match id {
@@ -198,6 +209,12 @@ impl OptId {
     }
 
     /// The id, if known.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert_eq!(OptId::some(u32::MAX).get(), Some(u32::MAX));
+    /// assert_eq!(OptId::NONE.get(), None);
+    /// ```
     #[inline(always)]
     pub const fn get(self) -> Option<u32> {
         if self.known != 0 {
@@ -208,12 +225,24 @@ impl OptId {
     }
 
     /// Whether an id is known.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert!(OptId::some(0).is_some());
+    /// assert!(!OptId::NONE.is_some());
+    /// ```
     #[inline(always)]
     pub const fn is_some(self) -> bool {
         self.known != 0
     }
 
     /// Whether no id is known.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert!(OptId::NONE.is_none());
+    /// assert!(!OptId::some(1).is_none());
+    /// ```
     #[inline(always)]
     pub const fn is_none(self) -> bool {
         self.known == 0
