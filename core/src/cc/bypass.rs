@@ -28,6 +28,16 @@ pub struct BypassMonitor;
 impl Bypass {
     /// Validates `cfg` (so a bad configuration is reported the same way
     /// whether or not the controller is compiled in) and builds the bypass.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Bypass, CcConfig, Mode};
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (bypass, _monitor) = Bypass::new(&cfg, 2, &[0, 1]).unwrap();
+    /// assert_eq!((bypass.devices(), bypass.routes(), bypass.mode()), (2, 2, Mode::Off));
+    /// // A bad configuration is refused as the compiled-in controller refuses it.
+    /// assert!(Bypass::new(&CcConfig { min_window_bytes: 0, ..cfg }, 1, &[0]).is_err());
+    /// ```
     pub fn new(
         cfg: &CcConfig,
         devices: u16,
@@ -45,6 +55,12 @@ impl Bypass {
     }
 
     /// Never fails: the configuration only matters when compiled in.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Bypass, CcConfig};
+    /// let (_bypass, _monitor, err) = Bypass::new_or_off(&CcConfig { min_window_bytes: 0, ..CcConfig::default() }, 1, &[0]);
+    /// assert!(err.is_some()); // reported, though nothing depends on it
+    /// ```
     pub fn new_or_off(
         cfg: &CcConfig,
         devices: u16,
@@ -69,6 +85,11 @@ impl Bypass {
     }
 
     /// Whether the controller is compiled in: `false` for the bypass.
+    ///
+    /// ```
+    /// use railyard_core::cc::Bypass;
+    /// assert!(!Bypass::compiled_in());
+    /// ```
     pub const fn compiled_in() -> bool {
         false
     }
@@ -90,6 +111,16 @@ impl Bypass {
     }
 
     /// Admits everything.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, Bypass, CcConfig, Settlement};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let (cc, _monitor) = Bypass::new(&CcConfig::default(), 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, u32::MAX, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(p.bytes(), u32::MAX); // no window
+    /// assert_eq!(cc.release(p, Effect::HardError), Ok(Settlement::Current));
+    /// ```
     #[inline(always)]
     pub fn try_acquire(
         &self,
@@ -108,6 +139,16 @@ impl Bypass {
     }
 
     /// Consumes the permit.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, Bypass, CcConfig, Settlement};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let (cc, _monitor) = Bypass::new(&CcConfig::default(), 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(cc.release(p, Effect::Success), Ok(Settlement::Current));
+    /// assert_eq!(cc.stats().stale_feedback, 0);
+    /// ```
     #[inline(always)]
     pub fn release(&self, permit: Permit, _effect: Effect) -> Result<Settlement, ReleaseError> {
         let _ = permit.into_parts();
@@ -115,6 +156,20 @@ impl Bypass {
     }
 
     /// Clears `HOLDS_PERMIT` (a second release of the record is refused, as when compiled in).
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, Bypass, CcConfig, ReleaseError};
+    /// use railyard_core::classify::Effect;
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let (cc, _monitor) = Bypass::new(&CcConfig::default(), 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// let mut rec = TokenRecord::default();
+    /// p.record_into(&mut rec).unwrap();
+    /// cc.release_record(&mut rec, Effect::Success).unwrap();
+    /// // The hold bit is honoured exactly as with the controller.
+    /// assert_eq!(cc.release_record(&mut rec, Effect::Success), Err(ReleaseError::NotHeld));
+    /// ```
     #[inline(always)]
     pub fn release_record(
         &self,
@@ -144,6 +199,15 @@ impl Bypass {
     }
 
     /// No-op (index checks only, as in the controller).
+    ///
+    /// ```
+    /// use railyard_core::cc::{AcquireError, Bypass, CcConfig};
+    /// use railyard_core::classify::{classify_event, event};
+    ///
+    /// let (cc, _monitor) = Bypass::new(&CcConfig::default(), 1, &[0]).unwrap();
+    /// assert_eq!(cc.apply_event(&classify_event(event::PORT_ERR), 0, Some(0)), Ok(()));
+    /// assert_eq!(cc.apply_event(&classify_event(event::PORT_ERR), 3, None), Err(AcquireError::NoSuchDevice(3)));
+    /// ```
     pub fn apply_event(
         &self,
         _event: &EventClassification,
@@ -197,6 +261,12 @@ impl Bypass {
 
 impl BypassMonitor {
     /// No-op.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Bypass, CcConfig, EpochReport, PollerStatus};
+    /// let (cc, mut monitor) = Bypass::new(&CcConfig::default(), 1, &[0]).unwrap();
+    /// assert_eq!(monitor.on_epoch(&cc, 1_000, PollerStatus::Progressing), EpochReport::default());
+    /// ```
     pub fn on_epoch(&mut self, _ctl: &Bypass, _now: Nanos, _poller: PollerStatus) -> EpochReport {
         EpochReport::default()
     }
