@@ -127,6 +127,12 @@ pub struct DeviceSpec {
 
 impl DeviceSpec {
     /// A device with `nominal_bps` and tier weight 1.0.
+    ///
+    /// ```
+    /// use railyard_core::rail::DeviceSpec;
+    /// let nic = DeviceSpec::new(25_000_000_000); // 200 Gb/s
+    /// assert_eq!((nic.nominal_bps, nic.tier_q8), (25_000_000_000, 256));
+    /// ```
     pub const fn new(nominal_bps: u64) -> Self {
         DeviceSpec {
             nominal_bps,
@@ -135,6 +141,15 @@ impl DeviceSpec {
     }
 
     /// The same device with tier weight `tier_q8` (Q8).
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// // The same NIC, but across a NUMA hop: twice as expensive.
+    /// let far = DeviceSpec::new(25_000_000_000).with_tier_q8(512);
+    /// let sel = Selector::new(&[far, DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let c = sel.choose(None, 65536, 0, 0b11).unwrap();
+    /// assert_eq!(c.device, 1); // the near one wins on equal load
+    /// ```
     pub const fn with_tier_q8(self, tier_q8: u16) -> Self {
         DeviceSpec { tier_q8, ..self }
     }
@@ -204,6 +219,15 @@ impl Default for RailConfig {
 
 impl RailConfig {
     /// Checks the config against `devices`.
+    ///
+    /// ```
+    /// use railyard_core::rail::{ConfigError, DeviceSpec, RailConfig};
+    /// let nics = [DeviceSpec::new(25_000_000_000); 2];
+    /// assert_eq!(RailConfig::default().validate(&nics), Ok(()));
+    /// let bad = RailConfig { probe_interval: 48, ..RailConfig::default() };
+    /// assert_eq!(bad.validate(&nics), Err(ConfigError::ProbeIntervalNotPowerOfTwo { interval: 48 }));
+    /// assert_eq!(RailConfig::default().validate(&[]), Err(ConfigError::NoDevices));
+    /// ```
     pub fn validate(&self, devices: &[DeviceSpec]) -> Result<(), ConfigError> {
         if devices.is_empty() {
             return Err(ConfigError::NoDevices);
@@ -480,16 +504,41 @@ pub struct RailCharge {
 
 impl RailCharge {
     /// The charged device.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let charge = sel.charge(1, Some(9), 4096, 0).unwrap();
+    /// assert_eq!(charge.device(), 1);
+    /// sel.release(charge, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn device(&self) -> u16 {
         self.device
     }
 
     /// The charged peer, if the peer was charged.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let charge = sel.charge(1, Some(9), 4096, 0).unwrap();
+    /// // The peer is charged only with a peer ledger (`peer-feedback`, on).
+    /// assert_eq!(charge.peer(), None);
+    /// sel.release(charge, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn peer(&self) -> Option<u32> {
         self.peer
     }
 
     /// The charged bytes (the actual slice bytes).
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let charge = sel.charge(1, Some(9), 4096, 0).unwrap();
+    /// assert_eq!(charge.bytes(), 4096);
+    /// sel.release(charge, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn bytes(&self) -> u32 {
         self.bytes
     }
@@ -498,6 +547,20 @@ impl RailCharge {
     /// `HOLDS_RAIL_CHARGE`; if the peer was charged, also sets `peer` and
     /// `HOLDS_RAIL_PEER_CHARGE`. A record's `peer` otherwise keeps naming
     /// the destination, charged or not.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, RailError, Selector};
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let mut rec = TokenRecord { post_ns: 100, ..TokenRecord::default() };
+    /// sel.charge(0, None, 65536, 100).unwrap().record_into(&mut rec);
+    /// assert_ne!(rec.holds & TokenRecord::HOLDS_RAIL_CHARGE, 0);
+    /// // The completion path has only the record:
+    /// sel.release_record(&mut rec, true, 5_100).unwrap();
+    /// assert_eq!(sel.release_record(&mut rec, true, 5_200), Err(RailError::NotHeld));
+    /// assert_eq!(sel.nic_inflight(0), Some(0));
+    /// ```
     pub fn record_into(self, record: &mut TokenRecord) {
         record.device = self.device;
         record.bytes = self.bytes;
@@ -511,6 +574,18 @@ impl RailCharge {
 
     /// Takes the charge back out of `record`, clearing `HOLDS_RAIL_CHARGE`
     /// so it cannot be taken twice. `None` if the record holds none.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailCharge, RailConfig, Selector};
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let mut rec = TokenRecord::default();
+    /// sel.charge(0, None, 4096, 0).unwrap().record_into(&mut rec);
+    /// let c = RailCharge::take_from(&mut rec).unwrap();
+    /// assert!(RailCharge::take_from(&mut rec).is_none()); // never twice
+    /// sel.release(c, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn take_from(record: &mut TokenRecord) -> Option<RailCharge> {
         if record.holds & TokenRecord::HOLDS_RAIL_CHARGE == 0 {
             return None;
