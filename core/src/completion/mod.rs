@@ -829,8 +829,29 @@ mod sealed {
 /// as with `()`), so a mixed-up cache cannot leak or misroute a token.
 pub trait TokenSource: sealed::Sealed {
     /// Claims a token of `pool` for `record` (through this source).
+    ///
+    /// ```
+    /// use railyard_core::completion::TokenSource;
+    /// use railyard_core::token::{TokenPool, TokenRecord};
+    /// let pool: TokenPool = TokenPool::new(8).unwrap();
+    /// let other: TokenPool = TokenPool::new(8).unwrap();
+    /// let mut cache = other.cache::<4>(); // a cache of another pool ...
+    /// let w = TokenSource::claim(&mut cache, &pool, TokenRecord::default()).unwrap();
+    /// assert_eq!((pool.in_use(), cache.cached()), (1, 0)); // ... is never used for this one
+    /// assert!(TokenSource::complete(&mut (), &pool, w).is_ok());
+    /// ```
     fn claim(&mut self, pool: &TokenPool, record: TokenRecord) -> Result<WrId, TokenError>;
     /// Completes `wr_id` of `pool` (through this source).
+    ///
+    /// ```
+    /// use railyard_core::completion::TokenSource;
+    /// use railyard_core::token::{TokenError, TokenPool, TokenRecord};
+    /// let pool: TokenPool = TokenPool::new(8).unwrap();
+    /// let w = TokenSource::claim(&mut (), &pool, TokenRecord { bytes: 9, ..TokenRecord::default() }).unwrap();
+    /// let mut poller = Some(pool.cache::<4>());
+    /// assert_eq!(TokenSource::complete(&mut poller, &pool, w).unwrap().bytes, 9);
+    /// assert_eq!(TokenSource::complete(&mut poller, &pool, w), Err(TokenError::Duplicate));
+    /// ```
     fn complete(&mut self, pool: &TokenPool, wr_id: WrId) -> Result<TokenRecord, TokenError>;
 }
 
