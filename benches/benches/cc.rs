@@ -21,40 +21,9 @@
 //! Goals: off ≤ 1 ns over compiled out; enforce ≤ 39 ns per slice (the 3 %
 //! gate at 400 Gb/s with 64 KiB slices: 64 KiB / 50 GB/s = 1.31 µs, 3 % ≈ 39 ns).
 //!
-//! ## Last measured (2-core shared VM, `--warm-up-time 1 --measurement-time 4`)
-//!
-//! Other agents were compiling on the same 2 cores, so absolute numbers move
-//! by up to 2× between runs (load average 3–7); ratios within one run are
-//! what count. Quietest run (load ≈ 4, tight intervals):
-//!
-//! | arm | median | vs compiled_out | vs floor_4_rmw |
-//! |---|---|---|---|
-//! | `floor_4_rmw` (4 bare `fetch_add`/`fetch_sub`) | 19.5 ns | — | 1.00× |
-//! | `compiled_out` | 0.59 ns | 1.00× | — |
-//! | `off` | 0.94 ns | +0.35 ns | — |
-//! | `observe` | 25.0 ns | — | 1.28× |
-//! | `enforce` (two domains) | 25.7 ns | — | 1.32× |
-//! | `enforce_record` (record → `release_record`) | 23.9 ns | — | 1.22× |
-//!
-//! Another run in the same minute (load ≈ 5): floor 29.4, compiled_out 0.86,
-//! off 1.40 (+0.54 ns), observe 35.8, enforce 26.7, enforce_record 31.2 ns.
-//! Under heavy load (≈ 7) enforce was 42–139 ns with the floor at 35–46 ns.
-//!
-//! `--no-default-features` run (controller compiled out): `compiled_out`
-//! (Bypass) 0.70 ns, `controller_compiled_out` (`cc::Controller` = Bypass)
-//! 0.83 ns: the same code, so the in-run `compiled_out` arm is a faithful
-//! baseline.
-//!
-//! Goals:
-//! * **off ≤ 1 ns over compiled out: met** (+0.35 / +0.54 ns). The off path
-//!   is one load and compare of the mode on acquire and on release.
-//! * **enforce ≤ 39 ns: met when the machine is not saturated** (25.7 /
-//!   26.7 ns), missed under load average ≈ 7 (42 ns and worse), where the
-//!   four locked RMWs alone (`floor_4_rmw`) cost 35–46 ns. A two-domain
-//!   reservation needs one RMW per domain on admit and on release; the
-//!   controller adds ~5 ns (loads of the same two cache lines) on top.
-//!   Going below the floor would need per-worker leases of window bytes,
-//!   which loosens the admission bound; not done.
+//! Current figures: `railyard_core::cc`'s module docs; the measured
+//! sessions (run to run spread, load, the compiled-out build): the
+//! congestion-control section of `docs/benchmarks.md`.
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 

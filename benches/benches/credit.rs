@@ -9,28 +9,10 @@
 //! (worst-case contention); one of them also runs the refills. Times are per
 //! op per thread (`elapsed / iters`, each thread doing `iters` ops).
 //!
-//! Results measured before the exactly-once change (which added a second
-//! commit CAS; see `railyard_core::credit` for the instruction counts of
-//! both, `benches/examples/credit_icount.rs`)
-//! (`cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`,
-//! 2 vCPUs (AMD EPYC) shared with ~4 other jobs at load average 3–5; two
-//! consecutive runs shown):
-//!
-//! | case | lock-free | `Mutex<ledger>` | ratio |
-//! |---|---|---|---|
-//! | 1 thread | 23.4 / 24.5 ns | 32.6 / 33.4 ns | 1.39× / 1.37× |
-//! | 2 threads, different peers | 24.0 / 63.7 ns | 181.4 / 71.2 ns | 7.5× / 1.12× |
-//! | 2 threads, same entry | 106.2 / 63.6 ns | 288.0 / 71.5 ns | 2.7× / 1.12× |
-//!
-//! In run 1 the two threads ran in parallel; in run 2 they mostly shared one
-//! core. The ≥ 3× goal under 2-thread contention is met when the threads
-//! really run concurrently (7.5× different peers, 2.7× same entry) but is not
-//! reliably reproducible on this host (see `railyard_core::credit` docs).
-//!
-//! | disabled path | run 1 | run 2 |
-//! |---|---|---|
-//! | no credit code at all (baseline) | 0.99 ns | 1.05 ns |
-//! | `CreditLink::gate()` in Disabled → Bypass | 1.18 ns | 1.24 ns |
+//! Run: `cargo bench -p railyard-benches --bench credit -- --warm-up-time 1
+//! --measurement-time 3`. Current figures: `railyard_core::credit`'s module
+//! docs; the measured sessions: the receiver-credit section of
+//! `docs/benchmarks.md`.
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

@@ -11,35 +11,8 @@
 //!
 //! Run: `cargo bench -p railyard-benches --bench ffi -- --warm-up-time 1 --measurement-time 3`
 //!
-//! ## Measured
-//!
-//! Two consecutive runs, 2-core VM shared with other builds (load ≈ 5),
-//! ns per operation (the full table, with the first registry design, is in
-//! the module docs of `ffi/src/handle.rs`):
-//!
-//! | arm | core | ffi | ratio |
-//! |---|---|---|---|
-//! | token, 1 thread | 26.2 / 26.2 | 41.6 / 39.8 | 1.59× / 1.52× |
-//! | cc, 1 thread | 20.6 / 19.6 | 48.4 / 45.5 | 2.35× / 2.32× |
-//! | token, 2 threads | 38.1 / 83.4 | 154 / 101 | noise-dominated |
-//!
-//! The per-thread cache arms, two consecutive runs on the same VM at load
-//! average ≈ 9 (so every figure is inflated and the 2-thread ones are
-//! noise: `ffi 2 threads` moved 90 → 629 ns between the runs), ns per
-//! round trip:
-//!
-//! | arm | run 1 | run 2 |
-//! |---|---|---|
-//! | core, 1 thread | 77.9 | 53.6 |
-//! | ffi (pool), 1 thread | 129 | 114 |
-//! | ffi cache, 1 thread | 178 | 164 |
-//! | core, 2 threads | 267 | 89.2 |
-//! | ffi (pool), 2 threads | 89.9 | 629 |
-//! | ffi cache, 2 threads | 339 | 120 |
-//!
-//! Single-threaded the C cache costs about 1.4× the pool call (one more
-//! handle lookup and the cache's uncontended mutex, for nothing to save on
-//! one thread); whether it wins under contention needs a quiet machine.
+//! The measured sessions (this registry against the first design, the
+//! per-thread caches): the C ABI section of `docs/benchmarks.md`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

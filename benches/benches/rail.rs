@@ -13,27 +13,9 @@
 //! `pick` is timed alone (charges are released outside the timed loop);
 //! `cycle` is `pick` + `release(Completed)` (NIC and peer EWMA update).
 //! V2/V3 run with fresh peer samples on every device (no fallback); peers
-//! rotate over 4 ids. Results: see the table in `railyard_core::rail`.
-//!
-//! Results (ns; minimum over 3 alternated runs of each build with
-//! `--warm-up-time 0.5 --measurement-time 1`, 2-core machine shared with
-//! other builds at load average 5–8: differences under ~3 ns are noise):
-//!
-//! | `rail_pick` devices | no ledger compiled | flag off | V0 | V1 | V2 | V3 |
-//! |---|---|---|---|---|---|---|
-//! | 2 | 17.2 | 18.9 | 40.3 | 44.8 | 44.8 | 52.5 |
-//! | 4 | 23.4 | 25.7 | 46.2 | 48.5 | 66.8 | 54.7 |
-//! | 8 | 26.4 | 28.2 | 43.8 | 43.1 | 64.1 | 70.8 |
-//!
-//! `rail_cycle/4`: no ledger 34.0, flag off 43.4, V0 81.9, V1 88.9, V2
-//! 82.6, V3 82.1.
-//!
-//! Goal "flag off within 1 ns of no ledger compiled": flag-off/no-ledger
-//! ratio of minima 1.10 / 1.10 / 1.07 (2/4/8 devices) in this run, 0.90 /
-//! 0.88 / 0.91 in an earlier 6-round alternated run of `rail_pick/flag_off`
-//! alone; the sign flips between runs, so the difference is within the
-//! machine's noise and the 1 ns goal is neither confirmed nor refuted here.
-//! Re-run on a quiet machine to settle it.
+//! rotate over 4 ids. Results: see the table in `railyard_core::rail`; the
+//! measured sessions: the rail-selection section of `docs/benchmarks.md`.
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -6,9 +6,6 @@
 
 mod bench;
 mod error;
-// The flags' integer parser, shared with `railyard sim` (one source file):
-// included by path so that a build without the `sim` feature has it too.
-#[path = "../../sim/src/cli/int_in.rs"]
 mod int_in;
 
 use std::process::ExitCode;

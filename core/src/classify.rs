@@ -283,6 +283,12 @@ pub enum Effect {
 
 impl Effect {
     /// Whether this effect enters the AIMD hard-error counters.
+    ///
+    /// ```
+    /// use railyard_core::classify::Effect;
+    /// assert!(Effect::Timeout.counts_hard_error());
+    /// assert!(!Effect::ReceiverPressure.counts_hard_error()); // backs off, never quarantines
+    /// ```
     #[inline]
     pub const fn counts_hard_error(self) -> bool {
         matches!(
@@ -313,12 +319,25 @@ pub struct WcClassification {
 
 impl WcClassification {
     /// Whether this completion enters the AIMD hard-error counters.
+    ///
+    /// ```
+    /// use railyard_core::classify::{classify_wc, wc};
+    /// assert!(classify_wc(wc::RETRY_EXC_ERR, 0).counts_hard_error());
+    /// assert!(!classify_wc(wc::WR_FLUSH_ERR, 0).counts_hard_error()); // derived, not a root cause
+    /// ```
     #[inline]
     pub const fn counts_hard_error(&self) -> bool {
         self.effect.counts_hard_error()
     }
 
     /// The task-evidence reason, or `None` for a success (which resolves instead).
+    ///
+    /// ```
+    /// use railyard_core::classify::{classify_wc, wc};
+    /// use railyard_core::evidence::Reason;
+    /// assert_eq!(classify_wc(wc::REM_ACCESS_ERR, 0).reason(), Some(Reason::RemoteMetadata));
+    /// assert_eq!(classify_wc(wc::SUCCESS, 0).reason(), None);
+    /// ```
     #[inline]
     pub const fn reason(&self) -> Option<Reason> {
         class_reason(self.class)
@@ -366,6 +385,19 @@ pub enum WcOutcome {
 
 /// Classifies a work completion. Total over `u32`; `vendor_err` is evidence
 /// only and never changes the result.
+///
+/// ```
+/// use railyard_core::classify::{classify_wc, wc, Effect, FailureClass, ObjectHandling};
+/// use railyard_core::evidence::FailureScope;
+///
+/// let c = classify_wc(wc::RNR_RETRY_EXC_ERR, 0x81);
+/// assert_eq!((c.class, c.scope, c.effect), (FailureClass::ReceiverPressure, FailureScope::Qp, Effect::ReceiverPressure));
+/// assert_eq!(c.handling, ObjectHandling::RebuildQp);
+/// assert_eq!(c.vendor_err, 0x81); // kept as evidence, never changes the result
+/// assert_eq!(classify_wc(wc::RNR_RETRY_EXC_ERR, 0).class, c.class);
+/// let unknown = classify_wc(4242, 0);
+/// assert!(!unknown.known && unknown.class == FailureClass::Fatal);
+/// ```
 #[inline]
 pub const fn classify_wc(status: u32, vendor_err: u32) -> WcClassification {
     use FailureClass as C;
@@ -468,6 +500,12 @@ pub struct EventClassification {
 
 impl EventClassification {
     /// Whether this event enters the AIMD hard-error counters.
+    ///
+    /// ```
+    /// use railyard_core::classify::{classify_event, event};
+    /// assert!(classify_event(event::QP_FATAL).counts_hard_error());
+    /// assert!(!classify_event(event::PORT_ACTIVE).counts_hard_error());
+    /// ```
     #[inline]
     pub const fn counts_hard_error(&self) -> bool {
         self.effect.counts_hard_error()
@@ -476,6 +514,18 @@ impl EventClassification {
 
 /// Classifies an async event. Total over `u32`; unknown events change no
 /// congestion state.
+///
+/// ```
+/// use railyard_core::classify::{classify_event, event, Effect, FailureClass};
+/// use railyard_core::evidence::FailureScope;
+///
+/// let c = classify_event(event::DEVICE_FATAL);
+/// assert_eq!((c.scope, c.effect), (FailureScope::Device, Effect::Quarantine));
+/// let c = classify_event(event::CQ_ERR);
+/// assert_eq!(c.scope, FailureScope::Cq); // the routes of that CQ, no wider
+/// let c = classify_event(1_000);
+/// assert_eq!((c.known, c.class, c.effect), (false, FailureClass::Unclassified, Effect::None));
+/// ```
 #[inline]
 pub const fn classify_event(event_type: u32) -> EventClassification {
     use FailureClass as C;
@@ -576,6 +626,14 @@ pub enum EventAction {
 
 /// The endpoint action for an `ibv_async_event` of type `event_type`
 /// (see [`EventAction`]). Total over `u32`.
+///
+/// ```
+/// use railyard_core::classify::{event, event_action, EventAction};
+/// use railyard_core::endpoint::RetireReason;
+/// assert_eq!(event_action(event::GID_CHANGE), EventAction::RetireAll(RetireReason::GidChange));
+/// assert_eq!(event_action(event::CQ_ERR), EventAction::RetireAll(RetireReason::ContextFatal));
+/// assert_eq!(event_action(u32::MAX), EventAction::Ignore);
+/// ```
 #[inline]
 pub const fn event_action(event_type: u32) -> EventAction {
     if event_type == event::GID_CHANGE {
@@ -664,6 +722,13 @@ pub struct SignalClassification {
 
 impl SignalClassification {
     /// Whether this signal enters the AIMD hard-error counters.
+    ///
+    /// ```
+    /// use railyard_core::classify::{classify_signal, Signal};
+    /// assert!(classify_signal(Signal::DeadlinePollerProgressing).counts_hard_error());
+    /// // The same deadline while the poller stalled says nothing about the network.
+    /// assert!(!classify_signal(Signal::DeadlinePollerStalled).counts_hard_error());
+    /// ```
     #[inline]
     pub const fn counts_hard_error(&self) -> bool {
         self.effect.counts_hard_error()
@@ -671,6 +736,16 @@ impl SignalClassification {
 }
 
 /// Classifies a non-WC / control-plane signal (one row of the RFC table each).
+///
+/// ```
+/// use railyard_core::classify::{classify_signal, ObjectHandling, Signal};
+/// use railyard_core::evidence::{AnomalyState, Reason};
+///
+/// let c = classify_signal(Signal::AcquireAvoided);
+/// assert_eq!((c.handling, c.reason), (ObjectHandling::UseAlternateRail, Reason::PathQuarantined));
+/// assert_eq!(c.task_state, AnomalyState::LongUnavailable);
+/// assert!(Signal::ALL.iter().all(|&s| classify_signal(s).signal == s));
+/// ```
 #[inline]
 pub const fn classify_signal(signal: Signal) -> SignalClassification {
     use FailureClass as C;
@@ -782,6 +857,13 @@ pub const fn classify_signal(signal: Signal) -> SignalClassification {
 
 /// The evidence reason of a class, or `None` for [`FailureClass::Success`]
 /// and classes that carry no task evidence.
+///
+/// ```
+/// use railyard_core::classify::{class_reason, FailureClass};
+/// use railyard_core::evidence::Reason;
+/// assert_eq!(class_reason(FailureClass::DerivedFlush), Some(Reason::DerivedFlush));
+/// assert_eq!(class_reason(FailureClass::NonFailure), None);
+/// ```
 #[inline]
 pub const fn class_reason(class: FailureClass) -> Option<Reason> {
     Some(match class {

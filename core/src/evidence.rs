@@ -53,6 +53,12 @@ pub enum AnomalyState {
 
 impl AnomalyState {
     /// Severity for the multi-slice "most severe wins" rule (higher wins).
+    ///
+    /// ```
+    /// use railyard_core::evidence::AnomalyState;
+    /// assert!(AnomalyState::LongUnavailable.severity() > AnomalyState::Congested.severity());
+    /// assert!(AnomalyState::Unknown.severity() > AnomalyState::Normal.severity());
+    /// ```
     #[inline]
     pub const fn severity(self) -> u8 {
         match self {
@@ -107,6 +113,13 @@ pub enum Reason {
 
 impl Reason {
     /// The minimal state this reason projects to.
+    ///
+    /// ```
+    /// use railyard_core::evidence::{AnomalyState, Reason};
+    /// assert_eq!(Reason::ReceiverPressure.task_state(), AnomalyState::Congested);
+    /// assert_eq!(Reason::NoUsablePath.task_state(), AnomalyState::LongUnavailable);
+    /// assert_eq!(Reason::DerivedFlush.task_state(), AnomalyState::Unknown);
+    /// ```
     #[inline]
     pub const fn task_state(self) -> AnomalyState {
         match self {
@@ -164,6 +177,12 @@ pub enum Observed<T> {
 
 impl<T: Copy> Observed<T> {
     /// The value, if observed.
+    ///
+    /// ```
+    /// use railyard_core::evidence::Observed;
+    /// assert_eq!(Observed::Value(7u64).get(), Some(7));
+    /// assert_eq!(Observed::<u64>::Unobserved.get(), None);
+    /// ```
     #[inline]
     pub const fn get(&self) -> Option<T> {
         match *self {
@@ -209,6 +228,13 @@ pub struct Observation {
 
 impl Observation {
     /// Evidence with only a reason and a time; every other field unobserved.
+    ///
+    /// ```
+    /// use railyard_core::evidence::{Observation, Observed, Reason};
+    /// let o = Observation::new(Reason::PollerStall, 42);
+    /// assert_eq!((o.reason, o.observed_ns, o.resolved), (Reason::PollerStall, 42, false));
+    /// assert_eq!(o.window, Observed::Unobserved); // everything else unobserved
+    /// ```
     #[inline]
     pub const fn new(reason: Reason, observed_ns: Nanos) -> Self {
         Self {
@@ -229,6 +255,11 @@ impl Observation {
     }
 
     /// The minimal state of this evidence (ignoring `resolved`).
+    ///
+    /// ```
+    /// use railyard_core::evidence::{AnomalyState, Observation, Reason};
+    /// assert_eq!(Observation::new(Reason::PathQuarantined, 0).task_state(), AnomalyState::LongUnavailable);
+    /// ```
     #[inline]
     pub const fn task_state(&self) -> AnomalyState {
         self.reason.task_state()
@@ -278,6 +309,12 @@ impl<const N: usize> Default for TaskEvidence<N> {
 
 impl<const N: usize> TaskEvidence<N> {
     /// Empty evidence (minimal state UNKNOWN until something is observed).
+    ///
+    /// ```
+    /// use railyard_core::evidence::{AnomalyState, TaskEvidence};
+    /// let ev = TaskEvidence::<16>::new();
+    /// assert_eq!((ev.state(), ev.capacity()), (AnomalyState::Unknown, 16));
+    /// ```
     pub const fn new() -> Self {
         Self {
             slots: heapless::Vec::new(),
@@ -288,6 +325,12 @@ impl<const N: usize> TaskEvidence<N> {
     }
 
     /// Fixed capacity, in slices.
+    ///
+    /// ```
+    /// use railyard_core::evidence::TaskEvidence;
+    /// let ev: TaskEvidence = TaskEvidence::new();
+    /// assert_eq!(ev.capacity(), 8); // the default: 8 slices of evidence
+    /// ```
     pub const fn capacity(&self) -> usize {
         N
     }
@@ -299,6 +342,23 @@ impl<const N: usize> TaskEvidence<N> {
     /// Records evidence for `slice`. Evidence of an older attempt (or an
     /// older generation within the same attempt) than the slice's stored
     /// evidence is ignored; a newer attempt replaces the old evidence.
+    ///
+    /// ```
+    /// use railyard_core::evidence::{Observation, Reason, Recorded, TaskEvidence};
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let mut ev = TaskEvidence::<1>::new();
+    /// let s = SliceRef { index: 0, attempt: 2 };
+    /// assert_eq!(ev.record(s, Observation::new(Reason::ByteWindow, 10)), Recorded::Stored);
+    /// // A late observation of the slice's previous attempt never overwrites it.
+    /// let old = SliceRef { attempt: 1, ..s };
+    /// assert_eq!(ev.record(old, Observation::new(Reason::Fatal, 11)), Recorded::Stale);
+    /// // Full of more severe evidence: a less severe slice's is dropped (and counted).
+    /// ev.record(s, Observation::new(Reason::NoUsablePath, 12));
+    /// let other = SliceRef { index: 1, attempt: 1 };
+    /// assert_eq!(ev.record(other, Observation::new(Reason::ByteWindow, 13)), Recorded::Dropped);
+    /// assert_eq!(ev.detail().dropped, 1);
+    /// ```
     pub fn record(&mut self, slice: SliceRef, mut obs: Observation) -> Recorded {
         obs.slice = slice;
         obs.resolved = false;
@@ -347,6 +407,18 @@ impl<const N: usize> TaskEvidence<N> {
     /// A success of `slice` (its current attempt): resolves the slice's
     /// evidence of this or an older attempt. Returns whether something was
     /// resolved.
+    ///
+    /// ```
+    /// use railyard_core::evidence::{AnomalyState, Observation, Reason, TaskEvidence};
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let mut ev = TaskEvidence::<4>::new();
+    /// let s = SliceRef { index: 3, attempt: 1 };
+    /// ev.record(s, Observation::new(Reason::RouteTimeout, 5));
+    /// assert!(ev.resolve(s, 9)); // the slice succeeded after all
+    /// assert!(!ev.resolve(s, 10)); // nothing left to resolve
+    /// assert_eq!(ev.state(), AnomalyState::Normal);
+    /// ```
     pub fn resolve(&mut self, slice: SliceRef, _now: Nanos) -> bool {
         self.successes = self.successes.saturating_add(1);
         match self.position(slice.index) {
@@ -361,6 +433,19 @@ impl<const N: usize> TaskEvidence<N> {
     /// A new attempt of `slice` starts: its old blocking evidence is cleared
     /// (marked resolved, kept for the detailed query) and late evidence of
     /// older attempts will be ignored.
+    ///
+    /// ```
+    /// use railyard_core::evidence::{AnomalyState, Observation, Reason, Recorded, TaskEvidence};
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let mut ev = TaskEvidence::<4>::new();
+    /// let a1 = SliceRef { index: 0, attempt: 1 };
+    /// ev.record(a1, Observation::new(Reason::RouteTimeout, 5));
+    /// let a2 = SliceRef { attempt: 2, ..a1 };
+    /// ev.begin_attempt(a2); // the retry: attempt 1's evidence no longer blocks
+    /// assert_ne!(ev.state(), AnomalyState::Congested);
+    /// assert_eq!(ev.record(a1, Observation::new(Reason::Fatal, 6)), Recorded::Stale);
+    /// ```
     pub fn begin_attempt(&mut self, slice: SliceRef) {
         if let Some(i) = self.position(slice.index) {
             let o = &mut self.slots[i];
@@ -373,11 +458,35 @@ impl<const N: usize> TaskEvidence<N> {
     }
 
     /// The minimal query. Never mutates.
+    ///
+    /// ```
+    /// use railyard_core::evidence::{AnomalyState, Observation, Reason, TaskEvidence};
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let mut ev = TaskEvidence::<4>::new();
+    /// ev.record(SliceRef { index: 0, attempt: 1 }, Observation::new(Reason::ByteWindow, 1));
+    /// ev.record(SliceRef { index: 1, attempt: 1 }, Observation::new(Reason::PathQuarantined, 2));
+    /// assert_eq!(ev.state(), AnomalyState::LongUnavailable); // the most severe unresolved wins
+    /// ```
     pub fn state(&self) -> AnomalyState {
         self.detail().state
     }
 
     /// The detailed query. Never mutates.
+    ///
+    /// ```
+    /// use railyard_core::evidence::{AnomalyState, Observation, Reason, TaskEvidence};
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let mut ev = TaskEvidence::<4>::new();
+    /// assert_eq!(ev.detail().winner, None);
+    /// let s = SliceRef { index: 0, attempt: 1 };
+    /// ev.record(s, Observation::new(Reason::RemoteMetadata, 7));
+    /// let d = ev.detail();
+    /// assert_eq!(d.state, AnomalyState::Unknown);
+    /// let w = d.winner.unwrap();
+    /// assert_eq!((w.reason, w.slice, w.resolved), (Reason::RemoteMetadata, s, false));
+    /// ```
     pub fn detail(&self) -> Detail {
         let unresolved = self
             .slots

@@ -104,6 +104,12 @@ fn home(key: u64, mask: usize) -> usize {
 impl Lookup {
     /// A map of at least `capacity` slots (rounded up to a power of two).
     /// Keep it at least twice the live keys you expect: probes stay short.
+    ///
+    /// ```
+    /// use railyard_core::lookup::{Lookup, LookupError};
+    /// assert_eq!(Lookup::new(100).unwrap().capacity(), 128);
+    /// assert_eq!(Lookup::new(0).unwrap_err(), LookupError::BadCapacity(0));
+    /// ```
     pub fn new(capacity: usize) -> Result<Self, LookupError> {
         if capacity == 0 || capacity > 1 << 30 {
             return Err(LookupError::BadCapacity(capacity));
@@ -120,22 +126,52 @@ impl Lookup {
     }
 
     /// Slots in the map.
+    ///
+    /// ```
+    /// use railyard_core::lookup::Lookup;
+    /// let m = Lookup::new(3).unwrap();
+    /// assert_eq!(m.capacity(), 4);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.keys.len()
     }
 
     /// Live keys.
+    ///
+    /// ```
+    /// use railyard_core::lookup::Lookup;
+    /// let m = Lookup::new(8).unwrap();
+    /// m.insert(11, 1).unwrap();
+    /// m.insert(11, 2).unwrap(); // replaces: still one key
+    /// assert_eq!(m.len(), 1);
+    /// ```
     pub fn len(&self) -> usize {
         self.live.load(Ordering::Relaxed)
     }
 
     /// Whether no key is live.
+    ///
+    /// ```
+    /// use railyard_core::lookup::Lookup;
+    /// let m = Lookup::new(8).unwrap();
+    /// m.insert(5, 0).unwrap();
+    /// m.remove(5);
+    /// assert!(m.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The value of `key`, if present. Any thread, lock-free; reserved
     /// keys are simply absent.
+    ///
+    /// ```
+    /// use railyard_core::lookup::Lookup;
+    /// let qp_by_num = Lookup::new(64).unwrap();
+    /// qp_by_num.insert(0x11, 7).unwrap(); // wc.qp_num -> QP slot
+    /// assert_eq!(qp_by_num.get(0x11), Some(7));
+    /// assert_eq!(qp_by_num.get(u64::MAX), None); // reserved keys are simply absent
+    /// ```
     #[inline]
     pub fn get(&self, key: u64) -> Option<u32> {
         if key == EMPTY || key == REMOVED {
@@ -171,6 +207,16 @@ impl Lookup {
 
     /// Maps `key` to `value` (replacing its value if present). One writer
     /// at a time: the caller serialises writers.
+    ///
+    /// ```
+    /// use railyard_core::lookup::{Lookup, LookupError};
+    /// let m = Lookup::new(2).unwrap();
+    /// m.insert(1, 10).unwrap();
+    /// m.insert(2, 20).unwrap();
+    /// assert!(matches!(m.insert(3, 30), Err(LookupError::Full))); // typed, nothing changed
+    /// assert_eq!(m.insert(u64::MAX, 1), Err(LookupError::ReservedKey(u64::MAX)));
+    /// assert_eq!((m.get(1), m.get(2), m.len()), (Some(10), Some(20), 2));
+    /// ```
     pub fn insert(&self, key: u64, value: u32) -> Result<(), LookupError> {
         if key == EMPTY || key == REMOVED {
             return Err(LookupError::ReservedKey(key));
@@ -210,6 +256,16 @@ impl Lookup {
     }
 
     /// Removes `key`, returning its value. One writer at a time.
+    ///
+    /// ```
+    /// use railyard_core::lookup::Lookup;
+    /// let m = Lookup::new(4).unwrap();
+    /// m.insert(9, 1).unwrap();
+    /// assert_eq!(m.remove(9), Some(1));
+    /// assert_eq!(m.remove(9), None);
+    /// m.insert(9, 2).unwrap(); // the removed slot is reused
+    /// assert_eq!(m.get(9), Some(2));
+    /// ```
     pub fn remove(&self, key: u64) -> Option<u32> {
         if key == EMPTY || key == REMOVED {
             return None;

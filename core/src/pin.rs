@@ -96,16 +96,40 @@ impl Default for Pins {
 
 impl Pins {
     /// Open, nothing pinned.
+    ///
+    /// ```
+    /// use railyard_core::pin::Pins;
+    /// let p = Pins::new();
+    /// assert_eq!((p.pins(), p.is_closed()), (0, false));
+    /// ```
     pub fn new() -> Self {
         Self(AtomicU64::new(0))
     }
 
     /// Closed, nothing pinned (an empty slot).
+    ///
+    /// ```
+    /// use railyard_core::pin::{PinError, Pins};
+    /// let p = Pins::new_closed(); // e.g. a slot not registered yet
+    /// assert_eq!(p.try_pin(1), Err(PinError::Closed));
+    /// p.reopen().unwrap();
+    /// assert!(p.try_pin(1).is_ok());
+    /// ```
     pub fn new_closed() -> Self {
         Self(AtomicU64::new(CLOSED))
     }
 
     /// Adds `n` pins if the word is open.
+    ///
+    /// ```
+    /// use railyard_core::pin::{PinError, Pins};
+    /// let p = Pins::new();
+    /// p.try_pin(2).unwrap(); // a slice queued on the region, and its work request
+    /// assert_eq!(p.try_close(), Err(PinError::Busy(2))); // deregistration must wait
+    /// p.unpin(2).unwrap();
+    /// p.try_close().unwrap();
+    /// assert_eq!(p.try_pin(1), Err(PinError::Closed)); // no new use once closed
+    /// ```
     #[inline]
     pub fn try_pin(&self, n: u64) -> Result<(), PinError> {
         let mut err = PinError::Closed;
@@ -128,6 +152,15 @@ impl Pins {
     }
 
     /// Drops `n` pins.
+    ///
+    /// ```
+    /// use railyard_core::pin::{PinError, Pins};
+    /// let p = Pins::new();
+    /// p.try_pin(1).unwrap();
+    /// assert_eq!(p.unpin(2), Err(PinError::Underflow)); // refused, unchanged
+    /// assert_eq!(p.pins(), 1);
+    /// p.unpin(1).unwrap();
+    /// ```
     #[inline]
     pub fn unpin(&self, n: u64) -> Result<(), PinError> {
         self.0
@@ -141,6 +174,14 @@ impl Pins {
     /// Closes the word if nothing is pinned. After `Ok`, no pin succeeds
     /// until [`reopen`](Self::reopen), so whatever the pins protect may be
     /// freed.
+    ///
+    /// ```
+    /// use railyard_core::pin::{PinError, Pins};
+    /// let p = Pins::new();
+    /// p.try_close().unwrap(); // idle: deregister now
+    /// assert!(p.is_closed());
+    /// assert_eq!(p.try_close(), Err(PinError::Closed));
+    /// ```
     pub fn try_close(&self) -> Result<(), PinError> {
         #[cfg(not(railyard_broken = "pins_check_then_close"))]
         {
@@ -169,6 +210,15 @@ impl Pins {
     }
 
     /// Opens a closed word (a slot reused for a new region).
+    ///
+    /// ```
+    /// use railyard_core::pin::{PinError, Pins};
+    /// let p = Pins::new();
+    /// assert_eq!(p.reopen(), Err(PinError::NotClosed));
+    /// p.try_close().unwrap();
+    /// p.reopen().unwrap(); // the slot is registered again
+    /// assert!(!p.is_closed() && p.try_pin(1).is_ok());
+    /// ```
     pub fn reopen(&self) -> Result<(), PinError> {
         self.0
             .compare_exchange(CLOSED, 0, Ordering::AcqRel, Ordering::Acquire)
@@ -177,11 +227,24 @@ impl Pins {
     }
 
     /// Pins held now.
+    ///
+    /// ```
+    /// use railyard_core::pin::Pins;
+    /// let p = Pins::new();
+    /// p.try_pin(3).unwrap();
+    /// assert_eq!(p.pins(), 3);
+    /// ```
     pub fn pins(&self) -> u64 {
         self.0.load(Ordering::Acquire) & !CLOSED
     }
 
     /// Whether the word is closed.
+    ///
+    /// ```
+    /// use railyard_core::pin::Pins;
+    /// assert!(Pins::new_closed().is_closed());
+    /// assert!(!Pins::default().is_closed());
+    /// ```
     pub fn is_closed(&self) -> bool {
         self.0.load(Ordering::Acquire) & CLOSED != 0
     }

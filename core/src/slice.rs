@@ -75,6 +75,12 @@ pub enum SliceState {
 
 impl SliceState {
     /// Whether this state is terminal.
+    ///
+    /// ```
+    /// use railyard_core::slice::SliceState;
+    /// assert!(SliceState::TimedOut.is_terminal());
+    /// assert!(!SliceState::Pending.is_terminal());
+    /// ```
     pub const fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -132,6 +138,16 @@ pub enum Retry {
 
 impl Retry {
     /// The new attempt, if one was started.
+    ///
+    /// ```
+    /// use railyard_core::slice::{SliceError, SliceTable};
+    ///
+    /// let table = SliceTable::new(1).unwrap();
+    /// let first = table.open(0).unwrap();
+    /// let next = table.retry(first, 1).unwrap().attempt().unwrap(); // re-enqueue with `next`
+    /// assert!(table.retry(next, 1).unwrap().attempt().is_none()); // budget spent
+    /// assert_eq!(table.retry(next, 1), Err(SliceError::AlreadyTerminal));
+    /// ```
     pub const fn attempt(self) -> Option<SliceRef> {
         match self {
             Retry::NewAttempt(r) => Some(r),
@@ -286,6 +302,14 @@ mod table {
 
     impl SliceTable {
         /// Creates a table of `capacity` idle slices.
+        ///
+        /// ```
+        /// use railyard_core::slice::{SliceError, SliceTable};
+        ///
+        /// let table = SliceTable::new(4096).unwrap();
+        /// assert_eq!((table.capacity(), table.pending()), (4096, 0));
+        /// assert_eq!(SliceTable::new(0).unwrap_err(), SliceError::InvalidCapacity);
+        /// ```
         pub fn new(capacity: usize) -> Result<Self, SliceError> {
             if capacity == 0 || capacity > u32::MAX as usize {
                 return Err(SliceError::InvalidCapacity);
@@ -297,6 +321,14 @@ mod table {
         }
 
         /// Number of slots.
+        ///
+        /// ```
+        /// use railyard_core::slice::{SliceError, SliceTable};
+        ///
+        /// let table = SliceTable::new(2).unwrap();
+        /// assert_eq!(table.capacity(), 2);
+        /// assert_eq!(table.open(2), Err(SliceError::OutOfRange));
+        /// ```
         pub fn capacity(&self) -> usize {
             self.slots.len()
         }
@@ -335,6 +367,19 @@ mod table {
         /// Opens slot `index` for a new slice (first use, or reuse after a
         /// terminal state). The attempt id advances, so references from the
         /// slot's previous life stay stale.
+        ///
+        /// ```
+        /// use railyard_core::slice::{Outcome, SliceError, SliceTable};
+        ///
+        /// let table = SliceTable::new(1).unwrap();
+        /// let life1 = table.open(0).unwrap();
+        /// assert_eq!(table.open(0), Err(SliceError::Busy)); // pending: not reopened
+        /// table.settle(life1, Outcome::Success).unwrap();
+        /// let life2 = table.open(0).unwrap(); // reuse after a terminal state
+        /// assert!(life2.attempt > life1.attempt);
+        /// // A late completion of the slot's previous life cannot touch the new slice.
+        /// assert_eq!(table.settle(life1, Outcome::Failure), Err(SliceError::StaleAttempt));
+        /// ```
         pub fn open(&self, index: u32) -> Result<SliceRef, SliceError> {
             let (_, w) = self.update(index, |w| {
                 if w.state() == SliceState::Pending {
@@ -353,6 +398,17 @@ mod table {
         /// Only the owning attempt may do this: any other gets
         /// [`SliceError::StaleAttempt`] (release its resources and stop), and
         /// a second settle gets [`SliceError::AlreadyTerminal`].
+        ///
+        /// ```
+        /// use railyard_core::slice::{Outcome, SliceError, SliceState, SliceTable};
+        ///
+        /// let table = SliceTable::new(1).unwrap();
+        /// let s = table.open(0).unwrap();
+        /// assert_eq!(table.settle(s, Outcome::Success), Ok(SliceState::Succeeded));
+        /// // Exactly one terminal state: a second settle (say, a racing cancel) is refused.
+        /// assert_eq!(table.settle(s, Outcome::Canceled), Err(SliceError::AlreadyTerminal));
+        /// assert_eq!(table.status(0).unwrap().state, SliceState::Succeeded);
+        /// ```
         pub fn settle(&self, r: SliceRef, outcome: Outcome) -> Result<SliceState, SliceError> {
             self.update(r.index, |w| settle_word(w, r, outcome))
                 .map(|(_, w)| w.state())
@@ -361,6 +417,17 @@ mod table {
         /// Retries the current attempt: starts a new attempt (one more
         /// retry counted) before the caller re-enqueues the slice, or, with
         /// the budget of `max_retries` spent, settles it `Failed`.
+        ///
+        /// ```
+        /// use railyard_core::slice::{Retry, SliceState, SliceTable};
+        ///
+        /// let table = SliceTable::new(1).unwrap();
+        /// let a1 = table.open(0).unwrap();
+        /// let Retry::NewAttempt(a2) = table.retry(a1, 1).unwrap() else { unreachable!() };
+        /// assert_eq!(table.status(0).unwrap().retries, 1);
+        /// assert_eq!(table.retry(a2, 1), Ok(Retry::Exhausted)); // one retry allowed
+        /// assert_eq!(table.status(0).unwrap().state, SliceState::Failed);
+        /// ```
         pub fn retry(&self, r: SliceRef, max_retries: u16) -> Result<Retry, SliceError> {
             let (_, w) = self.update(r.index, |w| retry_word(w, r, max_retries))?;
             Ok(if w.state() == SliceState::Pending {
@@ -376,6 +443,17 @@ mod table {
         /// Moves the slice to a new attempt without spending a retry: a
         /// local-NIC handoff or a rebind after an endpoint generation
         /// change. Old completions still draining become stale.
+        ///
+        /// ```
+        /// use railyard_core::slice::{SliceError, SliceTable};
+        ///
+        /// let table = SliceTable::new(1).unwrap();
+        /// let old = table.open(0).unwrap();
+        /// let new = table.handoff(old).unwrap(); // e.g. moved to another NIC
+        /// assert_eq!(table.status(0).unwrap().retries, 0); // no retry spent
+        /// assert!(table.is_current(new) && !table.is_current(old));
+        /// assert_eq!(table.handoff(old), Err(SliceError::StaleAttempt));
+        /// ```
         pub fn handoff(&self, r: SliceRef) -> Result<SliceRef, SliceError> {
             let (_, w) = self.update(r.index, |w| handoff_word(w, r))?;
             Ok(SliceRef {
@@ -385,6 +463,17 @@ mod table {
         }
 
         /// Whether `r` is the slice's current, non-terminal attempt.
+        ///
+        /// ```
+        /// use railyard_core::slice::{Outcome, SliceRef, SliceTable};
+        ///
+        /// let table = SliceTable::new(1).unwrap();
+        /// let s = table.open(0).unwrap();
+        /// assert!(table.is_current(s));
+        /// table.settle(s, Outcome::Canceled).unwrap();
+        /// assert!(!table.is_current(s)); // terminal
+        /// assert!(!table.is_current(SliceRef { index: 9, attempt: 1 })); // out of range
+        /// ```
         pub fn is_current(&self, r: SliceRef) -> bool {
             self.slot(r.index)
                 .map(|s| check_current(Word(s.load(Ordering::Acquire)), r).is_ok())
@@ -392,12 +481,33 @@ mod table {
         }
 
         /// Snapshot of slot `index`.
+        ///
+        /// ```
+        /// use railyard_core::slice::{SliceState, SliceTable};
+        ///
+        /// let table = SliceTable::new(2).unwrap();
+        /// assert_eq!(table.status(1).unwrap().state, SliceState::Idle);
+        /// let s = table.open(1).unwrap();
+        /// let st = table.status(1).unwrap();
+        /// assert_eq!((st.attempt, st.retries, st.state), (s.attempt, 0, SliceState::Pending));
+        /// ```
         pub fn status(&self, index: u32) -> Result<SliceStatus, SliceError> {
             Ok(Word(self.slot(index)?.load(Ordering::Acquire)).status())
         }
 
         /// Number of slots that are open and not yet terminal (a scan, for
         /// diagnostics and leak checks).
+        ///
+        /// ```
+        /// use railyard_core::slice::{Outcome, SliceTable};
+        ///
+        /// let table = SliceTable::new(8).unwrap();
+        /// let a = table.open(0).unwrap();
+        /// let _b = table.open(5).unwrap();
+        /// assert_eq!(table.pending(), 2);
+        /// table.settle(a, Outcome::Success).unwrap();
+        /// assert_eq!(table.pending(), 1);
+        /// ```
         pub fn pending(&self) -> usize {
             self.slots
                 .iter()

@@ -17,12 +17,24 @@ pub const NS_PER_SEC: u64 = 1_000_000_000;
 
 /// Time elapsed from `then` to `now`; zero if the clock appears to run
 /// backwards (a caller bug we tolerate rather than wrap).
+///
+/// ```
+/// use railyard_core::time::elapsed;
+/// assert_eq!(elapsed(1_500, 1_000), 500);
+/// assert_eq!(elapsed(1_000, 1_500), 0); // a clock read out of order is no time, never a wrap
+/// ```
 #[inline]
 pub const fn elapsed(now: Nanos, then: Nanos) -> Nanos {
     now.saturating_sub(then)
 }
 
 /// Whether a deadline of `timeout` after `since` has passed at `now`.
+///
+/// ```
+/// use railyard_core::time::{expired, NS_PER_MS};
+/// assert!(!expired(5 * NS_PER_MS, 0, 10 * NS_PER_MS));
+/// assert!(expired(10 * NS_PER_MS, 0, 10 * NS_PER_MS)); // at the deadline
+/// ```
 #[inline]
 pub const fn expired(now: Nanos, since: Nanos, timeout: Nanos) -> bool {
     elapsed(now, since) >= timeout

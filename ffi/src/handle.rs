@@ -21,24 +21,13 @@
 //! calls on the same object in other threads is safe: those calls finish
 //! on the old object, later ones get `RY_STATUS_INVALID_HANDLE`.
 //!
-//! Measured by `benches/benches/ffi.rs` (criterion, all arms in one run,
-//! 2-core VM shared with other builds, load average 3.5–5; ns per
-//! operation, two consecutive runs; the first design, a `RwLock` table
-//! handing out `Arc` clones, measured the same way in an earlier run):
-//!
-//! | operation | core direct | C ABI, this registry | C ABI, RwLock + Arc |
-//! |---|---|---|---|
-//! | token claim + complete, 1 thread | 26.2 / 26.2 | 41.6 / 39.8 (1.5×–1.6×) | 80.3 (2.4× of 33.0) |
-//! | cc try_acquire + release, 1 thread | 20.6 / 19.6 | 48.4 / 45.5 (2.3×) | 88.9 (3.5× of 25.2) |
-//! | token claim + complete, 2 threads | 38.1 / 83.4 | 154 / 101 | 81.8 (2.6× of 31.0) |
-//!
-//! So one C call costs about 7 ns (token) to 13 ns (cc: the admission and
-//! permit travel as plain data) over the direct Rust call, single-threaded.
-//! The 2-thread rows are dominated by the shared 2-core host (the core arm
-//! alone moved 38 → 83 ns between runs) and are not conclusive; each
-//! lookup pins the epoch (a locked op on a thread-local line) and every
-//! 128th pin scans the global epoch list, which is where shared-line
-//! traffic remains.
+//! One C call costs about 7 ns (token) to 13 ns (cc: the admission and
+//! permit travel as plain data) over the direct Rust call, single-threaded
+//! (`cargo bench -p railyard-benches --bench ffi`; the sessions, and the
+//! first design, a `RwLock` table handing out `Arc` clones, at 2.4×–3.5×:
+//! `docs/benchmarks.md`). Each lookup pins the epoch (a locked op on a
+//! thread-local line) and every 128th pin scans the global epoch list,
+//! which is where shared-line traffic remains.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, MutexGuard};

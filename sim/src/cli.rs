@@ -39,10 +39,6 @@ impl Scenario {
     }
 }
 
-// `int_in` lives in its own file so that the `railyard` command can
-// include it without the simulator (its compiled-out-controller build,
-// `--no-default-features --features verbs`, must not link railyard-sim,
-// which turns the controller on in railyard-core).
 mod int_in;
 pub use int_in::int_in;
 

@@ -297,6 +297,17 @@ impl Controller {
     /// per entry of `route_devices` (the device each route is bound to), and
     /// its [`Monitor`]. An invalid configuration is an error; see
     /// [`Controller::new_or_off`] for the "stay off" fallback.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, ConfigError, Controller, Mode};
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// // Two devices; routes 0 and 1 on device 0, route 2 on device 1.
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 0, 1]).unwrap();
+    /// assert_eq!((cc.devices(), cc.routes(), cc.route_device(2)), (2, 3, Some(1)));
+    /// let bad = CcConfig { min_window_bytes: 0, ..cfg };
+    /// assert!(matches!(Controller::new(&bad, 1, &[0]), Err(ConfigError::Zero(_))));
+    /// ```
     pub fn new(
         cfg: &CcConfig,
         devices: u16,
@@ -310,6 +321,15 @@ impl Controller {
     /// Like [`Controller::new`], but an invalid configuration yields a
     /// controller in [`Mode::Off`] together with the error (RFC: the
     /// controller stays off rather than running partially defaulted).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    ///
+    /// let bad = CcConfig { mode: Mode::Enforce, min_window_bytes: 0, ..CcConfig::default() };
+    /// let (cc, _monitor, err) = Controller::new_or_off(&bad, 1, &[0]);
+    /// assert!(err.is_some());
+    /// assert_eq!(cc.mode(), Mode::Off); // off, never partially defaulted
+    /// ```
     pub fn new_or_off(
         cfg: &CcConfig,
         devices: u16,
@@ -362,22 +382,49 @@ impl Controller {
     }
 
     /// The runtime mode (fixed at construction).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// assert_eq!(cc.mode(), Mode::Enforce);
+    /// ```
     #[inline]
     pub fn mode(&self) -> Mode {
         self.mode
     }
 
     /// Whether the controller is compiled in (always `true` here).
+    ///
+    /// ```
+    /// use railyard_core::cc::Controller;
+    /// // `adaptive-cc` (a default feature) compiles the controller in.
+    /// assert_eq!(Controller::compiled_in(), cfg!(feature = "adaptive-cc"));
+    /// ```
     pub const fn compiled_in() -> bool {
         true
     }
 
     /// Number of device domains.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 4, &[0, 1, 2, 3, 0]).unwrap();
+    /// assert_eq!(cc.devices(), 4);
+    /// ```
     pub fn devices(&self) -> usize {
         self.devices.len()
     }
 
     /// Number of route domains.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 4, &[0, 1, 2, 3, 0]).unwrap();
+    /// assert_eq!(cc.routes(), 5);
+    /// ```
     pub fn routes(&self) -> usize {
         self.routes.len()
     }
@@ -405,6 +452,24 @@ impl Controller {
     ///
     /// In [`Mode::Off`] every slice is admitted without any accounting; in
     /// [`Mode::Observe`] every slice is admitted and accounted.
+    ///
+    /// ```
+    /// use railyard_core::cc::{AcquireError, Admission, CcConfig, Controller, DomainKind, Mode};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, min_window_bytes: 65536,
+    ///     initial_window_bytes: Some(131072), ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(a) = cc.try_acquire(0, 0, 65536, 0).unwrap() else { unreachable!() };
+    /// let Admission::Admit(b) = cc.try_acquire(0, 0, 65536, 0).unwrap() else { unreachable!() };
+    /// // The 128 KiB window is full: BYTE_WINDOW, nothing reserved.
+    /// let Admission::Defer(d) = cc.try_acquire(0, 0, 65536, 0).unwrap() else { unreachable!() };
+    /// assert_eq!((d.domain, d.window, d.in_flight), (DomainKind::Device, 131072, 131072));
+    /// assert_eq!(cc.try_acquire(0, 7, 64, 0).unwrap_err(), AcquireError::NoSuchRoute(7));
+    /// cc.release(a, Effect::Success).unwrap();
+    /// cc.release(b, Effect::Success).unwrap();
+    /// assert_eq!(cc.route_snapshot(0).unwrap().in_flight, 0);
+    /// ```
     #[inline(always)]
     pub fn try_acquire(
         &self,
@@ -491,6 +556,14 @@ impl Controller {
     /// would be avoided in enforce mode. Two loads, no side effect; an
     /// out-of-range index reads as not quarantined (admission then refuses
     /// it with a typed error). For rail selection before admission.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// cc.quarantine_device(1).unwrap();
+    /// assert!(cc.is_quarantined(1, 1) && !cc.is_quarantined(0, 0)); // pick rail 0
+    /// ```
     #[inline]
     pub fn is_quarantined(&self, device: u16, route: u32) -> bool {
         if self.mode == Mode::Off {
@@ -507,6 +580,19 @@ impl Controller {
     /// Whether `permit` was admitted on the route's current generation. A
     /// permit that is no longer current must not be posted: release it with
     /// [`Effect::None`] (both reservations roll back) and resolve the path again.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// assert!(cc.is_current(&p));
+    /// cc.advance_generation(0).unwrap(); // the route's QP was rebuilt
+    /// assert!(!cc.is_current(&p)); // do not post it: release and resolve again
+    /// cc.release(p, Effect::None).unwrap();
+    /// ```
     #[inline]
     pub fn is_current(&self, permit: &Permit) -> bool {
         if self.mode == Mode::Off {
@@ -521,6 +607,21 @@ impl Controller {
     /// Releases a permit exactly once (it is consumed) and applies `effect`.
     /// Accounting is always settled; `effect` is applied only if the permit's
     /// route generation is still current ([`Settlement::Stale`] otherwise).
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Settlement};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// let Admission::Admit(q) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(cc.release(p, Effect::Success), Ok(Settlement::Current));
+    /// cc.advance_generation(0).unwrap();
+    /// // Feedback from the old generation only settles the bytes.
+    /// assert_eq!(cc.release(q, Effect::HardError), Ok(Settlement::Stale));
+    /// assert_eq!(cc.route_snapshot(0).unwrap().errors, 0);
+    /// ```
     #[inline(always)]
     pub fn release(&self, permit: Permit, effect: Effect) -> Result<Settlement, ReleaseError> {
         let (device, route, generation, bytes) = permit.into_parts();
@@ -532,6 +633,21 @@ impl Controller {
 
     /// Releases the permit recorded in `record` (completion path), clearing
     /// `HOLDS_PERMIT` so a second release of the same record is refused.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode, ReleaseError};
+    /// use railyard_core::classify::Effect;
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// let mut rec = TokenRecord::default();
+    /// p.record_into(&mut rec).unwrap();
+    /// cc.release_record(&mut rec, Effect::Success).unwrap();
+    /// assert_eq!(cc.release_record(&mut rec, Effect::Success), Err(ReleaseError::NotHeld));
+    /// assert_eq!(cc.device_snapshot(0).unwrap().in_flight, 0);
+    /// ```
     #[inline(always)]
     pub fn release_record(
         &self,
@@ -684,6 +800,18 @@ impl Controller {
     /// Feedback not carried by a permit (an async event on a QP of this
     /// route, a software deadline, RDMA CM route evidence), fenced by the
     /// route `generation` the evidence belongs to.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Health, Mode, Settlement};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let g = cc.route_generation(0).unwrap();
+    /// // An async QP error on this route, fenced by the generation it belongs to.
+    /// assert_eq!(cc.route_feedback(0, g, Effect::Quarantine), Ok(Settlement::Current));
+    /// assert_eq!(cc.route_snapshot(0).unwrap().health, Health::Quarantined);
+    /// ```
     pub fn route_feedback(
         &self,
         route: u32,
@@ -710,6 +838,20 @@ impl Controller {
     /// device and moves every route bound to it to a new generation, so late
     /// feedback from before the isolation only settles accounting. Never
     /// touches other devices or any peer state.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Health, Mode};
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let g = cc.route_generation(0).unwrap();
+    /// cc.quarantine_device(0).unwrap(); // IBV_EVENT_DEVICE_FATAL on device 0
+    /// assert_eq!(cc.device_snapshot(0).unwrap().health, Health::Quarantined);
+    /// assert_ne!(cc.route_generation(0), Some(g)); // its routes moved on
+    /// assert!(matches!(cc.try_acquire(0, 0, 64, 0).unwrap(), Admission::Avoid(_)));
+    /// let Admission::Admit(p) = cc.try_acquire(1, 1, 64, 0).unwrap() else { panic!() }; // device 1 untouched
+    /// cc.release(p, railyard_core::classify::Effect::Success).unwrap();
+    /// ```
     pub fn quarantine_device(&self, device: u16) -> Result<(), AcquireError> {
         let d = self
             .devices
@@ -790,6 +932,13 @@ impl Controller {
     }
 
     /// The device route `route` is bound to now.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[1, 0]).unwrap();
+    /// assert_eq!((cc.route_device(0), cc.route_device(2)), (Some(1), None));
+    /// ```
     pub fn route_device(&self, route: u32) -> Option<u16> {
         self.routes
             .get(route as usize)
@@ -807,6 +956,15 @@ impl Controller {
     /// The transport rebuilt the route's endpoint / QP: a new generation.
     /// The state (and the accumulated error count) is kept; late feedback of
     /// the old generation will only settle accounting. Returns the new generation.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let g = cc.route_generation(0).unwrap();
+    /// assert_eq!(cc.advance_generation(0), Ok(g + 1)); // reconnected
+    /// assert!(cc.advance_generation(1).is_err());
+    /// ```
     pub fn advance_generation(&self, route: u32) -> Result<u32, AcquireError> {
         let r = self
             .routes
@@ -819,6 +977,15 @@ impl Controller {
     }
 
     /// A local-NIC handoff: binds `route` to `device` on a new generation.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0]).unwrap();
+    /// let g = cc.route_generation(0).unwrap();
+    /// assert_eq!(cc.rebind_route(0, 1), Ok(g + 1)); // handed off to NIC 1
+    /// assert_eq!(cc.route_device(0), Some(1));
+    /// ```
     pub fn rebind_route(&self, route: u32, device: u16) -> Result<u32, AcquireError> {
         let r = self
             .routes
@@ -832,6 +999,16 @@ impl Controller {
     }
 
     /// The route's current generation.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let g = cc.route_generation(0).unwrap();
+    /// cc.advance_generation(0).unwrap();
+    /// assert_eq!(cc.route_generation(0), Some(g + 1));
+    /// assert_eq!(cc.route_generation(9), None);
+    /// ```
     pub fn route_generation(&self, route: u32) -> Option<u32> {
         self.routes
             .get(route as usize)
@@ -856,16 +1033,54 @@ impl Controller {
     }
 
     /// A read-only snapshot of a route domain (slow path: diagnostics, evidence).
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Health, Mode};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// let s = cc.route_snapshot(0).unwrap();
+    /// assert_eq!((s.health, s.in_flight, s.window), (Health::Healthy, 4096, cfg.max_window_bytes));
+    /// cc.release(p, Effect::Success).unwrap();
+    /// ```
     pub fn route_snapshot(&self, route: u32) -> Option<DomainSnapshot> {
         self.routes.get(route as usize).map(Self::snapshot)
     }
 
     /// A read-only snapshot of a device domain.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0, 0]).unwrap();
+    /// let Admission::Admit(a) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// let Admission::Admit(b) = cc.try_acquire(0, 1, 4096, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(cc.device_snapshot(0).unwrap().in_flight, 8192); // both routes' bytes
+    /// cc.release(a, Effect::Success).unwrap();
+    /// cc.release(b, Effect::Success).unwrap();
+    /// assert!(cc.device_snapshot(1).is_none());
+    /// ```
     pub fn device_snapshot(&self, device: u16) -> Option<DomainSnapshot> {
         self.devices.get(usize::from(device)).map(Self::snapshot)
     }
 
     /// Counters (refusals, stale feedback, observe-mode would-defer/avoid, ...).
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(0, 0, 4096, 0).unwrap() else { unreachable!() };
+    /// cc.advance_generation(0).unwrap();
+    /// cc.release(p, Effect::HardError).unwrap(); // from the old generation
+    /// assert_eq!(cc.stats().stale_feedback, 1);
+    /// ```
     pub fn stats(&self) -> CcStats {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -1014,6 +1229,22 @@ impl Monitor {
     ///
     /// `ctl` must be the controller this monitor was built with (domains
     /// beyond the shorter of the two are ignored).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Health, Mode, PollerStatus};
+    /// use railyard_core::classify::Effect;
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, cooldown_ms: 1, ..CcConfig::default() };
+    /// let (cc, mut monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let g = cc.route_generation(0).unwrap();
+    /// cc.route_feedback(0, g, Effect::Quarantine).unwrap();
+    /// // The monitor thread, once per control epoch:
+    /// let r = monitor.on_epoch(&cc, 0, PollerStatus::Progressing); // cooldown starts
+    /// assert_eq!(r.quarantined, 1);
+    /// let r = monitor.on_epoch(&cc, 2_000_000, PollerStatus::Progressing); // 2 ms later
+    /// assert_eq!(r.probes_started, 1);
+    /// assert_eq!(cc.route_snapshot(0).unwrap().health, Health::Probing);
+    /// ```
     pub fn on_epoch(&mut self, ctl: &Controller, now: Nanos, poller: PollerStatus) -> EpochReport {
         let mut report = EpochReport::default();
         let epoch_ns = self.last_epoch.map_or(0, |l| elapsed(now, l));
@@ -1073,11 +1304,25 @@ impl Monitor {
 
     /// The base drain time the monitor has measured for route `route`
     /// (diagnostics; `None` before a sample or for an unknown route).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (_cc, monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// assert_eq!(monitor.route_base_drain_ns(0), None); // nothing measured yet
+    /// ```
     pub fn route_base_drain_ns(&self, route: u32) -> Option<u64> {
         self.routes.get(route as usize).and_then(|s| s.base.base())
     }
 
     /// The base drain time the monitor has measured for device `device`.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (_cc, monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// assert_eq!((monitor.device_base_drain_ns(0), monitor.device_base_drain_ns(5)), (None, None));
+    /// ```
     pub fn device_base_drain_ns(&self, device: u16) -> Option<u64> {
         self.devices
             .get(usize::from(device))
@@ -1116,6 +1361,14 @@ impl Monitor {
     }
 
     /// Device `device`'s drain signal (`None` for an unknown device).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, DrainSignal, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (_cc, monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// assert_eq!(monitor.drain_signal(0), Some(DrainSignal::Enforce)); // every device starts so
+    /// assert_eq!(monitor.drain_signal(1), None);
+    /// ```
     pub fn drain_signal(&self, device: u16) -> Option<DrainSignal> {
         self.drain.get(usize::from(device)).copied()
     }
@@ -1123,6 +1376,16 @@ impl Monitor {
     /// What the policy saw for route `route` at its last judged epoch, with
     /// the drain signal of the device it is bound to now (`None` for an
     /// unknown route). `ctl` is the controller this monitor was built with.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode, PollerStatus};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, mut monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// monitor.on_epoch(&cc, 0, PollerStatus::Progressing);
+    /// let v = monitor.route_policy(&cc, 0).unwrap();
+    /// assert!(!v.pressured); // an idle route is not under pressure
+    /// assert!(monitor.route_policy(&cc, 1).is_none());
+    /// ```
     pub fn route_policy(&self, ctl: &Controller, route: u32) -> Option<PolicyView> {
         let st = self.routes.get(route as usize)?;
         let dev = ctl
@@ -1140,6 +1403,14 @@ impl Monitor {
     }
 
     /// What the policy saw for device `device` at its last judged epoch.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, DrainSignal, Mode};
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (_cc, mut monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// monitor.set_drain_signal(0, DrainSignal::Advisory).unwrap();
+    /// assert_eq!(monitor.device_policy(0).unwrap().drain_signal, DrainSignal::Advisory);
+    /// ```
     pub fn device_policy(&self, device: u16) -> Option<PolicyView> {
         let st = self.devices.get(usize::from(device))?;
         let mut v = st.view;

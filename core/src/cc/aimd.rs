@@ -56,6 +56,14 @@ use crate::time::{elapsed, Nanos};
 /// Drain time of one epoch, ns: `in_flight` bytes at the rate observed
 /// (`drained` bytes in `epoch_ns`). `None` for an empty domain or an epoch
 /// of zero length (no sample); `u64::MAX` for a backlog that drained nothing.
+///
+/// ```
+/// use railyard_core::cc::aimd::drain_time_ns;
+/// // 1 MiB in flight, 4 MiB drained in a 1 ms epoch: 250 µs to drain.
+/// assert_eq!(drain_time_ns(1 << 20, 4 << 20, 1_000_000), Some(250_000));
+/// assert_eq!(drain_time_ns(1 << 20, 0, 1_000_000), Some(u64::MAX)); // drained nothing
+/// assert_eq!(drain_time_ns(0, 4 << 20, 1_000_000), None); // empty: no sample
+/// ```
 #[inline]
 pub const fn drain_time_ns(in_flight: u64, drained: u64, epoch_ns: u64) -> Option<u64> {
     if in_flight == 0 || epoch_ns == 0 {
@@ -75,6 +83,18 @@ pub const fn drain_time_ns(in_flight: u64, drained: u64, epoch_ns: u64) -> Optio
 /// The drain time above which an epoch is pressured, ns (see the module
 /// docs): the target for [`TargetMode::Fixed`] or without a base; else
 /// `max(target, base × 112.5 / decrease_percent)`.
+///
+/// ```
+/// use railyard_core::cc::aimd::pressure_threshold_ns;
+/// use railyard_core::cc::{CcConfig, TargetMode};
+///
+/// let p = CcConfig::default().validate().unwrap(); // adaptive, target 200 µs, decrease 50 %
+/// assert_eq!(pressure_threshold_ns(&p, None), 200_000); // no base yet: the RFC rule
+/// assert_eq!(pressure_threshold_ns(&p, Some(400_000)), 900_000); // 2.25 × base
+/// assert_eq!(pressure_threshold_ns(&p, Some(10_000)), 200_000); // never below the target
+/// let fixed = CcConfig { target_mode: TargetMode::Fixed, ..CcConfig::default() }.validate().unwrap();
+/// assert_eq!(pressure_threshold_ns(&fixed, Some(400_000)), 200_000);
+/// ```
 #[inline]
 pub const fn pressure_threshold_ns(p: &Params, base: Option<u64>) -> u64 {
     match (p.target_mode, base) {
@@ -151,6 +171,14 @@ pub struct BaseDrain {
 
 impl BaseDrain {
     /// Adds a drain-time sample taken at `now`.
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::BaseDrain;
+    /// let mut b = BaseDrain::default();
+    /// b.sample(500_000, 0);
+    /// b.sample(700_000, 1_000); // not a new minimum
+    /// assert_eq!(b.base(), Some(500_000));
+    /// ```
     #[inline]
     pub fn sample(&mut self, drain_ns: u64, now: Nanos) {
         let d = if drain_ns == 0 { 1 } else { drain_ns };
@@ -169,6 +197,14 @@ impl BaseDrain {
     }
 
     /// The base drain time, if any sample was taken.
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::BaseDrain;
+    /// let mut b = BaseDrain::default();
+    /// assert_eq!(b.base(), None);
+    /// b.sample(0, 0); // a zero sample counts as 1 ns, never as "none"
+    /// assert_eq!(b.base(), Some(1));
+    /// ```
     #[inline]
     pub const fn base(&self) -> Option<u64> {
         match (self.cur, self.prev) {
@@ -180,6 +216,14 @@ impl BaseDrain {
     }
 
     /// Forgets every sample (the path changed).
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::BaseDrain;
+    /// let mut b = BaseDrain::default();
+    /// b.sample(300_000, 0);
+    /// b.clear(); // the route moved to a new generation
+    /// assert_eq!(b.base(), None);
+    /// ```
     #[inline]
     pub fn clear(&mut self) {
         *self = BaseDrain::default();
@@ -190,6 +234,14 @@ impl BaseDrain {
 /// drain rate observed this epoch) above `target_drain_ns` (the monitor
 /// passes [`pressure_threshold_ns`]). A backlog that drained nothing at all
 /// is pressured; an empty domain never is.
+///
+/// ```
+/// use railyard_core::cc::aimd::epoch_pressured;
+/// // 1 MiB in flight drained at 1 MiB per ms is 1 ms of queue: above a 200 µs target.
+/// assert!(epoch_pressured(1 << 20, 1 << 20, 1_000_000, 200_000));
+/// assert!(!epoch_pressured(1 << 20, 8 << 20, 1_000_000, 200_000)); // 125 µs
+/// assert!(!epoch_pressured(0, 0, 1_000_000, 200_000)); // empty
+/// ```
 #[inline]
 pub const fn epoch_pressured(
     in_flight: u64,
@@ -237,16 +289,47 @@ pub struct Aimd {
 
 impl Aimd {
     /// Consecutive pressured epochs so far.
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::{Aimd, Sample};
+    /// use railyard_core::cc::CcConfig;
+    /// let p = CcConfig::default().validate().unwrap(); // 3 epochs of pressure, 3 calm
+    /// let mut a = Aimd::default();
+    /// let hot = Sample { pressured: true, receiver_pressure: false, may_grow: true };
+    /// a.epoch(&p, p.max_window, hot);
+    /// a.epoch(&p, p.max_window, hot);
+    /// assert_eq!((a.high_streak(), a.low_streak()), (2, 0));
+    /// ```
     pub const fn high_streak(&self) -> u32 {
         self.high_streak
     }
 
     /// Consecutive calm epochs so far.
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::{Aimd, Sample};
+    /// use railyard_core::cc::CcConfig;
+    /// let p = CcConfig::default().validate().unwrap(); // 3 epochs of pressure, 3 calm
+    /// let mut a = Aimd::default();
+    /// let hot = Sample { pressured: true, receiver_pressure: false, may_grow: true };
+    /// let calm = Sample { pressured: false, ..hot };
+    /// a.epoch(&p, p.max_window, hot);
+    /// a.epoch(&p, p.max_window, calm);
+    /// assert_eq!((a.high_streak(), a.low_streak()), (0, 1));
+    /// ```
     pub const fn low_streak(&self) -> u32 {
         self.low_streak
     }
 
     /// Multiplicative decrease, floored at the minimum window.
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::Aimd;
+    /// use railyard_core::cc::CcConfig;
+    /// let p = CcConfig::default().validate().unwrap(); // keep 50 %, floor 256 KiB
+    /// assert_eq!(Aimd::decrease(&p, 4 << 20), 2 << 20);
+    /// assert_eq!(Aimd::decrease(&p, 300 << 10), p.min_window);
+    /// ```
     #[inline]
     pub const fn decrease(p: &Params, window: u64) -> u64 {
         let w = (window as u128 * p.decrease_percent as u128 / 100) as u64;
@@ -258,6 +341,14 @@ impl Aimd {
     }
 
     /// Additive increase, capped at the maximum window.
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::Aimd;
+    /// use railyard_core::cc::CcConfig;
+    /// let p = CcConfig::default().validate().unwrap(); // +64 KiB, cap 64 MiB
+    /// assert_eq!(Aimd::increase(&p, 1 << 20), (1 << 20) + (64 << 10));
+    /// assert_eq!(Aimd::increase(&p, p.max_window), p.max_window);
+    /// ```
     #[inline]
     pub const fn increase(p: &Params, window: u64) -> u64 {
         let w = window.saturating_add(p.additive_increase);
@@ -272,6 +363,22 @@ impl Aimd {
     /// route-local and already a sustained condition: the receiver exhausted
     /// its RNR retries); drain-time pressure needs `high_pressure_epochs` in a
     /// row, growth needs `low_pressure_epochs` calm epochs in a row.
+    ///
+    /// ```
+    /// use railyard_core::cc::aimd::{Aimd, Sample};
+    /// use railyard_core::cc::CcConfig;
+    /// let p = CcConfig::default().validate().unwrap(); // 3 epochs of pressure, 3 calm
+    /// let mut a = Aimd::default();
+    /// let hot = Sample { pressured: true, receiver_pressure: false, may_grow: true };
+    /// let w = 8 << 20;
+    /// assert_eq!(a.epoch(&p, w, hot).sustained, None); // inside the hysteresis band
+    /// assert_eq!(a.epoch(&p, w, hot).sustained, None);
+    /// let v = a.epoch(&p, w, hot); // third pressured epoch in a row
+    /// assert_eq!((v.window, v.sustained), (4 << 20, Some(true)));
+    /// // Receiver pressure (RNR) backs off at once.
+    /// let rnr = Sample { pressured: false, receiver_pressure: true, may_grow: true };
+    /// assert_eq!(Aimd::default().epoch(&p, w, rnr).window, 4 << 20);
+    /// ```
     pub fn epoch(&mut self, p: &Params, window: u64, s: Sample) -> Verdict {
         if s.pressured || s.receiver_pressure {
             self.low_streak = 0;

@@ -45,6 +45,12 @@ pub enum Mode {
 
 impl Mode {
     /// Parses `off|observe|enforce` (ASCII case-insensitive, surrounding whitespace ignored).
+    ///
+    /// ```
+    /// use railyard_core::cc::{ConfigError, Mode};
+    /// assert_eq!(Mode::parse(" Enforce\n"), Ok(Mode::Enforce));
+    /// assert_eq!(Mode::parse("on"), Err(ConfigError::InvalidMode));
+    /// ```
     pub fn parse(s: &str) -> Result<Self, ConfigError> {
         let t = s.trim();
         if t.eq_ignore_ascii_case("off") {
@@ -87,6 +93,12 @@ pub enum TargetMode {
 
 impl TargetMode {
     /// Parses `adaptive|fixed` (ASCII case-insensitive, surrounding whitespace ignored).
+    ///
+    /// ```
+    /// use railyard_core::cc::{ConfigError, TargetMode};
+    /// assert_eq!(TargetMode::parse("FIXED"), Ok(TargetMode::Fixed));
+    /// assert_eq!(TargetMode::parse("auto"), Err(ConfigError::InvalidTargetMode));
+    /// ```
     pub fn parse(s: &str) -> Result<Self, ConfigError> {
         let t = s.trim();
         if t.eq_ignore_ascii_case("adaptive") {
@@ -121,6 +133,12 @@ pub enum DrainSignal {
 
 impl DrainSignal {
     /// Parses `advisory|enforce` (ASCII case-insensitive, surrounding whitespace ignored).
+    ///
+    /// ```
+    /// use railyard_core::cc::{ConfigError, DrainSignal};
+    /// assert_eq!(DrainSignal::parse("advisory"), Ok(DrainSignal::Advisory));
+    /// assert_eq!(DrainSignal::parse("ignore"), Err(ConfigError::InvalidSoftwareDrain));
+    /// ```
     pub fn parse(s: &str) -> Result<Self, ConfigError> {
         let t = s.trim();
         if t.eq_ignore_ascii_case("advisory") {
@@ -133,6 +151,13 @@ impl DrainSignal {
     }
 
     /// `"enforce"` or `"advisory"` (what [`DrainSignal::parse`] reads).
+    ///
+    /// ```
+    /// use railyard_core::cc::DrainSignal;
+    /// for s in [DrainSignal::Enforce, DrainSignal::Advisory] {
+    ///     assert_eq!(DrainSignal::parse(s.as_str()), Ok(s));
+    /// }
+    /// ```
     pub const fn as_str(self) -> &'static str {
         match self {
             DrainSignal::Enforce => "enforce",
@@ -179,6 +204,12 @@ impl SoftwareProvider {
 
     /// The software provider with this `ibv_device_attr.vendor_id`, or
     /// `None` (a hardware device, or an unknown one).
+    ///
+    /// ```
+    /// use railyard_core::cc::SoftwareProvider;
+    /// assert_eq!(SoftwareProvider::from_vendor_id(0), None); // names no vendor: hardware rule
+    /// assert_eq!(SoftwareProvider::from_vendor_id(SoftwareProvider::SIW_VENDOR_ID), Some(SoftwareProvider::Siw));
+    /// ```
     pub const fn from_vendor_id(vendor_id: u32) -> Option<Self> {
         match vendor_id {
             Self::RXE_VENDOR_ID => Some(SoftwareProvider::Rxe),
@@ -188,6 +219,11 @@ impl SoftwareProvider {
     }
 
     /// The provider's kernel driver name (`"rxe"`, `"siw"`).
+    ///
+    /// ```
+    /// use railyard_core::cc::SoftwareProvider;
+    /// assert_eq!(SoftwareProvider::Rxe.name(), "rxe");
+    /// ```
     pub const fn name(self) -> &'static str {
         match self {
             SoftwareProvider::Rxe => "rxe",
@@ -250,6 +286,12 @@ impl Param {
     ];
 
     /// The environment variable name.
+    ///
+    /// ```
+    /// use railyard_core::cc::Param;
+    /// assert_eq!(Param::CooldownMs.env_name(), "MC_ADAPTIVE_CC_COOLDOWN_MS");
+    /// assert!(Param::ALL.iter().all(|p| p.env_name().starts_with("MC_ADAPTIVE_CC_")));
+    /// ```
     pub const fn env_name(self) -> &'static str {
         match self {
             Param::Mode => "MC_ADAPTIVE_CC_MODE",
@@ -481,6 +523,16 @@ impl CcConfig {
     /// Validates every rule of the RFC: all values positive, min ≤ max,
     /// an explicit probe window ≤ min; plus initial in `[min, max]` and
     /// decrease percent in `1..=99`.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, ConfigError};
+    ///
+    /// let p = CcConfig::default().validate().unwrap();
+    /// assert_eq!(p.initial_window, p.max_window); // initial defaults to the maximum
+    /// assert_eq!(p.target_drain_ns, 200_000); // in the controller's unit
+    /// let bad = CcConfig { min_window_bytes: 8 << 20, max_window_bytes: 1 << 20, ..CcConfig::default() };
+    /// assert_eq!(bad.validate().unwrap_err(), ConfigError::MinAboveMax { min: 8 << 20, max: 1 << 20 });
+    /// ```
     pub fn validate(&self) -> Result<Params, ConfigError> {
         let pos = |v: u64, p: Param| {
             if v == 0 {
@@ -548,6 +600,15 @@ impl CcConfig {
     /// [`CcConfig::software_drain`], or, unset, [`DrainSignal::Advisory`]
     /// with the adaptive target and [`DrainSignal::Enforce`] with the fixed
     /// (RFC) one.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, DrainSignal, TargetMode};
+    /// assert_eq!(CcConfig::default().software_drain_signal(), DrainSignal::Advisory);
+    /// let rfc = CcConfig { target_mode: TargetMode::Fixed, ..CcConfig::default() };
+    /// assert_eq!(rfc.software_drain_signal(), DrainSignal::Enforce);
+    /// let set = CcConfig { software_drain: Some(DrainSignal::Enforce), ..CcConfig::default() };
+    /// assert_eq!(set.software_drain_signal(), DrainSignal::Enforce);
+    /// ```
     pub const fn software_drain_signal(&self) -> DrainSignal {
         match (self.software_drain, self.target_mode) {
             (Some(s), _) => s,
@@ -560,6 +621,13 @@ impl CcConfig {
     /// hardware (`provider` `None`), [`CcConfig::software_drain_signal`]
     /// for a software provider. The engine sets it on the monitor when it
     /// opens the device.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, DrainSignal, SoftwareProvider};
+    /// let cfg = CcConfig::default();
+    /// assert_eq!(cfg.drain_signal(SoftwareProvider::from_vendor_id(0x62_6D74)), DrainSignal::Advisory);
+    /// assert_eq!(cfg.drain_signal(SoftwareProvider::from_vendor_id(0x15B3)), DrainSignal::Enforce);
+    /// ```
     pub const fn drain_signal(&self, provider: Option<SoftwareProvider>) -> DrainSignal {
         match provider {
             None => DrainSignal::Enforce,
@@ -647,6 +715,15 @@ impl CcConfig {
     /// Reads `MC_ADAPTIVE_CC_*` from the process environment (std only).
     /// A variable that is set but not valid UTF-8 is [`ConfigError::NotANumber`]
     /// (or [`ConfigError::InvalidMode`]).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, ConfigError, Mode, Param};
+    ///
+    /// std::env::set_var("MC_ADAPTIVE_CC_MODE", "enforce");
+    /// assert_eq!(CcConfig::from_env().unwrap().mode, Mode::Enforce);
+    /// std::env::set_var("MC_ADAPTIVE_CC_COOLDOWN_MS", "soon");
+    /// assert_eq!(CcConfig::from_env().unwrap_err(), ConfigError::NotANumber(Param::CooldownMs));
+    /// ```
     #[cfg(feature = "std")]
     pub fn from_env() -> Result<Self, ConfigError> {
         let mut bad: Option<Param> = None;

@@ -38,6 +38,12 @@ pub enum Health {
 impl Health {
     /// Decodes the low three bits; invalid codes (impossible by
     /// construction) decode as `Quarantined` (fail closed).
+    ///
+    /// ```
+    /// use railyard_core::cc::Health;
+    /// assert_eq!(Health::from_bits(4), Health::Probing);
+    /// assert_eq!(Health::from_bits(7), Health::Quarantined); // invalid: fail closed
+    /// ```
     #[inline]
     pub const fn from_bits(b: u64) -> Self {
         match b & 0x7 {
@@ -52,6 +58,13 @@ impl Health {
 
 /// Whether the diagram has the arrow `from → to` (`from == to` is "no move"
 /// and also allowed).
+///
+/// ```
+/// use railyard_core::cc::health::arrow_exists;
+/// use railyard_core::cc::Health;
+/// assert!(arrow_exists(Health::Quarantined, Health::Probing));
+/// assert!(!arrow_exists(Health::Quarantined, Health::Healthy)); // only through a probe
+/// ```
 pub const fn arrow_exists(from: Health, to: Health) -> bool {
     use Health::*;
     matches!(
@@ -84,36 +97,80 @@ impl HealthWord {
     const PRESSURED: u64 = 1 << 3;
 
     /// A fresh HEALTHY word at generation `generation`.
+    ///
+    /// ```
+    /// use railyard_core::cc::health::HealthWord;
+    /// use railyard_core::cc::Health;
+    /// let w = HealthWord::new(3);
+    /// assert_eq!((w.health(), w.generation(), w.errors(), w.pressured()), (Health::Healthy, 3, 0, false));
+    /// ```
     #[inline]
     pub const fn new(generation: u32) -> Self {
         Self((generation as u64) << 32)
     }
 
     /// The state.
+    ///
+    /// ```
+    /// use railyard_core::cc::health::{step, Event, HealthWord};
+    /// use railyard_core::cc::Health;
+    /// let w = step(HealthWord::new(0), Event::HardError, 3).unwrap();
+    /// assert_eq!(w.health(), Health::Suspect);
+    /// ```
     #[inline]
     pub const fn health(self) -> Health {
         Health::from_bits(self.0)
     }
 
     /// The generation.
+    ///
+    /// ```
+    /// use railyard_core::cc::health::{step, Event, HealthWord};
+    /// use railyard_core::cc::Health;
+    /// let w = step(HealthWord::new(5), Event::NewGeneration, 3).unwrap();
+    /// assert_eq!((w.generation(), w.health()), (6, Health::Healthy)); // state kept
+    /// ```
     #[inline]
     pub const fn generation(self) -> u32 {
         (self.0 >> 32) as u32
     }
 
     /// Hard errors counted on the way to quarantine.
+    ///
+    /// ```
+    /// use railyard_core::cc::health::{step, Event, HealthWord};
+    /// use railyard_core::cc::Health;
+    /// let w = step(HealthWord::new(0), Event::HardError, 3).unwrap();
+    /// let w = step(w, Event::HardError, 3).unwrap();
+    /// assert_eq!(w.errors(), 2);
+    /// ```
     #[inline]
     pub const fn errors(self) -> u16 {
         (self.0 >> 8) as u16
     }
 
     /// Quarantine entry sequence (increments on every entry to QUARANTINED).
+    ///
+    /// ```
+    /// use railyard_core::cc::health::{step, Event, HealthWord};
+    /// use railyard_core::cc::Health;
+    /// let w = step(HealthWord::new(0), Event::Fatal, 1).unwrap(); // SUSPECT at the threshold
+    /// let q = step(w, Event::Fatal, 1).unwrap();
+    /// assert_eq!((q.health(), q.quarantine_seq()), (Health::Quarantined, w.quarantine_seq() + 1));
+    /// ```
     #[inline]
     pub const fn quarantine_seq(self) -> u8 {
         (self.0 >> 24) as u8
     }
 
     /// Whether the monitor currently sees sustained pressure.
+    ///
+    /// ```
+    /// use railyard_core::cc::health::{step, Event, HealthWord};
+    /// use railyard_core::cc::Health;
+    /// let w = step(HealthWord::new(0), Event::Pressure(true), 3).unwrap();
+    /// assert!(w.pressured() && w.health() == Health::Congested);
+    /// ```
     #[inline]
     pub const fn pressured(self) -> bool {
         self.0 & Self::PRESSURED != 0
@@ -165,6 +222,20 @@ pub enum Event {
 /// One step of the state machine: the next word, or `None` if `event`
 /// changes nothing in this state. Every `Some` result is one arrow of the
 /// diagram (or a same-state update of counters / generation).
+///
+/// ```
+/// use railyard_core::cc::health::{step, Event, HealthWord};
+/// use railyard_core::cc::Health;
+/// let mut w = HealthWord::new(0);
+/// for _ in 0..3 {
+///     w = step(w, Event::HardError, 3).unwrap(); // threshold 3
+/// }
+/// assert_eq!(w.health(), Health::Quarantined);
+/// assert_eq!(step(w, Event::HardError, 3), None); // nothing more to do
+/// let p = step(w, Event::CooldownExpired, 3).unwrap();
+/// assert_eq!((p.health(), p.generation()), (Health::Probing, 1));
+/// assert_eq!(step(p, Event::Success, 3).unwrap().health(), Health::Healthy);
+/// ```
 pub const fn step(w: HealthWord, event: Event, threshold: u16) -> Option<HealthWord> {
     use Health::*;
     let h = w.health();
@@ -218,6 +289,17 @@ pub const fn step(w: HealthWord, event: Event, threshold: u16) -> Option<HealthW
 
 /// Whether `step` must be applied again for the same fatal evidence (a
 /// SUSPECT word whose errors reached the threshold escalates to QUARANTINED).
+///
+/// ```
+/// use railyard_core::cc::health::{step, Event, HealthWord};
+/// use railyard_core::cc::Health;
+/// use railyard_core::cc::health::needs_escalation;
+/// // Fatal evidence on a HEALTHY domain lands in SUSPECT at the threshold...
+/// let w = step(HealthWord::new(0), Event::Fatal, 3).unwrap();
+/// assert!(needs_escalation(w, 3));
+/// // ... and one more step takes it to QUARANTINED.
+/// assert_eq!(step(w, Event::Fatal, 3).unwrap().health(), Health::Quarantined);
+/// ```
 #[inline]
 pub const fn needs_escalation(w: HealthWord, threshold: u16) -> bool {
     matches!(w.health(), Health::Suspect) && w.errors() >= threshold

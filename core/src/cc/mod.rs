@@ -101,16 +101,20 @@
 //!
 //! ## Cost (per slice: `try_acquire` + `release`, one thread, uncontended)
 //!
-//! Measured by `benches/benches/cc.rs` (criterion, all arms in one run, on a
-//! shared 2-core VM; see that file for the full table and method):
+//! `cargo bench -p railyard-benches --bench cc -- --warm-up-time 1
+//! --measurement-time 4` (criterion, all arms in one run, on a shared
+//! 2-core VM):
 //!
 //! | arm | median | note |
 //! |---|---|---|
 //! | compiled out ([`Bypass`]) | 0.59 ns | baseline |
 //! | [`Mode::Off`] | 0.94 ns | +0.35 ns: goal ≤ 1 ns over compiled out met |
 //! | [`Mode::Observe`] | 25.0 ns | |
-//! | [`Mode::Enforce`], two domains | 25.7 ns | goal ≤ 39 ns met (42 ns+ under load average ≈ 7) |
+//! | [`Mode::Enforce`], two domains | 25.7 ns | goal ≤ 39 ns met on an unsaturated host |
 //! | 4 bare locked RMWs (floor) | 19.5 ns | enforce = 1.32× floor |
+//!
+//! The runs behind it, and how they move with the host's load:
+//! `docs/benchmarks.md`.
 //!
 //! Each domain keeps in-flight bytes as two monotonic totals (`acquired`,
 //! `released`), so a slice costs exactly one CAS per domain on admission
@@ -181,24 +185,64 @@ impl Permit {
     }
 
     /// Device domain index.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(1, 1, 4096, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(p.device(), 1);
+    /// cc.release(p, Effect::Success).unwrap();
+    /// ```
     #[inline]
     pub const fn device(&self) -> u16 {
         self.device
     }
 
     /// Route domain index.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(1, 1, 4096, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(p.route(), 1);
+    /// cc.release(p, Effect::Success).unwrap();
+    /// ```
     #[inline]
     pub const fn route(&self) -> u32 {
         self.route
     }
 
     /// Route generation at admission.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(1, 1, 4096, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(Some(p.generation()), cc.route_generation(1));
+    /// cc.release(p, Effect::Success).unwrap();
+    /// ```
     #[inline]
     pub const fn generation(&self) -> u32 {
         self.generation
     }
 
     /// Reserved bytes.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(1, 1, 4096, 0).unwrap() else { unreachable!() };
+    /// assert_eq!(p.bytes(), 4096);
+    /// cc.release(p, Effect::Success).unwrap();
+    /// ```
     #[inline]
     pub const fn bytes(&self) -> u32 {
         self.bytes
@@ -207,6 +251,20 @@ impl Permit {
     /// Splits off the first `head` bytes (for a WR chain: each WR's record
     /// holds its own part; after a `bad_wr` the unposted tail is released).
     /// `head` must be in `1..bytes`; otherwise the permit is returned intact.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, CcConfig, Controller, Mode};
+    /// use railyard_core::classify::Effect;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let Admission::Admit(p) = cc.try_acquire(1, 1, 4096, 0).unwrap() else { unreachable!() };
+    /// // A 4 KiB slice as a chain of 1 KiB + 3 KiB work requests.
+    /// let (head, tail) = p.split(1024).unwrap();
+    /// assert_eq!((head.bytes(), tail.bytes()), (1024, 3072));
+    /// let whole = tail.split(3072).unwrap_err(); // head must be in 1..bytes: handed back intact
+    /// cc.release(head, Effect::Success).unwrap();
+    /// cc.release(whole, Effect::Success).unwrap();
+    /// ```
     pub fn split(self, head: u32) -> Result<(Permit, Permit), Permit> {
         if head == 0 || head >= self.bytes {
             return Err(self);
@@ -314,6 +372,12 @@ pub struct Deferral {
 
 impl Deferral {
     /// A `BYTE_WINDOW` deferral by `domain`.
+    ///
+    /// ```
+    /// use railyard_core::cc::{DeferReason, Deferral, DomainKind};
+    /// let d = Deferral::byte_window(DomainKind::Route, 262144, 262144);
+    /// assert_eq!((d.reason, d.domain), (DeferReason::ByteWindow, DomainKind::Route));
+    /// ```
     #[inline]
     pub const fn byte_window(domain: DomainKind, window: u64, in_flight: u64) -> Self {
         Self {
@@ -343,6 +407,12 @@ pub struct Avoidance {
 
 impl Avoidance {
     /// A `PATH_QUARANTINED` avoidance of `domain`.
+    ///
+    /// ```
+    /// use railyard_core::cc::{AvoidReason, Avoidance, DomainKind};
+    /// let a = Avoidance::quarantined(DomainKind::Device);
+    /// assert_eq!((a.reason, a.domain), (AvoidReason::PathQuarantined, DomainKind::Device));
+    /// ```
     #[inline]
     pub const fn quarantined(domain: DomainKind) -> Self {
         Self {
@@ -366,6 +436,13 @@ pub enum Admission {
 
 impl Admission {
     /// The evidence reason of a non-admission, `None` for `Admit`.
+    ///
+    /// ```
+    /// use railyard_core::cc::{Admission, Deferral, DomainKind};
+    /// use railyard_core::evidence::Reason;
+    /// let deferred = Admission::Defer(Deferral::byte_window(DomainKind::Device, 1, 1));
+    /// assert_eq!(deferred.reason(), Some(Reason::ByteWindow)); // record it on the task
+    /// ```
     pub const fn reason(&self) -> Option<Reason> {
         match self {
             Admission::Admit(_) => None,
@@ -542,6 +619,19 @@ pub struct DomainSnapshot {
 
 impl DomainSnapshot {
     /// Fills an evidence [`Observation`] from this snapshot of `path`'s route.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// use railyard_core::evidence::{Observed, PathId, Reason};
+    ///
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let snap = cc.route_snapshot(0).unwrap();
+    /// let o = snap.observation(Reason::RouteTimeout, PathId { device: 0, route: 0 }, 100);
+    /// assert_eq!(o.window, Observed::Value(snap.window));
+    /// assert_eq!(o.generation, Observed::Value(snap.generation));
+    /// assert_eq!(o.cooldown_remaining_ns, Observed::Unobserved); // not quarantined
+    /// ```
     pub fn observation(&self, reason: Reason, path: PathId, now: Nanos) -> Observation {
         let mut o = Observation::new(reason, now);
         o.path = Observed::Value(path);

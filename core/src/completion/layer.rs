@@ -30,6 +30,16 @@ use crate::token::TokenRecord;
 pub trait RailLayer {
     /// Chooses one device among `mask` (bit `d` set: device `d` is a usable
     /// candidate) for a slice of `bytes` to `peer`. Takes nothing.
+    ///
+    /// ```
+    /// use railyard_core::completion::RailLayer;
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// use railyard_core::token::TokenRecord;
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let c = RailLayer::choose(&sel, None, 65536, 0, 0b10).unwrap();
+    /// assert_eq!(c.device, 1); // device 0 masked out (its route is quarantined)
+    /// assert_eq!(RailLayer::choose(&(), None, 65536, 0, 0b100).unwrap().device, 2); // off: the lowest candidate
+    /// ```
     fn choose(
         &self,
         peer: Option<u32>,
@@ -40,14 +50,47 @@ pub trait RailLayer {
 
     /// Counts a choice whose post was carried out (a refused post's
     /// choice is dropped uncounted).
+    ///
+    /// ```
+    /// use railyard_core::completion::RailLayer;
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// use railyard_core::token::TokenRecord;
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let c = RailLayer::choose(&sel, None, 65536, 0, 0b11).unwrap();
+    /// RailLayer::chosen(&sel, &c); // the post went out: one decision
+    /// assert_eq!(sel.counters().decisions, 1);
+    /// ```
     fn chosen(&self, _choice: &RailChoice) {}
 
     /// Charges `rec.bytes` to `rec.device` (and `rec.peer` with the ledger
     /// on) and records the charge in `rec`.
+    ///
+    /// ```
+    /// use railyard_core::completion::RailLayer;
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// use railyard_core::token::TokenRecord;
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let mut rec = TokenRecord { device: 1, bytes: 4096, ..TokenRecord::default() };
+    /// RailLayer::charge(&sel, &mut rec, 0).unwrap();
+    /// assert_eq!(sel.nic_inflight(1), Some(4096));
+    /// RailLayer::release(&sel, &mut rec, false, 1).unwrap();
+    /// ```
     fn charge(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), RailError>;
 
     /// Releases the charge `rec` holds (if any); a success feeds the
     /// bandwidth estimate with `rec.post_ns`.
+    ///
+    /// ```
+    /// use railyard_core::completion::RailLayer;
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// use railyard_core::token::TokenRecord;
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let mut rec = TokenRecord { device: 0, bytes: 4096, post_ns: 0, ..TokenRecord::default() };
+    /// RailLayer::charge(&sel, &mut rec, 0).unwrap();
+    /// RailLayer::release(&sel, &mut rec, true, 10_000).unwrap();
+    /// assert_eq!(sel.nic_inflight(0), Some(0));
+    /// assert!(RailLayer::release(&sel, &mut rec, true, 10_001).is_err()); // the hold bit is gone
+    /// ```
     fn release(&self, rec: &mut TokenRecord, success: bool, now: Nanos) -> Result<(), RailError>;
 }
 
@@ -56,19 +99,70 @@ pub trait RailLayer {
 pub trait CcLayer {
     /// Whether new work may be steered to `device` × `route`: false while
     /// either domain is quarantined in enforce mode. Two loads; no side effect.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// use railyard_core::completion::CcLayer;
+    /// use railyard_core::token::TokenRecord;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// cc.quarantine_device(0).unwrap();
+    /// assert!(!CcLayer::usable(&cc, 0, 0) && CcLayer::usable(&cc, 1, 1));
+    /// assert!(CcLayer::usable(&(), 0, 0)); // CC off: everything usable
+    /// ```
     fn usable(&self, device: u16, route: u32) -> bool;
 
     /// Admits `rec.bytes` on `rec.device` × `rec.route` and records the
     /// permit in `rec`, or defers / avoids holding nothing.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// use railyard_core::completion::CcLayer;
+    /// use railyard_core::token::TokenRecord;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// let mut rec = TokenRecord { device: 1, route: 1, bytes: 4096, ..TokenRecord::default() };
+    /// CcLayer::acquire(&cc, &mut rec, 0).unwrap(); // the permit is in the record now
+    /// assert_ne!(rec.holds & TokenRecord::HOLDS_PERMIT, 0);
+    /// assert!(CcLayer::acquire(&cc, &mut rec, 0).is_err()); // a record holds one permit
+    /// CcLayer::release(&cc, &mut rec, railyard_core::classify::Effect::Success).unwrap();
+    /// ```
     fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), CcRefusal>;
 
     /// Releases the permit `rec` holds, applying `effect` to the route's
     /// current generation only.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// use railyard_core::completion::CcLayer;
+    /// use railyard_core::token::TokenRecord;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// use railyard_core::cc::Settlement;
+    /// use railyard_core::classify::Effect;
+    /// let mut rec = TokenRecord { device: 0, route: 0, bytes: 4096, ..TokenRecord::default() };
+    /// CcLayer::acquire(&cc, &mut rec, 0).unwrap();
+    /// assert_eq!(CcLayer::release(&cc, &mut rec, Effect::Success), Ok(Settlement::Current));
+    /// assert_eq!(cc.route_snapshot(0).unwrap().in_flight, 0);
+    /// ```
     fn release(&self, rec: &mut TokenRecord, effect: Effect) -> Result<Settlement, ReleaseError>;
 
     /// Task evidence for `path` (slow path, errors and refusals only): the
     /// path, plus whatever the layer observes of its route (generation,
     /// window, in-flight bytes, cooldown).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// use railyard_core::completion::CcLayer;
+    /// use railyard_core::token::TokenRecord;
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap();
+    /// use railyard_core::evidence::{Observed, PathId, Reason};
+    /// let p = PathId { device: 1, route: 1 };
+    /// let o = CcLayer::observation(&cc, p, Reason::ByteWindow, 5);
+    /// assert_eq!((o.path, o.window), (Observed::Value(p), Observed::Value(cfg.max_window_bytes)));
+    /// assert_eq!(CcLayer::observation(&(), p, Reason::ByteWindow, 5).window, Observed::Unobserved); // CC off
+    /// ```
     fn observation(&self, path: PathId, reason: Reason, now: Nanos) -> Observation {
         let mut o = Observation::new(reason, now);
         o.path = Observed::Value(path);
@@ -123,6 +217,24 @@ pub trait CreditLayer {
 
     /// Reserves `demand` and names it in `rec` (`credit_key`,
     /// `HOLDS_CREDIT`); nothing is committed yet.
+    ///
+    /// ```
+    /// use railyard_core::completion::{CreditDemand, CreditLayer};
+    /// use railyard_core::credit::*;
+    /// use railyard_core::token::TokenRecord;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId::new(1, 7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    ///     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// let demand = CreditDemand { entry: ledger.entry(0, 0).unwrap(), charge: Charge::direct_write(4096) };
+    /// let mut rec = TokenRecord { bytes: 4096, ..TokenRecord::default() };
+    /// let r = CreditLayer::reserve(&ledger, &demand, &mut rec).unwrap();
+    /// assert_ne!(rec.holds & TokenRecord::HOLDS_CREDIT, 0); // named in the record already
+    /// drop(r); // the token claim failed: the reservation rolls back
+    /// assert_eq!(ledger.available(demand.entry).unwrap().0, Charge([8192, 2, 0, 2]));
+    /// ```
     fn reserve<'a>(
         &'a self,
         demand: &CreditDemand,
@@ -131,10 +243,46 @@ pub trait CreditLayer {
 
     /// Commits a reservation on handoff to the transport. A refusal (the
     /// receiver's epoch changed meanwhile) holds nothing.
+    ///
+    /// ```
+    /// use railyard_core::completion::{CreditDemand, CreditLayer};
+    /// use railyard_core::credit::*;
+    /// use railyard_core::token::TokenRecord;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId::new(1, 7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    ///     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// let demand = CreditDemand { entry: ledger.entry(0, 0).unwrap(), charge: Charge::direct_write(4096) };
+    /// let mut rec = TokenRecord { bytes: 4096, ..TokenRecord::default() };
+    /// let r = CreditLayer::reserve(&ledger, &demand, &mut rec).unwrap();
+    /// CreditLayer::commit(&ledger, r).unwrap(); // handed to the transport
+    /// assert_eq!(ctl.entry_metrics(&ledger, 0, 0).unwrap().consumed[0], 4096);
+    /// CreditLayer::release(&ledger, &mut rec).unwrap();
+    /// ```
     fn commit<'a>(&'a self, reserved: Self::Reserved<'a>) -> Result<(), CreditRefusal>;
 
     /// Reports the committed charge `rec` holds as released (completion, or
     /// work that never reached the NIC). Never mints credit locally.
+    ///
+    /// ```
+    /// use railyard_core::completion::{CreditDemand, CreditLayer};
+    /// use railyard_core::credit::*;
+    /// use railyard_core::token::TokenRecord;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId::new(1, 7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    ///     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// let demand = CreditDemand { entry: ledger.entry(0, 0).unwrap(), charge: Charge::direct_write(4096) };
+    /// let mut rec = TokenRecord { bytes: 4096, ..TokenRecord::default() };
+    /// let r = CreditLayer::reserve(&ledger, &demand, &mut rec).unwrap();
+    /// CreditLayer::commit(&ledger, r).unwrap();
+    /// assert_eq!(CreditLayer::release(&ledger, &mut rec), Ok(ReleaseOutcome::Released));
+    /// assert_eq!(CreditLayer::release(&ledger, &mut rec), Err(ReleaseError::NotHeld));
+    /// ```
     fn release(&self, rec: &mut TokenRecord) -> Result<ReleaseOutcome, CreditReleaseError>;
 }
 

@@ -139,52 +139,28 @@
 //!
 //! ## Cost
 //!
-//! Instructions per slice (post + complete), callgrind, the composition
-//! against the same work composed by hand from the layers' own APIs, in the
-//! same build (`benches/examples/hotpath_icount.rs`; refs at N = 200 000
-//! minus refs at N = 0, divided by N; `ci/icount.sh`-style):
+//! Instructions per slice (post + complete) under callgrind, the
+//! composition against the same work composed by hand from the layers' own
+//! APIs, in the same build: `ci/icount.sh` (the `hotpath_icount` arms of
+//! `benches/examples/hotpath_icount.rs`; refs at N = 200 000 minus refs at
+//! N = 0, divided by N).
 //!
-//! | layers | hand-composed | `Owner` | overhead |
+//! | layers (arm) | hand-composed | `Owner` | overhead |
 //! |---|---|---|---|
-//! | CC enforce, rail + credit off | 532 | 568 | +6.8 % |
-//! | CC enforce + rail + credit | 1154 | 1252 | +8.5 % |
+//! | CC enforce, rail + credit off (`composed_enforce`) | 532 | 568 | +6.8 % |
+//! | CC enforce + rail + credit (`composed_all`) | 1154 | 1252 | +8.5 % |
+//! | no CC layer / CC `off` / `observe` (`composed_nocc`, `_off`, `_observe`) | | 381 / 400 / 562 | |
+//! | CC enforce, chains of 16, each request its own CQE (`composed_enforce_chain`) | | 590 | |
+//! | the same, one CQE covering 15 through a [`PostOrder`] and [`Owner::complete_covered`] (`composed_enforce_covered`) | | 619 | +4.9 % over `_chain` |
+//! | through a per-thread [`TokenCache`] ([`Owner::post_via`] / [`Owner::complete_via`]; `composed_enforce_cached`, `composed_all_cached`) | | 587 / 1265 | +2.4 % / +0.5 % over the pool in the same run (573 / 1259) |
 //!
-//! Selective signaling, CC enforce, chains of 16 in flight: every request
-//! completed by its own CQE (`composed_enforce_chain`) 590 instructions
-//! per slice; recorded in a [`PostOrder`] with one CQE covering 15 through
-//! [`Owner::complete_covered`] (`composed_enforce_covered`) 619 (+4.9 %:
-//! the record, the scan for the CQE's entry and the pops; 16 in flight
-//! instead of 1 is the other 22 over `composed_enforce`'s 568). What it
-//! saves is outside core: 15 of 16 CQEs the provider never writes and
-//! `ibv_poll_cq` never reads.
-//!
-//! (2026-12-01; before the compact token record and the in-place claim the
-//! same arms were 554 / 606 and 1185 / 1290.)
-//!
-//! What each CC mode costs on the same composed op (rail and credit off;
-//! arms `composed_nocc` / `composed_off` / `composed_observe` /
-//! `composed_enforce`, 2026-12-02): no CC layer composed 381, the
-//! controller in `off` 400, `observe` 562, `enforce` 573 instructions per
-//! slice. Enforce pays 173 over off (the window check and permit on
-//! admission, the settle on completion); observe already pays 162 of them,
-//! because it keeps the same accounting and only never refuses.
-//!
-//! Through a per-thread [`TokenCache`] ([`Owner::post_via`] /
-//! [`Owner::complete_via`], as the engine's workers run it; arms
-//! `composed_enforce_cached` / `composed_all_cached`, same build and
-//! method): 587 vs 573 through the pool, and 1265 vs 1259 (+2.4 % / +0.5 %:
-//! a cache hit is a few more plain instructions than an uncontended CAS —
-//! the flush-request load, the vector and the same-pool check — and saves
-//! the two shared-line CASes per slice that two threads on one pool fight
-//! over, which instruction counts do not show; see `benches/benches/token.rs`
-//! for the 2-thread times). Issue #13's goal is ≤ 2 %;
-//! not met. What the composition still pays for, from the per-instruction
-//! profile: the request is built (and its path and credit demand loaded)
-//! before the slice check, so those values live across that call; the
-//! admission result is mapped through `CcRefusal` into `Refusal`; and more
-//! values stay live across the controller's out-of-line `settle` (the
-//! `Released` flags, the three-way slice outcome), which costs register
-//! moves around the call.
+//! Issue #13's goal is ≤ 2 % over hand-composed; not met. Selective
+//! signaling's saving is outside core (15 of 16 CQEs the provider never
+//! writes and `ibv_poll_cq` never reads), a token cache's is the two
+//! shared-line CASes per slice that two threads on one pool fight over;
+//! neither shows in instruction counts. The dated sessions, the figures
+//! before the compact token record, and what the composition still pays
+//! for: `docs/benchmarks.md`.
 
 use core::fmt;
 
@@ -225,6 +201,14 @@ pub struct Path {
 
 impl Path {
     /// The evidence path id (device, route).
+    ///
+    /// ```
+    /// use railyard_core::completion::Path;
+    /// use railyard_core::evidence::PathId;
+    ///
+    /// let p = Path { device: 1, qp: 0, route: 5, ..Path::default() };
+    /// assert_eq!(p.id(), PathId { device: 1, route: 5 });
+    /// ```
     #[inline]
     pub const fn id(&self) -> PathId {
         PathId {
@@ -267,6 +251,18 @@ pub struct PostRequest<'p> {
 
 impl PostRequest<'static> {
     /// A request on QP `qp` of endpoint `endpoint`, device 0, route 0.
+    ///
+    /// ```
+    /// use railyard_core::completion::{PathChoice, PostRequest};
+    /// use railyard_core::endpoint::EndpointHandle;
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let (s, ep) = (SliceRef::default(), EndpointHandle::default());
+    /// let req = PostRequest::new(s, ep, 1, 4096, 0);
+    /// let PathChoice::Fixed(p) = req.path else { unreachable!() };
+    /// assert_eq!((p.device, p.route, p.qp, p.endpoint), (0, 0, 1, ep));
+    /// assert_eq!((req.peer, req.credit), (None, None));
+    /// ```
     pub fn new(slice: SliceRef, endpoint: EndpointHandle, qp: u16, bytes: u32, now: Nanos) -> Self {
         Self::on(
             slice,
@@ -282,6 +278,16 @@ impl PostRequest<'static> {
     }
 
     /// A request on a resolved `path`.
+    ///
+    /// ```
+    /// use railyard_core::completion::{Path, PathChoice, PostRequest};
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let path = Path { device: 1, qp: 0, route: 3, ..Path::default() };
+    /// let req = PostRequest::on(SliceRef::default(), path, 65536, 10);
+    /// assert_eq!(req.path, PathChoice::Fixed(path));
+    /// assert_eq!((req.bytes, req.now), (65536, 10));
+    /// ```
     pub fn on(slice: SliceRef, path: Path, bytes: u32, now: Nanos) -> Self {
         PostRequest {
             slice,
@@ -296,6 +302,15 @@ impl PostRequest<'static> {
 
 impl<'p> PostRequest<'p> {
     /// A request the rail layer places on one of `paths`.
+    ///
+    /// ```
+    /// use railyard_core::completion::{Path, PathChoice, PostRequest};
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let paths = [Path { device: 0, ..Path::default() }, Path { device: 1, route: 1, ..Path::default() }];
+    /// let req = PostRequest::pick(SliceRef::default(), &paths, 65536, 0);
+    /// assert_eq!(req.path, PathChoice::Pick(&paths)); // the rail layer chooses
+    /// ```
     pub fn pick(slice: SliceRef, paths: &'p [Path], bytes: u32, now: Nanos) -> Self {
         PostRequest {
             slice,
@@ -308,6 +323,15 @@ impl<'p> PostRequest<'p> {
     }
 
     /// Names the remote peer.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostRequest;
+    /// use railyard_core::endpoint::EndpointHandle;
+    /// use railyard_core::slice::SliceRef;
+    ///
+    /// let req = PostRequest::new(SliceRef::default(), EndpointHandle::default(), 0, 4096, 0);
+    /// assert_eq!(req.to_peer(0).peer, Some(0)); // peer 0 is a peer, distinct from None
+    /// ```
     #[must_use]
     pub fn to_peer(mut self, peer: u32) -> Self {
         self.peer = Some(peer);
@@ -315,6 +339,36 @@ impl<'p> PostRequest<'p> {
     }
 
     /// Makes the post consume receiver credit.
+    ///
+    /// ```
+    /// use railyard_core::classify::wc;
+    /// use railyard_core::completion::{CreditDemand, Layers, Owner, PostRequest, Refusal};
+    /// use railyard_core::credit::*;
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// use railyard_core::slice::SliceTable;
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId::new(1, 7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    ///     grants: Totals::all([8192, 4, 0, 4]), ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    ///
+    /// let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// let slices = SliceTable::new(8).unwrap();
+    /// let eps = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps)
+    ///     .with_layers(Layers { credit: &ledger, rail: (), cc: () });
+    /// let ep = eps.open(()).unwrap();
+    /// let demand = CreditDemand { entry: ledger.entry(0, 0).unwrap(), charge: Charge::direct_write(8192) };
+    /// let a = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 8192, 0).with_credit(demand)).unwrap();
+    /// // The receiver granted 8 KiB: a second 8 KiB WRITE is typed backpressure.
+    /// let b = owner.post(PostRequest::new(slices.open(1).unwrap(), ep, 0, 8192, 0).with_credit(demand));
+    /// assert!(matches!(b, Err(Refusal::Backpressure(_))));
+    /// let done = owner.complete(a.wr_id, wc::SUCCESS, 0, 10).unwrap();
+    /// assert_eq!(done.released.credit(), Some(ReleaseOutcome::Released));
+    /// ```
     #[must_use]
     pub fn with_credit(mut self, demand: CreditDemand) -> Self {
         self.credit = Some(demand);
@@ -404,6 +458,16 @@ impl Refusal {
     /// caller's task should record (RFC 4162 non-WC table): `BYTE_WINDOW`,
     /// `PATH_QUARANTINED`, `NO_USABLE_PATH`, receiver pressure for credit
     /// backpressure, `GENERATION_CHANGED` for a retired / stale endpoint.
+    ///
+    /// ```
+    /// use railyard_core::completion::Refusal;
+    /// use railyard_core::evidence::Reason;
+    /// use railyard_core::token::TokenError;
+    ///
+    /// assert_eq!(Refusal::NoUsablePath.reason(), Some(Reason::NoUsablePath));
+    /// // No token free is backpressure, not a task anomaly.
+    /// assert_eq!(Refusal::Token(TokenError::Exhausted).reason(), None);
+    /// ```
     pub const fn reason(&self) -> Option<Reason> {
         match self {
             Refusal::Deferred { .. } => Some(Reason::ByteWindow),
@@ -420,6 +484,18 @@ impl Refusal {
 
     /// Whether this is backpressure (try again later, unchanged): a full
     /// window, a full QP, credit, or no token.
+    ///
+    /// ```
+    /// use railyard_core::completion::{Path, Refusal};
+    /// use railyard_core::endpoint::EndpointError;
+    /// use railyard_core::token::TokenError;
+    ///
+    /// assert!(Refusal::Token(TokenError::Exhausted).is_backpressure());
+    /// let full = Refusal::Endpoint { path: Path::default(), error: EndpointError::QpFull };
+    /// assert!(full.is_backpressure()); // try again later
+    /// let gone = Refusal::Endpoint { path: Path::default(), error: EndpointError::Retired };
+    /// assert!(!gone.is_backpressure()); // pick another path
+    /// ```
     pub const fn is_backpressure(&self) -> bool {
         matches!(
             self,
@@ -434,6 +510,15 @@ impl Refusal {
     }
 
     /// The path the refusal concerns, if one was resolved.
+    ///
+    /// ```
+    /// use railyard_core::completion::{Path, Refusal};
+    /// use railyard_core::endpoint::EndpointError;
+    ///
+    /// let p = Path { device: 1, route: 2, ..Path::default() };
+    /// assert_eq!(Refusal::Endpoint { path: p, error: EndpointError::Retired }.path(), Some(p));
+    /// assert_eq!(Refusal::NoUsablePath.path(), None);
+    /// ```
     pub const fn path(&self) -> Option<Path> {
         match self {
             Refusal::Endpoint { path, .. }
@@ -502,12 +587,33 @@ impl Faults {
     pub const RAIL: u8 = 1 << 2;
 
     /// The raw bits.
+    ///
+    /// ```
+    /// use railyard_core::completion::Faults;
+    /// assert_eq!(Faults::default().bits(), 0); // a correct integration
+    /// assert_ne!(Faults::CREDIT & Faults::CC, Faults::CC);
+    /// ```
     #[inline]
     pub const fn bits(self) -> u8 {
         self.0
     }
 
     /// How many layers refused.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::SliceTable;
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
+    /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// assert_eq!(done.faults().count(), 0);
+    /// ```
     #[inline]
     pub const fn count(self) -> u32 {
         self.0.count_ones()
@@ -535,6 +641,27 @@ impl Released {
 
     /// The CC permit's settlement (`None`: no permit was held, or its
     /// release was refused — see [`faults`](Self::faults)).
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode, Settlement};
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::SliceTable;
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers { credit: (), rail: (), cc: &cc });
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 4096, 0)).unwrap();
+    /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// // No snapshot, and no permit, when the controller is compiled out.
+    /// if Controller::compiled_in() {
+    ///     assert_eq!(done.released.cc(), Some(Settlement::Current));
+    /// }
+    /// ```
     #[inline]
     pub const fn cc(&self) -> Option<Settlement> {
         if self.flags & Self::CC_HELD == 0 || self.flags & Faults::CC != 0 {
@@ -548,6 +675,21 @@ impl Released {
 
     /// The credit release (`None`: no credit was held, or the ledger refused
     /// the release — see [`faults`](Self::faults)).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::SliceTable;
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps); // credit off
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
+    /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// assert_eq!(done.released.credit(), None); // nothing was held
+    /// ```
     #[inline]
     pub const fn credit(&self) -> Option<ReleaseOutcome> {
         if self.flags & Self::CREDIT_HELD == 0 || self.flags & Faults::CREDIT != 0 {
@@ -561,6 +703,22 @@ impl Released {
 
     /// Layers that refused their release (always empty in a correct
     /// integration).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::SliceTable;
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
+    /// let (_, released) = owner.unposted(p.wr_id, 1).unwrap();
+    /// assert_eq!(released.faults(), Faults::default());
+    /// assert_eq!(released.endpoint, Ok(false));
+    /// ```
     #[inline]
     pub const fn faults(&self) -> Faults {
         Faults(self.flags & Self::FAULTS)
@@ -583,6 +741,22 @@ pub struct Completed {
 
 impl Completed {
     /// The path the attempt was posted on.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::SliceTable;
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let path = Path { device: 0, qp: 1, route: 0, endpoint: eps.open(()).unwrap() };
+    /// let p = owner.post(PostRequest::on(slices.open(0).unwrap(), path, 64, 0)).unwrap();
+    /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// assert_eq!(done.path(), path); // from the token's record
+    /// ```
     #[inline]
     pub const fn path(&self) -> Path {
         Path {
@@ -594,6 +768,21 @@ impl Completed {
     }
 
     /// Layers that refused their release (always empty in a correct integration).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::SliceTable;
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
+    /// let done = owner.complete(p.wr_id, wc::REM_ACCESS_ERR, 0, 1).unwrap();
+    /// assert_eq!(done.faults().count(), 0); // an error WC still releases cleanly
+    /// ```
     #[inline]
     pub const fn faults(&self) -> Faults {
         self.released.faults()
@@ -640,8 +829,29 @@ mod sealed {
 /// as with `()`), so a mixed-up cache cannot leak or misroute a token.
 pub trait TokenSource: sealed::Sealed {
     /// Claims a token of `pool` for `record` (through this source).
+    ///
+    /// ```
+    /// use railyard_core::completion::TokenSource;
+    /// use railyard_core::token::{TokenPool, TokenRecord};
+    /// let pool: TokenPool = TokenPool::new(8).unwrap();
+    /// let other: TokenPool = TokenPool::new(8).unwrap();
+    /// let mut cache = other.cache::<4>(); // a cache of another pool ...
+    /// let w = TokenSource::claim(&mut cache, &pool, TokenRecord::default()).unwrap();
+    /// assert_eq!((pool.in_use(), cache.cached()), (1, 0)); // ... is never used for this one
+    /// assert!(TokenSource::complete(&mut (), &pool, w).is_ok());
+    /// ```
     fn claim(&mut self, pool: &TokenPool, record: TokenRecord) -> Result<WrId, TokenError>;
     /// Completes `wr_id` of `pool` (through this source).
+    ///
+    /// ```
+    /// use railyard_core::completion::TokenSource;
+    /// use railyard_core::token::{TokenError, TokenPool, TokenRecord};
+    /// let pool: TokenPool = TokenPool::new(8).unwrap();
+    /// let w = TokenSource::claim(&mut (), &pool, TokenRecord { bytes: 9, ..TokenRecord::default() }).unwrap();
+    /// let mut poller = Some(pool.cache::<4>());
+    /// assert_eq!(TokenSource::complete(&mut poller, &pool, w).unwrap().bytes, 9);
+    /// assert_eq!(TokenSource::complete(&mut poller, &pool, w), Err(TokenError::Duplicate));
+    /// ```
     fn complete(&mut self, pool: &TokenPool, wr_id: WrId) -> Result<TokenRecord, TokenError>;
 }
 
@@ -736,6 +946,24 @@ pub const DEFAULT_MAX_RETRIES: u16 = 8;
 impl<'a, R: Send + Sync + 'static> Owner<'a, R> {
     /// Composes the three ownership tables with every policy layer off, and
     /// [`DEFAULT_MAX_RETRIES`].
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps); // every policy layer off
+    /// let ep = eps.open(()).unwrap();
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 4096, 0)).unwrap();
+    /// assert_eq!(owner.tokens().in_use(), 1);
+    /// owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// assert_eq!((tokens.in_use(), eps.outstanding_total()), (0, 0));
+    /// ```
     pub fn new(
         tokens: &'a TokenPool,
         slices: &'a SliceTable,
@@ -753,6 +981,27 @@ impl<'a, R: Send + Sync + 'static> Owner<'a, R> {
 
 impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// The same tables with `layers` as the policy layers.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let rails = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps)
+    ///     .with_layers(Layers { credit: (), rail: &rails, cc: () }); // rail on, CC and credit off
+    /// let paths = [0u16, 1].map(|d| Path { device: d, qp: 0, route: u32::from(d), endpoint: eps.open(()).unwrap() });
+    /// let p = owner.post(PostRequest::pick(slices.open(0).unwrap(), &paths, 65536, 0)).unwrap();
+    /// assert_eq!(rails.nic_inflight(usize::from(p.path.device)), Some(65536)); // charged
+    /// owner.complete(p.wr_id, wc::SUCCESS, 0, 1_000).unwrap();
+    /// assert_eq!(rails.nic_inflight(usize::from(p.path.device)), Some(0));
+    /// ```
     pub fn with_layers<M>(self, layers: M) -> Owner<'a, R, M> {
         Owner {
             tokens: self.tokens,
@@ -764,12 +1013,45 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     }
 
     /// Sets the retry budget per slice.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps).with_max_retries(0);
+    /// let ep = eps.open(()).unwrap();
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
+    /// // A retryable error (a flush) with no retry left fails the slice.
+    /// let done = owner.complete(p.wr_id, wc::WR_FLUSH_ERR, 0, 1).unwrap();
+    /// assert_eq!(done.slice, SliceEffect::Settled(SliceState::Failed));
+    /// ```
     pub fn with_max_retries(mut self, max_retries: u16) -> Self {
         self.max_retries = max_retries;
         self
     }
 
     /// The policy layers.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let layers: &Layers = owner.layers();
+    /// assert_eq!(*layers, Layers::default()); // all `()`: off
+    /// ```
     pub fn layers(&self) -> &L {
         &self.layers
     }
@@ -779,12 +1061,46 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// (see [`TokenCache`] for its bounds: at most `N` free tokens hidden
     /// per cache, returned when any claim starves, when the thread idles
     /// ([`TokenCache::idle`]) and when dropped). Allocates nothing.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let mut cache = owner.token_cache::<4>(); // one per worker thread
+    /// let ep = eps.open(()).unwrap();
+    /// let p = owner.post_via(&mut cache, PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
+    /// owner.complete_via(&mut cache, p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// assert!(cache.cached() > 0); // free tokens wait in the cache
+    /// drop(cache);
+    /// assert_eq!(tokens.free_in_pool(), tokens.capacity());
+    /// ```
     pub fn token_cache<const N: usize>(&self) -> TokenCache<'a, TokenRecord, N> {
         TokenCache::new(self.tokens)
     }
 
     /// The token pool (diagnostics: [`TokenPool::in_use`] counts live
     /// attempts only, never a cache's free tokens).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// assert!(core::ptr::eq(owner.tokens(), &tokens));
+    /// ```
     pub fn tokens(&self) -> &'a TokenPool {
         self.tokens
     }
@@ -805,6 +1121,35 @@ where
     ///
     /// Always inlined: an integrator calls it from one place (its post
     /// loop), and the layer types are known there.
+    ///
+    /// ```
+    /// use railyard_core::cc::{CcConfig, Controller, Mode};
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// // Enforce with a window of one 64 KiB slice.
+    /// let cfg = CcConfig { mode: Mode::Enforce, min_window_bytes: 65536,
+    ///     initial_window_bytes: Some(65536), ..CcConfig::default() };
+    /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
+    /// let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers { credit: (), rail: (), cc: &cc });
+    /// let ep = eps.open(()).unwrap();
+    /// let posted = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 65536, 0)).unwrap();
+    /// // ibv_post_send with wr.wr_id = posted.wr_id
+    /// let second = owner.post(PostRequest::new(slices.open(1).unwrap(), ep, 0, 65536, 0));
+    /// if Controller::compiled_in() {
+    ///     // The window is full: BYTE_WINDOW, the slice stays queued, nothing is held.
+    ///     let refusal = second.unwrap_err();
+    ///     assert!(matches!(refusal, Refusal::Deferred { .. }) && refusal.is_backpressure());
+    ///     assert_eq!((tokens.in_use(), eps.outstanding_total()), (1, 1));
+    /// }
+    /// # let _ = posted;
+    /// ```
     #[inline(always)]
     pub fn post(&self, req: PostRequest<'_>) -> Result<Posted, Refusal> {
         self.post_via(&mut (), req)
@@ -1017,11 +1362,50 @@ where
     /// `bad_wr` tail of a partially posted chain): the token and every hold
     /// it names, without feedback; the slice is untouched and its attempt
     /// stays current, to be re-queued. Returns the record as posted.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let ep = eps.open(()).unwrap();
+    /// let s = slices.open(0).unwrap();
+    /// let p = owner.post(PostRequest::new(s, ep, 0, 4096, 0)).unwrap();
+    /// // ibv_post_send returned this request as bad_wr: it never reached the NIC.
+    /// let (record, _released) = owner.unposted(p.wr_id, 1).unwrap();
+    /// assert_eq!(record.bytes, 4096);
+    /// assert!(slices.is_current(s)); // the attempt stays current: re-queue it
+    /// assert_eq!((tokens.in_use(), eps.outstanding_total()), (0, 0));
+    /// ```
     pub fn unposted(&self, wr_id: WrId, now: Nanos) -> Result<(TokenRecord, Released), TokenError> {
         self.unposted_via(&mut (), wr_id, now)
     }
 
     /// [`unposted`](Self::unposted), returning the token through `tokens`.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let mut cache = owner.token_cache::<4>();
+    /// let ep = eps.open(()).unwrap();
+    /// let p = owner.post_via(&mut cache, PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
+    /// owner.unposted_via(&mut cache, p.wr_id, 1).unwrap();
+    /// assert_eq!(tokens.in_use(), 0);
+    /// ```
     pub fn unposted_via<T: TokenSource>(
         &self,
         tokens: &mut T,
@@ -1043,6 +1427,29 @@ where
     /// pool's typed error and changes nothing.
     ///
     /// Always inlined, like [`post`](Self::post).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps).with_max_retries(1);
+    /// let ep = eps.open(()).unwrap();
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 4096, 0)).unwrap();
+    /// // A retryable error: the slice gets a new attempt to re-enqueue.
+    /// let done = owner.complete(p.wr_id, wc::RETRY_EXC_ERR, 0, 10).unwrap();
+    /// let SliceEffect::Retry(next) = done.slice else { panic!("{:?}", done.slice) };
+    /// // A duplicate of the same completion changes nothing.
+    /// assert!(owner.complete(p.wr_id, wc::SUCCESS, 0, 11).is_err());
+    /// let p2 = owner.post(PostRequest::new(next, ep, 0, 4096, 20)).unwrap();
+    /// let done = owner.complete(p2.wr_id, wc::SUCCESS, 0, 30).unwrap();
+    /// assert_eq!(done.slice, SliceEffect::Settled(SliceState::Succeeded));
+    /// ```
     #[inline(always)]
     pub fn complete(
         &self,
@@ -1058,6 +1465,26 @@ where
     /// (this thread's [`TokenCache`], whichever thread claimed it; `()` /
     /// `None` for the pool): the same exactly-once record, release order,
     /// slice rules and typed errors.
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let mut poster = owner.token_cache::<4>();
+    /// let mut poller = owner.token_cache::<4>();
+    /// let ep = eps.open(()).unwrap();
+    /// let p = owner.post_via(&mut poster, PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
+    /// let done = owner.complete_via(&mut poller, p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// assert_eq!(done.slice, SliceEffect::Settled(SliceState::Succeeded));
+    /// assert!(owner.complete_via(&mut poller, p.wr_id, wc::SUCCESS, 0, 2).is_err()); // exactly once
+    /// ```
     #[inline(always)]
     pub fn complete_via<T: TokenSource>(
         &self,
@@ -1129,6 +1556,32 @@ where
 
     /// [`complete_covered`](Self::complete_covered), returning the token
     /// through `tokens` (see [`complete_via`](Self::complete_via)).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let mut poller = owner.token_cache::<4>();
+    /// let ep = eps.open(()).unwrap();
+    /// let order = PostOrder::new(4).unwrap();
+    /// let a = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
+    /// let b = owner.post(PostRequest::new(slices.open(1).unwrap(), ep, 0, 64, 0)).unwrap();
+    /// order.record(&[a.wr_id, b.wr_id]);
+    /// // b's CQE is an error: a, covered by it, completes as a derived flush.
+    /// for w in order.covered_by(b.wr_id) {
+    ///     let d = owner.complete_covered_via(&mut poller, w, wc::REM_ACCESS_ERR, 5).unwrap();
+    ///     assert_eq!(d.wc.status, wc::WR_FLUSH_ERR);
+    /// }
+    /// owner.complete_via(&mut poller, b.wr_id, wc::REM_ACCESS_ERR, 0, 5).unwrap();
+    /// assert_eq!(tokens.in_use(), 0);
+    /// ```
     #[inline(always)]
     pub fn complete_covered_via<T: TokenSource>(
         &self,
@@ -1176,6 +1629,28 @@ where
     /// Evidence for a refusal (RFC 4162 non-WC table), with the path and the
     /// controller's view of its route when the layer has one; `None` when
     /// the refusal is not a task anomaly ([`Refusal::reason`]).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// use railyard_core::endpoint::RetireReason;
+    /// use railyard_core::evidence::{Observed, Reason};
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let ep = eps.open(()).unwrap();
+    /// eps.retire(ep, RetireReason::QpFatal, 0).unwrap();
+    /// let refusal = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 5)).unwrap_err();
+    /// let o = owner.refusal_observation(&refusal, 5).unwrap(); // record it on the task
+    /// assert_eq!(o.reason, Reason::GenerationChanged);
+    /// assert!(matches!(o.path, Observed::Value(_)));
+    /// ```
     pub fn refusal_observation(&self, refusal: &Refusal, now: Nanos) -> Option<Observation> {
         let reason = refusal.reason()?;
         let mut o = match refusal.path() {
@@ -1192,6 +1667,30 @@ where
     /// Evidence for an error completion: its class's reason, scope, path
     /// and the route generation it was posted on; `None` for a success (the
     /// caller resolves the slice's evidence instead).
+    ///
+    /// ```
+    /// # use railyard_core::classify::wc;
+    /// # use railyard_core::completion::*;
+    /// # use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    /// # use railyard_core::slice::{SliceState, SliceTable};
+    /// # use railyard_core::token::TokenPool;
+    /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
+    /// # let slices = SliceTable::new(8).unwrap();
+    /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
+    ///
+    /// use railyard_core::evidence::{Observed, Reason};
+    ///
+    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let ep = eps.open(()).unwrap();
+    /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
+    /// let done = owner.complete(p.wr_id, wc::RETRY_EXC_ERR, 0, 9).unwrap();
+    /// let o = owner.completion_observation(&done, 9).unwrap();
+    /// assert_eq!(o.reason, Reason::RouteTimeout);
+    /// assert_eq!(o.generation, Observed::Value(done.record.route_generation));
+    /// let ok = owner.post(PostRequest::new(slices.open(1).unwrap(), ep, 0, 64, 10)).unwrap();
+    /// let done = owner.complete(ok.wr_id, wc::SUCCESS, 0, 11).unwrap();
+    /// assert!(owner.completion_observation(&done, 11).is_none());
+    /// ```
     pub fn completion_observation(&self, done: &Completed, now: Nanos) -> Option<Observation> {
         let reason = done.wc.reason()?;
         let mut o = self.layers.cc.observation(done.path().id(), reason, now);

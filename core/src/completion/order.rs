@@ -104,6 +104,13 @@ impl SignalPolicy {
     pub const EVERY: SignalPolicy = SignalPolicy { interval: 1 };
 
     /// Signal every `interval`-th request of a chain and its last.
+    ///
+    /// ```
+    /// use railyard_core::completion::{BadSignalInterval, SignalPolicy, MAX_SIGNAL_INTERVAL};
+    /// assert_eq!(SignalPolicy::new(16).unwrap().interval(), 16);
+    /// assert_eq!(SignalPolicy::new(0), Err(BadSignalInterval(0)));
+    /// assert!(SignalPolicy::new(MAX_SIGNAL_INTERVAL + 1).is_err());
+    /// ```
     pub const fn new(interval: u32) -> Result<Self, BadSignalInterval> {
         if interval == 0 || interval > MAX_SIGNAL_INTERVAL {
             return Err(BadSignalInterval(interval));
@@ -112,11 +119,24 @@ impl SignalPolicy {
     }
 
     /// The interval.
+    ///
+    /// ```
+    /// use railyard_core::completion::SignalPolicy;
+    /// assert_eq!(SignalPolicy::EVERY.interval(), 1);
+    /// ```
     pub const fn interval(self) -> u32 {
         self.interval
     }
 
     /// Whether the `i`-th request (from 0) of a chain of `len` is signaled.
+    ///
+    /// ```
+    /// use railyard_core::completion::SignalPolicy;
+    /// let p = SignalPolicy::new(32).unwrap();
+    /// // A chain of 3 is shorter than the interval: only its last is signaled.
+    /// assert_eq!([0, 1, 2].map(|i| p.signaled(i, 3)), [false, false, true]);
+    /// assert!(p.signaled(31, 100));
+    /// ```
     #[inline(always)]
     pub const fn signaled(self, i: usize, len: usize) -> bool {
         i + 1 >= len || (i + 1) % self.interval as usize == 0
@@ -168,6 +188,13 @@ impl fmt::Debug for PostOrder {
 
 impl PostOrder {
     /// A ring of at least `capacity` entries (rounded up to a power of two).
+    ///
+    /// ```
+    /// use railyard_core::completion::{BadOrderCapacity, PostOrder};
+    /// let o = PostOrder::new(100).unwrap(); // MC_MAX_WR
+    /// assert_eq!(o.capacity(), 128);
+    /// assert_eq!(PostOrder::new(0).unwrap_err(), BadOrderCapacity(0));
+    /// ```
     pub fn new(capacity: usize) -> Result<Self, BadOrderCapacity> {
         if capacity == 0 || capacity > 1 << 31 {
             return Err(BadOrderCapacity(capacity));
@@ -183,11 +210,28 @@ impl PostOrder {
     }
 
     /// Entries the ring holds at most.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(4).unwrap();
+    /// assert!(o.record(&[1, 2, 3, 4]));
+    /// assert!(!o.record(&[5])); // full: post that chain fully signaled instead
+    /// assert_eq!(o.capacity(), o.len());
+    /// ```
     pub fn capacity(&self) -> usize {
         self.slots.len()
     }
 
     /// Entries recorded and not yet popped.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(8).unwrap();
+    /// o.record(&[1, 2, 3]);
+    /// assert_eq!(o.len(), 3);
+    /// o.covered_by(2).for_each(drop); // pops 1, then 2
+    /// assert_eq!(o.len(), 1);
+    /// ```
     pub fn len(&self) -> usize {
         let h = self.head.load(Ordering::Acquire);
         let t = self.tail.load(Ordering::Acquire);
@@ -195,6 +239,15 @@ impl PostOrder {
     }
 
     /// Whether nothing is recorded.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(8).unwrap();
+    /// assert!(o.is_empty());
+    /// o.record(&[7]);
+    /// o.covered_by(7).for_each(drop);
+    /// assert!(o.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -203,6 +256,14 @@ impl PostOrder {
     /// (nothing recorded) if it does not fit — post that chain fully
     /// signaled then: an unrecorded request's CQE completes it alone.
     /// Call it before the chain is posted.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(4).unwrap();
+    /// assert!(o.record(&[1, 2, 3]));
+    /// assert!(!o.record(&[4, 5])); // all or nothing
+    /// assert_eq!(o.len(), 3);
+    /// ```
     pub fn record(&self, wr_ids: &[WrId]) -> bool {
         let h = self.head.load(Ordering::Relaxed);
         let t = self.tail.load(Ordering::Acquire);
@@ -221,6 +282,15 @@ impl PostOrder {
     /// the chain just recorded, which never reached the send queue). The
     /// consumer never pops past a posted request, so it cannot be inside
     /// them.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(8).unwrap();
+    /// o.record(&[1, 2, 3, 4]);
+    /// // ibv_post_send returned bad_wr = the third: 3 and 4 never reached the queue.
+    /// o.retract(2);
+    /// assert_eq!(o.drain().collect::<Vec<_>>(), [1, 2]);
+    /// ```
     pub fn retract(&self, n: usize) {
         let h = self.head.load(Ordering::Relaxed);
         let t = self.tail.load(Ordering::Acquire);
@@ -233,6 +303,17 @@ impl PostOrder {
     /// are all yielded `wr_id`'s own entry is popped too. If `wr_id` is not
     /// recorded (a chain that did not fit, or a duplicate CQE) nothing is
     /// yielded or popped ([`Covered::found`] is false).
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(8).unwrap();
+    /// o.record(&[1, 2, 3]);
+    /// assert_eq!(o.covered_by(2).collect::<Vec<_>>(), [1]); // 2 itself popped at the end
+    /// // A duplicate CQE (or an unrecorded request) covers nothing.
+    /// let dup = o.covered_by(2);
+    /// assert!(!dup.found());
+    /// assert_eq!(o.len(), 1);
+    /// ```
     pub fn covered_by(&self, wr_id: WrId) -> Covered<'_> {
         let t = self.tail.load(Ordering::Relaxed);
         let h = self.head.load(Ordering::Acquire);
@@ -260,6 +341,15 @@ impl PostOrder {
     /// flush CQEs were drained, or when the endpoint that owned the QP is
     /// abandoned). Yields them in posting order; the caller releases each
     /// one as flushed.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(8).unwrap();
+    /// o.record(&[1, 2, 3]);
+    /// // The QP was destroyed: release every recorded request as flushed.
+    /// assert_eq!(o.drain().collect::<Vec<_>>(), [1, 2, 3]);
+    /// assert!(o.is_empty());
+    /// ```
     pub fn drain(&self) -> Covered<'_> {
         let t = self.tail.load(Ordering::Relaxed);
         let h = self.head.load(Ordering::Acquire);
@@ -286,11 +376,32 @@ pub struct Covered<'o> {
 impl Covered<'_> {
     /// Whether the CQE's own request was recorded (and not yet popped: it
     /// is popped, and this turns false, when the iterator is exhausted).
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(8).unwrap();
+    /// o.record(&[1, 2]);
+    /// let mut c = o.covered_by(2);
+    /// assert!(c.found());
+    /// assert_eq!(c.next(), Some(1));
+    /// assert_eq!(c.next(), None); // exhausted: 2 popped
+    /// assert!(!c.found());
+    /// ```
     pub fn found(&self) -> bool {
         self.found
     }
 
     /// Entries not yet yielded.
+    ///
+    /// ```
+    /// use railyard_core::completion::PostOrder;
+    /// let o = PostOrder::new(8).unwrap();
+    /// o.record(&[1, 2, 3]);
+    /// let mut c = o.covered_by(3);
+    /// assert_eq!(c.remaining(), 2);
+    /// c.next();
+    /// assert_eq!(c.remaining(), 1);
+    /// ```
     pub fn remaining(&self) -> usize {
         (self.end - self.next) as usize
     }

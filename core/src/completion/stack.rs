@@ -164,6 +164,23 @@ pub type StackLayers<'a> = Layers<Option<&'a SenderLedger>, Option<&'a Selector>
 
 impl<R: Send + Sync + 'static> Stack<R> {
     /// Builds every table and layer (all allocation happens here).
+    ///
+    /// ```
+    /// use railyard_core::completion::{Stack, StackConfig, StackError};
+    /// use railyard_core::rail::{DeviceSpec, RailConfig};
+    ///
+    /// let cfg = StackConfig::default();
+    /// let (stack, control) = Stack::<()>::new(&cfg).unwrap();
+    /// assert!(stack.rail.is_none() && stack.credit.is_none() && control.credit.is_none());
+    /// // Two devices but one rail spec: refused before anything is used.
+    /// let bad = StackConfig {
+    ///     devices: 2,
+    ///     route_devices: vec![0, 1],
+    ///     rail: Some((RailConfig::default(), vec![DeviceSpec::new(100_000_000_000)])),
+    ///     ..StackConfig::default()
+    /// };
+    /// assert!(matches!(Stack::<()>::new(&bad), Err(StackError::RailDevices { devices: 2, specs: 1 })));
+    /// ```
     pub fn new(cfg: &StackConfig) -> Result<(Self, StackControl), StackError> {
         let tokens = TokenPool::new(cfg.tokens).map_err(StackError::Tokens)?;
         let slices = SliceTable::new(cfg.slices).map_err(StackError::Slices)?;
@@ -207,6 +224,18 @@ impl<R: Send + Sync + 'static> Stack<R> {
     }
 
     /// The composed hot path over this stack's tables and layers.
+    ///
+    /// ```
+    /// use railyard_core::classify::wc;
+    /// use railyard_core::completion::{Path, PostRequest, Stack, StackConfig};
+    ///
+    /// let (stack, _control) = Stack::<u32>::new(&StackConfig::default()).unwrap();
+    /// let ep = stack.endpoints.open(7).unwrap();
+    /// let owner = stack.owner(); // cheap to copy: one per worker
+    /// let p = owner.post(PostRequest::on(stack.slices.open(0).unwrap(), Path { endpoint: ep, ..Path::default() }, 64, 0)).unwrap();
+    /// owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
+    /// assert_eq!(stack.tokens.in_use(), 0);
+    /// ```
     #[inline(always)]
     pub fn owner(&self) -> Owner<'_, R, StackLayers<'_>> {
         Owner::new(&self.tokens, &self.slices, &self.endpoints)

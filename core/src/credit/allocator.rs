@@ -83,6 +83,13 @@ pub struct AllocatorConfig {
 
 impl AllocatorConfig {
     /// A configuration with default return paths and no per-entry caps.
+    ///
+    /// ```
+    /// use railyard_core::credit::{AllocatorConfig, ReturnPath, SessionId};
+    /// let cfg = AllocatorConfig::new(SessionId::new(1, 5), 16, 1, [64 << 20, 256, 0, 256]);
+    /// assert_eq!(cfg.return_path[0], ReturnPath::SenderCompletion); // bytes: the sender's completion
+    /// assert_eq!(cfg.return_path[3], ReturnPath::ReceiverConsumption); // consumer slots: ours
+    /// ```
     pub const fn new(
         session: SessionId,
         max_peers: u32,
@@ -245,6 +252,15 @@ pub struct ReceiverAllocator {
 impl ReceiverAllocator {
     /// Builds an allocator with all capacity free. Session 0 is reserved
     /// ([`AllocError::Zero`]).
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// let cfg = AllocatorConfig::new(SessionId::new(1, 5), 4, 1, [1 << 20, 8, 0, 8]);
+    /// let a = ReceiverAllocator::new(cfg).unwrap();
+    /// assert_eq!(a.free(), [1 << 20, 8, 0, 8]);
+    /// let bad = AllocatorConfig::new(SessionId::NONE, 4, 1, [1, 1, 0, 1]);
+    /// assert!(ReceiverAllocator::new(bad).is_err()); // session 0 is reserved
+    /// ```
     pub fn new(cfg: AllocatorConfig) -> Result<ReceiverAllocator, AllocError> {
         let n = cfg.max_peers as u64 * cfg.max_classes as u64;
         if n == 0 || n > 1 << 16 {
@@ -284,11 +300,29 @@ impl ReceiverAllocator {
     }
 
     /// This receiver's session id.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// assert_eq!(a.session(), SessionId::new(1, 5));
+    /// ```
     pub fn session(&self) -> SessionId {
         self.cfg.session
     }
 
     /// The current epoch of `peer`.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// assert_eq!(a.epoch(0), Some(0)); // never opened
+    /// a.open(0).unwrap();
+    /// assert_eq!((a.epoch(0), a.epoch(7)), (Some(1), None));
+    /// ```
     pub fn epoch(&self, peer: u32) -> Option<u64> {
         self.peers.get(peer as usize).map(|p| p.epoch)
     }
@@ -297,6 +331,16 @@ impl ReceiverAllocator {
     /// outstanding grants of the previous epoch move to the fencing bucket
     /// (not reusable until [`fence_complete`](Self::fence_complete)).
     /// Returns the new epoch.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// assert_eq!(a.open(0), Ok(1)); // the first epoch is 1
+    /// assert_eq!(a.open(0), Ok(2)); // a reconnect: the old epoch's grants are fenced
+    /// assert!(a.conserved());
+    /// ```
     pub fn open(&mut self, peer: u32) -> Result<u64, AllocError> {
         self.fence_old(peer)?;
         let p = &mut self.peers[peer as usize];
@@ -417,6 +461,20 @@ impl ReceiverAllocator {
     /// and returns the update to send (cumulative totals, next sequence;
     /// the first update of an epoch has sequence 1). An empty `add` is
     /// refused ([`KeyError::EmptyCharge`]).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// let u = a.grant(0, 0, &Charge([65536, 4, 0, 4])).unwrap(); // send `u` to the sender
+    /// assert_eq!((u.epoch, u.sequence), (1, 1));
+    /// let u = a.grant(0, 0, &Charge([65536, 0, 0, 0])).unwrap();
+    /// assert_eq!(u.grants.get(Resource::DataBytes), Some(131072)); // cumulative totals
+    /// assert_eq!(a.grant(0, 0, &Charge([1 << 30, 0, 0, 0])), Err(AllocError::Insufficient(Resource::DataBytes)));
+    /// assert_eq!(a.grant(1, 0, &Charge([1, 0, 0, 0])), Err(AllocError::PeerNotOpen));
+    /// ```
     pub fn grant(
         &mut self,
         peer: u32,
@@ -463,6 +521,17 @@ impl ReceiverAllocator {
     /// freshness TTL alive while no capacity is free (a duplicate sequence
     /// would not refresh it). Refused for a peer that is not open or an
     /// entry that was never granted (nothing to refresh).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// let g = a.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
+    /// let h = a.heartbeat(0, 0).unwrap(); // nothing new to grant, but still alive
+    /// assert_eq!((h.sequence, h.grants), (g.sequence + 1, g.grants));
+    /// ```
     pub fn heartbeat(&mut self, peer: u32, class: u32) -> Result<CreditUpdate, AllocError> {
         let i = self.idx(peer, class)?;
         if self.peers[peer as usize].state != PeerState::Open {
@@ -479,6 +548,17 @@ impl ReceiverAllocator {
     /// retransmission that the sender treats as a duplicate), or `None` if
     /// nothing was granted in this epoch yet (there is no update to repeat:
     /// sequence 0 is reserved).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// assert_eq!(a.current_update(0, 0), Ok(None)); // nothing granted yet
+    /// let g = a.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
+    /// assert_eq!(a.current_update(0, 0), Ok(Some(g))); // a retransmission
+    /// ```
     pub fn current_update(
         &self,
         peer: u32,
@@ -518,6 +598,27 @@ impl ReceiverAllocator {
     /// ([`AllocError::Zero`]). Checks session, epoch, sequence, monotonicity and
     /// `released <= consumed`, `consumed + returned <= granted`; returns
     /// capacity for completion-released resources and returned credit.
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// // Receiver side.
+    /// let session = SessionId::new(1, 5);
+    /// let mut rx = ReceiverAllocator::new(AllocatorConfig::new(session, 1, 1, [1 << 20, 8, 0, 8])).unwrap();
+    /// let epoch = rx.open(0).unwrap();
+    /// let update = rx.grant(0, 0, &Charge([8192, 2, 0, 2])).unwrap();
+    /// // Sender side: apply the grant, write 4 KiB, complete it, report usage.
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// ctl.bind(&ledger, 0, session, epoch).unwrap();
+    /// ctl.apply_update(&ledger, 0, &update, 0).unwrap();
+    /// let e = ledger.entry(0, 0).unwrap();
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// ledger.release(c).unwrap();
+    /// let usage = ctl.usage(&ledger, 0, 0, Charge::ZERO).unwrap();
+    /// // Back on the receiver: the completed bytes and request slot come back.
+    /// assert_eq!(rx.on_usage(0, &usage), Ok(UsageOutcome::Applied(Charge([4096, 1, 0, 0]))));
+    /// assert_eq!(rx.on_usage(0, &usage), Ok(UsageOutcome::Duplicate));
+    /// assert!(rx.conserved());
+    /// ```
     pub fn on_usage(&mut self, peer: u32, u: &CreditUsage) -> Result<UsageOutcome, AllocError> {
         let i = self.idx(peer, u.qos_class)?;
         ZeroField::check(u.receiver_session.0, u.epoch, u.sequence).map_err(AllocError::Zero)?;
@@ -594,6 +695,17 @@ impl ReceiverAllocator {
     /// minus what was consumed locally already; 0 for the others. A
     /// consumer that returns only this never frees a slot the sender still
     /// holds unused.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// a.grant(0, 0, &Charge([8192, 2, 0, 2])).unwrap();
+    /// // Nothing reported committed yet: nothing for the consumer to return.
+    /// assert_eq!(a.consumable(0, 0), Ok(Charge::ZERO));
+    /// ```
     pub fn consumable(&self, peer: u32, class: u32) -> Result<Charge, AllocError> {
         let i = self.idx(peer, class)?;
         let s = &self.slots[i];
@@ -610,6 +722,18 @@ impl ReceiverAllocator {
     /// [`ReturnPath::ReceiverConsumption`] resources for `(peer, class)` in
     /// the current epoch. Refused (and nothing changes) if it exceeds what
     /// is outstanding.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// a.grant(0, 0, &Charge([8192, 2, 0, 2])).unwrap();
+    /// a.consumed(0, 0, &Charge([0, 0, 0, 1])).unwrap(); // the application consumed one write
+    /// assert_eq!(a.consumed(0, 0, &Charge([0, 0, 0, 5])), Err(AllocError::OverRelease(Resource::ConsumerSlots)));
+    /// assert!(a.conserved());
+    /// ```
     pub fn consumed(&mut self, peer: u32, class: u32, amounts: &Charge) -> Result<(), AllocError> {
         let i = self.idx(peer, class)?;
         let s = self.slots[i];
@@ -644,16 +768,44 @@ impl ReceiverAllocator {
     }
 
     /// Free capacity per resource.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// a.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
+    /// assert_eq!(a.free(), [(1 << 20) - 4096, 7, 0, 7]);
+    /// ```
     pub fn free(&self) -> [u64; RESOURCES] {
         self.free
     }
 
     /// Configured capacity per resource.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// assert_eq!(a.capacity(), [1 << 20, 8, 0, 8]);
+    /// ```
     pub fn capacity(&self) -> [u64; RESOURCES] {
         self.cfg.capacity
     }
 
     /// Outstanding grants of `(peer, class)` in its current epoch.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// a.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
+    /// assert_eq!(a.outstanding(0, 0), Ok(Charge([4096, 1, 0, 1])));
+    /// ```
     pub fn outstanding(&self, peer: u32, class: u32) -> Result<Charge, AllocError> {
         let s = self.slots[self.idx(peer, class)?];
         let mut c = Charge::ZERO;
@@ -664,6 +816,16 @@ impl ReceiverAllocator {
     }
 
     /// Bounded metrics, including the conservation totals.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// assert!(a.grant(0, 0, &Charge([1 << 30, 0, 0, 0])).is_err());
+    /// assert_eq!(a.metrics().refused_grants, 1);
+    /// ```
     pub fn metrics(&self) -> AllocatorMetrics {
         let mut m = self.m;
         m.free = self.free;
@@ -681,6 +843,17 @@ impl ReceiverAllocator {
     }
 
     /// Checks `free + outstanding + fencing == capacity` for every resource.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let cfg = AllocatorConfig::new(SessionId::new(1, 5), 2, 1, [1 << 20, 8, 0, 8]);
+    /// # let mut a = ReceiverAllocator::new(cfg).unwrap();
+    ///
+    /// a.open(0).unwrap();
+    /// a.grant(0, 0, &Charge([4096, 1, 0, 1])).unwrap();
+    /// a.open(0).unwrap(); // fenced, not yet free
+    /// assert!(a.conserved()); // free + outstanding + fencing == capacity
+    /// ```
     pub fn conserved(&self) -> bool {
         let m = self.metrics();
         (0..RESOURCES).all(|k| m.free[k] + m.outstanding[k] + m.fencing[k] == self.cfg.capacity[k])

@@ -56,6 +56,12 @@ pub struct BackpressureInfo {
 
 impl BackpressureInfo {
     /// Receiver-credit pressure.
+    ///
+    /// ```
+    /// use railyard_core::credit::{BackpressureInfo, PressureSource, Resource, ResourceSet};
+    /// let b = BackpressureInfo::receiver_credit(4, 0, ResourceSet::EMPTY.with(Resource::RequestSlots), 100, true);
+    /// assert_eq!((b.source, b.peer, b.retry_after_us, b.fallback_allowed), (PressureSource::ReceiverCredit, 4, 100, true));
+    /// ```
     pub const fn receiver_credit(
         peer: u32,
         qos_class: u32,
@@ -74,6 +80,12 @@ impl BackpressureInfo {
     }
 
     /// Pressure from another source (no credit resources involved).
+    ///
+    /// ```
+    /// use railyard_core::credit::{BackpressureInfo, PressureSource};
+    /// let b = BackpressureInfo::other(PressureSource::Transport, 1, 0, 0, false);
+    /// assert!(b.exhausted.is_empty()); // no credit resource involved
+    /// ```
     pub const fn other(
         source: PressureSource,
         peer: u32,

@@ -37,6 +37,11 @@ pub const CONTROL_KINDS: usize = 7;
 impl ControlKind {
     /// Whether the message can reopen a closed data window (it may use the
     /// reserved share).
+    ///
+    /// ```
+    /// use railyard_core::credit::ControlKind;
+    /// assert!(ControlKind::Credit.reopens_window() && !ControlKind::Usage.reopens_window());
+    /// ```
     pub const fn reopens_window(self) -> bool {
         matches!(
             self,
@@ -56,6 +61,14 @@ pub struct ControlPermit {
 
 impl ControlPermit {
     /// The message kind.
+    ///
+    /// ```
+    /// use railyard_core::credit::{ControlBudget, ControlKind};
+    /// let mut b = ControlBudget::new(2, 0).unwrap();
+    /// let p = b.try_acquire(ControlKind::Heartbeat).unwrap();
+    /// assert_eq!(p.kind(), ControlKind::Heartbeat);
+    /// b.complete(p).unwrap();
+    /// ```
     pub fn kind(&self) -> ControlKind {
         self.kind
     }
@@ -113,6 +126,12 @@ pub struct ControlBudget {
 impl ControlBudget {
     /// `total` in-flight control messages, `reserved` of them only for
     /// window-reopening kinds.
+    ///
+    /// ```
+    /// use railyard_core::credit::{BudgetError, ControlBudget};
+    /// assert!(ControlBudget::new(8, 2).is_ok());
+    /// assert_eq!(ControlBudget::new(2, 3).unwrap_err(), BudgetError::BadConfig);
+    /// ```
     pub fn new(total: u32, reserved: u32) -> Result<ControlBudget, BudgetError> {
         if total == 0 || reserved > total {
             return Err(BudgetError::BadConfig);
@@ -129,6 +148,17 @@ impl ControlBudget {
     }
 
     /// Takes a slot for a `kind` message. Never consults data credit.
+    ///
+    /// ```
+    /// use railyard_core::credit::{BudgetError, ControlBudget, ControlKind};
+    /// let mut b = ControlBudget::new(2, 1).unwrap();
+    /// let usage = b.try_acquire(ControlKind::Usage).unwrap();
+    /// assert_eq!(b.try_acquire(ControlKind::Usage).unwrap_err(), BudgetError::Exhausted(ControlKind::Usage));
+    /// let reset = b.try_acquire(ControlKind::Reset).unwrap(); // the reserved share
+    /// assert_eq!(b.refused(ControlKind::Usage), 1);
+    /// b.complete(usage).unwrap();
+    /// b.complete(reset).unwrap();
+    /// ```
     pub fn try_acquire(&mut self, kind: ControlKind) -> Result<ControlPermit, BudgetError> {
         let shared = self.total - self.reserved;
         let permit = if self.shared_used < shared {
@@ -152,6 +182,15 @@ impl ControlBudget {
     }
 
     /// Gives a slot back. Refuses (never underflows) a permit not held.
+    ///
+    /// ```
+    /// use railyard_core::credit::{ControlBudget, ControlKind};
+    /// let mut b = ControlBudget::new(1, 0).unwrap();
+    /// let p = b.try_acquire(ControlKind::Credit).unwrap();
+    /// assert_eq!(b.in_flight(), 1);
+    /// b.complete(p).unwrap(); // sent
+    /// assert_eq!(b.in_flight(), 0);
+    /// ```
     pub fn complete(&mut self, p: ControlPermit) -> Result<(), BudgetError> {
         let used = if p.reserved {
             &mut self.reserved_used
@@ -171,16 +210,39 @@ impl ControlBudget {
     }
 
     /// Slots in use.
+    ///
+    /// ```
+    /// use railyard_core::credit::{ControlBudget, ControlKind};
+    /// let mut b = ControlBudget::new(4, 0).unwrap();
+    /// let ps: Vec<_> = (0..3).map(|_| b.try_acquire(ControlKind::Health).unwrap()).collect();
+    /// assert_eq!(b.in_flight(), 3);
+    /// for p in ps { b.complete(p).unwrap(); }
+    /// ```
     pub fn in_flight(&self) -> u32 {
         self.shared_used + self.reserved_used
     }
 
     /// Messages admitted, by kind.
+    ///
+    /// ```
+    /// use railyard_core::credit::{ControlBudget, ControlKind};
+    /// let mut b = ControlBudget::new(4, 0).unwrap();
+    /// let p = b.try_acquire(ControlKind::Return).unwrap();
+    /// b.complete(p).unwrap();
+    /// assert_eq!((b.sent(ControlKind::Return), b.sent(ControlKind::Credit)), (1, 0));
+    /// ```
     pub fn sent(&self, kind: ControlKind) -> u64 {
         self.sent[kind as usize]
     }
 
     /// Messages refused, by kind.
+    ///
+    /// ```
+    /// use railyard_core::credit::{ControlBudget, ControlKind};
+    /// let mut b = ControlBudget::new(1, 1).unwrap(); // all reserved
+    /// assert!(b.try_acquire(ControlKind::Cancel).is_err());
+    /// assert_eq!(b.refused(ControlKind::Cancel), 1);
+    /// ```
     pub fn refused(&self, kind: ControlKind) -> u64 {
         self.refused[kind as usize]
     }

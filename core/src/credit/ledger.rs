@@ -305,6 +305,12 @@ pub struct EntryId(u32);
 
 impl EntryId {
     /// The dense index.
+    ///
+    /// ```
+    /// use railyard_core::credit::{LedgerConfig, SenderLedger};
+    /// let (ledger, _ctl) = SenderLedger::new(LedgerConfig { max_peers: 8, max_classes: 4, ..LedgerConfig::default() }).unwrap();
+    /// assert_eq!(ledger.entry(2, 1).unwrap().index(), 2 * 4 + 1);
+    /// ```
     pub const fn index(self) -> u32 {
         self.0
     }
@@ -503,6 +509,21 @@ impl CommittedCharge {
     /// Builds a committed charge from parts (for records, the C ABI and
     /// tests). A forged one is harmless: release checks the entry, the
     /// generation, and takes at most what is outstanding.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// // A forged charge for more than is outstanding is refused; nothing changes.
+    /// let forged = CommittedCharge::new_unchecked(e.index(), 1, Charge::direct_write(4096));
+    /// assert!(matches!(ledger.release(forged), Err(ReleaseError::NotOutstanding(_))));
+    /// ```
     pub const fn new_unchecked(entry: u32, generation: u16, charge: Charge) -> Self {
         CommittedCharge {
             entry,
@@ -512,21 +533,78 @@ impl CommittedCharge {
     }
 
     /// The entry charged.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// assert_eq!(c.entry(), e);
+    /// ledger.release(c).unwrap();
+    /// ```
     pub const fn entry(&self) -> EntryId {
         EntryId(self.entry)
     }
 
     /// The entry generation at reserve time.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// let g = c.generation();
+    /// ctl.bind(&ledger, 0, SessionId::new(2, 1), 1).unwrap(); // the receiver restarted
+    /// // The old generation's charge is fenced, never credited to the new session.
+    /// assert_eq!(ledger.release(c), Ok(ReleaseOutcome::Fenced));
+    /// # let _ = g;
+    /// ```
     pub const fn generation(&self) -> u16 {
         self.generation
     }
 
     /// The charge vector.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// assert_eq!(c.charge(), Charge::direct_write(4096));
+    /// ledger.release(c).unwrap();
+    /// ```
     pub const fn charge(&self) -> Charge {
         self.charge
     }
 
     /// The compact `credit_key` for a [`TokenRecord`].
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, CommittedCharge, RecordError};
+    /// let k = CommittedCharge::new_unchecked(5, 2, Charge::direct_write(4096)).credit_key().unwrap();
+    /// assert_eq!(k & 0x1FFF, 5); // the entry, in the low bits
+    /// // Two request slots cannot be named in a record.
+    /// let big = CommittedCharge::new_unchecked(5, 2, Charge([4096, 2, 0, 1]));
+    /// assert_eq!(big.credit_key(), Err(RecordError::NotRecordable));
+    /// ```
     pub fn credit_key(&self) -> Result<u32, RecordError> {
         let c = &self.charge.0;
         if self.entry >= MAX_ENTRIES || c[0] > u32::MAX as u64 || c[1..].iter().any(|&s| s > 1) {
@@ -542,6 +620,25 @@ impl CommittedCharge {
     /// DATA_BYTES, slot charges must be 0 or 1, and `rec` must not hold a
     /// credit charge already; otherwise `rec` is untouched and the charge
     /// comes back with the error (still held: release or record it).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    /// use railyard_core::token::TokenRecord;
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// let mut wrong = TokenRecord { bytes: 1, ..TokenRecord::default() };
+    /// let (err, c) = c.record_into(&mut wrong).unwrap_err(); // handed back, still held
+    /// assert_eq!(err, RecordError::BytesMismatch);
+    /// let mut rec = TokenRecord { bytes: 4096, ..TokenRecord::default() };
+    /// c.record_into(&mut rec).unwrap();
+    /// assert_eq!(ledger.release_record(&mut rec), Ok(ReleaseOutcome::Released));
+    /// ```
     pub fn record_into(self, rec: &mut TokenRecord) -> Result<(), (RecordError, CommittedCharge)> {
         let key = match self.credit_key() {
             Ok(k) => k,
@@ -559,6 +656,26 @@ impl CommittedCharge {
     }
 
     /// Reconstructs the charge from a record written by [`record_into`](Self::record_into).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    /// use railyard_core::token::TokenRecord;
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// let mut rec = TokenRecord { bytes: 4096, ..TokenRecord::default() };
+    /// let want = (c.entry(), c.generation(), c.charge());
+    /// c.record_into(&mut rec).unwrap();
+    /// let back = CommittedCharge::from_record(&rec).unwrap();
+    /// assert_eq!((back.entry(), back.generation(), back.charge()), want);
+    /// assert_eq!(CommittedCharge::from_record(&TokenRecord::default()).unwrap_err(), RecordError::NoCredit);
+    /// # ledger.release(back).unwrap();
+    /// ```
     pub fn from_record(rec: &TokenRecord) -> Result<CommittedCharge, RecordError> {
         let key = match rec.credit_key.get() {
             Some(k) if rec.holds & TokenRecord::HOLDS_CREDIT != 0 => k,
@@ -613,6 +730,15 @@ pub struct Reservation<'a> {
 impl SenderLedger {
     /// Builds the two halves of a sender ledger. All memory is allocated
     /// here; no operation allocates afterwards.
+    ///
+    /// ```
+    /// use railyard_core::credit::{ConfigError, LedgerConfig, SenderLedger};
+    /// let (ledger, ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// assert!(!ctl.is_active(0)); // nothing granted yet: every entry closed
+    /// # let _ = ledger;
+    /// let none = LedgerConfig { max_peers: 0, ..LedgerConfig::default() };
+    /// assert!(matches!(SenderLedger::new(none), Err(ConfigError::TooManyEntries)));
+    /// ```
     pub fn new(cfg: LedgerConfig) -> Result<(SenderLedger, SenderControl), ConfigError> {
         let n = (cfg.max_peers as u64) * (cfg.max_classes as u64);
         if n == 0 || n > MAX_ENTRIES as u64 {
@@ -645,6 +771,14 @@ impl SenderLedger {
 
     /// Resolves `(peer, class)` to an entry id; unknown peer or class is
     /// rejected here, before any state is touched.
+    ///
+    /// ```
+    /// use railyard_core::credit::{KeyError, LedgerConfig, SenderLedger};
+    /// let (ledger, _ctl) = SenderLedger::new(LedgerConfig { max_peers: 2, max_classes: 1, ..LedgerConfig::default() }).unwrap();
+    /// assert!(ledger.entry(1, 0).is_ok());
+    /// assert_eq!(ledger.entry(2, 0), Err(KeyError::UnknownPeer(2)));
+    /// assert_eq!(ledger.entry(0, 1), Err(KeyError::UnknownClass(1)));
+    /// ```
     #[inline]
     pub fn entry(&self, peer: u32, class: u32) -> Result<EntryId, KeyError> {
         if peer >= self.max_peers {
@@ -657,6 +791,12 @@ impl SenderLedger {
     }
 
     /// The `(peer, class)` an entry id names (the inverse of [`entry`](Self::entry)).
+    ///
+    /// ```
+    /// use railyard_core::credit::{LedgerConfig, SenderLedger};
+    /// let (ledger, _ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// assert_eq!(ledger.peer_class(ledger.entry(5, 3).unwrap()), (5, 3));
+    /// ```
     #[inline]
     pub fn peer_class(&self, entry: EntryId) -> (u32, u32) {
         let c = self.max_classes.max(1);
@@ -872,6 +1012,20 @@ impl SenderLedger {
 
     /// Records how long a dispatch stayed credit-stalled (the caller times
     /// stalls with its own clock; see [`BackpressureInfo`]).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// ledger.record_stall(e, 250_000); // a dispatch waited 250 µs for credit
+    /// assert_eq!(ctl.metrics(&ledger).stall_ns, 250_000);
+    /// ```
     #[inline]
     pub fn record_stall(&self, entry: EntryId, stalled_ns: u64) {
         if let Ok(e) = self.get(entry.0) {
@@ -881,12 +1035,36 @@ impl SenderLedger {
 
     /// A consistent snapshot of `entry`'s available credit (one atomic load:
     /// never a torn vector) and whether it is open.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let r = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap();
+    /// assert_eq!(ledger.available(e), Ok((Charge([4096, 1, 0, 1]), true)));
+    /// r.rollback();
+    /// assert_eq!(ledger.available(e).unwrap().0, Charge([8192, 2, 0, 2]));
+    /// ```
     pub fn available(&self, entry: EntryId) -> Result<(Charge, bool), KeyError> {
         let w = self.get(entry.0)?.avail.load(Ordering::Acquire);
         Ok((Charge(self.layout.unpack(w)), w & OPEN != 0))
     }
 
     /// The resources this ledger models.
+    ///
+    /// ```
+    /// use railyard_core::credit::{LedgerConfig, Resource, SenderLedger};
+    /// let cfg = LedgerConfig { window: [1 << 30, 1023, 0, 0], ..LedgerConfig::default() };
+    /// let (ledger, _ctl) = SenderLedger::new(cfg).unwrap();
+    /// let r = ledger.resources(); // a window of 0: not modeled
+    /// assert!(r.contains(Resource::RequestSlots) && !r.contains(Resource::StagingSlots));
+    /// ```
     pub fn resources(&self) -> ResourceSet {
         self.layout.present
     }
@@ -977,11 +1155,39 @@ fn unreachable_cas(e: &Entry) -> Result<ReleaseOutcome, ReleaseError> {
 
 impl Reservation<'_> {
     /// The entry reserved against.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let r = ledger.try_reserve(e, &Charge::direct_write(1)).unwrap();
+    /// assert_eq!(r.entry(), e);
+    /// ```
     pub fn entry(&self) -> EntryId {
         EntryId(self.entry)
     }
 
     /// The reserved charge.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let r = ledger.try_reserve(e, &Charge::direct_write(1)).unwrap();
+    /// assert_eq!(r.charge(), Charge::direct_write(1));
+    /// ```
     pub fn charge(&self) -> Charge {
         self.charge
     }
@@ -991,6 +1197,23 @@ impl Reservation<'_> {
     /// the token with the record, then commits, so a refused claim only
     /// rolls the reservation back. The checks are those of
     /// [`CommittedCharge::record_into`]; on a refusal `rec` is untouched.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    /// use railyard_core::token::TokenRecord;
+    /// let r = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap();
+    /// let mut rec = TokenRecord { bytes: 4096, ..TokenRecord::default() };
+    /// r.record_into(&mut rec).unwrap(); // named before the token is claimed
+    /// let _committed = r.commit().unwrap(); // the record now holds it
+    /// assert_eq!(ledger.release_record(&mut rec), Ok(ReleaseOutcome::Released));
+    /// ```
     #[inline]
     pub fn record_into(&self, rec: &mut TokenRecord) -> Result<(), RecordError> {
         CommittedCharge::new_unchecked(self.entry, self.generation, self.charge)
@@ -1004,6 +1227,24 @@ impl Reservation<'_> {
     /// Two CASes: the charge joins the entry's *outstanding* level first
     /// (what a release may take), then the *committed* flow the next usage
     /// report drains (see the module docs for why this order).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let r = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap();
+    /// let c = r.commit().unwrap(); // handed to the transport: no rollback any more
+    /// ctl.bind(&ledger, 0, SessionId::new(2, 1), 1).unwrap(); // new receiver session
+    /// let late = ledger.try_reserve(e, &Charge::direct_write(1));
+    /// assert!(late.is_err()); // fenced: closed until the new epoch's first update
+    /// assert_eq!(ledger.release(c), Ok(ReleaseOutcome::Fenced));
+    /// ```
     #[inline]
     pub fn commit(mut self) -> Result<CommittedCharge, CommitError> {
         let l = self.ledger;
@@ -1059,6 +1300,22 @@ impl Reservation<'_> {
     }
 
     /// Gives the reservation back (before handoff). Same as dropping it.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let r = ledger.try_reserve(e, &Charge::direct_write(8192)).unwrap();
+    /// assert!(ledger.try_reserve(e, &Charge::direct_write(1)).is_err()); // all bytes taken
+    /// r.rollback(); // the post was refused downstream
+    /// assert!(ledger.try_reserve(e, &Charge::direct_write(1)).is_ok());
+    /// ```
     pub fn rollback(self) {}
 }
 
@@ -1201,6 +1458,12 @@ impl std::error::Error for UpdateError {}
 
 impl UpdateError {
     /// Whether this is a protocol violation (the peer was quarantined).
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, UpdateError};
+    /// assert!(UpdateError::Decreasing(Resource::DataBytes).is_violation()); // the peer is quarantined
+    /// assert!(!UpdateError::SessionMismatch.is_violation()); // stale: ignored, counted
+    /// ```
     pub const fn is_violation(&self) -> bool {
         matches!(self, UpdateError::Decreasing(_) | UpdateError::Overflow(_))
     }
@@ -1383,6 +1646,28 @@ impl SenderControl {
     /// non-decreasing (else: violation, peer quarantined); arithmetic is
     /// checked. A newer update reopens a stale peer. Session, epoch and
     /// sequence 0 are reserved and refused ([`UpdateError::Zero`]).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// // The same update again is a duplicate: a no-op.
+    /// assert_eq!(ctl.apply_update(&ledger, 0, &u, 1), Ok(UpdateOutcome::Duplicate));
+    /// // Grants are cumulative: sequence 3 after 1 is applied, the gap counted.
+    /// let more = CreditUpdate { sequence: 3, grants: Totals::all([16384, 4, 0, 4]), ..u };
+    /// assert_eq!(ctl.apply_update(&ledger, 0, &more, 2), Ok(UpdateOutcome::AppliedAfterGap { missed: 1 }));
+    /// assert_eq!(ledger.available(e).unwrap().0.get(Resource::DataBytes), 16384);
+    /// // A total that goes down is a violation: the peer is quarantined.
+    /// let down = CreditUpdate { sequence: 4, grants: Totals::all([1, 4, 0, 4]), ..u };
+    /// assert_eq!(ctl.apply_update(&ledger, 0, &down, 3), Err(UpdateError::Decreasing(Resource::DataBytes)));
+    /// assert!(!ctl.is_active(0));
+    /// ```
     pub fn apply_update(
         &mut self,
         l: &SenderLedger,
@@ -1543,6 +1828,23 @@ impl SenderControl {
 
     /// Quarantines `peer` (a credit violation seen elsewhere): no new
     /// dispatch until it is re-bound to a new session/epoch.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// ctl.quarantine(&ledger, 0).unwrap();
+    /// assert!(ledger.try_reserve(e, &Charge::direct_write(1)).is_err());
+    /// // Only a new session or epoch re-admits it.
+    /// let u2 = CreditUpdate { sequence: 2, ..u };
+    /// assert_eq!(ctl.apply_update(&ledger, 0, &u2, 1), Err(UpdateError::Quarantined));
+    /// ```
     pub fn quarantine(&mut self, l: &SenderLedger, peer: u32) -> Result<(), UpdateError> {
         self.check(l)?;
         self.peer_mut(peer)?;
@@ -1553,6 +1855,23 @@ impl SenderControl {
     /// Marks `peer` stale (disconnect, freshness expiry): no new
     /// credit-gated dispatch; work already handed off continues. A newer
     /// update reopens it.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// ctl.mark_stale(&ledger, 0).unwrap(); // the control connection dropped
+    /// assert!(ledger.try_reserve(e, &Charge::direct_write(1)).is_err());
+    /// let u2 = CreditUpdate { sequence: 2, ..u };
+    /// ctl.apply_update(&ledger, 0, &u2, 1).unwrap(); // a newer update reopens it
+    /// assert!(ctl.is_active(0));
+    /// ```
     pub fn mark_stale(&mut self, l: &SenderLedger, peer: u32) -> Result<(), UpdateError> {
         self.check(l)?;
         let p = self.peer_mut(peer)?;
@@ -1565,6 +1884,19 @@ impl SenderControl {
 
     /// Marks stale every active peer whose last update is older than its
     /// freshness TTL at `now_ns`. Returns how many became stale.
+    ///
+    /// ```
+    /// use railyard_core::credit::*;
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// let s = SessionId::new(1, 7);
+    /// ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1, freshness_ttl_ms: 10,
+    ///     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// assert_eq!(ctl.expire(&ledger, 5_000_000), Ok(0)); // 5 ms: fresh
+    /// assert_eq!(ctl.expire(&ledger, 11_000_000), Ok(1)); // 11 ms: stale
+    /// assert!(!ctl.is_active(0));
+    /// ```
     pub fn expire(&mut self, l: &SenderLedger, now_ns: u64) -> Result<u32, UpdateError> {
         self.check(l)?;
         let mut n = 0;
@@ -1587,6 +1919,24 @@ impl SenderControl {
     /// the report is counted in the next one (it can only make `consumed`
     /// and `released` lag, never over-state them). Its sequence starts at 1
     /// per epoch.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// ledger.release(c).unwrap();
+    /// let report = ctl.usage(&ledger, 0, 0, Charge::ZERO).unwrap();
+    /// assert_eq!(report.sequence, 1);
+    /// assert_eq!(report.consumed.get(Resource::DataBytes), Some(4096));
+    /// assert_eq!(report.released.get(Resource::DataBytes), Some(4096));
+    /// ```
     pub fn usage(
         &mut self,
         l: &SenderLedger,
@@ -1630,6 +1980,21 @@ impl SenderControl {
     /// receiver (reported in the next usage report). Takes it atomically
     /// from the available word, so it can never be both returned and used.
     /// Returns what was actually returned.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let back = ctl.return_unused(&ledger, 0, 0, Charge([4096, 1, 0, 0])).unwrap();
+    /// assert_eq!(back, Charge([4096, 1, 0, 0]));
+    /// assert_eq!(ledger.available(e).unwrap().0, Charge([4096, 1, 0, 2])); // gone, never used
+    /// ```
     pub fn return_unused(
         &mut self,
         l: &SenderLedger,
@@ -1669,11 +2034,31 @@ impl SenderControl {
     }
 
     /// Counts a dispatch that fell back to legacy (optional mode).
+    ///
+    /// ```
+    /// use railyard_core::credit::{LedgerConfig, SenderLedger};
+    /// let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// ctl.note_legacy_fallback(); // optional mode, a peer without credit
+    /// assert_eq!(ctl.metrics(&ledger).legacy_fallbacks, 1);
+    /// ```
     pub fn note_legacy_fallback(&mut self) {
         self.counters.legacy_fallbacks += 1;
     }
 
     /// Whether `peer`'s entries are open for dispatch.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// assert!(ctl.is_active(0) && !ctl.is_active(1) && !ctl.is_active(9_999));
+    /// ```
     pub fn is_active(&self, peer: u32) -> bool {
         self.peers
             .get(peer as usize)
@@ -1683,6 +2068,22 @@ impl SenderControl {
     /// Resolves a full [`CreditKey`] to its entry: the peer index and class
     /// must be in range and `receiver_session` must be the session the peer
     /// is bound to (an old incarnation's key resolves to nothing).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let key = CreditKey { receiver_session: s, sender_peer: 0, qos_class: 0 };
+    /// assert_eq!(ctl.entry_for(&ledger, &key), Ok(e));
+    /// let old = CreditKey { receiver_session: SessionId::new(0, 9), ..key };
+    /// assert_eq!(ctl.entry_for(&ledger, &old), Err(UpdateError::SessionMismatch));
+    /// ```
     pub fn entry_for(&self, l: &SenderLedger, key: &CreditKey) -> Result<EntryId, UpdateError> {
         self.check(l)?;
         let e = l
@@ -1696,6 +2097,20 @@ impl SenderControl {
     }
 
     /// The bound `(session, epoch)` of `peer`.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// assert_eq!(ctl.binding(0), Some((s, 1)));
+    /// assert_eq!(ctl.binding(1), None);
+    /// ```
     pub fn binding(&self, peer: u32) -> Option<(SessionId, u64)> {
         let p = self.peers.get(peer as usize)?;
         p.session.map(|s| (s, p.epoch))
@@ -1703,6 +2118,23 @@ impl SenderControl {
 
     /// Per-entry metrics (exact for drained amounts; pending commits and
     /// releases since the last drain are included from the atomic words).
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let c = ledger.try_reserve(e, &Charge::direct_write(4096)).unwrap().commit().unwrap();
+    /// let m = ctl.entry_metrics(&ledger, 0, 0).unwrap();
+    /// assert_eq!((m.granted[0], m.consumed[0], m.available[0]), (8192, 4096, 4096));
+    /// ledger.release(c).unwrap();
+    /// assert_eq!(ctl.entry_metrics(&ledger, 0, 0).unwrap().released[0], 4096);
+    /// ```
     pub fn entry_metrics(
         &self,
         l: &SenderLedger,
@@ -1730,6 +2162,20 @@ impl SenderControl {
     }
 
     /// Aggregated bounded metrics.
+    ///
+    /// ```
+    /// # use railyard_core::credit::*;
+    /// # let (ledger, mut ctl) = SenderLedger::new(LedgerConfig::default()).unwrap();
+    /// # let s = SessionId::new(1, 7);
+    /// # ctl.bind(&ledger, 0, s, 1).unwrap();
+    /// # let u = CreditUpdate { receiver_session: s, epoch: 1, sequence: 1,
+    /// #     grants: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// # ctl.apply_update(&ledger, 0, &u, 0).unwrap();
+    /// # let e = ledger.entry(0, 0).unwrap();
+    ///
+    /// let m = ctl.metrics(&ledger);
+    /// assert_eq!((m.updates_applied, m.violations, m.granted[0]), (1, 0, 8192));
+    /// ```
     pub fn metrics(&self, l: &SenderLedger) -> CreditMetrics {
         let c = &self.counters;
         let mut m = CreditMetrics {

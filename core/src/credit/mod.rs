@@ -68,55 +68,28 @@
 //!   first epoch is 1, the first sequence is 1, and the wire decoder, the
 //!   ledger and the allocator all refuse zeros (`docs/wire.md`).
 //!
-//! # Measured cost
+//! # Cost
 //!
-//! Instructions (callgrind, repeatable on a loaded host): one dispatch =
-//! `try_reserve` + `commit` + `release` of a direct-WRITE charge (three
-//! resources), one thread, refill every 1024 ops
-//! (`benches/examples/credit_icount.rs`; `valgrind --tool=callgrind` at
-//! 0 and 10⁶ iterations, difference / 10⁶). Measured in one session
-//! against `main` before the exactly-once change:
-//!
-//! | ledger | instr / dispatch |
+//! | path | cost |
 //! |---|---|
-//! | before: 3 RMWs (reserve, commit, release flows) | 276 |
-//! | exactly-once: 4 RMWs (commit joins the outstanding level, then the flow) | 251 |
+//! | one dispatch: `try_reserve` + `commit` + `release` of a direct-WRITE charge (three resources), one thread, refill every 1024 ops | 251 instructions |
+//! | disabled: `CreditLink::gate()` → `Bypass`, no ledger, against no credit code at all | +0.2 ns (1.18 vs 0.99 ns) |
 //!
-//! The fourth RMW costs about 36 instructions; a branch-free `pack` (one
-//! `v > window` test per field; the refusal is worked out off the hot
-//! path) gave back more than that. Wall-clock criterion runs in the same
-//! session (load average 7–10 from other agents) swung 2–3× between
-//! repetitions of the same binary and are not quoted.
+//! Instructions: `cargo build --release -p railyard-benches --example
+//! credit_icount`, then `valgrind --tool=callgrind` of
+//! `target/release/examples/credit_icount N` at N = 0 and 10⁶, difference /
+//! 10⁶. Time: `cargo bench -p railyard-benches --bench credit --
+//! --warm-up-time 1 --measurement-time 3` (also the lock-free ledger
+//! against a `Mutex` ledger with the same semantics, in the same run).
 //!
-//! The wall-clock table below was measured **before** the exactly-once
-//! change (three RMWs per op):
-//! `cargo bench -p railyard-benches --bench credit -- --warm-up-time 1 --measurement-time 3`;
-//! one op = `try_reserve` + `commit` + `release` of a 2-resource charge,
-//! per op per thread, both ledgers in the same run. Host: 2 vCPUs (AMD
-//! EPYC) shared with ~4 other build/bench jobs (load average 3–5). Two
-//! consecutive runs:
-//!
-//! | case | lock-free | `Mutex<ledger>` | ratio |
-//! |---|---|---|---|
-//! | 1 thread | 23.4 / 24.5 ns | 32.6 / 33.4 ns | 1.39× / 1.37× |
-//! | 2 threads, different peers | 24.0 / 63.7 ns | 181.4 / 71.2 ns | 7.5× / 1.12× |
-//! | 2 threads, same entry | 106.2 / 63.6 ns | 288.0 / 71.5 ns | 2.7× / 1.12× |
-//!
-//! Run 1 caught a quiet moment in which the two threads really ran in
-//! parallel; in run 2 they mostly time-shared one core and the ratio
-//! collapses to the cost of the atomics alone. So the ≥ 3× goal under
-//! 2-thread contention is met only when the threads actually run
-//! concurrently (7.5× on different peers, 2.7× on one entry), and is
-//! **not reliably reproducible** on this shared host. Each op is now four
-//! locked RMWs (reserve CAS, two commit CASes, release CAS — most of the
-//! cycles in `perf`) against six for the mutex (three lock/unlock pairs); entries
-//! are cache-line aligned, so different peers share nothing, while the
-//! mutex serializes the whole ledger (the RFC's "one ledger critical
-//! section"). Field checks are branch-free SWAR on the packed word.
-//!
-//! Disabled path (`CreditLink::gate()` → `Bypass`, no ledger) vs no credit
-//! code at all: 1.18 vs 0.99 ns and 1.24 vs 1.05 ns — about 0.2 ns, one
-//! load and one predictable branch per dispatch.
+//! A dispatch is four locked RMWs (reserve CAS, two commit CASes, release
+//! CAS — most of the cycles in `perf`) against six for the mutex (three
+//! lock/unlock pairs); entries are cache-line aligned, so different peers
+//! share nothing, while the mutex serializes the whole ledger (the RFC's
+//! "one ledger critical section"). Field checks are branch-free SWAR on
+//! the packed word. The measured sessions (the exactly-once change, the
+//! lock-free vs `Mutex` times and why the 2-thread ratio does not
+//! reproduce on a shared host): `docs/benchmarks.md`.
 
 // Loops over the four resources index several parallel arrays at once.
 #[allow(clippy::needless_range_loop)]
@@ -173,18 +146,35 @@ impl Resource {
     ];
 
     /// Dense index `0..RESOURCES`.
+    ///
+    /// ```
+    /// use railyard_core::credit::Resource;
+    /// assert_eq!(Resource::DataBytes.index(), 0);
+    /// assert_eq!(Resource::ConsumerSlots.index(), 3);
+    /// ```
     #[inline]
     pub const fn index(self) -> usize {
         self as usize - 1
     }
 
     /// The wire code.
+    ///
+    /// ```
+    /// use railyard_core::credit::Resource;
+    /// assert_eq!(Resource::StagingSlots.code(), 3); // RFC 2849 CreditResource
+    /// ```
     #[inline]
     pub const fn code(self) -> u16 {
         self as u16
     }
 
     /// The resource for a wire code, or `None` if unknown.
+    ///
+    /// ```
+    /// use railyard_core::credit::Resource;
+    /// assert!(Resource::ALL.iter().all(|&r| Resource::from_code(r.code()) == Some(r)));
+    /// assert_eq!(Resource::from_code(0), None);
+    /// ```
     #[inline]
     pub const fn from_code(code: u16) -> Option<Resource> {
         match code {
@@ -219,6 +209,12 @@ impl ResourceSet {
     pub const ALL: ResourceSet = ResourceSet(0b1111);
 
     /// Adds `r`.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, ResourceSet};
+    /// let s = ResourceSet::EMPTY.with(Resource::DataBytes).with(Resource::DataBytes);
+    /// assert_eq!(s.len(), 1);
+    /// ```
     #[inline]
     #[must_use]
     pub const fn with(self, r: Resource) -> ResourceSet {
@@ -226,30 +222,59 @@ impl ResourceSet {
     }
 
     /// Whether `r` is in the set.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, ResourceSet};
+    /// let s = ResourceSet::EMPTY.with(Resource::RequestSlots);
+    /// assert!(s.contains(Resource::RequestSlots) && !s.contains(Resource::DataBytes));
+    /// ```
     #[inline]
     pub const fn contains(self, r: Resource) -> bool {
         self.0 & (1 << r.index()) != 0
     }
 
     /// Whether the set is empty.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, ResourceSet};
+    /// assert!(ResourceSet::EMPTY.is_empty());
+    /// assert!(Charge::ZERO.resources().is_empty());
+    /// ```
     #[inline]
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
 
     /// Number of resources in the set.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, ResourceSet};
+    /// assert_eq!(ResourceSet::ALL.len(), 4);
+    /// assert_eq!(Charge::direct_write(4096).resources().len(), 3);
+    /// ```
     #[inline]
     pub const fn len(self) -> usize {
         self.0.count_ones() as usize
     }
 
     /// The raw bitmask.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, ResourceSet};
+    /// assert_eq!(ResourceSet::EMPTY.with(Resource::RequestSlots).bits(), 0b0010);
+    /// ```
     #[inline]
     pub const fn bits(self) -> u8 {
         self.0
     }
 
     /// Iterates the members in index order.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, Resource};
+    /// let short: Vec<Resource> = Charge::staged_write(1).resources().iter().collect();
+    /// assert_eq!(short, Resource::ALL); // in index order
+    /// ```
     pub fn iter(self) -> impl Iterator<Item = Resource> {
         Resource::ALL.into_iter().filter(move |r| self.contains(*r))
     }
@@ -273,24 +298,46 @@ impl Charge {
     pub const ZERO: Charge = Charge([0; RESOURCES]);
 
     /// A direct RDMA WRITE: DATA_BYTES + REQUEST_SLOTS + CONSUMER_SLOTS.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, Resource};
+    /// let c = Charge::direct_write(4096);
+    /// assert_eq!((c.get(Resource::DataBytes), c.get(Resource::RequestSlots), c.get(Resource::ConsumerSlots)), (4096, 1, 1));
+    /// ```
     #[inline]
     pub const fn direct_write(bytes: u32) -> Charge {
         Charge([bytes as u64, 1, 0, 1])
     }
 
     /// A remote staged WRITE: the direct charge plus one STAGING_SLOT.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, Resource};
+    /// assert_eq!(Charge::staged_write(4096).get(Resource::StagingSlots), 1);
+    /// ```
     #[inline]
     pub const fn staged_write(bytes: u32) -> Charge {
         Charge([bytes as u64, 1, 1, 1])
     }
 
     /// The amount for `r`.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, Resource};
+    /// assert_eq!(Charge::ZERO.get(Resource::DataBytes), 0);
+    /// ```
     #[inline]
     pub const fn get(&self, r: Resource) -> u64 {
         self.0[r.index()]
     }
 
     /// Returns the charge with `r` set to `v`.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, Resource};
+    /// let c = Charge::ZERO.with(Resource::RequestSlots, 2);
+    /// assert_eq!(c, Charge([0, 2, 0, 0]));
+    /// ```
     #[inline]
     #[must_use]
     pub const fn with(mut self, r: Resource, v: u64) -> Charge {
@@ -299,6 +346,12 @@ impl Charge {
     }
 
     /// Resources with a nonzero amount.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, Resource};
+    /// let r = Charge::direct_write(1).resources();
+    /// assert!(r.contains(Resource::ConsumerSlots) && !r.contains(Resource::StagingSlots));
+    /// ```
     pub fn resources(&self) -> ResourceSet {
         let mut s = ResourceSet::EMPTY;
         for r in Resource::ALL {
@@ -322,6 +375,12 @@ pub struct Totals {
 
 impl Totals {
     /// Totals for every resource in `c` that is nonzero.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Charge, Resource, Totals};
+    /// let t = Totals::from_charge(&Charge::direct_write(8));
+    /// assert_eq!((t.get(Resource::DataBytes), t.get(Resource::StagingSlots)), (Some(8), None));
+    /// ```
     pub fn from_charge(c: &Charge) -> Totals {
         Totals {
             present: c.resources(),
@@ -330,6 +389,12 @@ impl Totals {
     }
 
     /// Totals with all four resources present.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, Totals};
+    /// let t = Totals::all([1 << 20, 64, 0, 64]);
+    /// assert_eq!(t.get(Resource::StagingSlots), Some(0)); // present, zero
+    /// ```
     pub const fn all(values: [u64; RESOURCES]) -> Totals {
         Totals {
             present: ResourceSet::ALL,
@@ -338,6 +403,12 @@ impl Totals {
     }
 
     /// Sets `r` to `v` (and marks it present).
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, Totals};
+    /// let t = Totals::default().with(Resource::DataBytes, 4096);
+    /// assert_eq!((t.present.len(), t.get(Resource::DataBytes)), (1, Some(4096)));
+    /// ```
     #[must_use]
     pub const fn with(mut self, r: Resource, v: u64) -> Totals {
         self.present = self.present.with(r);
@@ -346,6 +417,11 @@ impl Totals {
     }
 
     /// The value for `r`, if present.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, Totals};
+    /// assert_eq!(Totals::default().get(Resource::DataBytes), None); // absent: unchanged by the message
+    /// ```
     pub const fn get(&self, r: Resource) -> Option<u64> {
         if self.present.contains(r) {
             Some(self.values[r.index()])
@@ -391,18 +467,35 @@ impl SessionId {
 
     /// The id of incarnation `incarnation` (high 64 bits; orders ids) with
     /// a random `nonce` (low 64 bits; tells receivers apart).
+    ///
+    /// ```
+    /// use railyard_core::credit::SessionId;
+    /// let s = SessionId::new(7, 99);
+    /// assert_eq!(s.0, (7u128 << 64) | 99);
+    /// assert!(SessionId::new(8, 0) > SessionId::new(7, u64::MAX)); // incarnation orders first
+    /// ```
     #[inline]
     pub const fn new(incarnation: u64, nonce: u64) -> SessionId {
         SessionId(((incarnation as u128) << 64) | nonce as u128)
     }
 
     /// The incarnation part (high 64 bits).
+    ///
+    /// ```
+    /// use railyard_core::credit::SessionId;
+    /// assert_eq!(SessionId::new(42, 1).incarnation(), 42);
+    /// ```
     #[inline]
     pub const fn incarnation(self) -> u64 {
         (self.0 >> 64) as u64
     }
 
     /// Whether this is [`SessionId::NONE`].
+    ///
+    /// ```
+    /// use railyard_core::credit::SessionId;
+    /// assert!(SessionId::NONE.is_none() && !SessionId::new(0, 1).is_none());
+    /// ```
     #[inline]
     pub const fn is_none(self) -> bool {
         self.0 == 0
@@ -449,6 +542,12 @@ impl fmt::Display for ZeroField {
 impl ZeroField {
     /// The first of `session`, `epoch`, `sequence` that is zero, if any
     /// (checked in that order).
+    ///
+    /// ```
+    /// use railyard_core::credit::ZeroField;
+    /// assert_eq!(ZeroField::check(1, 1, 1), Ok(()));
+    /// assert_eq!(ZeroField::check(1, 0, 0), Err(ZeroField::Epoch)); // the first zero, in order
+    /// ```
     #[inline]
     pub const fn check(session: u128, epoch: u64, sequence: u64) -> Result<(), ZeroField> {
         if session == 0 {

@@ -153,6 +153,12 @@ pub struct CreditLink {
 
 impl CreditLink {
     /// A link in `Disabled`.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode, LinkState};
+    /// let l = CreditLink::new(CreditMode::Optional);
+    /// assert_eq!((l.mode(), l.state()), (CreditMode::Optional, LinkState::Disabled));
+    /// ```
     pub const fn new(mode: CreditMode) -> CreditLink {
         CreditLink {
             mode,
@@ -164,16 +170,41 @@ impl CreditLink {
     }
 
     /// The configured mode.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode};
+    /// assert_eq!(CreditLink::new(CreditMode::Required).mode(), CreditMode::Required);
+    /// ```
     pub const fn mode(&self) -> CreditMode {
         self.mode
     }
 
     /// The current state.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode, LinkEvent, LinkState};
+    /// let mut l = CreditLink::new(CreditMode::Optional);
+    /// l.on(LinkEvent::Start).unwrap();
+    /// assert_eq!(l.state(), LinkState::Negotiating);
+    /// ```
     pub const fn state(&self) -> LinkState {
         self.state
     }
 
     /// Applies `event`. Invalid events leave the state unchanged.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode, LinkEvent, LinkState};
+    /// let mut l = CreditLink::new(CreditMode::Required);
+    /// l.on(LinkEvent::Start).unwrap();
+    /// assert_eq!(l.on(LinkEvent::PeerCompatible(1)), Ok(LinkState::Active(1)));
+    /// assert_eq!(l.on(LinkEvent::StaleOrDisconnect), Ok(LinkState::Stale(1)));
+    /// assert_eq!(l.on(LinkEvent::NewSessionOrEpoch), Ok(LinkState::Fencing(1)));
+    /// assert_eq!(l.on(LinkEvent::Fenced), Ok(LinkState::Active(1)));
+    /// // An event that is not valid here is refused and changes nothing.
+    /// assert!(l.on(LinkEvent::PeerUnsupported).is_err());
+    /// assert_eq!(l.state(), LinkState::Active(1));
+    /// ```
     pub fn on(&mut self, event: LinkEvent) -> Result<LinkState, TransitionError> {
         use LinkEvent as E;
         use LinkState as S;
@@ -209,6 +240,14 @@ impl CreditLink {
     }
 
     /// The capability view of the link.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Capability, CreditLink, CreditMode, LinkEvent};
+    /// let mut l = CreditLink::new(CreditMode::Optional);
+    /// l.on(LinkEvent::Start).unwrap();
+    /// l.on(LinkEvent::PeerUnsupported).unwrap(); // an old peer
+    /// assert_eq!(l.capability(), Capability::OptionalLegacy);
+    /// ```
     pub const fn capability(&self) -> Capability {
         match (self.state, self.mode) {
             (LinkState::Active(v), _) => Capability::Active(v),
@@ -219,6 +258,17 @@ impl CreditLink {
     }
 
     /// What dispatch must do now.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode, Gate, LinkEvent};
+    /// let mut l = CreditLink::new(CreditMode::Optional);
+    /// l.on(LinkEvent::Start).unwrap();
+    /// assert_eq!(l.gate(), Gate::Block { fallback_allowed: true }); // still negotiating
+    /// l.on(LinkEvent::PeerCompatible(1)).unwrap();
+    /// assert_eq!(l.gate(), Gate::Reserve);
+    /// l.on(LinkEvent::Violation).unwrap();
+    /// assert_eq!(l.gate(), Gate::Fail);
+    /// ```
     #[inline]
     pub const fn gate(&self) -> Gate {
         match self.state {
@@ -232,16 +282,41 @@ impl CreditLink {
     }
 
     /// Legacy fallbacks taken by this link (optional mode, old peer).
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode, LinkEvent};
+    /// let mut l = CreditLink::new(CreditMode::Optional);
+    /// l.on(LinkEvent::Start).unwrap();
+    /// l.on(LinkEvent::PeerUnsupported).unwrap();
+    /// assert_eq!(l.legacy_fallbacks(), 1);
+    /// ```
     pub const fn legacy_fallbacks(&self) -> u64 {
         self.legacy_fallbacks
     }
 
     /// Violations seen by this link.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode, LinkEvent};
+    /// let mut l = CreditLink::new(CreditMode::Required);
+    /// l.on(LinkEvent::Start).unwrap();
+    /// l.on(LinkEvent::Violation).unwrap();
+    /// assert_eq!(l.violations(), 1);
+    /// ```
     pub const fn violations(&self) -> u64 {
         self.violations
     }
 
     /// Session / epoch resets seen by this link.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditLink, CreditMode, LinkEvent};
+    /// let mut l = CreditLink::new(CreditMode::Required);
+    /// l.on(LinkEvent::Start).unwrap();
+    /// l.on(LinkEvent::PeerCompatible(1)).unwrap();
+    /// l.on(LinkEvent::NewSessionOrEpoch).unwrap(); // the receiver restarted
+    /// assert_eq!(l.epoch_resets(), 1);
+    /// ```
     pub const fn epoch_resets(&self) -> u64 {
         self.epoch_resets
     }

@@ -15,6 +15,16 @@ pub struct EndpointLocal(LocalHandle);
 impl EndpointLocal {
     /// Pins the current thread: resources read under the returned guard
     /// stay valid until it is dropped.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open("qp pair 0").unwrap();
+    /// let local = table.register(); // once per thread
+    /// let guard = local.pin(); // per use
+    /// assert_eq!(table.resource(h, &guard), Ok(&"qp pair 0"));
+    /// ```
     #[inline]
     pub fn pin(&self) -> EndpointGuard {
         EndpointGuard(self.0.pin())
@@ -78,6 +88,16 @@ fn depth_word(generation: u32, depth: u32) -> u64 {
 
 impl<R: Send + Sync + 'static> EndpointTable<R> {
     /// Creates a table of `cfg.capacity` free slots.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable};
+    ///
+    /// let cfg = EndpointConfig { capacity: 64, qps_per_endpoint: 2, ..EndpointConfig::default() };
+    /// let table = EndpointTable::<u32>::new(cfg).unwrap();
+    /// assert_eq!(table.live(), 0);
+    /// let bad = EndpointConfig { qps_per_endpoint: 0, ..cfg };
+    /// assert_eq!(EndpointTable::<u32>::new(bad).unwrap_err(), EndpointError::InvalidConfig);
+    /// ```
     pub fn new(cfg: EndpointConfig) -> Result<Self, EndpointError> {
         if cfg.capacity == 0
             || cfg.capacity == u32::MAX
@@ -109,11 +129,31 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     }
 
     /// The table's configuration.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    ///
+    /// let table = EndpointTable::<()>::new(EndpointConfig::default()).unwrap();
+    /// assert_eq!(table.config().qps_per_endpoint, 2);
+    /// ```
     pub fn config(&self) -> &EndpointConfig {
         &self.cfg
     }
 
     /// Registers the calling thread with the table's epoch collector.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(7u32).unwrap();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         let local = table.register(); // this thread's registration
+    ///         assert_eq!(table.resource(h, &local.pin()).copied(), Ok(7));
+    ///     });
+    /// });
+    /// ```
     pub fn register(&self) -> EndpointLocal {
         EndpointLocal(self.collector.register())
     }
@@ -150,6 +190,15 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
 
     /// Opens an endpoint holding `resource` in a free slot and returns its
     /// handle. Control path: boxes the resource.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable, Phase};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig { capacity: 1, ..EndpointConfig::default() }).unwrap();
+    /// let h = table.open("qps of peer A").unwrap();
+    /// assert_eq!(table.state(h).unwrap().phase, Phase::Active);
+    /// assert_eq!(table.open("qps of peer B"), Err(EndpointError::TableFull));
+    /// ```
     pub fn open(&self, resource: R) -> Result<EndpointHandle, EndpointError> {
         for (i, slot) in self.slots.iter().enumerate() {
             let w = Word(slot.word.load(Ordering::Acquire));
@@ -182,6 +231,22 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     /// Admits one post on QP `qp` of endpoint `h`: checks the generation and
     /// the `Active` phase and counts the post, atomically, then takes a slot
     /// of the QP's send queue. Refusals change nothing.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable, RetireReason};
+    ///
+    /// let cfg = EndpointConfig { qps_per_endpoint: 1, max_wr_per_qp: 2, ..EndpointConfig::default() };
+    /// let table = EndpointTable::new(cfg).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 0).unwrap();
+    /// table.admit_post(h, 0).unwrap();
+    /// assert_eq!(table.admit_post(h, 0), Err(EndpointError::QpFull)); // send queue full
+    /// assert_eq!(table.admit_post(h, 1), Err(EndpointError::BadQp));
+    /// table.retire(h, RetireReason::QpFatal, 0).unwrap();
+    /// table.release_post(h, 0).unwrap();
+    /// assert_eq!(table.admit_post(h, 0), Err(EndpointError::Retired)); // at once
+    /// assert_eq!(table.state(h).unwrap().outstanding, 1); // refusals changed nothing
+    /// ```
     #[inline]
     pub fn admit_post(&self, h: EndpointHandle, qp: u16) -> Result<(), EndpointError> {
         let slot = self.slot(h.slot)?;
@@ -221,6 +286,20 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     /// A late release for a reclaimed generation gets
     /// [`EndpointError::StaleGeneration`] and touches nothing; a release
     /// with nothing outstanding gets [`EndpointError::Underflow`].
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable, RetireReason};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 1).unwrap();
+    /// table.admit_post(h, 1).unwrap();
+    /// assert_eq!(table.release_post(h, 1), Ok(false));
+    /// table.retire(h, RetireReason::CqError, 0).unwrap();
+    /// assert_eq!(table.release_post(h, 1), Ok(true)); // drained: reclaim may run now
+    /// assert_eq!(table.release_post(h, 1), Err(EndpointError::Underflow));
+    /// assert_eq!(table.qp_depth(h, 1), Ok(0));
+    /// ```
     #[inline]
     pub fn release_post(&self, h: EndpointHandle, qp: u16) -> Result<bool, EndpointError> {
         let slot = self.slot(h.slot)?;
@@ -256,6 +335,18 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     /// endpoint, store eviction, shutdown). From this call on the endpoint
     /// admits no posts; its posted work drains, and
     /// [`poll_reclaim`](Self::poll_reclaim) reclaims it.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable, Phase, RetireReason};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.retire(h, RetireReason::GidChange, 1_000).unwrap();
+    /// let st = table.state(h).unwrap();
+    /// assert_eq!((st.phase, st.reason), (Phase::Retired, Some(RetireReason::GidChange)));
+    /// // Every other deletion path calls the same API; a second retire is harmless.
+    /// assert_eq!(table.retire(h, RetireReason::Shutdown, 2_000), Err(EndpointError::AlreadyRetired));
+    /// ```
     pub fn retire(
         &self,
         h: EndpointHandle,
@@ -273,6 +364,16 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     }
 
     /// Snapshot of endpoint `h`.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable, Phase};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 0).unwrap();
+    /// let st = table.state(h).unwrap();
+    /// assert_eq!((st.phase, st.outstanding, st.reason, st.flush_requested), (Phase::Active, 1, None, false));
+    /// ```
     pub fn state(&self, h: EndpointHandle) -> Result<EndpointState, EndpointError> {
         let slot = self.slot(h.slot)?;
         let w = Word(slot.word.load(Ordering::Acquire));
@@ -294,6 +395,15 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     }
 
     /// Posts outstanding on QP `qp` of endpoint `h`.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 1).unwrap();
+    /// assert_eq!((table.qp_depth(h, 0), table.qp_depth(h, 1)), (Ok(0), Ok(1)));
+    /// ```
     pub fn qp_depth(&self, h: EndpointHandle, qp: u16) -> Result<u32, EndpointError> {
         let d = self.qp_word(h.slot, qp)?.load(Ordering::Acquire);
         if (d >> 32) as u32 != h.generation {
@@ -303,6 +413,19 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     }
 
     /// Posts outstanding across all endpoints (a scan; for leak checks).
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let (a, b) = (table.open(()).unwrap(), table.open(()).unwrap());
+    /// table.admit_post(a, 0).unwrap();
+    /// table.admit_post(b, 1).unwrap();
+    /// assert_eq!(table.outstanding_total(), 2);
+    /// table.release_post(a, 0).unwrap();
+    /// table.release_post(b, 1).unwrap();
+    /// assert_eq!(table.outstanding_total(), 0); // the leak check
+    /// ```
     pub fn outstanding_total(&self) -> u64 {
         self.slots
             .iter()
@@ -313,6 +436,16 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     /// Sum of all per-QP depths of live generations (a scan; for leak
     /// checks). Equals [`outstanding_total`](Self::outstanding_total) when
     /// nothing runs concurrently.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 0).unwrap();
+    /// table.admit_post(h, 1).unwrap();
+    /// assert_eq!(table.qp_depth_total(), table.outstanding_total());
+    /// ```
     pub fn qp_depth_total(&self) -> u64 {
         self.qp_depth
             .iter()
@@ -321,6 +454,17 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     }
 
     /// Endpoints currently `Active` or `Retired` (a scan).
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable, RetireReason};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.retire(h, RetireReason::Shutdown, 0).unwrap();
+    /// assert_eq!(table.live(), 1); // retired counts until it is reclaimed
+    /// table.poll_reclaim(0, &table.register().pin(), |_| {}).unwrap();
+    /// assert_eq!(table.live(), 0);
+    /// ```
     pub fn live(&self) -> usize {
         self.slots
             .iter()
@@ -334,11 +478,41 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     }
 
     /// Posts dropped by [`ReclaimEvent::Abandoned`] reclaims.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable, RetireReason};
+    ///
+    /// let cfg = EndpointConfig { drain_timeout_ns: 100, ..EndpointConfig::default() };
+    /// let table = EndpointTable::new(cfg).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 0).unwrap(); // never completes
+    /// table.retire(h, RetireReason::QpFatal, 0).unwrap();
+    /// let g = table.register().pin();
+    /// table.poll_reclaim(100, &g, |_| {}).unwrap(); // ForceFlush
+    /// table.poll_reclaim(200, &g, |_| {}).unwrap(); // Abandoned
+    /// assert_eq!(table.abandoned_posts(), 1);
+    /// ```
     pub fn abandoned_posts(&self) -> u64 {
         self.abandoned_posts.load(Ordering::Relaxed)
     }
 
     /// Releases refused because their generation had been reclaimed.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable, RetireReason};
+    ///
+    /// let cfg = EndpointConfig { drain_timeout_ns: 100, ..EndpointConfig::default() };
+    /// let table = EndpointTable::new(cfg).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 0).unwrap();
+    /// table.retire(h, RetireReason::QpFatal, 0).unwrap();
+    /// let g = table.register().pin();
+    /// table.poll_reclaim(100, &g, |_| {}).unwrap();
+    /// table.poll_reclaim(200, &g, |_| {}).unwrap(); // abandoned with one post out
+    /// // The post's completion arrives after all: stale, counted, nothing touched.
+    /// assert_eq!(table.release_post(h, 0), Err(EndpointError::StaleGeneration));
+    /// assert_eq!(table.stale_releases(), 1);
+    /// ```
     pub fn stale_releases(&self) -> u64 {
         self.stale_releases.load(Ordering::Relaxed)
     }
@@ -347,6 +521,22 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     ///
     /// Checks the generation before and after reading the resource, so the
     /// answer belongs to `h` and never to a later endpoint in the same slot.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable, RetireReason};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig::default()).unwrap();
+    /// let h = table.open(String::from("qp 0x11")).unwrap();
+    /// let local = table.register();
+    /// let guard = local.pin();
+    /// assert_eq!(table.resource(h, &guard).map(String::as_str), Ok("qp 0x11"));
+    /// table.retire(h, RetireReason::Shutdown, 0).unwrap();
+    /// table.poll_reclaim(0, &guard, |_| {}).unwrap();
+    /// assert_eq!(table.resource(h, &guard), Err(EndpointError::StaleGeneration));
+    /// // A guard of another table protects nothing here.
+    /// let other = EndpointTable::<String>::new(EndpointConfig::default()).unwrap();
+    /// assert_eq!(table.resource(h, &other.register().pin()), Err(EndpointError::ForeignGuard));
+    /// ```
     #[inline]
     pub fn resource<'g>(
         &'g self,
@@ -378,6 +568,27 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     /// Reclaims what can be reclaimed at `now` (monitor thread, not the data
     /// path), reporting each action to `on`. Returns how many endpoints were
     /// reclaimed.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointTable, ReclaimEvent, RetireReason};
+    ///
+    /// let cfg = EndpointConfig { drain_timeout_ns: 1_000, ..EndpointConfig::default() };
+    /// let table = EndpointTable::new(cfg).unwrap();
+    /// let h = table.open(()).unwrap();
+    /// table.admit_post(h, 0).unwrap();
+    /// table.retire(h, RetireReason::CqError, 0).unwrap();
+    /// let guard = table.register().pin();
+    /// let mut events = vec![];
+    /// // Not drained after the timeout: the shim is told to flush the QPs once.
+    /// table.poll_reclaim(1_000, &guard, |e| events.push(e)).unwrap();
+    /// assert_eq!(events, [ReclaimEvent::ForceFlush { handle: h, outstanding: 1 }]);
+    /// // The flushed completion drains it; the next poll reclaims the slot.
+    /// table.release_post(h, 0).unwrap();
+    /// assert_eq!(table.poll_reclaim(1_500, &guard, |e| events.push(e)), Ok(1));
+    /// assert_eq!(events[1], ReclaimEvent::Reclaimed { handle: h, reason: Some(RetireReason::CqError) });
+    /// // The slot comes back with a new generation.
+    /// assert_eq!(table.open(()).unwrap().generation, h.generation + 1);
+    /// ```
     pub fn poll_reclaim(
         &self,
         now: Nanos,

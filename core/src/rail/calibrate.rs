@@ -65,6 +65,12 @@ impl std::error::Error for CalibrationError {}
 
 impl<const N: usize> TtlCalibrator<N> {
     /// An empty calibrator.
+    ///
+    /// ```
+    /// use railyard_core::rail::{CalibrationError, TtlCalibrator};
+    /// let mut cal = TtlCalibrator::<64>::new();
+    /// assert_eq!(cal.ttl_ns(), Err(CalibrationError::NoSamples { cold: 0 }));
+    /// ```
     pub const fn new() -> Self {
         TtlCalibrator {
             ages: [0; N],
@@ -78,6 +84,17 @@ impl<const N: usize> TtlCalibrator<N> {
     /// decision whose oldest candidate sample was `age` old; `Some(None)` a
     /// cold one (some candidate had no sample); `None` (no trace) is
     /// ignored. Beyond `N` ages, further ones are counted as dropped.
+    ///
+    /// ```
+    /// use railyard_core::rail::TtlCalibrator;
+    /// let mut cal = TtlCalibrator::<2>::new();
+    /// cal.observe(Some(Some(400_000)));
+    /// cal.observe(None); // no trace: ignored
+    /// cal.observe(Some(None)); // cold
+    /// cal.observe(Some(Some(1)));
+    /// cal.observe(Some(Some(2))); // beyond N = 2: dropped, counted
+    /// assert_eq!((cal.samples(), cal.cold(), cal.dropped()), (2, 1, 1));
+    /// ```
     pub fn observe(&mut self, trace: Option<Option<Nanos>>) {
         match trace {
             Some(Some(age)) if self.len < N => {
@@ -91,22 +108,52 @@ impl<const N: usize> TtlCalibrator<N> {
     }
 
     /// Non-cold decisions recorded.
+    ///
+    /// ```
+    /// use railyard_core::rail::TtlCalibrator;
+    /// let mut cal = TtlCalibrator::<8>::new();
+    /// cal.observe(Some(Some(5)));
+    /// assert_eq!(cal.samples(), 1);
+    /// ```
     pub fn samples(&self) -> usize {
         self.len
     }
 
     /// Cold decisions seen.
+    ///
+    /// ```
+    /// use railyard_core::rail::{CalibrationError, TtlCalibrator};
+    /// let mut cal = TtlCalibrator::<8>::new();
+    /// cal.observe(Some(None));
+    /// assert_eq!(cal.cold(), 1);
+    /// assert_eq!(cal.ttl_ns(), Err(CalibrationError::NoSamples { cold: 1 })); // cold ones never count
+    /// ```
     pub fn cold(&self) -> u64 {
         self.cold
     }
 
     /// Non-cold decisions not recorded because storage was full.
+    ///
+    /// ```
+    /// use railyard_core::rail::TtlCalibrator;
+    /// let mut cal = TtlCalibrator::<1>::new();
+    /// cal.observe(Some(Some(5)));
+    /// cal.observe(Some(Some(6)));
+    /// assert_eq!(cal.dropped(), 1);
+    /// ```
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
 
     /// Nearest-rank P99 of the recorded ages, rounded up to whole
     /// milliseconds, at least 1 ms. (Sorts the recorded ages in place.)
+    ///
+    /// ```
+    /// use railyard_core::rail::TtlCalibrator;
+    /// let mut cal = TtlCalibrator::<8>::new();
+    /// cal.observe(Some(Some(10))); // 10 ns
+    /// assert_eq!(cal.ttl_ns(), Ok(1_000_000)); // at least 1 ms
+    /// ```
     pub fn ttl_ns(&mut self) -> Result<Nanos, CalibrationError> {
         let ages = &mut self.ages[..self.len];
         if ages.is_empty() {

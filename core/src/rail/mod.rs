@@ -39,12 +39,15 @@
 //!
 //! ## Cost
 //!
-//! Measured by `benches/benches/rail.rs` (commands in its doc comment):
 //! ns per decision, single thread, 64 KiB slices, V2/V3 with fresh peer
-//! samples. Minimum over 3 runs of criterion's point estimate, on a 2-core
-//! machine shared with other builds (load average 5–8), so differences
-//! under ~3 ns are noise. "No ledger compiled" is the build without
-//! `peer-feedback`; all other columns are one run of the build with it.
+//! samples; minimum over 3 alternated runs of each build of criterion's
+//! point estimate (differences under ~3 ns are noise on the shared 2-core
+//! host). "No ledger compiled" is the build without `peer-feedback`:
+//!
+//! ```text
+//! cargo bench -p railyard-benches --bench rail -- --warm-up-time 0.5 --measurement-time 1
+//! cargo bench -p railyard-benches --bench rail --features peer-feedback -- --warm-up-time 0.5 --measurement-time 1
+//! ```
 //!
 //! `pick` (charge included, release untimed):
 //!
@@ -55,21 +58,16 @@
 //! | 8 | 26.4 | 28.2 | 43.8 | 43.1 | 64.1 | 70.8 |
 //!
 //! `pick` + `release(Completed)` with EWMA updates, 4 devices: no ledger
-//! 34.0, flag off 43.4 (a 6-round A/B of this pair gave minima 27.4 vs
-//! 31.0 with paired differences of ±20 ns: noise), V0 81.9, V1 88.9, V2
-//! 82.6, V3 82.1.
+//! 34.0, flag off 43.4, V0 81.9, V1 88.9, V2 82.6, V3 82.1. In
+//! instructions (callgrind, `ci/icount.sh`): no ledger compiled 286,
+//! compiled in with the flag off 306.
 //!
-//! Instructions per `pick` + `release(Completed)`, 4 devices, under
-//! callgrind (`ci/icount.sh`, repeatable): no ledger compiled 286, compiled
-//! in with the flag off 306 (+20, 7%; it was +37 before the ledger paths of
-//! `decide` and `charge` were moved out of line).
-//!
-//! Flag off vs no ledger compiled: the flag-off path differs only by one
-//! predictable branch on the (absent) ledger per `pick` and per `charge`;
-//! across 9 alternated runs the minima differ by −2.9 … +2.3 ns, so the
-//! 1 ns goal could not be confirmed or refuted on this machine. The ledger
-//! adds one CAS (pin) and one `fetch_add` per charge and per release;
-//! V2/V3 add one ledger lookup per candidate.
+//! The flag-off path differs from no ledger compiled only by one
+//! predictable branch on the (absent) ledger per `pick` and per `charge`.
+//! The ledger adds one CAS (pin) and one `fetch_add` per charge and per
+//! release; V2/V3 add one ledger lookup per candidate. The sessions, and
+//! why the 1 ns flag-off goal is neither confirmed nor refuted:
+//! `docs/benchmarks.md`.
 
 mod calibrate;
 #[cfg(all(feature = "alloc", feature = "peer-feedback"))]
@@ -129,6 +127,12 @@ pub struct DeviceSpec {
 
 impl DeviceSpec {
     /// A device with `nominal_bps` and tier weight 1.0.
+    ///
+    /// ```
+    /// use railyard_core::rail::DeviceSpec;
+    /// let nic = DeviceSpec::new(25_000_000_000); // 200 Gb/s
+    /// assert_eq!((nic.nominal_bps, nic.tier_q8), (25_000_000_000, 256));
+    /// ```
     pub const fn new(nominal_bps: u64) -> Self {
         DeviceSpec {
             nominal_bps,
@@ -137,6 +141,15 @@ impl DeviceSpec {
     }
 
     /// The same device with tier weight `tier_q8` (Q8).
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// // The same NIC, but across a NUMA hop: twice as expensive.
+    /// let far = DeviceSpec::new(25_000_000_000).with_tier_q8(512);
+    /// let sel = Selector::new(&[far, DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let c = sel.choose(None, 65536, 0, 0b11).unwrap();
+    /// assert_eq!(c.device, 1); // the near one wins on equal load
+    /// ```
     pub const fn with_tier_q8(self, tier_q8: u16) -> Self {
         DeviceSpec { tier_q8, ..self }
     }
@@ -206,6 +219,15 @@ impl Default for RailConfig {
 
 impl RailConfig {
     /// Checks the config against `devices`.
+    ///
+    /// ```
+    /// use railyard_core::rail::{ConfigError, DeviceSpec, RailConfig};
+    /// let nics = [DeviceSpec::new(25_000_000_000); 2];
+    /// assert_eq!(RailConfig::default().validate(&nics), Ok(()));
+    /// let bad = RailConfig { probe_interval: 48, ..RailConfig::default() };
+    /// assert_eq!(bad.validate(&nics), Err(ConfigError::ProbeIntervalNotPowerOfTwo { interval: 48 }));
+    /// assert_eq!(RailConfig::default().validate(&[]), Err(ConfigError::NoDevices));
+    /// ```
     pub fn validate(&self, devices: &[DeviceSpec]) -> Result<(), ConfigError> {
         if devices.is_empty() {
             return Err(ConfigError::NoDevices);
@@ -482,16 +504,41 @@ pub struct RailCharge {
 
 impl RailCharge {
     /// The charged device.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let charge = sel.charge(1, Some(9), 4096, 0).unwrap();
+    /// assert_eq!(charge.device(), 1);
+    /// sel.release(charge, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn device(&self) -> u16 {
         self.device
     }
 
     /// The charged peer, if the peer was charged.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let charge = sel.charge(1, Some(9), 4096, 0).unwrap();
+    /// // The peer is charged only with a peer ledger (`peer-feedback`, on).
+    /// assert_eq!(charge.peer(), None);
+    /// sel.release(charge, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn peer(&self) -> Option<u32> {
         self.peer
     }
 
     /// The charged bytes (the actual slice bytes).
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let charge = sel.charge(1, Some(9), 4096, 0).unwrap();
+    /// assert_eq!(charge.bytes(), 4096);
+    /// sel.release(charge, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn bytes(&self) -> u32 {
         self.bytes
     }
@@ -500,6 +547,20 @@ impl RailCharge {
     /// `HOLDS_RAIL_CHARGE`; if the peer was charged, also sets `peer` and
     /// `HOLDS_RAIL_PEER_CHARGE`. A record's `peer` otherwise keeps naming
     /// the destination, charged or not.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, RailError, Selector};
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let mut rec = TokenRecord { post_ns: 100, ..TokenRecord::default() };
+    /// sel.charge(0, None, 65536, 100).unwrap().record_into(&mut rec);
+    /// assert_ne!(rec.holds & TokenRecord::HOLDS_RAIL_CHARGE, 0);
+    /// // The completion path has only the record:
+    /// sel.release_record(&mut rec, true, 5_100).unwrap();
+    /// assert_eq!(sel.release_record(&mut rec, true, 5_200), Err(RailError::NotHeld));
+    /// assert_eq!(sel.nic_inflight(0), Some(0));
+    /// ```
     pub fn record_into(self, record: &mut TokenRecord) {
         record.device = self.device;
         record.bytes = self.bytes;
@@ -513,6 +574,18 @@ impl RailCharge {
 
     /// Takes the charge back out of `record`, clearing `HOLDS_RAIL_CHARGE`
     /// so it cannot be taken twice. `None` if the record holds none.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailCharge, RailConfig, Selector};
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let mut rec = TokenRecord::default();
+    /// sel.charge(0, None, 4096, 0).unwrap().record_into(&mut rec);
+    /// let c = RailCharge::take_from(&mut rec).unwrap();
+    /// assert!(RailCharge::take_from(&mut rec).is_none()); // never twice
+    /// sel.release(c, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn take_from(record: &mut TokenRecord) -> Option<RailCharge> {
         if record.holds & TokenRecord::HOLDS_RAIL_CHARGE == 0 {
             return None;

@@ -91,6 +91,12 @@ pub struct Choice {
 
 impl Choice {
     /// A choice of `device` made without a selector (rail layer off).
+    ///
+    /// ```
+    /// use railyard_core::rail::Choice;
+    /// let c = Choice::plain(2);
+    /// assert_eq!((c.device, c.probe, c.fallback, c.trace), (2, false, false, None));
+    /// ```
     pub const fn plain(device: u16) -> Self {
         Choice {
             device,
@@ -177,6 +183,14 @@ impl core::fmt::Debug for Selector {
 impl Selector {
     /// Builds a selector over `devices` (allocates once; the ledger only if
     /// `cfg.peer_accounting`).
+    ///
+    /// ```
+    /// use railyard_core::rail::{ConfigError, DeviceSpec, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(12_500_000_000); 4], RailConfig::default()).unwrap();
+    /// assert_eq!(sel.len(), 4);
+    /// assert_eq!(Selector::new(&[DeviceSpec::new(0)], RailConfig::default()).unwrap_err(),
+    ///     ConfigError::ZeroNominal { device: 0 });
+    /// ```
     pub fn new(devices: &[DeviceSpec], cfg: RailConfig) -> Result<Self, ConfigError> {
         cfg.validate(devices)?;
         let states: Vec<DeviceState> = devices
@@ -218,21 +232,51 @@ impl Selector {
     }
 
     /// Number of candidate devices.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(1_000_000_000); 3], RailConfig::default()).unwrap();
+    /// assert_eq!(sel.len(), 3);
+    /// ```
     pub fn len(&self) -> usize {
         self.devices.len()
     }
 
     /// Always false: a selector has at least one device.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(1_000_000_000)], RailConfig::default()).unwrap();
+    /// assert!(!sel.is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.devices.is_empty()
     }
 
     /// The configuration.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// let cfg = RailConfig { probe_interval: 0, ..RailConfig::default() };
+    /// let sel = Selector::new(&[DeviceSpec::new(1_000_000_000)], cfg).unwrap();
+    /// assert_eq!(sel.config().probe_interval, 0);
+    /// ```
     pub fn config(&self) -> &RailConfig {
         &self.cfg
     }
 
     /// Whether a peer ledger is compiled in and switched on.
+    ///
+    /// ```
+    /// use railyard_core::rail::{ConfigError, DeviceSpec, RailConfig, Selector};
+    /// let nics = [DeviceSpec::new(1_000_000_000)];
+    /// assert!(!Selector::new(&nics, RailConfig::default()).unwrap().peer_accounting());
+    /// let on = RailConfig { peer_accounting: true, ..RailConfig::default() };
+    /// match Selector::new(&nics, on) {
+    ///     Ok(sel) => assert!(sel.peer_accounting()), // built with `peer-feedback`
+    ///     Err(e) => assert_eq!(e, ConfigError::PeerFeedbackNotCompiled),
+    /// }
+    /// ```
     #[inline]
     pub fn peer_accounting(&self) -> bool {
         #[cfg(feature = "peer-feedback")]
@@ -538,6 +582,21 @@ impl Selector {
     ///
     /// `peer` is the remote segment id, `None` if unknown (distinct from
     /// peer 0). `now_ns` is read only with the ledger on.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    ///
+    /// let cfg = RailConfig { probe_interval: 0, ..RailConfig::default() };
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], cfg).unwrap();
+    /// let a = sel.pick(None, 1 << 20, 0);
+    /// let b = sel.pick(None, 1 << 20, 0);
+    /// // The second slice goes where less is queued.
+    /// assert_ne!(a.charge.device(), b.charge.device());
+    /// assert_eq!(sel.counters().decisions, 2);
+    /// sel.release(a.charge, Outcome::Completed { post_ns: 0 }, 50_000).unwrap();
+    /// sel.release(b.charge, Outcome::Failed, 50_000).unwrap();
+    /// assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (Some(0), Some(0)));
+    /// ```
     #[inline]
     pub fn pick(&self, peer: Option<u32>, bytes: u32, now_ns: Nanos) -> Pick {
         let c = self.choose_in(peer, bytes, now_ns, self.all());
@@ -611,6 +670,18 @@ impl Selector {
     /// Counts a [`choose`](Self::choose) decision that was carried out:
     /// one decision (the probe schedule advances), a probe if it probed,
     /// and the missing / expired peer samples and the fallback it saw.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let c = sel.choose(None, 65536, 0, 0b11).unwrap();
+    /// // ... the endpoint and the window admitted it:
+    /// let charge = sel.charge(c.device, None, 65536, 0).unwrap();
+    /// sel.chosen(&c); // one decision carried out
+    /// assert_eq!(sel.counters().decisions, 1);
+    /// sel.release(charge, Outcome::Failed, 1).unwrap();
+    /// ```
     #[inline]
     pub fn chosen(&self, c: &Choice) {
         self.clock.0.fetch_add(1, Ordering::Relaxed);
@@ -748,6 +819,16 @@ impl Selector {
 
     /// Charges `bytes` to `device` (and to `peer` there, if the ledger is
     /// on and the peer is known). Used for the slices of a [`Selector::plan`].
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, RailError, Selector};
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let c = sel.charge(0, Some(3), 1000, 0).unwrap();
+    /// assert_eq!(sel.nic_inflight(0), Some(1000));
+    /// assert_eq!(sel.charge(1, None, 1000, 0).unwrap_err(), RailError::UnknownDevice { device: 1 });
+    /// sel.release(c, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn charge(
         &self,
         device: u16,
@@ -817,6 +898,20 @@ impl Selector {
     ///
     /// Both sides are always attempted: a peer-side failure is returned as
     /// [`RailError::PeerAccounting`] *after* the NIC bytes were released.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    ///
+    /// let nic = DeviceSpec::new(10_000_000_000); // 10 GB/s nominal
+    /// let sel = Selector::new(&[nic], RailConfig::default()).unwrap();
+    /// let c = sel.charge(0, None, 1 << 20, 1_000).unwrap();
+    /// // 1 MiB in 1 ms: ~1 GB/s, far below nominal: the estimate drops.
+    /// sel.release(c, Outcome::Completed { post_ns: 1_000 }, 1_001_000).unwrap();
+    /// let v = sel.nic_view(0).unwrap();
+    /// assert_eq!(v.inflight, 0);
+    /// assert!(v.bw < v.nominal);
+    /// assert_eq!(sel.nic_sample_ns(0), Some(1_001_000));
+    /// ```
     pub fn release(
         &self,
         charge: RailCharge,
@@ -903,6 +998,18 @@ impl Selector {
     /// and releases it; a success feeds back with `record.post_ns`.
     /// [`RailError::NotHeld`] if the record holds no rail charge, so a
     /// second call on the same record releases nothing.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// use railyard_core::token::TokenRecord;
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let mut rec = TokenRecord { post_ns: 0, ..TokenRecord::default() };
+    /// sel.charge(0, None, 4096, 0).unwrap().record_into(&mut rec);
+    /// sel.release_record(&mut rec, false, 10).unwrap(); // failed: no bandwidth sample
+    /// assert_eq!(sel.nic_sample_ns(0), Some(0));
+    /// assert_eq!(sel.nic_inflight(0), Some(0));
+    /// ```
     pub fn release_record(
         &self,
         record: &mut TokenRecord,
@@ -923,6 +1030,12 @@ impl Selector {
     /// Reclaims idle ledger entries beyond the history target (monitor
     /// thread; skips a device whose insert lock is busy). Returns how many
     /// were reclaimed; 0 with no ledger.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// assert_eq!(sel.reclaim_idle(1_000_000_000), 0); // no ledger: nothing to reclaim
+    /// ```
     pub fn reclaim_idle(&self, _now_ns: Nanos) -> u32 {
         #[cfg(feature = "peer-feedback")]
         if let Some(l) = &self.ledger {
@@ -942,18 +1055,39 @@ impl Selector {
 
     /// Bytes charged to `device` and not yet released (all peers); `None`
     /// if `device` is not a candidate.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let c = sel.charge(0, None, 700, 0).unwrap();
+    /// assert_eq!((sel.nic_inflight(0), sel.nic_inflight(1)), (Some(700), None));
+    /// sel.release(c, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn nic_inflight(&self, device: usize) -> Option<u64> {
         let d = self.devices.get(device)?;
         Some(d.inflight.load(Ordering::Acquire))
     }
 
     /// NIC-scope state of `device`; `None` if it is not a candidate.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let v = sel.nic_view(0).unwrap();
+    /// assert_eq!((v.inflight, v.bw, v.nominal), (0, 25_000_000_000, 25_000_000_000)); // starts at nominal
+    /// ```
     pub fn nic_view(&self, device: usize) -> Option<NicView> {
         self.devices.get(device).map(DeviceState::nic_view)
     }
 
     /// When `device` last got a completion sample (0 before the first);
     /// `None` if it is not a candidate.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// assert_eq!(sel.nic_sample_ns(0), Some(0)); // no completion yet
+    /// ```
     pub fn nic_sample_ns(&self, device: usize) -> Option<Nanos> {
         let d = self.devices.get(device)?;
         Some(d.sample_ns.load(Ordering::Acquire))
@@ -961,6 +1095,20 @@ impl Selector {
 
     /// `peer`'s ledger entry on `device`, if the ledger is on, `device` is
     /// a candidate and the ledger has one.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    ///
+    /// let on = RailConfig { peer_accounting: true, ..RailConfig::default() };
+    /// if let Ok(sel) = Selector::new(&[DeviceSpec::new(25_000_000_000)], on) { // with `peer-feedback`
+    ///     let c = sel.charge(0, Some(4), 8192, 0).unwrap();
+    ///     assert_eq!(sel.peer_view(0, 4).unwrap().inflight, 8192);
+    ///     assert_eq!(sel.peer_entries(0), 1);
+    ///     sel.release(c, Outcome::Failed, 1).unwrap();
+    /// }
+    /// let off = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// assert!(off.peer_view(0, 4).is_none());
+    /// ```
     pub fn peer_view(&self, _device: usize, _peer: u32) -> Option<super::PeerView> {
         #[cfg(feature = "peer-feedback")]
         if let (Some(l), true) = (&self.ledger, _device < self.devices.len()) {
@@ -971,6 +1119,12 @@ impl Selector {
 
     /// Live ledger entries on `device` (0 with no ledger, or if `device` is
     /// not a candidate).
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// assert_eq!(sel.peer_entries(0), 0); // no ledger
+    /// ```
     pub fn peer_entries(&self, _device: usize) -> u32 {
         #[cfg(feature = "peer-feedback")]
         if let (Some(l), true) = (&self.ledger, _device < self.devices.len()) {
@@ -982,6 +1136,18 @@ impl Selector {
     /// The score `device` would get for a slice of `bytes` to `peer` now,
     /// given the whole-set `fallback` decision (diagnostics and tests);
     /// `None` if `device` is not a candidate.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000); 2], RailConfig::default()).unwrap();
+    /// let c = sel.charge(0, None, 1 << 20, 0).unwrap();
+    /// let busy = sel.score_of(0, None, 65536, false).unwrap();
+    /// let idle = sel.score_of(1, None, 65536, false).unwrap();
+    /// assert!(idle.better_than(busy));
+    /// assert!(sel.score_of(2, None, 65536, false).is_none());
+    /// sel.release(c, Outcome::Failed, 1).unwrap();
+    /// ```
     pub fn score_of(
         &self,
         device: usize,
@@ -993,6 +1159,16 @@ impl Selector {
     }
 
     /// A snapshot of the counters.
+    ///
+    /// ```
+    /// use railyard_core::rail::{DeviceSpec, Outcome, RailConfig, Selector};
+    ///
+    /// let sel = Selector::new(&[DeviceSpec::new(25_000_000_000)], RailConfig::default()).unwrap();
+    /// let p = sel.pick(None, 4096, 0);
+    /// sel.release(p.charge, Outcome::Failed, 1).unwrap();
+    /// let c = sel.counters();
+    /// assert_eq!((c.decisions, c.nic_accounting_errors), (1, 0));
+    /// ```
     pub fn counters(&self) -> RailCounters {
         let c = &self.counters;
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);

@@ -36,12 +36,22 @@ pub enum Variant {
 impl Variant {
     /// Whether this variant scores with peer bandwidth feedback (and so
     /// has a freshness check and a whole-set fallback).
+    ///
+    /// ```
+    /// use railyard_core::rail::Variant;
+    /// assert!(Variant::V2.uses_peer_feedback() && !Variant::V1.uses_peer_feedback());
+    /// ```
     #[inline]
     pub const fn uses_peer_feedback(self) -> bool {
         matches!(self, Variant::V2 | Variant::V3)
     }
 
     /// Whether this variant scores with peer in-flight bytes.
+    ///
+    /// ```
+    /// use railyard_core::rail::Variant;
+    /// assert!(Variant::V3.uses_peer_inflight() && !Variant::V2.uses_peer_inflight());
+    /// ```
     #[inline]
     pub const fn uses_peer_inflight(self) -> bool {
         matches!(self, Variant::V3)
@@ -83,6 +93,14 @@ pub enum SampleState {
 
 /// Classifies a candidate's peer sample: missing, expired (age > `ttl_ns`)
 /// or fresh.
+///
+/// ```
+/// use railyard_core::rail::{sample_state, PeerView, SampleState};
+/// let p = PeerView { inflight: 0, bw: 1_000_000, sample_ns: 1_000 };
+/// assert_eq!(sample_state(Some(&p), 5_000, 10_000), SampleState::Fresh);
+/// assert_eq!(sample_state(Some(&p), 20_000, 10_000), SampleState::Expired);
+/// assert_eq!(sample_state(None, 0, 10_000), SampleState::Missing);
+/// ```
 #[inline]
 pub fn sample_state(peer: Option<&PeerView>, now_ns: Nanos, ttl_ns: Nanos) -> SampleState {
     match peer {
@@ -111,6 +129,16 @@ pub struct ScoreInput {
 /// `peer` is the candidate's ledger entry for the request's peer (`None` if
 /// there is none); `fallback` is the whole-set decision of
 /// [`needs_fallback`]. A missing entry counts as zero peer in-flight.
+///
+/// ```
+/// use railyard_core::rail::{score_input, NicView, PeerView, ScoreInput, Variant};
+/// let nic = NicView { inflight: 100, bw: 2_000, nominal: 5_000 };
+/// let peer = PeerView { inflight: 40, bw: 700, sample_ns: 0 };
+/// assert_eq!(score_input(Variant::V0, &nic, Some(&peer), false), ScoreInput { inflight: 0, bw: 5_000 });
+/// assert_eq!(score_input(Variant::V3, &nic, Some(&peer), false), ScoreInput { inflight: 40, bw: 700 });
+/// // With the whole-set fallback V3 scores with the NIC's bandwidth.
+/// assert_eq!(score_input(Variant::V3, &nic, Some(&peer), true).bw, 2_000);
+/// ```
 #[inline]
 pub fn score_input(
     variant: Variant,
@@ -149,6 +177,13 @@ pub fn score_input(
 
 /// The whole-set fallback rule: V2/V3 use NIC feedback for *every*
 /// candidate if *any* candidate's peer sample is missing or expired.
+///
+/// ```
+/// use railyard_core::rail::{needs_fallback, SampleState, Variant};
+/// let states = [SampleState::Fresh, SampleState::Expired];
+/// assert!(needs_fallback(Variant::V2, states)); // one stale candidate: the whole set falls back
+/// assert!(!needs_fallback(Variant::V1, states)); // V1 never uses peer samples
+/// ```
 #[inline]
 pub fn needs_fallback(variant: Variant, states: impl IntoIterator<Item = SampleState>) -> bool {
     variant.uses_peer_feedback() && states.into_iter().any(|s| s != SampleState::Fresh)
@@ -169,6 +204,12 @@ pub struct Score {
 
 impl Score {
     /// `(inflight + bytes) / bw × tier_q8 / 256`, as a fraction.
+    ///
+    /// ```
+    /// use railyard_core::rail::{Score, ScoreInput};
+    /// let s = Score::new(ScoreInput { inflight: 1000, bw: 0 }, 24, 512);
+    /// assert_eq!((s.num, s.den), (1024 * 512, 1)); // bandwidth at least 1
+    /// ```
     #[inline]
     pub fn new(input: ScoreInput, bytes: u64, tier_q8: u16) -> Self {
         Score {
@@ -181,6 +222,13 @@ impl Score {
     }
 
     /// Strictly lower (better) than `other`; exact, via 128-bit products.
+    ///
+    /// ```
+    /// use railyard_core::rail::{Score, ScoreInput};
+    /// let fast = Score::new(ScoreInput { inflight: 0, bw: 2_000 }, 100, 256);
+    /// let slow = Score::new(ScoreInput { inflight: 0, bw: 1_000 }, 100, 256);
+    /// assert!(fast.better_than(slow) && !slow.better_than(fast) && !fast.better_than(fast));
+    /// ```
     #[inline]
     pub fn better_than(self, other: Score) -> bool {
         u128::from(self.num) * u128::from(other.den) < u128::from(other.num) * u128::from(self.den)
@@ -188,6 +236,14 @@ impl Score {
 
     /// Not worse than `other × ratio_q8 / 256` (used to bound probes).
     /// Exact for every input (no overflow).
+    ///
+    /// ```
+    /// use railyard_core::rail::{Score, ScoreInput};
+    /// let best = Score::new(ScoreInput { inflight: 0, bw: 1_000 }, 100, 256);
+    /// let probe = Score::new(ScoreInput { inflight: 200, bw: 1_000 }, 100, 256); // 3× the best
+    /// assert!(probe.within(best, 1024)); // within 4×
+    /// assert!(!probe.within(best, 512)); // not within 2×
+    /// ```
     #[inline]
     pub fn within(self, other: Score, ratio_q8: u32) -> bool {
         // self.num/self.den <= other.num/other.den * ratio/256, i.e.
@@ -208,6 +264,13 @@ impl Score {
 
     /// The inverse score in Q32 fixed point, saturating; used to split a
     /// multi-slice request in proportion.
+    ///
+    /// ```
+    /// use railyard_core::rail::{Score, ScoreInput};
+    /// let a = Score::new(ScoreInput { inflight: 0, bw: 2_000 }, 100, 256);
+    /// let b = Score::new(ScoreInput { inflight: 0, bw: 1_000 }, 100, 256);
+    /// assert_eq!(a.inverse_q32(), 2 * b.inverse_q32()); // twice the share
+    /// ```
     #[inline]
     pub fn inverse_q32(self) -> u64 {
         let inv = (u128::from(self.den) << 32) / u128::from(self.num.max(1));
@@ -217,6 +280,12 @@ impl Score {
 
 /// One completion's bandwidth sample, bytes per second (`bytes` over
 /// `latency_ns`, with a zero latency read as 1 ns).
+///
+/// ```
+/// use railyard_core::rail::bandwidth_sample;
+/// assert_eq!(bandwidth_sample(1_000_000, 1_000_000), 1_000_000_000); // 1 MB in 1 ms: 1 GB/s
+/// assert_eq!(bandwidth_sample(10, 0), 10_000_000_000); // zero latency read as 1 ns
+/// ```
 #[inline]
 pub fn bandwidth_sample(bytes: u64, latency_ns: Nanos) -> u64 {
     let lat = latency_ns.max(1);
@@ -233,6 +302,13 @@ pub fn bandwidth_sample(bytes: u64, latency_ns: Nanos) -> u64 {
 /// and to at least 1 byte/s. A floor above the ceiling (a config that
 /// [`RailConfig::validate`](super::RailConfig::validate) refuses) yields
 /// the ceiling.
+///
+/// ```
+/// use railyard_core::rail::clamp_bw;
+/// let nominal = 25_600;
+/// assert_eq!(clamp_bw(1, nominal, 4, 256), 400); // floor: nominal / 64
+/// assert_eq!(clamp_bw(99_999, nominal, 4, 256), nominal); // never above the link rate
+/// ```
 #[inline]
 pub fn clamp_bw(bw: u64, nominal: u64, floor_q8: u32, ceil_q8: u32) -> u64 {
     let scale =
@@ -242,6 +318,14 @@ pub fn clamp_bw(bw: u64, nominal: u64, floor_q8: u32, ceil_q8: u32) -> u64 {
 
 /// One EWMA step: `old + (sample − old) × alpha_q16 / 65536`, clamped by
 /// [`clamp_bw`] (an `alpha_q16` above 65536 counts as 65536). An `old` of zero (no history) takes the sample directly.
+///
+/// ```
+/// use railyard_core::rail::ewma_step;
+/// let nominal = 1_000_000;
+/// assert_eq!(ewma_step(0, 500_000, 8192, nominal, 4, 256), 500_000); // no history: the sample
+/// let next = ewma_step(800_000, 400_000, 8192, nominal, 4, 256); // alpha 1/8
+/// assert_eq!(next, 750_000);
+/// ```
 #[inline]
 pub fn ewma_step(
     old: u64,

@@ -48,10 +48,11 @@
 //!
 //! ## Cost
 //!
-//! `benches/benches/token.rs` measures a claim+complete round trip against
-//! two baselines with the same API and the same per-slot sequence check, in
-//! the same run: a free list on crossbeam's `ArrayQueue`, and a
-//! `Mutex<Vec<u32>>` free list.
+//! A claim+complete round trip against two baselines with the same API and
+//! the same per-slot sequence check, in the same run: a free list on
+//! crossbeam's `ArrayQueue`, and a `Mutex<Vec<u32>>` free list
+//! (`cargo bench -p railyard-benches --bench token`; instructions:
+//! `ci/icount.sh`):
 //!
 //! | round trip | railyard | `ArrayQueue` | `Mutex<Vec>` |
 //! |---|---|---|---|
@@ -59,13 +60,13 @@
 //! | instructions (callgrind) | 66 (0.57×) | 115 | 91 |
 //!
 //! With the real 56-byte [`TokenRecord`] instead of a `u64` the round trip
-//! is 100 instructions (`ci/icount.sh`, `railyard_full_record`; 105 with
-//! the old 64-byte record, whose slots straddled cache lines).
+//! is 100 instructions (`railyard_full_record`).
 //!
-//! Two threads hammering one pool swing by 5× between runs on this VM (see
-//! the bench's docs); a lost CAS on the head backs off exponentially (at most
-//! 2^6 spin hints), as crossbeam's `Backoff` does, so two cores do not spend
-//! the round trip stealing one cache line from each other.
+//! A lost CAS on the head backs off exponentially (at most 2^6 spin
+//! hints), as crossbeam's `Backoff` does, so two cores do not spend the
+//! round trip stealing one cache line from each other. The measured
+//! sessions (two threads, the per-worker [`TokenCache`], the compact
+//! record) are in `docs/benchmarks.md`.
 //!
 //! ```
 //! use railyard_core::token::{TokenError, TokenPool, TokenRecord};
@@ -182,12 +183,23 @@ impl OptId {
     pub const NONE: OptId = OptId { value: 0, known: 0 };
 
     /// The id `value`.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert_eq!(OptId::some(0).get(), Some(0)); // 0 is a real id
+    /// ```
     #[inline(always)]
     pub const fn some(value: u32) -> Self {
         OptId { value, known: 1 }
     }
 
     /// From an `Option<u32>` (also `From`).
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert_eq!(OptId::new(Some(9)), OptId::some(9));
+    /// assert_eq!(OptId::new(None), OptId::NONE);
+    /// ```
     #[inline(always)]
     pub const fn new(id: Option<u32>) -> Self {
         match id {
@@ -197,6 +209,12 @@ impl OptId {
     }
 
     /// The id, if known.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert_eq!(OptId::some(u32::MAX).get(), Some(u32::MAX));
+    /// assert_eq!(OptId::NONE.get(), None);
+    /// ```
     #[inline(always)]
     pub const fn get(self) -> Option<u32> {
         if self.known != 0 {
@@ -207,12 +225,24 @@ impl OptId {
     }
 
     /// Whether an id is known.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert!(OptId::some(0).is_some());
+    /// assert!(!OptId::NONE.is_some());
+    /// ```
     #[inline(always)]
     pub const fn is_some(self) -> bool {
         self.known != 0
     }
 
     /// Whether no id is known.
+    ///
+    /// ```
+    /// use railyard_core::token::OptId;
+    /// assert!(OptId::NONE.is_none());
+    /// assert!(!OptId::some(1).is_none());
+    /// ```
     #[inline(always)]
     pub const fn is_none(self) -> bool {
         self.known == 0

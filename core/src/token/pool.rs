@@ -134,6 +134,14 @@ impl<R: Copy> fmt::Debug for TokenPool<R> {
 impl<R: Copy + Default> TokenPool<R> {
     /// Creates a pool with `capacity` slots, all free. This is the only
     /// allocation the pool ever makes.
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenError, TokenPool};
+    ///
+    /// let pool: TokenPool = TokenPool::new(1024).unwrap();
+    /// assert_eq!((pool.capacity(), pool.in_use()), (1024, 0));
+    /// assert_eq!(TokenPool::<u64>::new(0).unwrap_err(), TokenError::InvalidCapacity);
+    /// ```
     pub fn new(capacity: usize) -> Result<Self, TokenError> {
         if capacity == 0 || capacity >= NIL as usize {
             return Err(TokenError::InvalidCapacity);
@@ -161,6 +169,14 @@ impl<R: Copy + Default> TokenPool<R> {
 
 impl<R: Copy> TokenPool<R> {
     /// Number of slots, fixed at construction.
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(3).unwrap();
+    /// let _a = pool.claim(1).unwrap();
+    /// assert_eq!(pool.capacity(), 3); // whatever is in use
+    /// ```
     #[inline]
     pub fn capacity(&self) -> usize {
         self.slots.len()
@@ -170,6 +186,18 @@ impl<R: Copy> TokenPool<R> {
     ///
     /// Returns the `wr_id` to post with. Never blocks, spins or allocates:
     /// with every slot owned it returns [`TokenError::Exhausted`] at once.
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenError, TokenPool, TokenRecord};
+    ///
+    /// let pool: TokenPool = TokenPool::new(1).unwrap();
+    /// let rec = TokenRecord { bytes: 65536, route: 3, ..TokenRecord::default() };
+    /// let wr_id = pool.claim(rec).unwrap(); // post with wr.wr_id = wr_id
+    /// assert!(pool.is_live(wr_id));
+    /// // Every slot owned: backpressure at once, never a wait.
+    /// assert_eq!(pool.claim(rec), Err(TokenError::Exhausted));
+    /// assert_eq!(pool.complete(wr_id), Ok(rec));
+    /// ```
     #[inline(always)]
     pub fn claim(&self, record: R) -> Result<WrId, TokenError> {
         // Inlined into the caller, so a record the caller holds in
@@ -213,6 +241,20 @@ impl<R: Copy> TokenPool<R> {
     /// either way the caller then releases exactly what the record names.
     /// Any `wr_id` that is not currently live gets a typed error and changes
     /// nothing; see the module docs for the table.
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenError, TokenPool};
+    ///
+    /// let pool = TokenPool::<u64>::new(4).unwrap();
+    /// let wr_id = pool.claim(42).unwrap();
+    /// // The completion returns what the claim stored, exactly once.
+    /// assert_eq!(pool.complete(wr_id), Ok(42));
+    /// assert_eq!(pool.complete(wr_id), Err(TokenError::Duplicate));
+    /// // A wr_id the pool never issued changes nothing.
+    /// assert_eq!(pool.complete(wr_id + 2), Err(TokenError::Forged));
+    /// assert_eq!(pool.complete(u64::from(u32::MAX)), Err(TokenError::OutOfRange));
+    /// assert_eq!(pool.in_use(), 0);
+    /// ```
     #[inline]
     pub fn complete(&self, wr_id: WrId) -> Result<R, TokenError> {
         let (index, record) = self.take(wr_id)?;
@@ -257,6 +299,18 @@ impl<R: Copy> TokenPool<R> {
     ///
     /// A scan (O(capacity)), meant for diagnostics and leak checks, not for
     /// the hot path. Exact when no claim or completion runs concurrently.
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(8).unwrap();
+    /// let ids: Vec<u64> = (0..3).map(|i| pool.claim(i).unwrap()).collect();
+    /// assert_eq!(pool.in_use(), 3);
+    /// for id in ids {
+    ///     pool.complete(id).unwrap();
+    /// }
+    /// assert_eq!(pool.in_use(), 0); // the leak check
+    /// ```
     pub fn in_use(&self) -> usize {
         self.slots
             .iter()
@@ -270,6 +324,18 @@ impl<R: Copy> TokenPool<R> {
     /// (`free_in_pool() == capacity()` once every cache is flushed or
     /// dropped and nothing is live); exact when nothing runs concurrently,
     /// and bounded by the capacity (never loops) when something does.
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(8).unwrap();
+    /// let mut cache = pool.cache::<4>();
+    /// let w = cache.claim(1).unwrap(); // the refill moves a batch into the cache
+    /// cache.complete(w).unwrap();
+    /// assert_eq!(pool.free_in_pool() + cache.cached(), 8);
+    /// cache.flush();
+    /// assert_eq!(pool.free_in_pool(), 8);
+    /// ```
     pub fn free_in_pool(&self) -> usize {
         let cap = self.capacity();
         let mut n = 0;
@@ -297,6 +363,18 @@ impl<R: Copy> TokenPool<R> {
 
     /// Whether `wr_id` currently names a live attempt (diagnostics only: the
     /// answer can be stale by the time the caller reads it).
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(2).unwrap();
+    /// let w = pool.claim(0).unwrap();
+    /// assert!(pool.is_live(w));
+    /// pool.complete(w).unwrap();
+    /// assert!(!pool.is_live(w)); // a stale id stays dead, even once the slot is reused
+    /// let _again = pool.claim(0).unwrap();
+    /// assert!(!pool.is_live(w));
+    /// ```
     pub fn is_live(&self, wr_id: WrId) -> bool {
         self.slots.get(wr_id as u32 as usize).is_some_and(|s| {
             (wr_id >> 32) as u32 & 1 == 1 && s.seq.load(Ordering::Acquire) == (wr_id >> 32) as u32
@@ -476,6 +554,17 @@ impl<R: Copy> TokenPool<R> {
     }
 
     /// A per-worker cache of free tokens over this pool; see [`TokenCache`].
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(64).unwrap();
+    /// let mut worker = pool.cache::<8>();
+    /// let w = worker.claim(5).unwrap();
+    /// assert_eq!(pool.complete(w), Ok(5)); // a cache's token completes anywhere
+    /// drop(worker);
+    /// assert_eq!(pool.free_in_pool(), 64);
+    /// ```
     pub fn cache<const N: usize>(&self) -> TokenCache<'_, R, N> {
         TokenCache::new(self)
     }
@@ -592,6 +681,14 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     };
 
     /// An empty cache over `pool` (same as [`TokenPool::cache`]).
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenCache, TokenPool};
+    ///
+    /// let pool = TokenPool::<u64>::new(16).unwrap();
+    /// let cache: TokenCache<'_, u64, 4> = TokenCache::new(&pool);
+    /// assert_eq!(cache.cached(), 0); // empty until the first claim refills it
+    /// ```
     pub fn new(pool: P) -> Self {
         let _ = Self::BATCH;
         let seen_flush = pool.flush_epoch.load(Ordering::Relaxed);
@@ -603,11 +700,30 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     }
 
     /// Free tokens held by this cache right now.
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(16).unwrap();
+    /// let mut cache = pool.cache::<4>();
+    /// let w = cache.claim(0).unwrap(); // refilled with a batch of 2, one claimed
+    /// assert_eq!(cache.cached(), 1);
+    /// cache.complete(w).unwrap(); // the freed slot stays here
+    /// assert_eq!(cache.cached(), 2);
+    /// ```
     pub fn cached(&self) -> usize {
         self.free.len()
     }
 
     /// The pool this cache is over.
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(4).unwrap();
+    /// let cache = pool.cache::<2>();
+    /// assert!(core::ptr::eq(cache.pool(), &pool));
+    /// ```
     #[inline]
     pub fn pool(&self) -> &TokenPool<R> {
         &self.pool
@@ -617,6 +733,23 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     /// every cache for its tokens) since this cache last answered. One
     /// relaxed load; [`claim`](Self::claim), [`complete`](Self::complete)
     /// and [`idle`](Self::idle) answer it.
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenError, TokenPool};
+    ///
+    /// let pool = TokenPool::<u64>::new(4).unwrap();
+    /// let mut hoarder = pool.cache::<4>();
+    /// let w = hoarder.claim(0).unwrap(); // takes a batch of 2
+    /// hoarder.complete(w).unwrap(); // now holds both
+    /// let _a = pool.claim(0).unwrap();
+    /// let _b = pool.claim(0).unwrap();
+    /// // The pool's lists are empty: this claim asks every cache for its tokens.
+    /// assert_eq!(pool.claim(0), Err(TokenError::Exhausted));
+    /// assert!(hoarder.flush_requested());
+    /// assert_eq!(hoarder.idle(false), 2); // answered: both back in the pool
+    /// assert!(!hoarder.flush_requested());
+    /// assert!(pool.claim(0).is_ok());
+    /// ```
     #[inline]
     pub fn flush_requested(&self) -> bool {
         self.pool.flush_epoch.load(Ordering::Relaxed) != self.seen_flush
@@ -636,6 +769,18 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     /// cache therefore holds nothing, and a spinning one answers within one
     /// round (the loom model `token_cache_starved_claim_is_woken` checks it;
     /// its broken twin only answers requests when parking).
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(8).unwrap();
+    /// let mut cache = pool.cache::<4>();
+    /// let w = cache.claim(0).unwrap();
+    /// cache.complete(w).unwrap();
+    /// assert_eq!(cache.idle(false), 0); // nobody asked: keeps its tokens
+    /// assert_eq!(cache.idle(true), 2); // about to park: gives them all back
+    /// assert_eq!((cache.cached(), pool.free_in_pool()), (0, 8));
+    /// ```
     pub fn idle(&mut self, parking: bool) -> usize {
         let held = self.free.len();
         #[cfg(not(all(railyard_loom, railyard_broken = "token_cache_park_keeps")))]
@@ -656,6 +801,17 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     ///
     /// Always inlined, like [`TokenPool::claim`]: the record goes straight
     /// into its slot (refill and flush stay out of line).
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenError, TokenPool};
+    ///
+    /// let pool = TokenPool::<u64>::new(2).unwrap();
+    /// let mut cache = pool.cache::<2>();
+    /// let a = cache.claim(10).unwrap();
+    /// let b = cache.claim(11).unwrap();
+    /// assert_eq!(cache.claim(12), Err(TokenError::Exhausted));
+    /// assert_eq!((pool.complete(a), pool.complete(b)), (Ok(10), Ok(11)));
+    /// ```
     #[inline(always)]
     pub fn claim(&mut self, record: R) -> Result<WrId, TokenError> {
         self.answer_flush();
@@ -671,6 +827,17 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     ///
     /// Always inlined: the record is handed back in registers, not copied
     /// out of a call.
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenError, TokenPool};
+    ///
+    /// let pool = TokenPool::<u64>::new(8).unwrap();
+    /// let w = pool.claim(3).unwrap(); // claimed through the pool, or another cache
+    /// let mut poller = pool.cache::<4>();
+    /// assert_eq!(poller.complete(w), Ok(3));
+    /// assert_eq!(poller.complete(w), Err(TokenError::Duplicate));
+    /// assert_eq!(poller.cached(), 1);
+    /// ```
     #[inline(always)]
     pub fn complete(&mut self, wr_id: WrId) -> Result<R, TokenError> {
         let (index, record) = self.pool.take(wr_id)?;
@@ -687,6 +854,17 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     }
 
     /// Returns every cached token to the pool.
+    ///
+    /// ```
+    /// use railyard_core::token::TokenPool;
+    ///
+    /// let pool = TokenPool::<u64>::new(8).unwrap();
+    /// let mut cache = pool.cache::<4>();
+    /// let w = cache.claim(0).unwrap();
+    /// cache.complete(w).unwrap();
+    /// cache.flush();
+    /// assert_eq!((cache.cached(), pool.free_in_pool()), (0, 8));
+    /// ```
     pub fn flush(&mut self) {
         while self.free.len() >= Self::BATCH {
             self.flush_oldest(Self::BATCH);

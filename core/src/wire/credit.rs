@@ -361,6 +361,25 @@ fn exact(r: &Reader<'_>, body_start: usize, computed: usize) -> Result<(), Decod
 
 /// Decodes one message from exactly `buf`. Every check runs before the
 /// message is built; never panics, never allocates.
+///
+/// ```
+/// use railyard_core::wire::credit::{decode, encode, CreditUpdateV1, DecodeError, Message, WireAmount};
+///
+/// let mut m = CreditUpdateV1 { receiver_session: 1, epoch: 1, sequence: 1, ..Default::default() };
+/// m.grants.push(WireAmount { resource: 1, required: true, value: 4096 }).unwrap();
+/// let mut buf = [0u8; 128];
+/// let n = encode(&Message::CreditUpdate(m), &mut buf).unwrap();
+/// assert!(decode(&buf[..n]).is_ok());
+/// // A resource this build does not know survives when optional...
+/// let mut unknown = CreditUpdateV1 { receiver_session: 1, epoch: 1, sequence: 1, ..Default::default() };
+/// unknown.grants.push(WireAmount { resource: 99, required: false, value: 1 }).unwrap();
+/// let msg = Message::CreditUpdate(unknown);
+/// let n = encode(&msg, &mut buf).unwrap();
+/// assert_eq!(decode(&buf[..n]), Ok(msg));
+/// // ... and a header this build does not speak is refused before anything is read.
+/// assert_eq!(decode(&[2, 0, 1, 0, 0, 0, 0, 0]), Err(DecodeError::UnknownVersion(2)));
+/// assert!(matches!(decode(&buf[..5]), Err(DecodeError::Truncated { .. })));
+/// ```
 pub fn decode(buf: &[u8]) -> Result<Message, DecodeError> {
     let mut r = Reader::new(buf);
     r.need(HEADER_LEN)?;
@@ -516,6 +535,14 @@ fn validate_list(a: &Amounts) -> Result<(), DecodeError> {
 }
 
 /// The encoded size of `msg`.
+///
+/// ```
+/// use railyard_core::wire::credit::{encode, encoded_len, CreditUpdateV1, Message, HEADER_LEN};
+/// let msg = Message::CreditUpdate(CreditUpdateV1 { receiver_session: 1, epoch: 1, sequence: 1, ..Default::default() });
+/// let mut buf = [0u8; 128];
+/// assert_eq!(encode(&msg, &mut buf), Ok(encoded_len(&msg)));
+/// assert!(encoded_len(&msg) > HEADER_LEN);
+/// ```
 pub fn encoded_len(msg: &Message) -> usize {
     HEADER_LEN
         + match msg {
@@ -534,6 +561,18 @@ pub fn encoded_len(msg: &Message) -> usize {
 }
 
 /// Encodes `msg` into `out`; returns the bytes written. Never allocates.
+///
+/// ```
+/// use railyard_core::credit::ZeroField;
+/// use railyard_core::wire::credit::{encode, CreditUpdateV1, DecodeError, EncodeError, Message};
+///
+/// let msg = Message::CreditUpdate(CreditUpdateV1 { receiver_session: 1, epoch: 1, sequence: 1, ..Default::default() });
+/// let mut small = [0u8; 8];
+/// assert!(matches!(encode(&msg, &mut small), Err(EncodeError::BufferTooSmall { .. })));
+/// // Sequence 0 is reserved: never put on the wire.
+/// let zero = Message::CreditUpdate(CreditUpdateV1 { receiver_session: 1, epoch: 1, sequence: 0, ..Default::default() });
+/// assert_eq!(encode(&zero, &mut [0u8; 128]), Err(EncodeError::Invalid(DecodeError::Zero(ZeroField::Sequence))));
+/// ```
 pub fn encode(msg: &Message, out: &mut [u8]) -> Result<usize, EncodeError> {
     let len = encoded_len(msg);
     let zero = |r: Result<(), ZeroField>| r.map_err(DecodeError::Zero);
@@ -625,6 +664,16 @@ pub fn encode(msg: &Message, out: &mut [u8]) -> Result<usize, EncodeError> {
 
 /// Known resources of a validated list as runtime totals (unknown optional
 /// resources are ignored).
+///
+/// ```
+/// use railyard_core::credit::Resource;
+/// use railyard_core::wire::credit::{to_totals, Amounts, WireAmount};
+/// let mut a = Amounts::new();
+/// a.push(WireAmount { resource: 2, required: true, value: 8 }).unwrap();
+/// a.push(WireAmount { resource: 77, required: false, value: 1 }).unwrap(); // unknown, optional
+/// let t = to_totals(&a);
+/// assert_eq!((t.get(Resource::RequestSlots), t.present.len()), (Some(8), 1));
+/// ```
 pub fn to_totals(a: &Amounts) -> Totals {
     let mut t = Totals::default();
     for x in a {
@@ -636,6 +685,15 @@ pub fn to_totals(a: &Amounts) -> Totals {
 }
 
 /// Runtime totals as a wire list (every present resource, marked required).
+///
+/// ```
+/// use railyard_core::credit::{Resource, Totals};
+/// use railyard_core::wire::credit::{from_totals, to_totals};
+/// let t = Totals::default().with(Resource::DataBytes, 1 << 20).with(Resource::ConsumerSlots, 4);
+/// let a = from_totals(&t);
+/// assert!(a.iter().all(|x| x.required));
+/// assert_eq!(to_totals(&a), t);
+/// ```
 pub fn from_totals(t: &Totals) -> Amounts {
     let mut a = Amounts::new();
     for r in t.present.iter() {
@@ -651,6 +709,15 @@ pub fn from_totals(t: &Totals) -> Amounts {
 
 impl CreditUpdateV1 {
     /// The runtime update.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, SessionId};
+    /// use railyard_core::wire::credit::{CreditUpdateV1, WireAmount};
+    /// let mut w = CreditUpdateV1 { receiver_session: 5, epoch: 2, sequence: 3, ..Default::default() };
+    /// w.grants.push(WireAmount { resource: 1, required: true, value: 4096 }).unwrap();
+    /// let u = w.to_update();
+    /// assert_eq!((u.receiver_session, u.epoch, u.grants.get(Resource::DataBytes)), (SessionId(5), 2, Some(4096)));
+    /// ```
     pub fn to_update(&self) -> CreditUpdate {
         CreditUpdate {
             receiver_session: SessionId(self.receiver_session),
@@ -663,6 +730,14 @@ impl CreditUpdateV1 {
     }
 
     /// The wire form of a runtime update.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditUpdate, SessionId, Totals};
+    /// use railyard_core::wire::credit::CreditUpdateV1;
+    /// let u = CreditUpdate { receiver_session: SessionId::new(1, 2), epoch: 1, sequence: 9,
+    ///     grants: Totals::all([4096, 1, 0, 1]), ..Default::default() };
+    /// assert_eq!(CreditUpdateV1::from_update(&u).to_update(), u); // lossless for known resources
+    /// ```
     pub fn from_update(u: &CreditUpdate) -> CreditUpdateV1 {
         CreditUpdateV1 {
             qos_class: u.qos_class,
@@ -677,6 +752,14 @@ impl CreditUpdateV1 {
 
 impl CreditUsageV1 {
     /// The runtime usage report.
+    ///
+    /// ```
+    /// use railyard_core::credit::Resource;
+    /// use railyard_core::wire::credit::{CreditUsageV1, WireAmount};
+    /// let mut w = CreditUsageV1 { receiver_session: 5, epoch: 1, sequence: 1, ..Default::default() };
+    /// w.released.push(WireAmount { resource: 2, required: true, value: 3 }).unwrap();
+    /// assert_eq!(w.to_usage().released.get(Resource::RequestSlots), Some(3));
+    /// ```
     pub fn to_usage(&self) -> CreditUsage {
         CreditUsage {
             receiver_session: SessionId(self.receiver_session),
@@ -691,6 +774,14 @@ impl CreditUsageV1 {
     }
 
     /// The wire form of a runtime usage report.
+    ///
+    /// ```
+    /// use railyard_core::credit::{CreditUsage, SessionId, Totals};
+    /// use railyard_core::wire::credit::CreditUsageV1;
+    /// let u = CreditUsage { receiver_session: SessionId(3), epoch: 1, sequence: 2,
+    ///     consumed: Totals::all([8192, 2, 0, 2]), ..Default::default() };
+    /// assert_eq!(CreditUsageV1::from_usage(&u).to_usage(), u);
+    /// ```
     pub fn from_usage(u: &CreditUsage) -> CreditUsageV1 {
         CreditUsageV1 {
             receiver_session: u.receiver_session.0,
@@ -726,6 +817,15 @@ impl CapabilityOfferV1 {
     /// The receiver's answer to this offer, given the versions it speaks
     /// and the classes it authorizes (identity and class come from policy,
     /// never from the sender's claims).
+    ///
+    /// ```
+    /// use railyard_core::wire::credit::{Amounts, CapabilityOfferV1, NegotiationResult};
+    /// let offer = CapabilityOfferV1 { min_version: 1, max_version: 3, required: true, max_classes: 4, ..Default::default() };
+    /// let a = offer.answer((1, 1), 0x55, 1, 2, Amounts::new());
+    /// assert_eq!((a.result, a.version, a.classes), (NegotiationResult::Accepted, 1, 2)); // policy limits classes
+    /// let newer = CapabilityOfferV1 { min_version: 2, max_version: 3, ..offer.clone() };
+    /// assert_eq!(newer.answer((1, 1), 0x55, 1, 2, Amounts::new()).result, NegotiationResult::Unsupported);
+    /// ```
     pub fn answer(
         &self,
         ours: (u16, u16),

@@ -123,6 +123,14 @@ pub struct SegmentDescriptor {
 impl SegmentDescriptor {
     /// Address of byte `offset..offset + len` inside the segment, or `None`
     /// when that range does not lie fully inside it.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::SegmentDescriptor;
+    /// let s = SegmentDescriptor { addr: 0x10000, len: 4096, rkey: 7 };
+    /// assert_eq!(s.addr_of(1024, 1024), Some(0x10400));
+    /// assert_eq!(s.addr_of(4000, 100), None); // past the end
+    /// assert_eq!(s.addr_of(u64::MAX, 2), None); // overflow: no wrap
+    /// ```
     pub fn addr_of(&self, offset: u64, len: u64) -> Option<u64> {
         let end = offset.checked_add(len)?;
         if end > self.len {
@@ -397,6 +405,18 @@ fn check(qps: &[QpEndpoint], segments: &[SegmentDescriptor]) -> Result<(), Encod
 
 impl EndpointDescriptor {
     /// Payload length (without the 4-byte length prefix) of its one-NIC frame.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let d = EndpointDescriptor {
+    ///     gid: [7; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: 0x21, psn: 0x99 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: 3 }],
+    /// };
+    /// let frame = d.encode().unwrap();
+    /// assert_eq!(frame.len(), 4 + d.payload_len()); // the prefix plus the payload
+    /// ```
     pub fn payload_len(&self) -> usize {
         HEADER_LEN
             + self.segments.len() * REGION_ENTRY_LEN
@@ -406,17 +426,57 @@ impl EndpointDescriptor {
     }
 
     /// Checks the field ranges the wire format requires.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let d = EndpointDescriptor {
+    ///     gid: [7; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: 0x21, psn: 0x99 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: 3 }],
+    /// };
+    /// assert_eq!(d.validate(), Ok(()));
+    /// let bad = EndpointDescriptor { qps: vec![QpEndpoint { qpn: 1 << 24, psn: 0 }], ..d.clone() };
+    /// assert_eq!(bad.validate(), Err(EncodeError::Not24Bit { field: "qpn", value: 1 << 24 }));
+    /// let none = EndpointDescriptor { qps: vec![], ..d };
+    /// assert_eq!(none.validate(), Err(EncodeError::QpCount(0)));
+    /// ```
     pub fn validate(&self) -> Result<(), EncodeError> {
         check(&self.qps, &self.segments)
     }
 
     /// Encodes the descriptor as one length-prefixed one-NIC frame appended
     /// to `out`.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let d = EndpointDescriptor {
+    ///     gid: [7; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: 0x21, psn: 0x99 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: 3 }],
+    /// };
+    /// let mut out = b"prefix".to_vec();
+    /// d.encode_into(&mut out).unwrap(); // appended
+    /// assert_eq!(EndpointDescriptor::decode_frame(&out[6..]), Ok(d));
+    /// ```
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         encode_nics(core::slice::from_ref(self), None, None, out)
     }
 
     /// Encodes the descriptor as one length-prefixed one-NIC frame.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let d = EndpointDescriptor {
+    ///     gid: [7; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: 0x21, psn: 0x99 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: 3 }],
+    /// };
+    /// let frame = d.encode().unwrap();
+    /// assert_eq!(&frame[4..8], b"RYHS"); // after the length prefix, the magic
+    /// ```
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut v = Vec::new();
         self.encode_into(&mut v)?;
@@ -425,12 +485,39 @@ impl EndpointDescriptor {
 
     /// Decodes one whole frame (length prefix included) that must carry
     /// exactly one NIC entry.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let d = EndpointDescriptor {
+    ///     gid: [7; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: 0x21, psn: 0x99 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: 3 }],
+    /// };
+    /// let frame = d.encode().unwrap();
+    /// assert_eq!(EndpointDescriptor::decode_frame(&frame), Ok(d.clone()));
+    /// // A two-NIC frame is not a single endpoint: refused, not truncated to one.
+    /// let two = PeerDescriptor { nics: vec![d.clone(), EndpointDescriptor { gid: [8; 16], ..d }], replaces: None, credit: None };
+    /// assert!(EndpointDescriptor::decode_frame(&two.encode().unwrap()).is_err());
+    /// ```
     pub fn decode_frame(frame: &[u8]) -> Result<Self, DecodeError> {
         Self::single(PeerDescriptor::decode_frame(frame)?)
     }
 
     /// Decodes a payload (the bytes after the length prefix) that must
     /// carry exactly one NIC entry.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let d = EndpointDescriptor {
+    ///     gid: [7; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: 0x21, psn: 0x99 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: 3 }],
+    /// };
+    /// let frame = d.encode().unwrap();
+    /// assert_eq!(EndpointDescriptor::decode_payload(&frame[4..]), Ok(d)); // the socket read the prefix
+    /// ```
     pub fn decode_payload(p: &[u8]) -> Result<Self, DecodeError> {
         Self::single(PeerDescriptor::decode_payload(p)?)
     }
@@ -546,22 +633,77 @@ fn encode_nics(
 
 impl PeerDescriptor {
     /// Payload length (without the 4-byte length prefix) of the encoding.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let nic = |g: u8| EndpointDescriptor {
+    ///     gid: [g; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: u32::from(g) }],
+    /// };
+    /// let d = PeerDescriptor { nics: vec![nic(1), nic(2)], replaces: Some(0x33), credit: None };
+    /// assert_eq!(d.encode().unwrap().len(), 4 + d.payload_len());
+    /// ```
     pub fn payload_len(&self) -> usize {
         payload_len_of(&self.nics, self.replaces, self.credit)
     }
 
     /// Checks the field ranges and the cross-NIC rules the wire format
     /// requires (1..=[`MAX_NICS`] NICs, all listing the same regions).
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let nic = |g: u8| EndpointDescriptor {
+    ///     gid: [g; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: u32::from(g) }],
+    /// };
+    /// let mut other = nic(2);
+    /// other.segments[0].len = 8192; // NIC 1 lists another region than NIC 0
+    /// let d = PeerDescriptor { nics: vec![nic(1), other], replaces: None, credit: None };
+    /// assert_eq!(d.validate(), Err(EncodeError::RegionMismatch { nic: 1 }));
+    /// assert_eq!(PeerDescriptor { nics: vec![], replaces: None, credit: None }.validate(), Err(EncodeError::NicCount(0)));
+    /// ```
     pub fn validate(&self) -> Result<(), EncodeError> {
         validate_nics(&self.nics)
     }
 
     /// Encodes the descriptor as one length-prefixed frame appended to `out`.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let nic = |g: u8| EndpointDescriptor {
+    ///     gid: [g; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: u32::from(g) }],
+    /// };
+    /// let d = PeerDescriptor::from(nic(1));
+    /// let mut out = Vec::new();
+    /// d.encode_into(&mut out).unwrap();
+    /// d.encode_into(&mut out).unwrap(); // two frames back to back
+    /// let n = 4 + frame_len(&out).unwrap();
+    /// assert_eq!(PeerDescriptor::decode_frame(&out[n..]), Ok(d));
+    /// ```
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
         encode_nics(&self.nics, self.replaces, self.credit, out)
     }
 
     /// Encodes the descriptor as one length-prefixed frame.
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let nic = |g: u8| EndpointDescriptor {
+    ///     gid: [g; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: u32::from(g) }],
+    /// };
+    /// let bad = PeerDescriptor { credit: Some(CreditCapability { min_version: 2, max_version: 1, required: false }), ..PeerDescriptor::from(nic(1)) };
+    /// assert_eq!(bad.encode(), Err(EncodeError::BadCreditVersions { min: 2, max: 1 }));
+    /// ```
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
         let mut v = Vec::new();
         self.encode_into(&mut v)?;
@@ -569,6 +711,22 @@ impl PeerDescriptor {
     }
 
     /// Decodes one whole frame (length prefix included).
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let nic = |g: u8| EndpointDescriptor {
+    ///     gid: [g; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: u32::from(g) }],
+    /// };
+    /// let d = PeerDescriptor { nics: vec![nic(1), nic(2)], replaces: Some(9), credit: None };
+    /// let mut frame = d.encode().unwrap();
+    /// assert_eq!(PeerDescriptor::decode_frame(&frame), Ok(d));
+    /// frame.push(0); // one byte more than the prefix announces
+    /// assert_eq!(PeerDescriptor::decode_frame(&frame), Err(DecodeError::TrailingBytes { extra: 1 }));
+    /// assert!(matches!(PeerDescriptor::decode_frame(&frame[..10]), Err(DecodeError::Truncated { .. })));
+    /// ```
     pub fn decode_frame(frame: &[u8]) -> Result<Self, DecodeError> {
         let len = frame_len(frame)?;
         let body = &frame[4..];
@@ -587,6 +745,20 @@ impl PeerDescriptor {
     }
 
     /// Decodes a payload (the bytes after the length prefix).
+    ///
+    /// ```
+    /// use railyard_core::wire::handshake::*;
+    /// let nic = |g: u8| EndpointDescriptor {
+    ///     gid: [g; 16],
+    ///     lid: 0,
+    ///     qps: vec![QpEndpoint { qpn: u32::from(g), psn: 1 }],
+    ///     segments: vec![SegmentDescriptor { addr: 0x1000, len: 4096, rkey: u32::from(g) }],
+    /// };
+    /// let d = PeerDescriptor::from(nic(3));
+    /// let frame = d.encode().unwrap();
+    /// assert_eq!(PeerDescriptor::decode_payload(&frame[4..]), Ok(d));
+    /// assert!(matches!(PeerDescriptor::decode_payload(b"GET / HTTP/1.1\r\n"), Err(DecodeError::BadMagic(_))));
+    /// ```
     pub fn decode_payload(p: &[u8]) -> Result<Self, DecodeError> {
         if p.len() > MAX_FRAME_LEN {
             return Err(DecodeError::Oversized {
@@ -724,6 +896,14 @@ fn check_credit(c: CreditCapability) -> Result<(), EncodeError> {
 }
 
 /// Reads and bounds-checks the 4-byte length prefix at the start of `frame`.
+///
+/// ```
+/// use railyard_core::wire::handshake::{frame_len, DecodeError, MAX_FRAME_LEN};
+/// assert_eq!(frame_len(&[16, 0, 0, 0, 0xAA]), Ok(16));
+/// assert!(matches!(frame_len(&[1, 2]), Err(DecodeError::Truncated { needed: 4, got: 2 })));
+/// // A hostile prefix is refused before anything is read or allocated.
+/// assert!(matches!(frame_len(&u32::MAX.to_le_bytes()), Err(DecodeError::Oversized { max: MAX_FRAME_LEN, .. })));
+/// ```
 pub fn frame_len(frame: &[u8]) -> Result<usize, DecodeError> {
     let Some(prefix) = frame.get(..4) else {
         return Err(DecodeError::Truncated {
@@ -737,6 +917,12 @@ pub fn frame_len(frame: &[u8]) -> Result<usize, DecodeError> {
 }
 
 /// Checks a decoded length prefix against [`MAX_FRAME_LEN`].
+///
+/// ```
+/// use railyard_core::wire::handshake::{check_len, MAX_FRAME_LEN};
+/// assert_eq!(check_len(MAX_FRAME_LEN as u32), Ok(MAX_FRAME_LEN));
+/// assert!(check_len(MAX_FRAME_LEN as u32 + 1).is_err());
+/// ```
 pub fn check_len(len: u32) -> Result<usize, DecodeError> {
     let len_usize = usize::try_from(len).unwrap_or(usize::MAX);
     if len_usize > MAX_FRAME_LEN {

@@ -1,7 +1,6 @@
-//! [`int_in`]: the integer value parser of `railyard sim`'s and
-//! `railyard bench`'s flags. Self-contained (std only): `cli/src/main.rs`
-//! includes this file by path, so `railyard bench` parses its flags the
-//! same way in a build without the simulator.
+//! [`int_in`]: the integer value parser of `railyard sim`'s flags.
+//! `railyard bench` has the same parser in the CLI crate (it must build
+//! without the simulator); a test there checks that the two agree.
 
 /// A value parser for an integer in `min..=max` whose errors say which:
 /// `not a number` or `out of range`.
