@@ -51,3 +51,15 @@ for arm in composed_nocc composed_off composed_observe hand_enforce composed_enf
   b=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$hp" "$arm" 200000 2>&1 | awk '/Collected/ {print $4}')
   printf "%-26s %14d\n" "$arm" $(( (b - a) / 200000 ))
 done
+
+# The verbs preload per work request (post + its completion) against the
+# provider alone (the host tests' fake one): the preload's own cost.
+echo
+cargo build --release -q -p railyard-preload --example icount
+pl=target/release/examples/icount
+printf "%-26s %14s\n" "preload arm" "instr/WR"
+for arm in provider preload-off preload-enforce; do
+  a=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$pl" "$arm" 0 2>&1 | awk '/Collected/ {print $4}')
+  b=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$pl" "$arm" 100000 2>&1 | awk '/Collected/ {print $4}')
+  printf "%-26s %14d\n" "$arm" $(( (b - a) / 100000 ))
+done

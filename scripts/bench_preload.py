@@ -134,7 +134,12 @@ def run(a):
                         time.sleep(1.5)
                         c0 = child_cpu()
                         rc, out, wall = timed([tool] + args + [ip], env, a.secs + 60)
-                        srv.wait(timeout=60)
+                        try:
+                            srv.wait(timeout=30)
+                        except subprocess.TimeoutExpired:
+                            srv.kill()
+                            srv.wait()
+                            rc = rc or -1
                         cpu = child_cpu() - c0
                         rec = {"round": r, "kind": "perftest", "op": op, "threads": 0, "size": size,
                                "arm": arm, "rc": rc, "cpu_s": cpu}

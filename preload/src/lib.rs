@@ -47,6 +47,19 @@
 //! QPs that are not RC are passed through. Receives are not touched (a
 //! receive completion keeps the `wr_id` the provider gave it).
 //!
+//! ## Cost
+//!
+//! Instructions per work request (its post and its completion), callgrind,
+//! against the provider alone (`examples/icount.rs`, `ci/icount.sh`; the
+//! host tests' in-memory provider, so only the preload's own work is
+//! counted), 2026-12-03: provider 204, preload with CC off 1259, with CC
+//! enforce 1436. Of the ~1055 the preload adds with CC off, ~400 are the
+//! composed hot path itself (slice, endpoint, token; see
+//! `railyard_core::completion`), the rest the QP and CQ lookups, the post
+//! and poll locks, one clock read per call, the post-order record and the
+//! application's `wr_id` kept and restored. A 64 KiB request on Soft-RoCE
+//! costs the provider and kernel tens of microseconds.
+//!
 //! Configuration: [`config`]. Counters: [`stats`] (`MC_RAILYARD_STATS=FILE`:
 //! JSON at exit and on `SIGUSR1`). Nothing is logged per work request, and a
 //! Rust panic never unwinds into the program: it is caught at the hook,
@@ -54,6 +67,8 @@
 
 pub mod config;
 pub mod defer;
+#[doc(hidden)]
+pub mod fake;
 mod real;
 pub mod state;
 pub mod stats;

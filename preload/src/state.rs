@@ -119,6 +119,24 @@ pub(crate) struct CtxSlot {
     pub create_cq_ex: AtomicUsize,
 }
 
+/// The tokens of one run of work requests being posted and the
+/// application's `wr_id`s they stand for (kept per QP, under its post lock,
+/// so a post call does not zero a kilobyte of stack every time).
+#[derive(Debug)]
+struct Scratch {
+    toks: [u64; SEGMENT],
+    apps: [u64; SEGMENT],
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Self {
+            toks: [0; SEGMENT],
+            apps: [0; SEGMENT],
+        }
+    }
+}
+
 /// Per-QP work-request side, under the QP's post lock.
 #[derive(Debug, Default)]
 struct PostSide {
@@ -129,6 +147,7 @@ struct PostSide {
     pending_route: Option<u32>,
     /// Whether the slot ever had an endpoint (a later RTS is a reconnect).
     connected_before: bool,
+    scratch: Scratch,
 }
 
 /// Counters kept per QP (summed for the stats): written by the QP's post
@@ -231,6 +250,8 @@ pub struct State {
     qp_by_num: Lookup,
     cqs: Box<[CqSlot]>,
     cq_by_ptr: Lookup,
+    /// CQ slots ever used (the monitor sums their poll counts only).
+    cq_slots_used: AtomicUsize,
     /// Serialises creation and destruction (the lookups' one writer).
     writer: Mutex<()>,
     /// Polls of CQs this state does not track.
@@ -338,6 +359,7 @@ impl State {
             qp_by_num: Lookup::new(qps * 4).map_err(e)?,
             cqs: (0..MAX_CQS).map(|_| CqSlot::default()).collect(),
             cq_by_ptr: Lookup::new(MAX_CQS * 2).map_err(e)?,
+            cq_slots_used: AtomicUsize::new(0),
             writer: Mutex::new(()),
             spare_cq: Mutex::new(()),
             routes: Mutex::new(Routes {
@@ -451,6 +473,7 @@ impl State {
         {
             self.cqs[i].ptr.store(cq, Ordering::Relaxed);
             let _ = self.cq_by_ptr.insert(cq as u64, i as u32);
+            self.cq_slots_used.fetch_max(i + 1, Ordering::Relaxed);
         }
     }
 
@@ -542,9 +565,7 @@ impl State {
             let mut side = lock(&s.post);
             *side = PostSide {
                 queue: Some(DeferQueue::new(depth, caps.1 as usize, caps.2 as usize)),
-                seq: 0,
-                pending_route: None,
-                connected_before: false,
+                ..PostSide::default()
             };
         }
         let device = self.ctxs[ci].device.load(Ordering::Relaxed);
@@ -837,18 +858,17 @@ impl State {
         while !cur.is_null() {
             let first = cur;
             let mut last: *mut ibv_send_wr = std::ptr::null_mut();
-            let mut toks = [0u64; SEGMENT];
-            let mut apps = [0u64; SEGMENT];
             let mut n = 0;
             let mut held = None;
+            let side = &mut *side;
             while !cur.is_null() && n < SEGMENT {
                 // SAFETY: `cur` is an element of the caller's valid chain.
                 let w = unsafe { &mut *cur };
-                match self.admit(&owner, s, &mut side, wr_bytes(w), now) {
+                match self.admit(&owner, s, &mut side.seq, wr_bytes(w), now) {
                     Ok(t) => {
                         self.cookies.set(t, w.wr_id);
-                        apps[n] = w.wr_id;
-                        toks[n] = t;
+                        side.scratch.apps[n] = w.wr_id;
+                        side.scratch.toks[n] = t;
                         w.wr_id = t ^ self.key;
                         n += 1;
                         last = cur;
@@ -871,8 +891,8 @@ impl State {
                         qp,
                         first,
                         last,
-                        &toks[..n],
-                        &apps[..n],
+                        &side.scratch.toks[..n],
+                        &side.scratch.apps[..n],
                         bad,
                         now,
                     )
@@ -883,7 +903,7 @@ impl State {
             }
             if let Some(h) = held {
                 // SAFETY: `cur` and the rest of the chain are the caller's.
-                return unsafe { self.hold(s, &mut side, cur, bad, Some(h)) };
+                return unsafe { self.hold(s, side, cur, bad, Some(h)) };
             }
         }
         0
@@ -986,7 +1006,7 @@ impl State {
         &self,
         owner: &HotOwner<'_>,
         s: &QpSlot,
-        side: &mut PostSide,
+        seq: &mut u32,
         bytes: u32,
         now: u64,
     ) -> Result<u64, Hold> {
@@ -994,8 +1014,8 @@ impl State {
             return Err(Hold::Retired);
         }
         let depth = self.cfg.qp_depth;
-        let idx = s.slice_base + side.seq % depth;
-        side.seq = side.seq.wrapping_add(1);
+        let idx = s.slice_base + *seq % depth;
+        *seq = seq.wrapping_add(1);
         let slice = self.stack.slices.open(idx).map_err(|_| Hold::Capacity)?;
         let path = Path {
             device: s.device.load(Ordering::Relaxed),
@@ -1113,7 +1133,7 @@ impl State {
             let mut n = 0;
             while n < q.len() && n < SEGMENT {
                 let bytes = q.bytes(n).unwrap_or(1);
-                match self.admit(&owner, s, side, bytes, now) {
+                match self.admit(&owner, s, &mut side.seq, bytes, now) {
                     Ok(t) => {
                         self.cookies.set(t, q.app_id(n).unwrap_or(0));
                         if let Some(w) = q.get_mut(n) {
@@ -1440,8 +1460,8 @@ impl State {
     /// held-back work posted where permits freed up. Returns the polls seen.
     pub(crate) fn tick(&self, last_polls: u64) -> u64 {
         let now = now_ns();
-        let polls: u64 = self
-            .cqs
+        let used = self.cq_slots_used.load(Ordering::Relaxed);
+        let polls: u64 = self.cqs[..used]
             .iter()
             .map(|c| c.polls.load(Ordering::Relaxed))
             .sum();
