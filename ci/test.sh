@@ -84,6 +84,8 @@ cargo clippy -p railyard-verbs --all-targets --features peer-feedback -- -D warn
 # feature-gated item breaks the build without that feature).
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-verbs --no-deps
 RUSTDOCFLAGS="-D warnings" cargo doc -p railyard-verbs --no-deps --features fault-injection
+# Every crate's docs (the preload, the C ABI, the CLI, the Python module).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 
 step "miri (ci/miri.sh; SKIPPED without a nightly toolchain with miri)"
 bash ci/miri.sh

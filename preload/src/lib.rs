@@ -23,7 +23,7 @@
 //! exported QP / CQ / async-event entry points (`ibv_create_qp`,
 //! `ibv_modify_qp`, `ibv_destroy_qp`, `ibv_create_cq`, `ibv_destroy_cq`,
 //! `ibv_get_async_event`, `ibv_close_device`). Each reaches libibverbs
-//! through `dlvsym(RTLD_NEXT, name, "IBVERBS_1.1")` (see [`real`]).
+//! through `dlvsym(RTLD_NEXT, name, "IBVERBS_1.1")` (see the `real` module).
 //!
 //! What each event does is in [`state`]'s table. In short: a QP is an
 //! endpoint from RTS to error / reset / destroy; `wr_id` becomes a token

@@ -4,10 +4,10 @@
 //!
 //! | Python | here |
 //! |---|---|
-//! | `railyard.TransferEngine` | [`mooncake::TransferEngine`]: Mooncake's `mooncake.engine.TransferEngine` methods and return codes |
-//! | `railyard.Engine` (base `_Engine`) | [`engine::NativeEngine`]: railyard's API, typed exceptions, anomaly queries, stats |
-//! | `railyard.Config` | [`engine::Config`]: the `MC_*` configuration |
-//! | `railyard.TaskStatus` | [`engine::TaskStatusPy`] |
+//! | `railyard.TransferEngine` | `mooncake::TransferEngine`: Mooncake's `mooncake.engine.TransferEngine` methods and return codes |
+//! | `railyard.Engine` (base `_Engine`) | `engine::NativeEngine`: railyard's API, typed exceptions, anomaly queries, stats |
+//! | `railyard.Config` | `engine::Config`: the `MC_*` configuration |
+//! | `railyard.TaskStatus` | `engine::TaskStatusPy` |
 //!
 //! Every call that waits (handshakes, synchronous transfers, status
 //! waits, shutdown) runs with the GIL released. The exceptions are the

@@ -94,7 +94,7 @@ pub enum BenchError {
     Socket(io::Error),
     /// Reading or writing the control connection failed.
     Control(io::Error),
-    /// A control line that is not a [`Msg`](super::Msg).
+    /// A control line that is not a [`Msg`](super::control::Msg).
     NotAMessage(serde_json::Error),
     /// The server's first message from a client was not a valid `hello`.
     UnexpectedFirst {

@@ -41,7 +41,7 @@ use crate::sync::{fence, store_u64, AtomicU64, Ordering};
 /// Never a live `wr_id` (a live id's sequence is odd; this one's is 0).
 const INVALID: u64 = 0;
 
-/// One value per token slot (see the [module docs](self)).
+/// One value per token slot (see the module docs of `token::cookie`).
 pub struct TokenCookies {
     slots: Box<[(AtomicU64, AtomicU64)]>,
 }
