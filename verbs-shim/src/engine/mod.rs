@@ -27,7 +27,7 @@
 //!     ([`EngineConfig`] and its `MC_*` variables, receiver credit's
 //!     [`CreditConfig`] included), `topology.rs` (shard/worker index
 //!     arithmetic), and the self-contained pieces `cc_gate.rs`, `park.rs`,
-//!     `chains.rs`, `signal.rs`, `events.rs`, `waiters.rs`, `rail_diag.rs`,
+//!     `chains.rs`, `signal.rs`, `waiters.rs`, `rail_diag.rs`,
 //!     `fault.rs` (fault-injection state);
 //!   - the parts of the shared state, each owning its state with one impl:
 //!     `memory.rs` (registered regions and their pins), `registry.rs`
@@ -117,9 +117,12 @@
 //!   to the controller and recorded as task evidence (see
 //!   `control::expire_tasks`).
 //! * **Async events** are read per device and land at their classified
-//!   scope (`control::event_targets`): QP → its endpoint and route; CQ →
-//!   only the endpoints with a QP on that CQ, with fatal feedback to their
-//!   routes; port / device → that device's endpoints and device domain.
+//!   scope: core's [`event_action`] says what happens to endpoints and
+//!   `Controller::apply_event` applies the controller side; the engine
+//!   narrows them (`control::event_targets`): QP → its endpoint and route;
+//!   CQ → only the endpoints with a QP on that CQ, with fatal feedback to
+//!   their routes; port / device → that device's endpoints and device
+//!   domain (one port per device).
 //!
 //! * **Reconnect** (`connect/reconnect.rs`): the retired endpoints of a segment
 //!   this engine opened are replaced (automatically once after a CQ error
@@ -155,7 +158,6 @@ mod connect;
 mod control;
 mod credit;
 mod error;
-mod events;
 mod fabric;
 mod fault;
 mod hotpath;
@@ -186,14 +188,15 @@ pub use config::{
 };
 pub use credit::{negotiate, CreditFaults, CreditStats, LinkPhase, Negotiated, PeerCredit};
 pub use error::{ConfigError, EngineError};
-pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
 pub use observe::{EngineSnapshot, RouteState};
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
+// The endpoint side of async events is core's (one mapping for every integrator).
 pub use railyard_core::cc::{
     CcConfig, CcStats, DomainSnapshot, DrainSignal, Health, Mode as CcMode, SoftwareProvider,
 };
+pub use railyard_core::classify::{event_action, EventAction};
 pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
