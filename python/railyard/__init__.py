@@ -35,7 +35,8 @@ from ._errors import (
     ResourceExhausted,
     TransferError,
 )
-from ._native import P2PHANDSHAKE, Config, TaskStatus, TransferEngine
+from ._mooncake import TransferEngine
+from ._native import P2PHANDSHAKE, Config, TaskStatus
 
 __all__ = [
     "Engine",
