@@ -38,6 +38,17 @@ struct Live {
     hostname: String,
 }
 
+impl Live {
+    /// Forgets batch `id`'s submit time and size (freed or abandoned).
+    fn forget(&self, id: u64) {
+        self.core
+            .batches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+}
+
 /// The native base of the Mooncake-compatible transfer engine,
 /// `railyard.TransferEngine` (a drop-in for
 /// `mooncake.engine.TransferEngine`; its transfer methods are Python over
@@ -489,28 +500,15 @@ impl TransferEngine {
         self.call(py, "transfer_check_status", Some(-1), |l| {
             let b = BatchId(batch_id);
             let s = l.core.engine.task_status(b, 0)?;
-            Ok(match s.state {
-                TaskState::Completed => {
-                    let _ = l.core.engine.free_batch(b);
-                    l.core
-                        .batches
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&batch_id);
-                    1
-                }
-                TaskState::Failed | TaskState::Canceled => {
-                    let _ = l.core.engine.free_batch(b);
-                    l.core
-                        .batches
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&batch_id);
-                    -1
-                }
-                TaskState::Timeout => -2,
-                TaskState::Waiting | TaskState::Pending => 0,
-            })
+            let code = match s.state {
+                TaskState::Completed => 1,
+                TaskState::Failed | TaskState::Canceled => -1,
+                TaskState::Timeout => return Ok(-2),
+                TaskState::Waiting | TaskState::Pending => return Ok(0),
+            };
+            let _ = l.core.engine.free_batch(b);
+            l.forget(batch_id);
+            Ok(code)
         }) as i32
     }
 
@@ -532,13 +530,6 @@ impl TransferEngine {
                     left.push((*id, start + l.core.timeout + Duration::from_nanos(total)));
                 }
             }
-            let finish = |id: u64| {
-                l.core
-                    .batches
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
-            };
             let mut failure: Option<Failure> = None;
             let mut spins = 0u32;
             while !left.is_empty() && failure.is_none() {
@@ -548,7 +539,7 @@ impl TransferEngine {
                     let st = l.core.engine.batch_status(BatchId(id))?;
                     if st.iter().all(|s| s.state == TaskState::Completed) {
                         let _ = l.core.engine.free_batch(BatchId(id));
-                        finish(id);
+                        l.forget(id);
                         left.swap_remove(i);
                         continue;
                     }
@@ -588,7 +579,7 @@ impl TransferEngine {
                 Some(f) => {
                     for (id, _) in left {
                         l.core.abandon(BatchId(id));
-                        finish(id);
+                        l.forget(id);
                     }
                     Err(f)
                 }
