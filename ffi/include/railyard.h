@@ -4091,11 +4091,13 @@ ry_status ry_hotpath_on_epoch(ry_hotpath hp,
 // An async event (`ibv_async_event.event_type`) on local `device`
 // (`route`: the route of the event's QP, or `RY_HOTPATH_NO_ROUTE`):
 // classified (RFC 4162's async-event table) and applied to the
-// controller at its scope and no wider — QP / CQ / route scope to `route`,
-// port scope to every route bound to `device`, device scope to the device
-// domain. Retiring the affected endpoints is the caller's (through
-// `ry_hotpath_endpoint_retire`), at the classification's scope.
-// `*out` (optional) gets the classification.
+// controller at its scope and no wider (core's `Controller::apply_event`)
+// — QP / CQ / route scope to `route`, port scope to every route bound to
+// `device`, device scope to the device domain. A `device` or `route` out
+// of range is `RY_STATUS_CC_NO_SUCH_DEVICE` / `RY_STATUS_CC_NO_SUCH_ROUTE`.
+// Retiring the affected endpoints is the caller's (through
+// `ry_hotpath_endpoint_retire`), at the classification's scope (core's
+// `event_action`). `*out` (optional) gets the classification.
 //
 // Ownership: writes `*out`. Thread-safety: any thread.
 //

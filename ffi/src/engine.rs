@@ -399,7 +399,7 @@ mod imp {
 
     use super::*;
     use crate::enums::{ry_health, ry_task_state};
-    use crate::error::{guard, ret, ret_opt, Error, Result, RyStatus};
+    use crate::error::{guard, ret, ret_opt, status_of, Error, Result, RyStatus};
     use crate::evidence::ry_task_detail;
     use crate::handle::{Pinned, Registry};
     use crate::mirror::{mirror, CEnum};
@@ -414,42 +414,36 @@ mod imp {
     mirror!(ry_engine_op <=> Op: Read, Write);
     mirror!(ry_engine_task_state <=> TaskState: Waiting, Pending, Completed, Failed, Timeout, Canceled);
 
-    impl From<EngineError> for Error {
-        fn from(e: EngineError) -> Self {
-            // Exhaustive on purpose: a new engine error needs its own code.
-            let s = match &e {
-                EngineError::Config(_) => RyStatus::EngineConfig,
-                EngineError::Verbs(VerbsError::NoDevice) => RyStatus::EngineNoDevice,
-                EngineError::Verbs(VerbsError::DeviceNotFound { .. }) => {
-                    RyStatus::EngineDeviceNotFound
-                }
-                EngineError::Verbs(_) => RyStatus::EngineVerbs,
-                EngineError::Handshake(_) => RyStatus::EngineHandshake,
-                EngineError::PeerMismatch { .. } => RyStatus::EnginePeerMismatch,
-                EngineError::Endpoint(_) => RyStatus::EngineEndpoint,
-                EngineError::Io(_) => RyStatus::EngineIo,
-                EngineError::NoSuchBatch(_) => RyStatus::EngineNoSuchBatch,
-                EngineError::NoSuchTask { .. } => RyStatus::EngineNoSuchTask,
-                EngineError::NoSuchSegment(_) => RyStatus::EngineNoSuchSegment,
-                EngineError::SegmentClosed(_) => RyStatus::EngineSegmentClosed,
-                EngineError::BatchFull { .. } => RyStatus::EngineBatchFull,
-                EngineError::BatchBusy(_) => RyStatus::EngineBatchBusy,
-                EngineError::OutOfTasks => RyStatus::EngineOutOfTasks,
-                EngineError::OutOfSlices { .. } => RyStatus::EngineOutOfSlices,
-                EngineError::ZeroLength => RyStatus::EngineZeroLength,
-                EngineError::LocalRange { .. } => RyStatus::EngineLocalRange,
-                EngineError::RemoteRange { .. } => RyStatus::EngineRemoteRange,
-                EngineError::TooManyRegions => RyStatus::EngineTooManyRegions,
-                EngineError::Unsupported(_) => RyStatus::EngineUnsupported,
-                EngineError::Core(_) => RyStatus::EngineCore,
-                EngineError::RegionOverlap { .. } => RyStatus::EngineRegionOverlap,
-                EngineError::NoSuchRegion { .. } => RyStatus::EngineNoSuchRegion,
-                EngineError::MemoryBusy { .. } => RyStatus::EngineMemoryBusy,
-                EngineError::CreditRefused { .. } => RyStatus::EngineCreditRefused,
-                EngineError::CreditNotActive(_) => RyStatus::EngineCreditNotActive,
-                EngineError::CreditConsume { .. } => RyStatus::EngineCreditConsume,
-            };
-            Error::new(s, e)
+    status_of! {
+        EngineError => {
+            E::Config(_) => S::EngineConfig,
+            E::Verbs(VerbsError::NoDevice) => S::EngineNoDevice,
+            E::Verbs(VerbsError::DeviceNotFound { .. }) => S::EngineDeviceNotFound,
+            E::Verbs(_) => S::EngineVerbs,
+            E::Handshake(_) => S::EngineHandshake,
+            E::PeerMismatch { .. } => S::EnginePeerMismatch,
+            E::Endpoint(_) => S::EngineEndpoint,
+            E::Io(_) => S::EngineIo,
+            E::NoSuchBatch(_) => S::EngineNoSuchBatch,
+            E::NoSuchTask { .. } => S::EngineNoSuchTask,
+            E::NoSuchSegment(_) => S::EngineNoSuchSegment,
+            E::SegmentClosed(_) => S::EngineSegmentClosed,
+            E::BatchFull { .. } => S::EngineBatchFull,
+            E::BatchBusy(_) => S::EngineBatchBusy,
+            E::OutOfTasks => S::EngineOutOfTasks,
+            E::OutOfSlices { .. } => S::EngineOutOfSlices,
+            E::ZeroLength => S::EngineZeroLength,
+            E::LocalRange { .. } => S::EngineLocalRange,
+            E::RemoteRange { .. } => S::EngineRemoteRange,
+            E::TooManyRegions => S::EngineTooManyRegions,
+            E::Unsupported(_) => S::EngineUnsupported,
+            E::Core(_) => S::EngineCore,
+            E::RegionOverlap { .. } => S::EngineRegionOverlap,
+            E::NoSuchRegion { .. } => S::EngineNoSuchRegion,
+            E::MemoryBusy { .. } => S::EngineMemoryBusy,
+            E::CreditRefused { .. } => S::EngineCreditRefused,
+            E::CreditNotActive(_) => S::EngineCreditNotActive,
+            E::CreditConsume { .. } => S::EngineCreditConsume,
         }
     }
 

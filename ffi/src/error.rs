@@ -333,8 +333,10 @@ impl Error {
 
 pub(crate) type Result<T> = std::result::Result<T, Error>;
 
-/// `From<E> for Error` for core's error types: the error's text and the
-/// status its `match` names (`E` is the error type, `S` is [`RyStatus`]).
+/// `From<E> for Error` for core's (and the engine's) error types: the
+/// error's text and the status its `match` names (`E` is the error type,
+/// `S` is [`RyStatus`]). The `match` is exhaustive: a new error variant
+/// needs its own status.
 macro_rules! status_of {
     ($($e:ident => $map:tt)+) => {$(
         impl From<$e> for Error {
@@ -350,6 +352,8 @@ macro_rules! status_of {
     (@map $x:ident (|$y:ident| $s:expr)) => { { let $y = $x; $s } };
     (@map $x:ident ($s:expr)) => { $s };
 }
+#[cfg(feature = "engine")]
+pub(crate) use status_of;
 
 status_of! {
     TokenError => {

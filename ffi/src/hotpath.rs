@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use railyard_core::cc::PollerStatus;
-use railyard_core::classify::{classify_event, Effect, FailureScope};
+use railyard_core::classify::classify_event;
 use railyard_core::completion::{
     CreditDemand, InvalidPost, Path, PathChoice, PostRequest, Refusal, SliceEffect, Stack,
     StackConfig, StackControl,
@@ -449,7 +449,6 @@ pub(crate) struct HotPath {
     control: Mutex<StackControl>,
     /// Per slice index: the `ry_task` handle bits its evidence goes to (0 = none).
     tasks: Box<[AtomicU64]>,
-    route_devices: Box<[u16]>,
     posts: Padded,
     refusals: [AtomicU64; 8],
     completions: Padded,
@@ -539,7 +538,6 @@ pub unsafe extern "C" fn ry_hotpath_create(
                 cookies: Mutex::new(vec![(0, 0); sc.endpoints.capacity as usize]),
                 control: Mutex::new(control),
                 tasks: (0..sc.slices).map(|_| AtomicU64::new(0)).collect(),
-                route_devices: routes.into(),
                 posts: Padded::default(),
                 refusals: Default::default(),
                 completions: Padded::default(),
@@ -1205,11 +1203,13 @@ pub const RY_HOTPATH_NO_ROUTE: u32 = u32::MAX;
 /// An async event (`ibv_async_event.event_type`) on local `device`
 /// (`route`: the route of the event's QP, or `RY_HOTPATH_NO_ROUTE`):
 /// classified (RFC 4162's async-event table) and applied to the
-/// controller at its scope and no wider — QP / CQ / route scope to `route`,
-/// port scope to every route bound to `device`, device scope to the device
-/// domain. Retiring the affected endpoints is the caller's (through
-/// `ry_hotpath_endpoint_retire`), at the classification's scope.
-/// `*out` (optional) gets the classification.
+/// controller at its scope and no wider (core's `Controller::apply_event`)
+/// — QP / CQ / route scope to `route`, port scope to every route bound to
+/// `device`, device scope to the device domain. A `device` or `route` out
+/// of range is `RY_STATUS_CC_NO_SUCH_DEVICE` / `RY_STATUS_CC_NO_SUCH_ROUTE`.
+/// Retiring the affected endpoints is the caller's (through
+/// `ry_hotpath_endpoint_retire`), at the classification's scope (core's
+/// `event_action`). `*out` (optional) gets the classification.
 ///
 /// Ownership: writes `*out`. Thread-safety: any thread.
 ///
@@ -1228,38 +1228,8 @@ pub unsafe extern "C" fn ry_hotpath_async_event(
         ret_opt(out, || {
             let h = hotpath(hp)?;
             let c = classify_event(event_type);
-            let cc = &h.stack.cc;
-            let feed = |r: u32| -> Result<()> {
-                if c.effect == Effect::None {
-                    return Ok(());
-                }
-                let no = || Error::from(railyard_core::cc::AcquireError::NoSuchRoute(r));
-                cc.route_feedback(r, cc.route_generation(r).ok_or_else(no)?, c.effect)?;
-                Ok(())
-            };
-            match c.scope {
-                FailureScope::Qp | FailureScope::Cq | FailureScope::Route => {
-                    if route != RY_HOTPATH_NO_ROUTE {
-                        feed(route)?;
-                    }
-                }
-                FailureScope::Port => {
-                    for (r, _) in h
-                        .route_devices
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, d)| **d == device)
-                    {
-                        feed(r as u32)?;
-                    }
-                }
-                FailureScope::Device => {
-                    if c.effect == Effect::Quarantine {
-                        cc.quarantine_device(device)?;
-                    }
-                }
-                FailureScope::None | FailureScope::Operation => {}
-            }
+            let route = (route != RY_HOTPATH_NO_ROUTE).then_some(route);
+            h.stack.cc.apply_event(&c, device, route)?;
             Ok(ry_event_classification::from(&c))
         })
     }
@@ -1653,6 +1623,40 @@ mod tests {
             unsafe { ry_hotpath_post(hp, &req, &mut o) }
         };
         assert_eq!(st, RyStatus::InvalidArgument);
+        assert_eq!(ry_hotpath_destroy(hp), RyStatus::Ok);
+    }
+
+    #[test]
+    fn async_events_land_at_their_scope_and_bad_indices_are_typed_errors() {
+        use railyard_core::cc::Health;
+        use railyard_core::classify::event;
+        let hp = build(false, false, 2);
+        let ev = |e: u32, device: u16, route: u32| {
+            // SAFETY: NULL `out` is allowed.
+            unsafe { ry_hotpath_async_event(hp, e, device, route, std::ptr::null_mut()) }
+        };
+        let health = |r: u32| {
+            let Ok(h) = hotpath(hp) else {
+                panic!("a live hot path")
+            };
+            h.stack.cc.route_snapshot(r).unwrap().health
+        };
+        // Port scope: every route bound to the device (route 1 is on
+        // device 1), none of another device's.
+        assert_eq!(ev(event::PORT_ERR, 1, RY_HOTPATH_NO_ROUTE), RyStatus::Ok);
+        assert_eq!(
+            (health(0), health(1)),
+            (Health::Healthy, Health::Quarantined)
+        );
+        // Informational events change nothing.
+        assert_eq!(ev(event::PORT_ACTIVE, 0, 0), RyStatus::Ok);
+        assert_eq!(health(0), Health::Healthy);
+        // Out-of-range indices are typed errors.
+        assert_eq!(ev(event::QP_FATAL, 0, 7), RyStatus::CcNoSuchRoute);
+        assert_eq!(
+            ev(event::PORT_ERR, 9, RY_HOTPATH_NO_ROUTE),
+            RyStatus::CcNoSuchDevice
+        );
         assert_eq!(ry_hotpath_destroy(hp), RyStatus::Ok);
     }
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Dict, Optional, Tuple, Union
 
-from . import _native
+from . import _errors, _native
 from ._errors import (
     BusyError,
     ConfigError,
@@ -35,7 +35,8 @@ from ._errors import (
     ResourceExhausted,
     TransferError,
 )
-from ._native import P2PHANDSHAKE, Config, TaskStatus, TransferEngine
+from ._mooncake import TransferEngine
+from ._native import P2PHANDSHAKE, Config, TaskStatus
 
 __all__ = [
     "Engine",
@@ -43,16 +44,8 @@ __all__ = [
     "Config",
     "TaskStatus",
     "P2PHANDSHAKE",
-    "RailyardError",
-    "ConfigError",
-    "InvalidArgument",
-    "DeviceError",
-    "PeerError",
-    "BusyError",
-    "ResourceExhausted",
-    "TransferError",
-    "InternalError",
 ]
+__all__ += _errors.__all__
 
 
 def _invalid(kind: str, message: str) -> InvalidArgument:

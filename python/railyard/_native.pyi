@@ -17,9 +17,11 @@ ERR_CONTEXT: int
 ERR_MEMORY: int
 ERR_NOT_IMPLEMENTED: int
 
-class TransferEngine:
-    """Mooncake-compatible engine: ``mooncake.engine.TransferEngine``'s
-    methods, arguments and return codes (0 / negative; batch id 0 = failure)."""
+class _TransferEngine:
+    """The native base of ``railyard.TransferEngine`` (``railyard/_mooncake.py``):
+    ``mooncake.engine.TransferEngine``'s methods, arguments and return codes
+    (0 / negative; batch id 0 = failure); its transfer methods are Python
+    over :meth:`_transfer`."""
 
     def __init__(self) -> None: ...
     def initialize(
@@ -41,47 +43,19 @@ class TransferEngine:
     def free_managed_buffer(self, buffer_addr: int, length: int) -> int: ...
     def write_bytes_to_buffer(self, dest_address: int, src: Union[bytes, str], length: int) -> int: ...
     def read_bytes_from_buffer(self, source_address: int, length: int) -> bytes: ...
-    def transfer_sync_write(
-        self, target_hostname: str, buffer: int, peer_buffer_address: int, length: int, transport_hint: str = ""
-    ) -> int: ...
-    def transfer_sync_read(
-        self, target_hostname: str, buffer: int, peer_buffer_address: int, length: int, transport_hint: str = ""
-    ) -> int: ...
-    def batch_transfer_sync_write(
+    def _transfer(
         self,
+        method: str,
         target_hostname: str,
+        op: str,
         buffers: List[int],
         peer_buffer_addresses: List[int],
         lengths: List[int],
+        sync: bool,
         transport_hint: str = "",
-    ) -> int: ...
-    def batch_transfer_sync_read(
-        self,
-        target_hostname: str,
-        buffers: List[int],
-        peer_buffer_addresses: List[int],
-        lengths: List[int],
-        transport_hint: str = "",
-    ) -> int: ...
-    def batch_transfer_async_write(
-        self,
-        target_hostname: str,
-        buffers: List[int],
-        peer_buffer_addresses: List[int],
-        lengths: List[int],
-        transport_hint: str = "",
-    ) -> int: ...
-    def batch_transfer_async_read(
-        self,
-        target_hostname: str,
-        buffers: List[int],
-        peer_buffer_addresses: List[int],
-        lengths: List[int],
-        transport_hint: str = "",
-    ) -> int: ...
-    def transfer_submit_write(
-        self, target_hostname: str, buffer: int, peer_buffer_address: int, length: int, transport_hint: str = ""
-    ) -> int: ...
+    ) -> int:
+        """``op`` ``"write"`` or ``"read"``, one batch: ``sync`` → 0 or -1,
+        else the batch id (0 = failure); failures logged under ``method``."""
     def transfer_check_status(self, batch_id: int) -> int: ...
     def get_batch_transfer_status(self, batch_ids: List[int]) -> int: ...
     def get_first_buffer_address(self, segment_name: str) -> int: ...

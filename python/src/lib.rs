@@ -4,7 +4,7 @@
 //!
 //! | Python | here |
 //! |---|---|
-//! | `railyard.TransferEngine` | `mooncake::TransferEngine`: Mooncake's `mooncake.engine.TransferEngine` methods and return codes |
+//! | `railyard.TransferEngine` (`railyard/_mooncake.py`, base `_TransferEngine`) | `mooncake::TransferEngine`: Mooncake's `mooncake.engine.TransferEngine` methods and return codes; the transfer methods are Python over its `_transfer` |
 //! | `railyard.Engine` (base `_Engine`) | `engine::NativeEngine`: railyard's API, typed exceptions, anomaly queries, stats |
 //! | `railyard.Config` | `engine::Config`: the `MC_*` configuration |
 //! | `railyard.TaskStatus` | `engine::TaskStatusPy` |

@@ -1,7 +1,11 @@
-//! `railyard.TransferEngine`: the methods, arguments and return codes of
-//! Mooncake's `mooncake.engine.TransferEngine`
+//! `railyard._native._TransferEngine`: the native side of
+//! `railyard.TransferEngine` (`railyard/_mooncake.py`), the methods,
+//! arguments and return codes of Mooncake's
+//! `mooncake.engine.TransferEngine`
 //! (`mooncake-integration/transfer_engine/transfer_engine_py.cpp`) over
-//! railyard's engine, so connector code runs unchanged.
+//! railyard's engine, so connector code runs unchanged. The Mooncake-named
+//! transfer methods are thin Python over one call here, `_transfer`; the
+//! rest are methods of this class.
 //!
 //! Conventions kept from Mooncake: every call returns `0` on success and a
 //! negative code on failure (`-1` for transfers; Mooncake's `ERR_*` codes
@@ -34,8 +38,21 @@ struct Live {
     hostname: String,
 }
 
-/// A Mooncake-compatible transfer engine (drop-in for
-/// `mooncake.engine.TransferEngine`).
+impl Live {
+    /// Forgets batch `id`'s submit time and size (freed or abandoned).
+    fn forget(&self, id: u64) {
+        self.core
+            .batches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+    }
+}
+
+/// The native base of the Mooncake-compatible transfer engine,
+/// `railyard.TransferEngine` (a drop-in for
+/// `mooncake.engine.TransferEngine`; its transfer methods are Python over
+/// [`_transfer`](Self::_transfer)).
 ///
 /// ```python
 /// from railyard import TransferEngine      # was: from mooncake.engine import TransferEngine
@@ -44,7 +61,12 @@ struct Live {
 /// peer = f"10.0.0.2:{peer_rpc_port}"
 /// ret = te.transfer_sync_write(peer, local_addr, remote_addr, 65536)
 /// ```
-#[pyclass(module = "railyard._native", frozen)]
+#[pyclass(
+    module = "railyard._native",
+    name = "_TransferEngine",
+    subclass,
+    frozen
+)]
 pub struct TransferEngine {
     live: RwLock<Option<Arc<Live>>>,
     last_error: Mutex<String>,
@@ -113,37 +135,6 @@ impl TransferEngine {
                 remote_offset: remote,
             })
             .collect())
-    }
-
-    fn sync(&self, py: Python<'_>, op_name: &str, target: &str, op: Op, lists: Lists<'_>) -> i32 {
-        let start = Instant::now();
-        self.call(py, op_name, Some(-1), |l| {
-            let seg = l.core.segment(target)?;
-            let t = Self::transfers(seg, op, lists)?;
-            l.core.run(seg, &t, start).map(|()| 0)
-        }) as i32
-    }
-
-    fn async_batch(
-        &self,
-        py: Python<'_>,
-        op_name: &str,
-        target: &str,
-        op: Op,
-        lists: Lists<'_>,
-    ) -> u64 {
-        self.call(py, op_name, Some(0), |l| {
-            let seg = l.core.segment(target)?;
-            let t = Self::transfers(seg, op, lists)?;
-            let total = lists.2.iter().sum();
-            let b = l.core.submit_new(seg, &t)?;
-            l.core
-                .batches
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(b.0, (Instant::now(), total));
-            Ok(b.0 as i64)
-        }) as u64
     }
 }
 
@@ -450,155 +441,58 @@ impl TransferEngine {
         Ok(PyBytes::new(py, s))
     }
 
-    /// WRITE `length` bytes from local `buffer` to the peer's
-    /// `peer_buffer_address`; waits. 0, or -1.
-    #[pyo3(signature = (target_hostname, buffer, peer_buffer_address, length, transport_hint = ""))]
-    fn transfer_sync_write(
+    /// The one native call behind the Mooncake-named transfer methods of
+    /// `railyard.TransferEngine` (`transfer_sync_write` / `_read`,
+    /// `batch_transfer_sync_write` / `_read`, `batch_transfer_async_write`
+    /// / `_read`, `transfer_submit_write`): `op` (`"write"` or `"read"`)
+    /// from each local `buffers[i]` to or from the peer's
+    /// `peer_buffer_addresses[i]`, `lengths[i]` bytes, as one batch. `sync`:
+    /// waits for it (GIL released) and returns 0, or -1; otherwise returns
+    /// its batch id (non-zero; wait with `get_batch_transfer_status` or
+    /// `transfer_check_status`), or 0. A failure is logged and kept under
+    /// `method`'s name. `transport_hint` is accepted and ignored.
+    #[pyo3(signature = (method, target_hostname, op, buffers, peer_buffer_addresses, lengths, sync, transport_hint = ""))]
+    #[allow(clippy::too_many_arguments)]
+    fn _transfer(
         &self,
         py: Python<'_>,
+        method: &str,
         target_hostname: &str,
-        buffer: u64,
-        peer_buffer_address: u64,
-        length: u64,
-        transport_hint: &str,
-    ) -> i32 {
-        let _ = transport_hint;
-        self.sync(
-            py,
-            "transfer_sync_write",
-            target_hostname,
-            Op::Write,
-            (&[buffer], &[peer_buffer_address], &[length]),
-        )
-    }
-
-    /// READ `length` bytes of the peer's `peer_buffer_address` into local
-    /// `buffer`; waits. 0, or -1.
-    #[pyo3(signature = (target_hostname, buffer, peer_buffer_address, length, transport_hint = ""))]
-    fn transfer_sync_read(
-        &self,
-        py: Python<'_>,
-        target_hostname: &str,
-        buffer: u64,
-        peer_buffer_address: u64,
-        length: u64,
-        transport_hint: &str,
-    ) -> i32 {
-        let _ = transport_hint;
-        self.sync(
-            py,
-            "transfer_sync_read",
-            target_hostname,
-            Op::Read,
-            (&[buffer], &[peer_buffer_address], &[length]),
-        )
-    }
-
-    /// WRITEs as one batch; waits for all. 0, or -1.
-    #[pyo3(signature = (target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint = ""))]
-    fn batch_transfer_sync_write(
-        &self,
-        py: Python<'_>,
-        target_hostname: &str,
+        op: &str,
         buffers: Vec<u64>,
         peer_buffer_addresses: Vec<u64>,
         lengths: Vec<u64>,
+        sync: bool,
         transport_hint: &str,
-    ) -> i32 {
+    ) -> i64 {
         let _ = transport_hint;
-        self.sync(
-            py,
-            "batch_transfer_sync_write",
-            target_hostname,
-            Op::Write,
-            (&buffers, &peer_buffer_addresses, &lengths),
-        )
-    }
-
-    /// READs as one batch; waits for all. 0, or -1.
-    #[pyo3(signature = (target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint = ""))]
-    fn batch_transfer_sync_read(
-        &self,
-        py: Python<'_>,
-        target_hostname: &str,
-        buffers: Vec<u64>,
-        peer_buffer_addresses: Vec<u64>,
-        lengths: Vec<u64>,
-        transport_hint: &str,
-    ) -> i32 {
-        let _ = transport_hint;
-        self.sync(
-            py,
-            "batch_transfer_sync_read",
-            target_hostname,
-            Op::Read,
-            (&buffers, &peer_buffer_addresses, &lengths),
-        )
-    }
-
-    /// Submits WRITEs as one batch; returns its id (non-zero), or 0. Wait
-    /// with `get_batch_transfer_status`.
-    #[pyo3(signature = (target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint = ""))]
-    fn batch_transfer_async_write(
-        &self,
-        py: Python<'_>,
-        target_hostname: &str,
-        buffers: Vec<u64>,
-        peer_buffer_addresses: Vec<u64>,
-        lengths: Vec<u64>,
-        transport_hint: &str,
-    ) -> u64 {
-        let _ = transport_hint;
-        self.async_batch(
-            py,
-            "batch_transfer_async_write",
-            target_hostname,
-            Op::Write,
-            (&buffers, &peer_buffer_addresses, &lengths),
-        )
-    }
-
-    /// Submits READs as one batch; returns its id (non-zero), or 0.
-    #[pyo3(signature = (target_hostname, buffers, peer_buffer_addresses, lengths, transport_hint = ""))]
-    fn batch_transfer_async_read(
-        &self,
-        py: Python<'_>,
-        target_hostname: &str,
-        buffers: Vec<u64>,
-        peer_buffer_addresses: Vec<u64>,
-        lengths: Vec<u64>,
-        transport_hint: &str,
-    ) -> u64 {
-        let _ = transport_hint;
-        self.async_batch(
-            py,
-            "batch_transfer_async_read",
-            target_hostname,
-            Op::Read,
-            (&buffers, &peer_buffer_addresses, &lengths),
-        )
-    }
-
-    /// Submits one WRITE; returns its batch id, or 0. Poll with
-    /// `transfer_check_status`.
-    #[pyo3(signature = (target_hostname, buffer, peer_buffer_address, length, transport_hint = ""))]
-    fn transfer_submit_write(
-        &self,
-        py: Python<'_>,
-        target_hostname: &str,
-        buffer: u64,
-        peer_buffer_address: u64,
-        length: u64,
-        transport_hint: &str,
-    ) -> u64 {
-        let _ = transport_hint;
-        self.async_batch(
-            py,
-            "transfer_submit_write",
-            target_hostname,
-            Op::Write,
-            (&[buffer], &[peer_buffer_address], &[length]),
-        )
+        let start = Instant::now();
+        let lists = (&buffers[..], &peer_buffer_addresses[..], &lengths[..]);
+        self.call(py, method, Some(if sync { -1 } else { 0 }), |l| {
+            let op = match op {
+                "write" => Op::Write,
+                "read" => Op::Read,
+                _ => {
+                    return Err(Failure::invalid(format!(
+                        "op {op:?}: \"write\" or \"read\""
+                    )))
+                }
+            };
+            let seg = l.core.segment(target_hostname)?;
+            let t = Self::transfers(seg, op, lists)?;
+            if sync {
+                return l.core.run(seg, &t, start).map(|()| 0);
+            }
+            let total = lengths.iter().sum();
+            let b = l.core.submit_new(seg, &t)?;
+            l.core
+                .batches
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(b.0, (Instant::now(), total));
+            // Batch ids count up from 1: they fit an i64.
+            Ok(b.0 as i64)
+        })
     }
 
     /// 1 completed (batch freed), 0 pending, -1 failed (freed), -2 timeout.
@@ -606,28 +500,15 @@ impl TransferEngine {
         self.call(py, "transfer_check_status", Some(-1), |l| {
             let b = BatchId(batch_id);
             let s = l.core.engine.task_status(b, 0)?;
-            Ok(match s.state {
-                TaskState::Completed => {
-                    let _ = l.core.engine.free_batch(b);
-                    l.core
-                        .batches
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&batch_id);
-                    1
-                }
-                TaskState::Failed | TaskState::Canceled => {
-                    let _ = l.core.engine.free_batch(b);
-                    l.core
-                        .batches
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&batch_id);
-                    -1
-                }
-                TaskState::Timeout => -2,
-                TaskState::Waiting | TaskState::Pending => 0,
-            })
+            let code = match s.state {
+                TaskState::Completed => 1,
+                TaskState::Failed | TaskState::Canceled => -1,
+                TaskState::Timeout => return Ok(-2),
+                TaskState::Waiting | TaskState::Pending => return Ok(0),
+            };
+            let _ = l.core.engine.free_batch(b);
+            l.forget(batch_id);
+            Ok(code)
         }) as i32
     }
 
@@ -649,13 +530,6 @@ impl TransferEngine {
                     left.push((*id, start + l.core.timeout + Duration::from_nanos(total)));
                 }
             }
-            let finish = |id: u64| {
-                l.core
-                    .batches
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
-            };
             let mut failure: Option<Failure> = None;
             let mut spins = 0u32;
             while !left.is_empty() && failure.is_none() {
@@ -665,7 +539,7 @@ impl TransferEngine {
                     let st = l.core.engine.batch_status(BatchId(id))?;
                     if st.iter().all(|s| s.state == TaskState::Completed) {
                         let _ = l.core.engine.free_batch(BatchId(id));
-                        finish(id);
+                        l.forget(id);
                         left.swap_remove(i);
                         continue;
                     }
@@ -705,7 +579,7 @@ impl TransferEngine {
                 Some(f) => {
                     for (id, _) in left {
                         l.core.abandon(BatchId(id));
-                        finish(id);
+                        l.forget(id);
                     }
                     Err(f)
                 }

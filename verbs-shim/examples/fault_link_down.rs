@@ -24,11 +24,9 @@
 //! `ci/rxe.sh` runs it with `scripts/rxe-vm --two`.
 
 use railyard_core::classify::{classify_wc, wc};
-use railyard_verbs::engine::{
-    BatchId, CcMode, Engine, EngineConfig, Health, Op, SegmentId, TaskState, Transfer,
-};
+use railyard_verbs::engine::{BatchId, Engine, Health, Op, SegmentId, TaskState, Transfer};
 use railyard_verbs::MemoryRegion;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -45,19 +43,11 @@ type Res<T> = Result<T, String>;
 mod tracer;
 use tracer::{wcs_str, Tracer};
 
-fn config() -> Res<EngineConfig> {
-    let mut c = EngineConfig::from_env().map_err(|e| e.to_string())?;
-    c.cc.mode = CcMode::Enforce;
-    c.cc.hard_error_threshold = 2;
-    c.cc.cooldown_ms = 500;
-    c.cc.target_drain_us = 10_000_000;
-    c.cc.high_pressure_epochs = 10_000;
-    c.qps_per_endpoint = 2;
-    c.qp_timeout = 14; // 67 ms
-    c.qp_retry_cnt = 2;
-    c.handshake_timeout = Duration::from_secs(2);
-    Ok(c)
-}
+// The fault configuration, the control channel and `ip link`, shared with
+// the soak.
+#[path = "support/two_guests.rs"]
+mod two_guests;
+use two_guests::{fault_config, ip_link};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -78,45 +68,16 @@ fn main() {
     }
 }
 
-fn ip_link(dev: &str, state: &str) -> Res<()> {
-    let st = std::process::Command::new("ip")
-        .args(["link", "set", dev, state])
-        .status()
-        .map_err(|e| format!("ip: {e}"))?;
-    st.success()
-        .then_some(())
-        .ok_or(format!("ip link set {dev} {state} failed"))
-}
-
 /// Node 1: an engine to be written to, and a control socket: `down <ms>`
 /// takes `netdev` down for that long; `exit` ends.
 fn target(netdev: &str) -> Res<()> {
-    let mut cfg = config()?;
+    let mut cfg = fault_config()?;
     cfg.listen = SocketAddr::from(([0, 0, 0, 0], ENGINE_PORT));
     let e = Engine::new(cfg).map_err(|e| e.to_string())?;
     let _mem = e.alloc_memory(2 * LEN).map_err(|e| e.to_string())?;
     let ctl = TcpListener::bind(("0.0.0.0", CONTROL_PORT)).map_err(|e| e.to_string())?;
     eprintln!("fault_link_down target: ready on :{ENGINE_PORT}, control :{CONTROL_PORT}");
-    ctl.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let mut t0 = Instant::now();
-    loop {
-        // Bounded: a failed initiator never sends `exit`.
-        if t0.elapsed() > Duration::from_secs(90) {
-            return Err("no command for 90 s".into());
-        }
-        let mut s = match ctl.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        t0 = Instant::now();
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut buf = [0u8; 64];
-        let n = s.read(&mut buf).unwrap_or(0);
-        let cmd = String::from_utf8_lossy(&buf[..n]).trim().to_owned();
+    two_guests::serve(&ctl, Duration::from_secs(90), |cmd, mut s| {
         if let Some(ms) = cmd.strip_prefix("down ") {
             let ms: u64 = ms.parse().map_err(|_| format!("bad command {cmd:?}"))?;
             let _ = s.write_all(b"ok\n");
@@ -129,9 +90,10 @@ fn target(netdev: &str) -> Res<()> {
             eprintln!("fault_link_down target: {netdev} up");
         } else if cmd == "exit" {
             let _ = s.write_all(b"ok\n");
-            break;
+            return Ok(false);
         }
-    }
+        Ok(true)
+    })?;
     let st = e.stats();
     eprintln!(
         "fault_link_down target: OK (async events {}, endpoints retired {})",
@@ -141,27 +103,7 @@ fn target(netdev: &str) -> Res<()> {
 }
 
 fn control(peer: &str, cmd: &str) -> Res<()> {
-    let t0 = Instant::now();
-    loop {
-        match TcpStream::connect_timeout(
-            &format!("{peer}:{CONTROL_PORT}")
-                .parse()
-                .map_err(|e| format!("{e}"))?,
-            Duration::from_secs(2),
-        ) {
-            Ok(mut s) => {
-                s.write_all(cmd.as_bytes()).map_err(|e| e.to_string())?;
-                let mut b = [0u8; 8];
-                let _ = s.read(&mut b);
-                return Ok(());
-            }
-            Err(e) if t0.elapsed() < Duration::from_secs(60) => {
-                eprintln!("control {cmd:?}: {e}; retrying");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => return Err(format!("control {cmd:?}: {e}")),
-        }
-    }
+    two_guests::send("", peer, CONTROL_PORT, cmd)
 }
 
 fn wait_batch(e: &Engine, b: BatchId) -> Res<TaskState> {
@@ -228,7 +170,7 @@ fn check(cond: bool, what: String) -> Res<()> {
 }
 
 fn initiator(peer: &str, down_ms: u64) -> Res<()> {
-    let cfg = config()?;
+    let cfg = fault_config()?;
     let a = Engine::new(cfg.clone()).map_err(|e| e.to_string())?;
     let gate = Tracer::install(&a);
     let mem = a.alloc_memory(2 * LEN).map_err(|e| e.to_string())?;
@@ -237,17 +179,7 @@ fn initiator(peer: &str, down_ms: u64) -> Res<()> {
     // The peer's engine: its control socket opens only after its memory is
     // registered (regions are exported at handshake time).
     control(peer, "ping")?;
-    let t0 = Instant::now();
-    let seg = loop {
-        match a.open_segment((peer, ENGINE_PORT)) {
-            Ok(s) => break s,
-            Err(e) if t0.elapsed() < Duration::from_secs(60) => {
-                eprintln!("open_segment: {e}; retrying");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    };
+    let seg = two_guests::open_segment("", &a, peer, ENGINE_PORT)?;
     let seg_local = a
         .open_segment(local.listen_addr())
         .map_err(|e| e.to_string())?;

@@ -39,13 +39,13 @@
 
 use clap::{Parser, Subcommand};
 use railyard_verbs::engine::{
-    BatchId, CcMode, Engine, EngineConfig, EngineError, EngineStats, Op, SegmentId, TaskState,
-    Transfer, WorkerModel,
+    BatchId, Engine, EngineConfig, EngineError, EngineStats, Op, SegmentId, TaskState, Transfer,
+    WorkerModel,
 };
 use railyard_verbs::MemoryRegion;
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,6 +53,12 @@ use std::time::{Duration, Instant};
 #[path = "../tests/support/netdev.rs"]
 mod netdev;
 use netdev::netdev_of;
+
+// The fault configuration, the control channel and `ip link`, shared with
+// `fault_link_down`.
+#[path = "support/two_guests.rs"]
+mod two_guests;
+use two_guests::ip_link;
 
 /// Bytes of one lane's slot (its transfers are 1..=SLOT bytes).
 const SLOT: usize = 256 * 1024;
@@ -128,17 +134,7 @@ fn env_u64(var: &str) -> Option<u64> {
 }
 
 fn config() -> Res<EngineConfig> {
-    let mut c = EngineConfig::from_env().map_err(|e| e.to_string())?;
-    c.cc.mode = CcMode::Enforce;
-    c.cc.hard_error_threshold = 2;
-    c.cc.cooldown_ms = 500;
-    // Window changes come from the faults, not from TCG slowness.
-    c.cc.target_drain_us = 10_000_000;
-    c.cc.high_pressure_epochs = 10_000;
-    c.qps_per_endpoint = 2;
-    c.qp_timeout = 14; // 67 ms
-    c.qp_retry_cnt = 2;
-    c.handshake_timeout = Duration::from_secs(2);
+    let mut c = two_guests::fault_config()?;
     // Longer than any injected stall: a TIMEOUT here would be a real one.
     c.transfer_timeout = Duration::from_secs(30);
     // The guest's "NIC" needs the CPU a spinning poller would take.
@@ -182,28 +178,10 @@ fn target(port: u16, idle: Duration) -> Res<()> {
     cfg.listen = SocketAddr::from(([0, 0, 0, 0], port));
     let mut eng = Some(start_target(&cfg)?);
     let ctl = TcpListener::bind(("0.0.0.0", port + 1)).map_err(|e| e.to_string())?;
-    ctl.set_nonblocking(true).map_err(|e| e.to_string())?;
     eprintln!("soak target: ready on :{port}, control :{}", port + 1);
     let mut restarts = 0u64;
     let mut accepted = 0u64;
-    let mut t0 = Instant::now();
-    loop {
-        if t0.elapsed() > idle {
-            return Err(format!("no command for {} s", idle.as_secs()));
-        }
-        let mut s = match ctl.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-        };
-        t0 = Instant::now();
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-        let mut buf = [0u8; 64];
-        let n = s.read(&mut buf).unwrap_or(0);
-        let cmd = String::from_utf8_lossy(&buf[..n]).trim().to_owned();
+    two_guests::serve(&ctl, idle, |cmd, mut s| {
         // `restart` answers once the new engine listens.
         if let Some(ms) = cmd.strip_prefix("restart ") {
             let ms: u64 = ms.parse().map_err(|_| format!("bad command {cmd:?}"))?;
@@ -216,11 +194,8 @@ fn target(port: u16, idle: Duration) -> Res<()> {
             eprintln!("soak target: restarted ({restarts})");
         }
         let _ = s.write_all(b"ok\n");
-        drop(s);
-        if cmd == "exit" {
-            break;
-        }
-    }
+        Ok(cmd != "exit")
+    })?;
     let (e, _mem) = eng.ok_or("no engine")?;
     let st = e.stats();
     let bad = leaks(&e, "target")?;
@@ -498,36 +473,7 @@ fn lane(soak: &Soak, n: &Node, idx: usize, slot: usize) {
 }
 
 fn control(peer: &str, port: u16, cmd: &str) -> Res<()> {
-    let addr: SocketAddr = format!("{peer}:{port}")
-        .parse()
-        .map_err(|e| format!("{peer}:{port}: {e}"))?;
-    let t0 = Instant::now();
-    loop {
-        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
-            Ok(mut s) => {
-                s.write_all(cmd.as_bytes()).map_err(|e| e.to_string())?;
-                let _ = s.set_read_timeout(Some(Duration::from_secs(60)));
-                let mut b = [0u8; 8];
-                let _ = s.read(&mut b);
-                return Ok(());
-            }
-            Err(e) if t0.elapsed() < Duration::from_secs(60) => {
-                eprintln!("soak: control {cmd:?}: {e}; retrying");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => return Err(format!("control {cmd:?}: {e}")),
-        }
-    }
-}
-
-fn ip_link(dev: &str, state: &str) -> Res<()> {
-    let st = std::process::Command::new("ip")
-        .args(["link", "set", dev, state])
-        .status()
-        .map_err(|e| format!("ip: {e}"))?;
-    st.success()
-        .then_some(())
-        .ok_or(format!("ip link set {dev} {state} failed"))
+    two_guests::send("soak: ", peer, port, cmd)
 }
 
 fn port_active(dev: &str) -> bool {
@@ -646,17 +592,7 @@ fn open(model: WorkerModel, name: &'static str, peer: &str, port: u16, lanes: us
     let mem = e
         .alloc_memory(lanes * 2 * SLOT)
         .map_err(|e| e.to_string())?;
-    let t0 = Instant::now();
-    let seg = loop {
-        match e.open_segment((peer, port)) {
-            Ok(s) => break s,
-            Err(err) if t0.elapsed() < Duration::from_secs(60) => {
-                eprintln!("soak: open_segment: {err}; retrying");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(err) => return Err(err.to_string()),
-        }
-    };
+    let seg = two_guests::open_segment("soak: ", &e, peer, port)?;
     let s0 = e.stats();
     Ok(Node {
         model: name,

@@ -10,8 +10,8 @@
 //! | a completion (inside `Owner::complete`) | [`CcLayer::release`]: `release_record(rec, classify_wc(status).effect)` |
 //! | refused or unposted work | [`CcLayer::release`] with `Effect::None`: accounting only |
 //! | monitor tick | [`CcGate::on_epoch`] → `Monitor::on_epoch(now, poller)` |
-//! | async event on a QP / route | [`CcGate::event_feedback`] → `route_feedback(route, generation, effect)` |
-//! | async event on the port / device | [`CcGate::device_feedback`] → `quarantine_device(device)` |
+//! | async event (route feedback, device quarantine, at its scope) | [`CcGate::apply_event`] → `apply_event(event, device, route)` |
+//! | software route timeout (a task deadline) | [`CcGate::event_feedback`] → `route_feedback(route, generation, effect)` |
 //! | reconnect | [`CcGate::new_generation`] → `advance_generation(route)` |
 //!
 //! **Numbering.** Device domain = the engine's local device (rail) index.
@@ -25,10 +25,10 @@
 //! permits are still counted, but the controller keeps no byte accounting.
 
 use railyard_core::cc::{
-    CcConfig, ConfigError, Controller, DrainSignal, Mode, Monitor, PolicyView, PollerStatus,
-    ReleaseError, Settlement,
+    AcquireError, CcConfig, ConfigError, Controller, DrainSignal, Mode, Monitor, PolicyView,
+    PollerStatus, ReleaseError, Settlement,
 };
-use railyard_core::classify::Effect;
+use railyard_core::classify::{Effect, EventClassification};
 use railyard_core::completion::{CcLayer, CcRefusal};
 use railyard_core::evidence::{Observation, PathId, Reason};
 use railyard_core::time::Nanos;
@@ -274,9 +274,35 @@ impl CcGate {
         m.route_policy(&self.ctl, route)
     }
 
+    /// A classified async event on local device `device` (rail), applied
+    /// by the controller at its scope and no wider (core's
+    /// `Controller::apply_event`): QP / CQ / route scope to `route` (the
+    /// route of the event's QP), port scope to every route bound to
+    /// `device`, device scope to the device domain. The engine's async-event
+    /// thread decides which routes and which scope an event reaches
+    /// (`control.rs`).
+    ///
+    /// ```
+    /// use railyard_core::classify::{classify_event, event};
+    /// use railyard_verbs::engine::{CcConfig, CcGate, CcMode};
+    ///
+    /// let cfg = CcConfig { mode: CcMode::Enforce, ..CcConfig::default() };
+    /// let g = CcGate::with_devices(&cfg, 2, 4).unwrap();
+    /// g.apply_event(&classify_event(event::PORT_ACTIVE), 0, Some(0)).unwrap(); // informational
+    /// assert!(g.apply_event(&classify_event(event::QP_FATAL), 0, Some(99)).is_err()); // no such route
+    /// ```
+    pub fn apply_event(
+        &self,
+        event: &EventClassification,
+        device: u16,
+        route: Option<u32>,
+    ) -> Result<(), AcquireError> {
+        self.ctl.apply_event(event, device, route)
+    }
+
     /// Controller feedback not carried by a permit: an effect at route
-    /// scope (`Some(route)`: QP / route events, software timeouts) or at
-    /// device 0's scope (`None`).
+    /// scope (`Some(route)`: software timeouts) or at device 0's scope
+    /// (`None`).
     pub fn event_feedback(&self, route: Option<u32>, effect: Effect) {
         if effect == Effect::None {
             return;
@@ -291,8 +317,8 @@ impl CcGate {
         }
     }
 
-    /// Device-scope feedback (port / device events) for local device
-    /// `device` (rail).
+    /// Device-scope feedback for local device `device` (rail): a
+    /// quarantine isolates the device domain.
     pub fn device_feedback(&self, device: u16, effect: Effect) {
         if effect == Effect::Quarantine {
             let _ = self.ctl.quarantine_device(device);

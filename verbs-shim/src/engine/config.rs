@@ -255,6 +255,19 @@ fn num<T: std::str::FromStr + PartialOrd + Copy + fmt::Display>(
 impl EngineConfig {
     /// The defaults overridden by the `MC_*` environment variables (see the
     /// module table).
+    ///
+    /// ```
+    /// use railyard_verbs::engine::EngineConfig;
+    ///
+    /// std::env::set_var("MC_SLICE_SIZE", "131072");
+    /// let cfg = EngineConfig::from_env()?;
+    /// assert_eq!(cfg.slice_size, 131072);
+    ///
+    /// std::env::set_var("MC_SLICE_SIZE", "0");
+    /// let e = EngineConfig::from_env().unwrap_err(); // never a silent fallback
+    /// assert_eq!(e.var, "MC_SLICE_SIZE");
+    /// # Ok::<(), railyard_verbs::engine::ConfigError>(())
+    /// ```
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
@@ -262,6 +275,25 @@ impl EngineConfig {
     /// As [`from_env`](Self::from_env), reading variables through `get`
     /// (for tests and for embedding in another configuration system).
     /// A refused value is also logged (`railyard::config`, warn).
+    ///
+    /// ```
+    /// use railyard_verbs::engine::{EngineConfig, WorkerModel};
+    /// use std::collections::HashMap;
+    ///
+    /// let vars = HashMap::from([
+    ///     ("MC_RDMA_DEVICE", "mlx5_0,mlx5_1"),
+    ///     ("MC_NUM_QP_PER_EP", "4"),
+    ///     ("MC_RDMA_DEDICATED_POLLER", "1"),
+    /// ]);
+    /// let cfg = EngineConfig::from_lookup(|k| vars.get(k).map(|v| v.to_string()))?;
+    /// assert_eq!(cfg.devices, ["mlx5_0", "mlx5_1"]);
+    /// assert_eq!(cfg.qps_per_endpoint, 4);
+    /// assert_eq!(cfg.worker_model, WorkerModel::DedicatedPoller);
+    ///
+    /// let e = EngineConfig::from_lookup(|k| (k == "MC_MAX_WR").then(|| "lots".into())).unwrap_err();
+    /// assert_eq!(e.to_string(), r#"invalid MC_MAX_WR="lots": expected an integer in 1..=32768"#);
+    /// # Ok::<(), railyard_verbs::engine::ConfigError>(())
+    /// ```
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Self::parse_lookup(get).inspect_err(|e| {
             tracing::warn!(target: "railyard::config", var = e.var, value = %e.value,
@@ -363,6 +395,16 @@ impl EngineConfig {
 
     /// Checks combinations the per-variable ranges cannot: a dedicated
     /// poller needs a second worker to post; sizes must be non-zero.
+    ///
+    /// ```
+    /// use railyard_verbs::engine::{EngineConfig, WorkerModel};
+    ///
+    /// let mut cfg = EngineConfig::default();
+    /// assert!(cfg.validate().is_ok());
+    /// cfg.worker_model = WorkerModel::DedicatedPoller;
+    /// cfg.workers = 1; // the poller would have no worker to post
+    /// assert_eq!(cfg.validate().unwrap_err().var, "MC_WORKERS_PER_CTX");
+    /// ```
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |var: &'static str, value: String, expected: &'static str| {
             Err(ConfigError {
@@ -536,6 +578,14 @@ impl EngineConfig {
     /// The devices to open, in rail order: [`devices`](Self::devices) if
     /// set, else [`device`](Self::device) alone; `[None]` = the first
     /// device found.
+    ///
+    /// ```
+    /// use railyard_verbs::engine::EngineConfig;
+    ///
+    /// assert_eq!(EngineConfig::default().device_names(), [None]); // the first device found
+    /// let cfg = EngineConfig { devices: vec!["rxe0".into(), "rxe1".into()], ..EngineConfig::default() };
+    /// assert_eq!(cfg.device_names(), [Some("rxe0"), Some("rxe1")]);
+    /// ```
     pub fn device_names(&self) -> Vec<Option<&str>> {
         if self.devices.is_empty() {
             vec![self.device.as_deref()]
@@ -545,6 +595,14 @@ impl EngineConfig {
     }
 
     /// Number of rails (devices) this configuration opens.
+    ///
+    /// ```
+    /// use railyard_verbs::engine::EngineConfig;
+    ///
+    /// assert_eq!(EngineConfig::default().rails(), 1);
+    /// let cfg = EngineConfig { devices: vec!["rxe0".into(), "rxe1".into()], ..EngineConfig::default() };
+    /// assert_eq!(cfg.rails(), 2);
+    /// ```
     pub fn rails(&self) -> usize {
         self.devices.len().max(1)
     }

@@ -6,7 +6,6 @@
 
 use super::config::MONITOR_TICK;
 use super::connect::{accept_peer, retire};
-use super::events::{event_action, EventAction};
 use super::fault::TraceEvent;
 use super::observe::HealthWatch;
 use super::shared::Shared;
@@ -14,7 +13,9 @@ use super::worker;
 use crate::handshake::{serve, ListenLimits};
 use crate::wire::PeerDescriptor;
 use railyard_core::cc::PollerStatus;
-use railyard_core::classify::{classify_event, FailureScope};
+use railyard_core::classify::{
+    classify_event, event_action, EventAction, EventClassification, FailureScope,
+};
 use railyard_core::endpoint::{EndpointGuard, EndpointHandle, ReclaimEvent, RetireReason};
 use railyard_core::evidence::{Observation, Observed};
 use railyard_core::slice::Outcome;
@@ -310,13 +311,20 @@ pub(crate) fn handle_async_event(
             scope = ?k.scope, effect = ?k.effect, retire = t.retire.len(),
             routes = ?t.routes, device_feedback = t.device, "async event");
     }
+    // The controller side is core's (`Controller::apply_event`), once per
+    // target route; the engine opens one port per device (rail), so a port
+    // event reaches that device's domain, as a device event does.
     for &r in &t.routes {
-        sh.gate.event_feedback(Some(r), k.effect);
+        let _ = sh.gate.apply_event(&k, d16, Some(r));
         sh.fault
             .trace(&sh.gate, TraceEvent::Feedback(Some(r), k.effect));
     }
     if t.device {
-        sh.gate.device_feedback(d16, k.effect);
+        let at_device = EventClassification {
+            scope: FailureScope::Device,
+            ..k
+        };
+        let _ = sh.gate.apply_event(&at_device, d16, None);
         sh.fault
             .trace(&sh.gate, TraceEvent::Feedback(None, k.effect));
     }
@@ -416,7 +424,6 @@ pub(crate) fn expire_tasks(sh: &Shared, now: u64, poller: railyard_core::cc::Pol
 }
 
 #[cfg(test)]
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::verbs::{EVENT_CQ_ERR, EVENT_DEVICE_FATAL, EVENT_PORT_ERR, EVENT_QP_FATAL};
@@ -450,6 +457,34 @@ mod tests {
             cq,
             &eps(),
         )
+    }
+
+    /// The engine's event constants through core's mapping: every row
+    /// lands at its scope.
+    #[test]
+    fn every_event_row_lands_at_its_scope() {
+        use crate::verbs::*;
+        use railyard_core::classify::Effect;
+        let all = EventAction::RetireAll(RetireReason::ContextFatal);
+        assert_eq!(event_action(EVENT_DEVICE_FATAL), all);
+        assert_eq!(event_action(EVENT_CQ_ERR), all);
+        assert_eq!(event_action(EVENT_PORT_ERR), all);
+        assert_eq!(
+            event_action(7),
+            EventAction::RetireQp(RetireReason::QpFatal)
+        ); // PATH_MIG_ERR
+        assert_eq!(
+            event_action(EVENT_QP_FATAL),
+            EventAction::RetireQp(RetireReason::QpFatal)
+        );
+        assert_eq!(event_action(4), EventAction::Ignore); // COMM_EST
+        assert_eq!(event_action(12345), EventAction::Ignore); // unknown
+        assert_eq!(event_action(EVENT_PORT_ACTIVE), EventAction::Ignore);
+        assert_eq!(
+            event_action(EVENT_GID_CHANGE),
+            EventAction::RetireAll(RetireReason::GidChange)
+        );
+        assert_eq!(classify_event(EVENT_PORT_ERR).effect, Effect::Quarantine);
     }
 
     #[test]

@@ -28,6 +28,19 @@ impl Engine {
     /// (the fault matrix traces every route's path through the state
     /// machine with it). One hook per engine; a second install is refused
     /// (`false`).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// use railyard_verbs::engine::TraceEvent;
+    /// let installed = engine.fault_trace_cc(|gate, ev| {
+    ///     if let TraceEvent::Feedback(route, effect) = ev {
+    ///         println!("feedback {effect:?} on {route:?}: {} epochs", gate.epochs());
+    ///     }
+    /// });
+    /// assert!(installed);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fault_trace_cc(&self, f: impl Fn(&CcGate, TraceEvent) + Send + Sync + 'static) -> bool {
         self.shared.fault.trace.set(Box::new(f)).is_ok()
     }
@@ -35,6 +48,15 @@ impl Engine {
     /// Every admission on local `device` is avoided (`PATH_QUARANTINED`)
     /// while the planner still finds it usable, as a quarantine racing the
     /// planner would; `None` turns it off.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// engine.fault_avoid_device(Some(1)); // admissions on device 1 are avoided
+    /// // ... transfers fail over to device 0 ...
+    /// engine.fault_avoid_device(None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fault_avoid_device(&self, device: Option<u16>) {
         self.shared.gate.fault_avoid_device(device);
     }
@@ -46,6 +68,17 @@ impl Engine {
     /// Posts on `seg`'s current endpoint carry a corrupted rkey (the
     /// peer answers `REM_ACCESS_ERR`). The corruption belongs to that
     /// endpoint: a reconnect fetches fresh descriptors and so refreshes it.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// engine.fault_corrupt_rkey(seg)?; // posts now fail with REM_ACCESS_ERR
+    /// // ... a transfer fails ...
+    /// engine.fault_restore_rkey();
+    /// engine.reconnect_segment(seg)?; // fresh descriptors
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fault_corrupt_rkey(&self, seg: SegmentId) -> Result<(), EngineError> {
         let h = self.fault_handle(seg)?;
         let enc = ep_word(h) + 1;
@@ -54,6 +87,15 @@ impl Engine {
     }
 
     /// Undoes [`fault_corrupt_rkey`](Self::fault_corrupt_rkey).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// engine.fault_corrupt_rkey(seg)?;
+    /// engine.fault_restore_rkey(); // posts carry the peer's rkey again
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fault_restore_rkey(&self) {
         self.shared.fault.bad_rkey_ep.store(0, Ordering::Release);
     }
@@ -64,6 +106,15 @@ impl Engine {
     /// foreign registrations are made on first use, for every region
     /// registered so far (by slot), and live as long as the engine; from
     /// then on `deregister_memory` is refused.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// engine.fault_bad_lkey(true)?; // posts on device 0 now fail (LOC_PROT_ERR)
+    /// // ... a transfer fails ...
+    /// engine.fault_bad_lkey(false)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[allow(unsafe_code)]
     pub fn fault_bad_lkey(&self, on: bool) -> Result<(), EngineError> {
         let f = &self.shared.fault;
@@ -99,6 +150,15 @@ impl Engine {
 
     /// Moves the QPs of `seg`'s first rail to ERR without telling the engine (as a QP
     /// error nobody reported would): posted work flushes.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// let qps = engine.fault_qps_to_error(seg)?; // posted work flushes (WR_FLUSH_ERR)
+    /// assert_eq!(qps, usize::from(engine.config().qps_per_endpoint));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fault_qps_to_error(&self, seg: SegmentId) -> Result<usize, EngineError> {
         let h = self.fault_handle(seg)?;
         let local = self.shared.endpoints.register();
@@ -118,6 +178,15 @@ impl Engine {
 
     /// Pauses (`true`) or resumes CQ polling in every worker: a poller
     /// stall. Posting continues.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// engine.fault_pause_polling(true); // a poller stall: completions wait
+    /// std::thread::sleep(std::time::Duration::from_millis(1500));
+    /// engine.fault_pause_polling(false);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fault_pause_polling(&self, paused: bool) {
         self.shared
             .fault
@@ -135,6 +204,17 @@ impl Engine {
     /// classified scope) on a synthetic `event_type` of device 0, for the
     /// first QP of `seg`'s first rail if given. For rows of the RFC 4162 event table Soft-RoCE cannot
     /// raise.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// use railyard_core::classify::event;
+    /// // As if the NIC reported the segment's QP fatal: its endpoint retires
+    /// // and the engine reconnects the segment once on its own.
+    /// engine.fault_async_event(event::QP_FATAL, Some(seg))?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn fault_async_event(
         &self,
         event_type: u32,

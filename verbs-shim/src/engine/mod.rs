@@ -27,7 +27,7 @@
 //!     ([`EngineConfig`] and its `MC_*` variables, receiver credit's
 //!     [`CreditConfig`] included), `topology.rs` (shard/worker index
 //!     arithmetic), and the self-contained pieces `cc_gate.rs`, `park.rs`,
-//!     `chains.rs`, `signal.rs`, `events.rs`, `waiters.rs`, `rail_diag.rs`,
+//!     `chains.rs`, `signal.rs`, `waiters.rs`, `rail_diag.rs`,
 //!     `fault.rs` (fault-injection state);
 //!   - the parts of the shared state, each owning its state with one impl:
 //!     `memory.rs` (registered regions and their pins), `registry.rs`
@@ -117,9 +117,12 @@
 //!   to the controller and recorded as task evidence (see
 //!   `control::expire_tasks`).
 //! * **Async events** are read per device and land at their classified
-//!   scope (`control::event_targets`): QP → its endpoint and route; CQ →
-//!   only the endpoints with a QP on that CQ, with fatal feedback to their
-//!   routes; port / device → that device's endpoints and device domain.
+//!   scope: core's [`event_action`] says what happens to endpoints and
+//!   `Controller::apply_event` applies the controller side; the engine
+//!   narrows them (`control::event_targets`): QP → its endpoint and route;
+//!   CQ → only the endpoints with a QP on that CQ, with fatal feedback to
+//!   their routes; port / device → that device's endpoints and device
+//!   domain (one port per device).
 //!
 //! * **Reconnect** (`connect/reconnect.rs`): the retired endpoints of a segment
 //!   this engine opened are replaced (automatically once after a CQ error
@@ -155,7 +158,6 @@ mod connect;
 mod control;
 mod credit;
 mod error;
-mod events;
 mod fabric;
 mod fault;
 mod hotpath;
@@ -186,14 +188,15 @@ pub use config::{
 };
 pub use credit::{negotiate, CreditFaults, CreditStats, LinkPhase, Negotiated, PeerCredit};
 pub use error::{ConfigError, EngineError};
-pub use events::{event_action, EventAction};
 #[cfg(feature = "fault-injection")]
 pub use fault::TraceEvent;
 pub use observe::{EngineSnapshot, RouteState};
 pub use rail_diag::{RailTraces, RAIL_TRACE_CAPACITY};
+// The endpoint side of async events is core's (one mapping for every integrator).
 pub use railyard_core::cc::{
     CcConfig, CcStats, DomainSnapshot, DrainSignal, Health, Mode as CcMode, SoftwareProvider,
 };
+pub use railyard_core::classify::{event_action, EventAction};
 pub use railyard_core::credit::{BackpressureInfo, PressureSource, Resource};
 pub use railyard_core::evidence::{AnomalyState, Detail as AnomalyDetail};
 pub use railyard_core::rail::{NicView, PeerView, RailConfig, RailCounters, Variant};
@@ -243,6 +246,25 @@ impl Engine {
     /// controller of `cfg.cc` ([`CcGate`], `max_endpoints` route domains
     /// per device). A `cfg.cc` that does not validate leaves the controller
     /// off ([`Engine::cc_config_error`] says why).
+    ///
+    /// ```
+    /// use railyard_verbs::engine::{Engine, EngineConfig, EngineError};
+    ///
+    /// // A configuration that does not validate is refused before any device
+    /// // is opened, naming the variable (or field).
+    /// let bad = EngineConfig { slice_size: 0, ..EngineConfig::default() };
+    /// match Engine::new(bad) {
+    ///     Err(EngineError::Config(e)) => assert_eq!(e.var, "MC_SLICE_SIZE"),
+    ///     other => panic!("expected a configuration error, got {other:?}"),
+    /// }
+    ///
+    /// // Without an RDMA device (or access to one) the error is typed too.
+    /// match Engine::new(EngineConfig::default()) {
+    ///     Ok(engine) => println!("{} listening on {}", engine.device(), engine.listen_addr()),
+    ///     Err(EngineError::Verbs(e)) => println!("no engine on this host: {e}"),
+    ///     Err(e) => panic!("unexpected: {e}"),
+    /// }
+    /// ```
     pub fn new(cfg: EngineConfig) -> Result<Self, EngineError> {
         cfg.validate().inspect_err(|e| {
             tracing::warn!(target: "railyard::config", var = e.var, value = %e.value,
@@ -262,6 +284,14 @@ impl Engine {
     }
 
     /// The configuration in use.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let cfg = engine.config();
+    /// println!("{} B slices, {} QPs per endpoint, {} rail(s)", cfg.slice_size, cfg.qps_per_endpoint, cfg.rails());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn config(&self) -> &EngineConfig {
         &self.shared.cfg
     }
@@ -269,21 +299,61 @@ impl Engine {
     /// Why the configured congestion controller stayed off (RFC 4162: an
     /// invalid configuration leaves it off rather than partially
     /// defaulted), or `None` if it runs as configured.
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{CcMode, Engine, EngineConfig};
+    ///
+    /// let mut cfg = EngineConfig::from_env()?;
+    /// cfg.cc.mode = CcMode::Enforce;
+    /// cfg.cc.min_window_bytes = cfg.cc.max_window_bytes + 1; // does not validate
+    /// let engine = Engine::new(cfg)?; // starts, with the controller off
+    /// assert!(engine.cc_config_error().is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cc_config_error(&self) -> Option<railyard_core::cc::ConfigError> {
         self.shared.cc_error
     }
 
     /// Where peers reach this engine's handshake listener.
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig};
+    ///
+    /// let mut cfg = EngineConfig::from_env()?;
+    /// cfg.listen = "0.0.0.0:18515".parse()?;
+    /// let engine = Engine::new(cfg)?;
+    /// // Peers call `open_segment(("this-host", 18515))`.
+    /// assert_eq!(engine.listen_addr().port(), 18515);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn listen_addr(&self) -> SocketAddr {
         self.listen
     }
 
     /// The first device's name (rail 0).
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig};
+    ///
+    /// let cfg = EngineConfig { device: Some("mlx5_0".into()), ..EngineConfig::from_env()? };
+    /// let engine = Engine::new(cfg)?;
+    /// assert_eq!(engine.device(), "mlx5_0");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn device(&self) -> &str {
         self.shared.fabric.devs[0].ctx.name()
     }
 
     /// Every device's name, in rail order.
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig};
+    ///
+    /// let cfg = EngineConfig::from_lookup(|k| (k == "MC_RDMA_DEVICE").then(|| "mlx5_0,mlx5_1".into()))?;
+    /// let engine = Engine::new(cfg)?;
+    /// assert_eq!(engine.devices(), ["mlx5_0", "mlx5_1"]); // rail 0, rail 1
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn devices(&self) -> Vec<&str> {
         self.shared
             .fabric
@@ -294,6 +364,15 @@ impl Engine {
     }
 
     /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// // As many rails as both sides have devices, at most.
+    /// assert!(engine.segment_rails(seg)? <= engine.devices().len());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn segment_rails(&self, seg: SegmentId) -> Result<usize, EngineError> {
         self.shared.registry.segment_rails(seg)
     }
@@ -338,6 +417,15 @@ impl Engine {
     /// (refused while transfers may touch it) or the engine is dropped.
     /// Peers see it if it is registered before they connect. The returned
     /// region is the device-0 registration.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let mem = engine.alloc_memory(64 << 20)?; // 64 MiB, zeroed, on every device
+    /// mem.write_at(0, b"payload")?;
+    /// println!("local buffer {:#x}..+{}, rkey {:#x}", mem.addr(), mem.len(), mem.rkey());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[allow(unsafe_code)]
     pub fn alloc_memory(&self, len: usize) -> Result<Arc<MemoryRegion>, EngineError> {
         let mr = MemoryRegion::alloc(&self.shared.fabric.devs[0].pd, len, Access::ALL_RDMA)?;
@@ -357,6 +445,25 @@ impl Engine {
     /// (and the returned `Arc` is dropped) or the engine is dropped, and
     /// must not be accessed through Rust references while transfers may
     /// touch it.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig};
+    ///
+    /// // The caller's memory, declared before the engine: it outlives every
+    /// // registration (dropping the engine releases them all).
+    /// let mut pool = vec![0u8; 16 << 20].into_boxed_slice();
+    /// let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// // SAFETY: `pool` outlives the engine and is not touched through
+    /// // references while it is registered.
+    /// let mr = unsafe { engine.register_memory(pool.as_mut_ptr(), pool.len())? };
+    /// let addr = mr.addr(); // transfers name it as `local`
+    /// drop(mr);
+    /// // ... transfers ...
+    /// engine.deregister_memory(addr)?; // refused (MemoryBusy) while transfers may touch it
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[allow(unsafe_code)]
     pub unsafe fn register_memory(
         &self,
@@ -412,18 +519,48 @@ impl Engine {
     /// The address is remembered: if the endpoint is later retired for a
     /// CQ error or a QP-scope event, the engine reconnects once on its own,
     /// and [`reconnect_segment`](Self::reconnect_segment) does it on demand.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let _mem = engine.alloc_memory(1 << 20)?; // registered first: the peer sees it
+    /// let seg = engine.open_segment("10.0.0.2:18515")?; // the peer's listen_addr()
+    /// let remote = engine.segment_regions(seg)?[0].addr;
+    /// println!("peer region at {remote:#x}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open_segment(&self, peer: impl ToSocketAddrs) -> Result<SegmentId, EngineError> {
         connect::open_segment(&self.shared, peer)
     }
 
     /// The regions the peer exported at handshake time (remote addresses of
     /// transfers must lie in one of them).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// for r in engine.segment_regions(seg)? {
+    ///     println!("{:#x}..+{} (rkey {:#x})", r.addr, r.len, r.rkey);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn segment_regions(&self, seg: SegmentId) -> Result<Vec<SegmentDescriptor>, EngineError> {
         self.shared.registry.segment_regions(seg)
     }
 
     /// Segments known to this engine, including ones peers opened to us
     /// (a connection is symmetric: either side may post on it).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// for seg in engine.segments() {
+    ///     let info = engine.segment_info(seg)?;
+    ///     println!("{seg:?}: peer {:?}, active {}", info.peer, info.active);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn segments(&self) -> Vec<SegmentId> {
         self.shared.registry.segment_ids()
     }
@@ -431,11 +568,29 @@ impl Engine {
     /// Retires a segment's endpoints, one per rail (the one retire API):
     /// no new posts; their posted work drains (or is flushed after the
     /// drain timeout).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// engine.close_segment(seg)?; // no new posts; posted work drains
+    /// assert!(engine.wait_idle(std::time::Duration::from_secs(5)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn close_segment(&self, seg: SegmentId) -> Result<(), EngineError> {
         connect::close_segment(&self.shared, seg)
     }
 
     /// Creates an empty batch that will hold up to `capacity` tasks.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let batch = engine.allocate_batch(128)?; // up to 128 tasks, over any number of submits
+    /// // ... submit, wait ...
+    /// engine.free_batch(batch)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn allocate_batch(&self, capacity: usize) -> Result<BatchId, EngineError> {
         Ok(self.shared.tables.allocate_batch(capacity))
     }
@@ -444,11 +599,48 @@ impl Engine {
     /// is queued if any is invalid), cuts them into slices (see
     /// [`slice_count`]) and queues the slices to the workers. Task `i` of
     /// this call gets index `previous tasks + i` in the batch.
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig, Op, TaskState, Transfer};
+    /// use std::time::Duration;
+    ///
+    /// let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let mem = engine.alloc_memory(1 << 20)?;
+    /// let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// let remote = engine.segment_regions(seg)?[0].addr;
+    /// mem.write_at(0, &[7; 4096])?;
+    /// let batch = engine.allocate_batch(2)?;
+    /// engine.submit(batch, &[
+    ///     // Task 0: WRITE 4 KiB to the peer; task 1: READ the next 4 KiB back.
+    ///     Transfer { op: Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote },
+    ///     Transfer { op: Op::Read, local: mem.addr() + 4096, len: 4096, segment: seg, remote_offset: remote + 4096 },
+    /// ])?;
+    /// assert!(engine.wait_batch(batch, Duration::from_secs(30))?);
+    /// assert!(engine.batch_status(batch)?.iter().all(|s| s.state == TaskState::Completed));
+    /// engine.free_batch(batch)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn submit(&self, batch: BatchId, transfers: &[Transfer]) -> Result<(), EngineError> {
         submit::submit(&self.shared, batch, transfers)
     }
 
     /// The state and progress of task `task` of `batch`.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// let s = engine.task_status(batch, 0)?;
+    /// println!("{:?}: {} of {} bytes", s.state, s.transferred_bytes, s.total_bytes);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn task_status(&self, batch: BatchId, task: usize) -> Result<TaskStatus, EngineError> {
         self.shared.tables.with_task(batch, task, TaskCell::status)
     }
@@ -498,6 +690,27 @@ impl Engine {
     }
 
     /// All tasks of `batch`, in submission order.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// # use railyard_verbs::engine::TaskState;
+    /// engine.wait_batch(batch, std::time::Duration::from_secs(30))?;
+    /// for (i, s) in engine.batch_status(batch)?.iter().enumerate() {
+    ///     if s.state != TaskState::Completed {
+    ///         println!("task {i}: {:?} ({:?})", s.state, engine.task_anomaly(batch, i)?);
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn batch_status(&self, batch: BatchId) -> Result<Vec<TaskStatus>, EngineError> {
         self.shared.tables.batch_status(batch)
     }
@@ -519,6 +732,29 @@ impl Engine {
     ///
     /// Read-only: it never mutates, posts, polls or probes. Valid during
     /// the `(batch, task)` lifetime, i.e. until [`free_batch`](Self::free_batch).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// use railyard_verbs::engine::{AnomalyState, TaskState};
+    /// engine.wait_batch(batch, std::time::Duration::from_secs(30))?;
+    /// if engine.task_status(batch, 0)?.state != TaskState::Completed {
+    ///     match engine.task_anomaly(batch, 0)? {
+    ///         AnomalyState::Congested => println!("congested: retry later, same path"),
+    ///         AnomalyState::LongUnavailable => println!("path unavailable: try another rail or peer"),
+    ///         AnomalyState::Unknown | AnomalyState::Normal => println!("no path evidence"),
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn task_anomaly(&self, batch: BatchId, task: usize) -> Result<AnomalyState, EngineError> {
         Ok(self.task_anomaly_detail(batch, task)?.state)
     }
@@ -528,6 +764,24 @@ impl Engine {
     /// route generation, window, in-flight bytes, cooldown; unobserved
     /// fields say so) and the dropped / stale evidence counts. With the
     /// controller off, `state` is UNKNOWN but the evidence is still shown.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// let d = engine.task_anomaly_detail(batch, 0)?;
+    /// if let Some(o) = d.winner {
+    ///     println!("{:?}: {:?} at {:?} (resolved: {})", d.state, o.reason, o.path, o.resolved);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn task_anomaly_detail(
         &self,
         batch: BatchId,
@@ -542,6 +796,26 @@ impl Engine {
     /// Cancels every unsettled slice of `batch`: its tasks end `CANCELED`
     /// (unless a slice already failed or timed out). Work already posted
     /// still completes on the wire; its completion only releases resources.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// use std::time::Duration;
+    /// if !engine.wait_batch(batch, Duration::from_secs(5))? {
+    ///     engine.cancel_batch(batch)?; // unsettled slices end CANCELED
+    ///     engine.wait_batch(batch, Duration::from_secs(5))?;
+    /// }
+    /// engine.free_batch(batch)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cancel_batch(&self, batch: BatchId) -> Result<(), EngineError> {
         submit::cancel_batch(&self.shared, batch)
     }
@@ -549,11 +823,47 @@ impl Engine {
     /// Frees a batch whose tasks are all finished; its task and slice slots
     /// return to the pools. A batch with unfinished tasks is refused
     /// ([`EngineError::BatchBusy`]): cancel it first.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// use railyard_verbs::engine::EngineError;
+    /// match engine.free_batch(batch) {
+    ///     Ok(()) => {}
+    ///     Err(EngineError::BatchBusy(_)) => {
+    ///         // Still running: cancel, wait for the tasks to end, free.
+    ///         engine.cancel_batch(batch)?;
+    ///         engine.wait_batch(batch, std::time::Duration::MAX)?;
+    ///         engine.free_batch(batch)?;
+    ///     }
+    ///     Err(e) => return Err(e.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn free_batch(&self, batch: BatchId) -> Result<(), EngineError> {
         self.shared.tables.free_batch(batch)
     }
 
     /// Counters and leak-check gauges.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let s = engine.stats();
+    /// println!("{} posts in {} doorbells, {} completions", s.posts, s.doorbells, s.completions);
+    /// // Idle: every gauge is back to zero (anything else is a leak).
+    /// assert!(engine.wait_idle(std::time::Duration::from_secs(5)));
+    /// assert_eq!((engine.stats().tokens_in_use, engine.stats().mem_pins), (0, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> EngineStats {
         observe::stats(&self.shared)
     }
@@ -582,6 +892,25 @@ impl Engine {
     /// Waits until no work request is in flight and no slice is queued
     /// (e.g. after every task finished, for the stale completions of
     /// timed-out or canceled attempts). Returns whether it got there.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// use std::time::Duration;
+    /// engine.wait_batch(batch, Duration::from_secs(30))?;
+    /// engine.free_batch(batch)?;
+    /// // Late completions of canceled or timed-out attempts settle too.
+    /// assert!(engine.wait_idle(Duration::from_secs(5)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn wait_idle(&self, timeout: Duration) -> bool {
         let t0 = Instant::now();
         loop {
@@ -602,6 +931,15 @@ impl Engine {
     /// by twice the drain timeout) for every token to come back, then stops
     /// and joins the threads. QPs are destroyed when the epoch reclaims
     /// their endpoints (or with the table, after the threads are gone).
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig};
+    ///
+    /// let mut engine = Engine::new(EngineConfig::from_env()?)?;
+    /// // ... transfers ...
+    /// engine.shutdown(); // flushes in-flight work and joins the threads (dropping does the same)
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn shutdown(&mut self) {
         let sh = &*self.shared;
         if self.threads.is_empty() {
@@ -636,17 +974,49 @@ impl Engine {
     /// Whether a route admits posts right away is the controller's call:
     /// a QUARANTINED route avoids them until its cooldown moves it to
     /// PROBING, and a successful probe makes it HEALTHY.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// let info = engine.segment_info(seg)?;
+    /// if !info.active && !info.reconnecting {
+    ///     let generation = engine.reconnect_segment(seg)?; // fresh QPs and descriptors
+    ///     println!("reconnected: endpoint generation {generation}");
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn reconnect_segment(&self, seg: SegmentId) -> Result<u32, EngineError> {
         connect::reconnect(&self.shared, seg.0 as usize)
     }
 
     /// The connection state of `seg`'s first rail (the only one with a
     /// single device).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// let info = engine.segment_info(seg)?;
+    /// println!("route {}, active {}, {} reconnects", info.route, info.active, info.reconnects);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn segment_info(&self, seg: SegmentId) -> Result<SegmentInfo, EngineError> {
         self.segment_rail_info(seg, 0)
     }
 
     /// The connection state of `seg`'s rail `rail` (local device `rail`).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// for rail in 0..engine.segment_rails(seg)? as u16 {
+    ///     let info = engine.segment_rail_info(seg, rail)?;
+    ///     println!("rail {rail}: device {}, route {}, active {}", info.device, info.route, info.active);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn segment_rail_info(&self, seg: SegmentId, rail: u16) -> Result<SegmentInfo, EngineError> {
         let sh = &*self.shared;
         sh.registry.segment_info(seg, rail, |h| sh.is_active(h))
@@ -655,6 +1025,16 @@ impl Engine {
     /// A snapshot of the CC route of `seg`'s first rail (health,
     /// generation, errors, window, in-flight bytes), or `None` without a
     /// controller. Slow path; never touches verbs.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// if let Some(r) = engine.route_snapshot(seg)? {
+    ///     println!("{:?}, window {} B, {} B in flight", r.health, r.window, r.in_flight);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn route_snapshot(&self, seg: SegmentId) -> Result<Option<DomainSnapshot>, EngineError> {
         let route = self.segment_info(seg)?.route;
         Ok(self.shared.gate.route_snapshot(route))
@@ -662,6 +1042,18 @@ impl Engine {
 
     /// A snapshot of the CC route of `seg`'s rail `rail`, or `None`
     /// without a controller.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// for rail in 0..engine.segment_rails(seg)? as u16 {
+    ///     if let Some(r) = engine.rail_route_snapshot(seg, rail)? {
+    ///         println!("rail {rail}: {:?} (generation {})", r.health, r.generation);
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn rail_route_snapshot(
         &self,
         seg: SegmentId,
@@ -673,12 +1065,33 @@ impl Engine {
 
     /// A snapshot of local device 0's CC domain, or `None` without a
     /// controller.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// use railyard_verbs::engine::Health;
+    /// if let Some(d) = engine.device_snapshot() {
+    ///     assert_ne!(d.health, Health::Quarantined, "device 0 isolated");
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn device_snapshot(&self) -> Option<DomainSnapshot> {
         self.device_snapshot_of(0)
     }
 
     /// A snapshot of local device `device`'s CC domain, or `None` without
     /// a controller (or no such device).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// for dev in 0..engine.devices().len() as u16 {
+    ///     if let Some(d) = engine.device_snapshot_of(dev) {
+    ///         println!("device {dev}: {:?}, {} B in flight", d.health, d.in_flight);
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn device_snapshot_of(&self, device: u16) -> Option<DomainSnapshot> {
         self.shared.gate.device_snapshot(device)
     }
@@ -688,12 +1101,31 @@ impl Engine {
     /// siw) by default, [`DrainSignal::Enforce`] otherwise (see
     /// `railyard_core::cc::DrainSignal`); `None` without a controller
     /// compiled in, or no such device.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// use railyard_verbs::engine::DrainSignal;
+    /// if engine.drain_signal_of(0) == Some(DrainSignal::Advisory) {
+    ///     println!("drain-time pressure on device 0 is reported, not acted on");
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn drain_signal_of(&self, device: u16) -> Option<DrainSignal> {
         self.shared.gate.drain_signal(device)
     }
 
     /// The software RDMA provider local device `device` (rail) is, from its
     /// `ibv_device_attr.vendor_id` (`None`: hardware, or no such device).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// if let Some(p) = engine.software_provider_of(0) {
+    ///     println!("device 0 is a software provider ({p:?}): absolute speeds mean little");
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn software_provider_of(&self, device: u16) -> Option<SoftwareProvider> {
         let d = self.shared.fabric.devs.get(usize::from(device))?;
         SoftwareProvider::from_vendor_id(d.vendor_id)
@@ -701,6 +1133,16 @@ impl Engine {
 
     /// The controller's counters (stale feedback, illegal transitions, ...),
     /// or `None` without a controller.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// if let Some(cc) = engine.cc_stats() {
+    ///     assert_eq!(cc.illegal_transitions, 0);
+    ///     println!("{} stale feedbacks settled for accounting only", cc.stale_feedback);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn cc_stats(&self) -> Option<CcStats> {
         Some(self.shared.gate.cc_stats())
     }
@@ -712,6 +1154,17 @@ impl Engine {
     /// application knows when the data was consumed. Refused (nothing
     /// changes) for a segment without an active credit session or for
     /// more slots than the sender was granted and has not returned.
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig};
+    ///
+    /// let cfg = EngineConfig::from_lookup(|k| (k == "MC_RECEIVER_CREDIT").then(|| "required".into()))?;
+    /// let engine = Engine::new(cfg)?; // the receiving side
+    /// # let seg = railyard_verbs::engine::SegmentId(0);
+    /// // The application read 8 slices the sender on `seg` wrote: grant them again.
+    /// engine.consume(seg, 8)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn consume(&self, seg: SegmentId, n: u64) -> Result<(), EngineError> {
         match &self.shared.credit {
             Some(c) => c.consume(seg.0, n),
@@ -721,6 +1174,18 @@ impl Engine {
 
     /// The receiver-credit metrics (per peer and aggregate, sender and
     /// receiver side), or `None` with credit off.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// if let Some(c) = engine.credit_stats() {
+    ///     println!("policy {:?}: {} frames sent, {} malformed", c.policy, c.frames_sent, c.malformed);
+    ///     for p in &c.peers {
+    ///         println!("segment {}: {:?}, {} credit stalls", p.segment, p.negotiated, p.stalls);
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn credit_stats(&self) -> Option<CreditStats> {
         self.shared
             .credit
@@ -730,6 +1195,18 @@ impl Engine {
 
     /// What the receiver-credit negotiation gave for `seg` (`None` with
     /// credit off, or for a segment it never saw).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// use railyard_verbs::engine::Negotiated;
+    /// match engine.segment_credit(seg) {
+    ///     Some(Negotiated::Active(version)) => println!("credit-gated WRITEs (schema {version})"),
+    ///     other => println!("no credit gating: {other:?}"),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn segment_credit(&self, seg: SegmentId) -> Option<Negotiated> {
         self.credit_stats()?
             .peers
@@ -742,6 +1219,23 @@ impl Engine {
     /// `batch` met (source, peer, exhausted resources, retry hint), or
     /// `None` if it never stalled for credit. Valid during the task's
     /// lifetime, like [`task_status`](Self::task_status).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// if let Some(bp) = engine.task_backpressure(batch, 0)? {
+    ///     println!("credit stall ({:?}), retry after {} us", bp.source, bp.retry_after_us);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn task_backpressure(
         &self,
         batch: BatchId,
@@ -755,12 +1249,32 @@ impl Engine {
     /// The rail selector's counters: decisions, probes, V2/V3 fallbacks,
     /// missing / expired peer samples, ledger exhaustion and contention,
     /// and peer / NIC accounting errors (which must stay zero).
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let c = engine.rail_counters();
+    /// println!("{} decisions, {} probes", c.decisions, c.probes);
+    /// assert_eq!((c.peer_accounting_errors, c.nic_accounting_errors), (0, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn rail_counters(&self) -> RailCounters {
         self.shared.rails.counters()
     }
 
     /// The NIC-scope state of local device `device` (in-flight bytes, the
     /// completion EWMA, the nominal rate), or `None` past the last rail.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// for dev in 0..engine.devices().len() {
+    ///     if let Some(v) = engine.rail_nic_view(dev) {
+    ///         println!("device {dev}: {} B in flight, {} B/s of {} nominal", v.inflight, v.bw, v.nominal);
+    ///     }
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn rail_nic_view(&self, device: usize) -> Option<NicView> {
         self.shared.rails.nic_view(device)
     }
@@ -771,6 +1285,17 @@ impl Engine {
     /// [`Engine::now_ns`]). `None` without the ledger (`peer-feedback`
     /// feature and `rail.peer_accounting`), past the last rail, or if the
     /// peer has no entry there.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// if let Some(p) = engine.rail_peer_view(0, seg) {
+    ///     let age_ns = engine.now_ns().saturating_sub(p.sample_ns);
+    ///     println!("{} B in flight to the peer, {} B/s, sample {age_ns} ns old", p.inflight, p.bw);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn rail_peer_view(&self, device: usize, seg: SegmentId) -> Option<PeerView> {
         (device < self.shared.rails.len())
             .then(|| self.shared.rails.peer_view(device, seg.0))
@@ -780,6 +1305,13 @@ impl Engine {
     /// Live peer-ledger entries on local device `device` (0 without the
     /// ledger or past the last rail). Idle entries are kept up to the
     /// history target; only their in-flight bytes must return to zero.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// println!("{} peers tracked on device 0", engine.rail_peer_entries(0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn rail_peer_entries(&self, device: usize) -> u32 {
         if device < self.shared.rails.len() {
             self.shared.rails.peer_entries(device)
@@ -790,6 +1322,15 @@ impl Engine {
 
     /// The engine's clock (nanoseconds since it started): the time base of
     /// [`PeerView::sample_ns`] and of the trace ages.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// let t0 = engine.now_ns();
+    /// std::thread::sleep(std::time::Duration::from_millis(1));
+    /// assert!(engine.now_ns() > t0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn now_ns(&self) -> railyard_core::time::Nanos {
         self.shared.now()
     }
@@ -799,6 +1340,19 @@ impl Engine {
     /// per transfer whose slices were planned over two or more rails, as
     /// RFC 4534's TTL calibration wants: feed them to
     /// [`TtlCalibrator`](railyard_core::rail::TtlCalibrator) (a V1 run).
+    ///
+    /// ```no_run
+    /// use railyard_verbs::engine::{Engine, EngineConfig};
+    ///
+    /// let mut cfg = EngineConfig::from_env()?;
+    /// cfg.rail.trace = true; // with the peer ledger (`peer-feedback`, MC_RAIL_PEER_ACCOUNTING=1)
+    /// let engine = Engine::new(cfg)?;
+    /// // ... multi-rail transfers ...
+    /// let t = engine.take_rail_traces();
+    /// let cold = t.decisions.iter().filter(|d| d.is_none()).count();
+    /// println!("{} decisions, {cold} without a peer sample", t.decisions.len());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn take_rail_traces(&self) -> RailTraces {
         self.shared.telemetry.rail_trace.take()
     }
@@ -806,6 +1360,24 @@ impl Engine {
     /// How many slices of task `task` of `batch` are on each local device
     /// (rail), `[..rails]`: the device of each slice's current (or last)
     /// attempt. Read it before [`Engine::free_batch`].
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// # let seg = engine.open_segment("10.0.0.2:18515")?;
+    /// # let mem = engine.alloc_memory(1 << 20)?;
+    /// # let remote = engine.segment_regions(seg)?[0].addr;
+    /// # let batch = engine.allocate_batch(1)?;
+    /// # let t = railyard_verbs::engine::Transfer {
+    /// #     op: railyard_verbs::engine::Op::Write, local: mem.addr(), len: 4096, segment: seg, remote_offset: remote,
+    /// # };
+    /// # engine.submit(batch, &[t])?;
+    /// engine.wait_batch(batch, std::time::Duration::from_secs(30))?;
+    /// let per_rail = engine.task_rail_slices(batch, 0)?; // before free_batch
+    /// println!("slices per rail: {:?}", &per_rail[..engine.devices().len()]);
+    /// engine.free_batch(batch)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn task_rail_slices(
         &self,
         batch: BatchId,
@@ -816,6 +1388,14 @@ impl Engine {
 
     /// Installs receiver-credit control-frame faults (duplicate, reorder,
     /// delay, silence) on the updates this engine sends as a receiver.
+    ///
+    /// ```no_run
+    /// # use railyard_verbs::engine::{Engine, EngineConfig};
+    /// # let engine = Engine::new(EngineConfig::from_env()?)?;
+    /// use railyard_verbs::engine::CreditFaults;
+    /// engine.set_credit_faults(CreditFaults { duplicate: true, ..CreditFaults::default() });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg(feature = "fault-injection")]
     pub fn set_credit_faults(&self, f: CreditFaults) {
         if let Some(c) = &self.shared.credit {
