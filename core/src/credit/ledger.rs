@@ -527,6 +527,7 @@ impl CommittedCharge {
     }
 
     /// The compact `credit_key` for a [`TokenRecord`].
+    #[inline]
     pub fn credit_key(&self) -> Result<u32, RecordError> {
         let c = &self.charge.0;
         if self.entry >= MAX_ENTRIES || c[0] > u32::MAX as u64 || c[1..].iter().any(|&s| s > 1) {
@@ -542,6 +543,7 @@ impl CommittedCharge {
     /// DATA_BYTES, slot charges must be 0 or 1, and `rec` must not hold a
     /// credit charge already; otherwise `rec` is untouched and the charge
     /// comes back with the error (still held: release or record it).
+    #[inline]
     pub fn record_into(self, rec: &mut TokenRecord) -> Result<(), (RecordError, CommittedCharge)> {
         let key = match self.credit_key() {
             Ok(k) => k,
