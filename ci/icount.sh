@@ -46,7 +46,7 @@ echo
 cargo build --release -q -p railyard-benches --example hotpath_icount
 hp=target/release/examples/hotpath_icount
 printf "%-26s %14s\n" "hot path arm" "instr/slice"
-for arm in composed_nocc composed_off composed_observe hand_enforce composed_enforce composed_enforce_chain composed_enforce_covered hand_all composed_all composed_enforce_cached composed_all_cached; do
+for arm in hand_nocc composed_nocc composed_off composed_observe hand_enforce composed_enforce composed_enforce_chain composed_enforce_covered hand_all composed_all composed_enforce_cached composed_all_cached; do
   a=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$hp" "$arm" 0 2>&1 | awk '/Collected/ {print $4}')
   b=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$hp" "$arm" 200000 2>&1 | awk '/Collected/ {print $4}')
   printf "%-26s %14d\n" "$arm" $(( (b - a) / 200000 ))

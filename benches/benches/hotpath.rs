@@ -14,6 +14,7 @@ use railyard_benches::hotpath::Fixture;
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("hotpath_post_complete");
     for arm in [
+        "hand_nocc",
         "composed_nocc",
         "composed_off",
         "composed_observe",
@@ -26,6 +27,7 @@ fn bench(c: &mut Criterion) {
         g.bench_function(arm, |b| {
             let mut now = 0u64;
             let op: fn(&mut Fixture, u64) = match arm {
+                "hand_nocc" => Fixture::hand_nocc,
                 "composed_nocc" => Fixture::composed_nocc,
                 "composed_off" => Fixture::composed_off,
                 "composed_observe" => Fixture::composed_observe,

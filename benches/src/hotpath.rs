@@ -10,7 +10,8 @@
 //!
 //! * `enforce`: CC in enforce mode, rail and credit off (and the same op
 //!   with CC off, observing, or not composed at all: `composed_off`,
-//!   `composed_observe`, `composed_nocc`, what enforce costs per slice);
+//!   `composed_observe`, `composed_nocc`, what enforce costs per slice; by
+//!   hand with no layer at all: `hand_nocc`);
 //! * `all`: CC enforce + rail charge (2 devices, ledger off) + receiver
 //!   credit (DATA_BYTES + REQUEST_SLOT; the control half refills the grant
 //!   every [`REFILL_EVERY`] ops, identically for both arms).
@@ -329,6 +330,37 @@ impl Fixture {
         );
     }
 
+    /// [`composed_nocc`](Self::composed_nocc)'s op composed by hand: the
+    /// slice, the endpoint and the token, no policy layer (what the
+    /// composition costs without any layer).
+    #[inline]
+    pub fn hand_nocc(&mut self, now: u64) {
+        let s = self.slices.open(0).unwrap();
+        assert!(self.slices.is_current(s));
+        let mut rec = TokenRecord {
+            slice: s,
+            endpoint: self.path.endpoint,
+            post_ns: now,
+            bytes: black_box(BYTES),
+            route: self.path.route,
+            qp: self.path.qp,
+            device: self.path.device,
+            ..TokenRecord::default()
+        };
+        self.eps.admit_post(rec.endpoint, rec.qp).unwrap();
+        rec.holds |= TokenRecord::HOLDS_OUTSTANDING;
+        let wr = self.tokens.claim(rec).unwrap();
+        let rec = self.tokens.complete(black_box(wr)).unwrap();
+        let c = classify_wc(black_box(wc::SUCCESS), 0);
+        let drained = self.eps.release_post(rec.endpoint, rec.qp);
+        let out = match wc_outcome(&c) {
+            WcOutcome::Success => Outcome::Success,
+            _ => Outcome::Failure,
+        };
+        let settled = self.slices.settle(rec.slice, out);
+        black_box(use_completion(&rec, c.status, settled.is_ok(), drained));
+    }
+
     /// The same op composed by hand, CC only.
     #[inline]
     pub fn hand_enforce(&mut self, now: u64) {
@@ -487,13 +519,14 @@ impl Fixture {
     }
 
     /// Runs `n` ops of arm `which` (`hand_enforce`, `composed_enforce`,
-    /// `composed_observe`, `composed_off`, `composed_nocc`,
+    /// `composed_observe`, `composed_off`, `hand_nocc`, `composed_nocc`,
     /// `composed_enforce_chain`, `composed_enforce_covered`, `hand_all`,
     /// `composed_all`, and two arms through a worker's token cache:
     /// `composed_enforce_cached`, `composed_all_cached`).
     pub fn run(&mut self, which: &str, n: u64) {
         let f: fn(&mut Self, u64) = match which {
             "hand_enforce" => Self::hand_enforce,
+            "hand_nocc" => Self::hand_nocc,
             "composed_enforce" => Self::composed_enforce,
             "composed_observe" => Self::composed_observe,
             "composed_off" => Self::composed_off,

@@ -95,6 +95,51 @@ fn record_reaches_a_poller_on_another_thread() {
     });
 }
 
+/// `complete_with` lends the record in its slot: the poller reads the
+/// poster's record and overwrites it while the slot is still its own,
+/// while the main thread waits for the slot to come back and claims it
+/// again. The slot is freed only after the lender is done (the new
+/// owner's record is never clobbered), and only once.
+fn lent_record_is_freed_after_the_lender() {
+    loom::model(|| {
+        let pool = Arc::new(TokenPool::<u64>::new(1).unwrap());
+        let cq = Arc::new(AtomicU64::new(0));
+        let (p, q) = (pool.clone(), cq.clone());
+        let poller = thread::spawn(move || loop {
+            let wr = q.load(Ordering::Relaxed);
+            if wr != 0 {
+                let seen = p.complete_with(wr, |r| core::mem::replace(r, 0));
+                assert_eq!(seen, Ok(0xfeed), "the poster's record, once");
+                // Duplicate, or Stale once the main thread took the slot again.
+                let twice = p.complete_with(wr, |r| *r);
+                assert!(
+                    matches!(twice, Err(TokenError::Duplicate | TokenError::Stale)),
+                    "never twice: {twice:?}"
+                );
+                break;
+            }
+            thread::yield_now();
+        });
+        let wr = pool.claim(0xfeed).unwrap();
+        cq.store(wr, Ordering::Relaxed);
+        let again = loop {
+            match pool.claim(7) {
+                Ok(w) => break w,
+                Err(_) => thread::yield_now(),
+            }
+        };
+        assert_ne!(again, wr, "a new sequence for the reused slot");
+        poller.join().unwrap();
+        assert_eq!(pool.complete(again), Ok(7), "the lender wrote a freed slot");
+        assert_eq!(pool.in_use(), 0);
+    });
+}
+
+#[test]
+fn token_lent_record_is_freed_after_the_lender() {
+    lent_record_is_freed_after_the_lender();
+}
+
 #[test]
 fn token_record_reaches_a_poller_on_another_thread() {
     record_reaches_a_poller_on_another_thread();
@@ -118,6 +163,15 @@ fn token_free_list_never_hands_a_slot_to_two_owners() {
 #[should_panic]
 fn broken_token_publish() {
     record_reaches_a_poller_on_another_thread();
+}
+
+/// The same broken publish under `complete_with`: the lender reads the
+/// record without a happens-before edge from the poster's write.
+#[cfg(railyard_broken = "token_publish")]
+#[test]
+#[should_panic]
+fn broken_token_publish_lent() {
+    lent_record_is_freed_after_the_lender();
 }
 
 /// Without the ABA tag on the free-list head, a stale `next` is installed.

@@ -4,7 +4,10 @@
 //!
 //! A layer takes at most one hold per posted attempt and names it in the
 //! attempt's [`TokenRecord`] by its `HOLDS_*` bit; every release clears that
-//! bit first, so a record can never release a hold twice.
+//! bit first, so a record can never release a hold twice. A release changes
+//! nothing else in the record (the composition hands the record back as
+//! posted, its holds restored), and the composition calls it only while the
+//! bit is set.
 //!
 //! | layer | real type | hold | `HOLDS_*` bit |
 //! |---|---|---|---|
@@ -524,15 +527,10 @@ impl CcLayer for Controller {
     }
     #[inline(always)]
     fn acquire(&self, rec: &mut TokenRecord, now: Nanos) -> Result<(), CcRefusal> {
+        // One test on the admitted path; the refusals are mapped out of line.
         match self.try_acquire(rec.device, rec.route, rec.bytes, now) {
-            Ok(Admission::Admit(p)) => p.record_into(rec).map_err(|p| {
-                // The record already held a permit: never hold two.
-                let _ = self.release(p, Effect::None);
-                CcRefusal::Invalid(AcquireError::AlreadyHeld)
-            }),
-            Ok(Admission::Defer(d)) => Err(CcRefusal::Deferred(d)),
-            Ok(Admission::Avoid(a)) => Err(CcRefusal::Avoided(a)),
-            Err(e) => Err(CcRefusal::Invalid(e)),
+            Ok(Admission::Admit(p)) => p.record_into(rec).map_err(|p| self.refuse_second(p)),
+            other => Err(self.not_admitted(other)),
         }
     }
     #[inline(always)]
@@ -547,6 +545,55 @@ impl CcLayer for Controller {
     }
 }
 
+impl Controller {
+    /// An admission that did not admit, as the layer's refusal (nothing is
+    /// held).
+    #[cold]
+    fn not_admitted(&self, a: Result<Admission, AcquireError>) -> CcRefusal {
+        match a {
+            Ok(Admission::Defer(d)) => CcRefusal::Deferred(d),
+            Ok(Admission::Avoid(a)) => CcRefusal::Avoided(a),
+            Err(e) => CcRefusal::Invalid(e),
+            // Not passed here (the caller records an admission); were it,
+            // the permit goes back rather than being held unrecorded.
+            Ok(Admission::Admit(p)) => self.refuse_second(p),
+        }
+    }
+
+    /// The record already held a permit: never hold two.
+    #[cold]
+    fn refuse_second(&self, p: crate::cc::Permit) -> CcRefusal {
+        let _ = self.release(p, Effect::None);
+        CcRefusal::Invalid(AcquireError::AlreadyHeld)
+    }
+}
+
+impl SenderLedger {
+    /// A reserve the ledger refused, as the layer's refusal (built out of
+    /// line: the reserved path carries none of it).
+    #[cold]
+    #[inline(never)]
+    fn not_reserved(&self, entry: EntryId, e: ReserveError) -> CreditRefusal {
+        match e {
+            ReserveError::Key(k) => CreditRefusal::Invalid(k),
+            ReserveError::Closed => {
+                CreditRefusal::Backpressure(self.backpressure(entry, ResourceSet::EMPTY))
+            }
+            ReserveError::Insufficient(short) => {
+                CreditRefusal::Backpressure(self.backpressure(entry, short))
+            }
+        }
+    }
+}
+
+/// A reservation the record cannot name: rolled back (dropped) here.
+#[cold]
+#[inline(never)]
+fn unrecordable(r: crate::credit::Reservation<'_>, e: RecordError) -> CreditRefusal {
+    drop(r);
+    CreditRefusal::Unrecordable(e)
+}
+
 impl CreditLayer for SenderLedger {
     type Reserved<'a> = crate::credit::Reservation<'a>;
 
@@ -558,22 +605,14 @@ impl CreditLayer for SenderLedger {
     ) -> Result<Self::Reserved<'a>, CreditRefusal> {
         let r = match self.try_reserve(demand.entry, &demand.charge) {
             Ok(r) => r,
-            Err(ReserveError::Key(k)) => return Err(CreditRefusal::Invalid(k)),
-            Err(ReserveError::Closed) => {
-                return Err(CreditRefusal::Backpressure(
-                    self.backpressure(demand.entry, ResourceSet::EMPTY),
-                ))
-            }
-            Err(ReserveError::Insufficient(short)) => {
-                return Err(CreditRefusal::Backpressure(
-                    self.backpressure(demand.entry, short),
-                ))
-            }
+            Err(e) => return Err(self.not_reserved(demand.entry, e)),
         };
         // A demand the record cannot name (a caller bug) is refused here;
         // dropping `r` rolls the reservation back.
-        r.record_into(rec).map_err(CreditRefusal::Unrecordable)?;
-        Ok(r)
+        match r.record_into(rec) {
+            Ok(()) => Ok(r),
+            Err(e) => Err(unrecordable(r, e)),
+        }
     }
 
     #[inline(always)]

@@ -605,6 +605,7 @@ impl CommittedCharge {
     /// let big = CommittedCharge::new_unchecked(5, 2, Charge([4096, 2, 0, 1]));
     /// assert_eq!(big.credit_key(), Err(RecordError::NotRecordable));
     /// ```
+    #[inline]
     pub fn credit_key(&self) -> Result<u32, RecordError> {
         let c = &self.charge.0;
         if self.entry >= MAX_ENTRIES || c[0] > u32::MAX as u64 || c[1..].iter().any(|&s| s > 1) {
@@ -639,6 +640,7 @@ impl CommittedCharge {
     /// c.record_into(&mut rec).unwrap();
     /// assert_eq!(ledger.release_record(&mut rec), Ok(ReleaseOutcome::Released));
     /// ```
+    #[inline]
     pub fn record_into(self, rec: &mut TokenRecord) -> Result<(), (RecordError, CommittedCharge)> {
         let key = match self.credit_key() {
             Ok(k) => k,

@@ -98,6 +98,20 @@ pub struct TokenPool<R: Copy = TokenRecord> {
     slots: Box<[Slot<R>]>,
 }
 
+/// Returns a won slot to the pool's free list when dropped (after the
+/// record was lent out, even if the borrower unwound).
+struct PushOnDrop<'a, R: Copy> {
+    pool: &'a TokenPool<R>,
+    index: u32,
+}
+
+impl<R: Copy> Drop for PushOnDrop<'_, R> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.pool.push(self.index);
+    }
+}
+
 /// Keeps the contended free-list head on its own cache line.
 #[repr(align(128))]
 struct CachePadded<T>(T);
@@ -262,11 +276,55 @@ impl<R: Copy> TokenPool<R> {
         Ok(record)
     }
 
+    /// [`complete`](Self::complete), lending the record to `f` in its slot
+    /// before the slot is freed: `f` reads (and may change) the record
+    /// where the claim wrote it, so nothing is copied out that `f` does not
+    /// use. Returns what `f` returns. The same exactly-once completion and
+    /// typed errors (`f` is not called on an error); the slot is freed
+    /// after `f` returns, or if `f` unwinds.
+    ///
+    /// ```
+    /// use railyard_core::token::{TokenError, TokenPool, TokenRecord};
+    ///
+    /// let pool: TokenPool = TokenPool::new(2).unwrap();
+    /// let wr_id = pool.claim(TokenRecord { bytes: 4096, ..TokenRecord::default() }).unwrap();
+    /// assert_eq!(pool.complete_with(wr_id, |rec| rec.bytes), Ok(4096));
+    /// assert_eq!(pool.in_use(), 0);
+    /// assert_eq!(pool.complete_with(wr_id, |rec| rec.bytes), Err(TokenError::Duplicate));
+    /// ```
+    #[inline(always)]
+    pub fn complete_with<T>(
+        &self,
+        wr_id: WrId,
+        f: impl FnOnce(&mut R) -> T,
+    ) -> Result<T, TokenError> {
+        let (index, slot) = self.take_slot(wr_id)?;
+        let _free = PushOnDrop { pool: self, index };
+        Ok(Self::lend(slot, f))
+    }
+
     /// The exactly-once step of a completion: wins the slot's odd sequence
     /// and reads the record. The slot is then owned by the caller, who must
     /// return it to a free list (the pool's, or a cache's).
     #[inline(always)]
     fn take(&self, wr_id: WrId) -> Result<(u32, R), TokenError> {
+        let (index, slot) = self.take_slot(wr_id)?;
+        let record = slot.record.with(|p| {
+            // SAFETY: `take_slot`'s CAS moved the sequence off the odd value
+            // this wr_id carries, so we are the one completer; the slot is
+            // not on the free list yet, so no claimer writes it; the
+            // claimer's write happened-before its Release store that our
+            // AcqRel CAS read.
+            unsafe { p.read() }
+        });
+        Ok((index, record))
+    }
+
+    /// Wins the slot's odd sequence (the exactly-once step) without reading
+    /// the record: the slot, record included, is the caller's until it
+    /// returns the slot to a free list.
+    #[inline(always)]
+    fn take_slot(&self, wr_id: WrId) -> Result<(u32, &Slot<R>), TokenError> {
         let index = wr_id as u32;
         let seq = (wr_id >> 32) as u32;
         let slot = self
@@ -280,19 +338,25 @@ impl<R: Copy> TokenPool<R> {
             .seq
             .compare_exchange(seq, seq.wrapping_add(1), TAKE, Ordering::Relaxed)
         {
-            Ok(_) => {
-                let record = slot.record.with(|p| {
-                    // SAFETY: our CAS moved the sequence off the odd value
-                    // this wr_id carries, so we are the one completer; the
-                    // slot is not on the free list yet, so no claimer
-                    // writes it; the claimer's write happened-before its
-                    // Release store that our AcqRel CAS read.
-                    unsafe { p.read() }
-                });
-                Ok((index, record))
-            }
+            Ok(_) => Ok((index, slot)),
             Err(current) => Err(classify_miss(current, seq)),
         }
+    }
+
+    /// Runs `f` on the record of a slot won by [`take_slot`](Self::take_slot)
+    /// and not yet returned to a free list.
+    #[inline(always)]
+    fn lend<T>(slot: &Slot<R>, f: impl FnOnce(&mut R) -> T) -> T {
+        slot.record.with_mut(|p| {
+            // SAFETY: the caller won this slot's sequence (`take_slot`) and
+            // has not returned the slot to a free list, so it is the one
+            // completer and no claimer can pop (and write) the slot: this
+            // thread has exclusive access to the record until it frees the
+            // slot, which it does only after `f` returns (or unwinds). The
+            // claimer's write happened-before its Release store that the
+            // winning AcqRel CAS read.
+            f(unsafe { &mut *p })
+        })
     }
 
     /// Number of slots currently owned by posted attempts.
@@ -841,16 +905,44 @@ impl<P: core::ops::Deref<Target = TokenPool<R>>, R: Copy, const N: usize> TokenC
     #[inline(always)]
     pub fn complete(&mut self, wr_id: WrId) -> Result<R, TokenError> {
         let (index, record) = self.pool.take(wr_id)?;
+        self.give_back(index);
+        Ok(record)
+    }
+
+    /// [`TokenPool::complete_with`] through the cache: the record is lent to
+    /// `f` in its slot, then the slot stays in this cache (the same
+    /// exactly-once completion and errors).
+    #[inline(always)]
+    pub fn complete_with<T>(
+        &mut self,
+        wr_id: WrId,
+        f: impl FnOnce(&mut R) -> T,
+    ) -> Result<T, TokenError> {
+        let (index, slot) = self.pool.take_slot(wr_id)?;
+        // If `f` unwinds, the slot goes back to the pool.
+        let unwinding = PushOnDrop {
+            pool: &self.pool,
+            index,
+        };
+        let out = TokenPool::lend(slot, f);
+        core::mem::forget(unwinding);
+        self.give_back(index);
+        Ok(out)
+    }
+
+    /// Keeps a completed slot in this cache (or returns it to the pool, if
+    /// the pool asked caches for their tokens).
+    #[inline(always)]
+    fn give_back(&mut self, index: u32) {
         if self.answer_flush() {
             self.pool.push(index);
-            return Ok(record);
+            return;
         }
         if self.free.is_full() {
             self.flush_oldest(Self::BATCH);
         }
         // Cannot fail: not full after the flush.
         let _ = self.free.push(index);
-        Ok(record)
     }
 
     /// Returns every cached token to the pool.
