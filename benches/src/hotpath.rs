@@ -1,4 +1,4 @@
-//! The composed hot path (`completion::Owner` with its layers) against the
+//! The composed hot path (`completion::HotPath` with its layers) against the
 //! same work composed by hand from the layers' own APIs, as integrators did
 //! before the composition existed. Shared by the criterion bench
 //! (`benches/hotpath.rs`) and the callgrind driver
@@ -21,7 +21,7 @@ use std::hint::black_box;
 use railyard_core::cc::{Admission, CcConfig, Controller, Mode, Monitor};
 use railyard_core::classify::{classify_wc, wc, wc_outcome, WcOutcome};
 use railyard_core::completion::{
-    CcLayer, CreditDemand, Layers, Owner, Path, PostOrder, PostRequest, SliceEffect, TokenSource,
+    CcLayer, CreditDemand, HotPath, Layers, Path, PostOrder, PostRequest, SliceEffect, TokenSource,
 };
 use railyard_core::credit::{
     Charge, CreditUpdate, EntryId, LedgerConfig, SenderControl, SenderLedger, SessionId, Totals,
@@ -231,7 +231,7 @@ impl Fixture {
 
     #[inline(always)]
     fn cc_via<C: CcLayer, T: TokenSource>(&self, cc: C, tokens: &mut T, now: u64) {
-        let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
+        let owner = HotPath::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: (),
             rail: (),
             cc,
@@ -259,7 +259,7 @@ impl Fixture {
 
     /// One op through the composition, CC only, selectively signaled:
     /// chains of [`CHAIN`] posts recorded in posting order, the last one's
-    /// CQE covering the rest (`Owner::complete_covered`), as the engine
+    /// CQE covering the rest (`HotPath::complete_covered`), as the engine
     /// does with `MC_SIGNAL_INTERVAL` >= 16. Per slice, like the others
     /// (run it with N a multiple of [`CHAIN`]).
     #[inline]
@@ -277,7 +277,7 @@ impl Fixture {
 
     #[inline(always)]
     fn chains(&mut self, now: u64, covered: bool) {
-        let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
+        let owner = HotPath::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: (),
             rail: (),
             cc: &self.cc,
@@ -420,7 +420,7 @@ impl Fixture {
 
     #[inline(always)]
     fn all_via<T: TokenSource>(&self, tokens: &mut T, now: u64) {
-        let owner = Owner::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
+        let owner = HotPath::new(self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: &self.ledger,
             rail: &self.rails,
             cc: &self.cc,

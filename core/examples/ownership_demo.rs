@@ -5,7 +5,7 @@
 //! Run: `cargo run -p railyard-core --example ownership_demo`
 
 use railyard_core::classify::wc;
-use railyard_core::completion::{Owner, PostRequest};
+use railyard_core::completion::{HotPath, PostRequest};
 use railyard_core::endpoint::{EndpointConfig, EndpointTable, RetireReason};
 use railyard_core::slice::SliceTable;
 use railyard_core::token::TokenPool;
@@ -14,7 +14,7 @@ fn main() {
     let tokens: TokenPool = TokenPool::new(1024).expect("pool");
     let slices = SliceTable::new(64).expect("slices");
     let eps = EndpointTable::<&'static str>::new(EndpointConfig::default()).expect("endpoints");
-    let owner = Owner::new(&tokens, &slices, &eps);
+    let owner = HotPath::new(&tokens, &slices, &eps);
     let local = eps.register();
 
     let nic_a = eps.open("mlx5_0 -> peer:mlx5_1").expect("open");

@@ -16,7 +16,7 @@
 //!
 //! This is the **only** mapping from a work completion to what completion
 //! ownership (RFC 3136) does with the slice, and every integrator gets it
-//! through [`completion::Owner::complete`](crate::completion::Owner::complete)
+//! through [`completion::HotPath::complete`](crate::completion::HotPath::complete)
 //! (the engine, the simulator, the C ABI). It is derived row by row from
 //! the "Current-object handling" column of RFC 4162's WC table, read as
 //! what happens to the *operation* (the slice attempt) on that object:

@@ -1,4 +1,4 @@
-//! The composed hot path (`completion::Owner` with every layer on): the
+//! The composed hot path (`completion::HotPath` with every layer on): the
 //! fixed admission order, rollback on every refusal source, the rail
 //! never choosing a quarantined rail while another is usable, and the
 //! completion releasing exactly what the record names, once.
@@ -10,7 +10,7 @@
 use railyard_core::cc::{CcConfig, Controller, DomainKind, Health, Mode, Monitor};
 use railyard_core::classify::{classify_wc, wc, wc_outcome, Effect, WcOutcome};
 use railyard_core::completion::{
-    CreditDemand, InvalidPost, Layers, Owner, Path, PostRequest, Refusal, SliceEffect,
+    CreditDemand, HotPath, InvalidPost, Layers, Path, PostRequest, Refusal, SliceEffect,
 };
 use railyard_core::credit::{
     Charge, CreditUpdate, LedgerConfig, ReleaseOutcome, Resource, SenderControl, SenderLedger,
@@ -96,8 +96,8 @@ impl Fixture {
         self.ctl.apply_update(&self.ledger, 0, &u, 0).unwrap();
     }
 
-    fn owner(&self) -> Owner<'_, (), Layers<&SenderLedger, &Selector, &Controller>> {
-        Owner::new(&self.tokens, &self.slices, &self.eps)
+    fn owner(&self) -> HotPath<'_, (), Layers<&SenderLedger, &Selector, &Controller>> {
+        HotPath::new(&self.tokens, &self.slices, &self.eps)
             .with_max_retries(2)
             .with_layers(Layers {
                 credit: &self.ledger,

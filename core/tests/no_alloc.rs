@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use railyard_core::classify::wc;
-use railyard_core::completion::{Owner, PostRequest};
+use railyard_core::completion::{HotPath, PostRequest};
 use railyard_core::endpoint::{EndpointConfig, EndpointTable};
 use railyard_core::slice::{Outcome, SliceTable};
 use railyard_core::token::{TokenPool, TokenRecord};
@@ -85,7 +85,7 @@ fn post_and_complete_protocol_never_allocates() {
     let slices = SliceTable::new(64).unwrap();
     let eps = EndpointTable::<()>::new(EndpointConfig::default()).unwrap();
     let ep = eps.open(()).unwrap();
-    let owner = Owner::new(&tokens, &slices, &eps);
+    let owner = HotPath::new(&tokens, &slices, &eps);
     let before = allocs();
     for i in 0..10_000u32 {
         let s = slices.open(i % 64).unwrap();
@@ -116,7 +116,7 @@ fn post_and_complete_through_token_caches_never_allocate() {
     let slices = SliceTable::new(64).unwrap();
     let eps = EndpointTable::<()>::new(EndpointConfig::default()).unwrap();
     let ep = eps.open(()).unwrap();
-    let owner = Owner::new(&tokens, &slices, &eps);
+    let owner = HotPath::new(&tokens, &slices, &eps);
     let mut poster = owner.token_cache::<4>();
     let mut poller = owner.token_cache::<4>();
     let mut live = [0u64; 16];
@@ -189,7 +189,7 @@ fn composed_hot_path_with_every_layer_never_allocates() {
         entry: ledger.entry(0, 0).unwrap(),
         charge: Charge::direct_write(4096),
     };
-    let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers {
+    let owner = HotPath::new(&tokens, &slices, &eps).with_layers(Layers {
         credit: &ledger,
         rail: &rails,
         cc: &cc,

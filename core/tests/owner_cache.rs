@@ -1,5 +1,5 @@
 //! The composed hot path through per-thread token caches
-//! (`Owner::post_via` / `complete_via` / `unposted_via` with a
+//! (`HotPath::post_via` / `complete_via` / `unposted_via` with a
 //! `TokenCache`): the pool's `wr_id` semantics, typed errors and
 //! exactly-once completion; claim on one thread and completion on another;
 //! exhaustion while another cache holds free tokens is backpressure that the
@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use railyard_core::classify::wc;
-use railyard_core::completion::{Owner, PostRequest, Refusal, SliceEffect};
+use railyard_core::completion::{HotPath, PostRequest, Refusal, SliceEffect};
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable};
 use railyard_core::slice::{Outcome, SliceState, SliceTable};
 use railyard_core::token::{TokenError, TokenPool, TokenRecord};
@@ -61,8 +61,8 @@ impl World {
         }
     }
 
-    fn owner(&self) -> Owner<'_> {
-        Owner::new(&self.tokens, &self.slices, &self.eps)
+    fn owner(&self) -> HotPath<'_> {
+        HotPath::new(&self.tokens, &self.slices, &self.eps)
     }
 }
 

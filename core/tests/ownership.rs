@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use railyard_core::classify::wc;
-use railyard_core::completion::{Owner, PostRequest, Refusal, SliceEffect};
+use railyard_core::completion::{HotPath, PostRequest, Refusal, SliceEffect};
 use railyard_core::endpoint::{
     EndpointConfig, EndpointError, EndpointHandle, EndpointTable, Phase, ReclaimEvent, RetireReason,
 };
@@ -100,8 +100,8 @@ impl World {
         }
     }
 
-    fn owner(&self) -> Owner<'_> {
-        Owner::new(&self.tokens, &self.slices, &self.eps).with_max_retries(3)
+    fn owner(&self) -> HotPath<'_> {
+        HotPath::new(&self.tokens, &self.slices, &self.eps).with_max_retries(3)
     }
 
     fn post(&mut self, s: SliceRef, ep: EndpointHandle, qp: u16) -> Result<WrId, Refusal> {
@@ -301,7 +301,7 @@ fn retire_while_another_thread_posts_threaded() {
     })
     .unwrap();
     let ep = eps.open(()).unwrap();
-    let owner = Owner::new(&tokens, &slices, &eps);
+    let owner = HotPath::new(&tokens, &slices, &eps);
     let retired = AtomicBool::new(false);
     let posted_after_retire_seen = AtomicU64::new(0);
     let completed = AtomicU64::new(0);
@@ -405,7 +405,7 @@ fn async_qp_fatal_races_completion_threaded() {
         let slices = SliceTable::new(1).unwrap();
         let eps = EndpointTable::<()>::new(EndpointConfig::default()).unwrap();
         let ep = eps.open(()).unwrap();
-        let owner = Owner::new(&tokens, &slices, &eps);
+        let owner = HotPath::new(&tokens, &slices, &eps);
         let s1 = slices.open(0).unwrap();
         let wr = owner
             .post(PostRequest::new(s1, ep, 0, 64, 0))

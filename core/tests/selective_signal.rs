@@ -1,6 +1,6 @@
 //! Selective signaling through the composed hot path: a CQE covers the
 //! unsignaled requests recorded before it on its QP ([`PostOrder`]), and
-//! [`Owner::complete_covered`] completes them — in posting order, each
+//! [`HotPath::complete_covered`] completes them — in posting order, each
 //! token exactly once, whatever mix of success, error, flush, duplicate
 //! and stale completions arrives (RFC 3136: a stale completion only
 //! releases what it owned).
@@ -8,7 +8,7 @@
 use railyard_core::cc::{CcConfig, Controller, Mode};
 use railyard_core::classify::wc;
 use railyard_core::completion::{
-    Completed, Layers, Owner, Path, PostOrder, PostRequest, SignalPolicy, SliceEffect,
+    Completed, HotPath, Layers, Path, PostOrder, PostRequest, SignalPolicy, SliceEffect,
 };
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable};
 use railyard_core::slice::{SliceRef, SliceState, SliceTable};
@@ -41,8 +41,8 @@ impl Rig {
         i
     }
 
-    fn owner(&self) -> Owner<'_, ()> {
-        Owner::new(&self.tokens, &self.slices, &self.eps)
+    fn owner(&self) -> HotPath<'_, ()> {
+        HotPath::new(&self.tokens, &self.slices, &self.eps)
     }
 }
 
@@ -71,7 +71,7 @@ fn post_chain(
 /// What the engine's poller does with one CQE: the covered requests
 /// first, in order, then the CQE's own.
 fn cqe(
-    owner: &Owner<'_, ()>,
+    owner: &HotPath<'_, ()>,
     order: &PostOrder,
     w: WrId,
     status: u32,
@@ -249,7 +249,7 @@ fn covered_completions_release_the_cc_permit_and_feed_no_false_error() {
         ..CcConfig::default()
     };
     let (cc, _m) = Controller::new(&cfg, 1, &[0]).unwrap();
-    let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers {
+    let owner = HotPath::new(&tokens, &slices, &eps).with_layers(Layers {
         credit: (),
         rail: (),
         cc: &cc,

@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex};
 use railyard_core::cc::PollerStatus;
 use railyard_core::classify::classify_event;
 use railyard_core::completion::{
-    CreditDemand, InvalidPost, Path, PathChoice, PostRequest, Refusal, SliceEffect, Stack,
-    StackConfig, StackControl,
+    CreditDemand, HotPathConfig, HotPathControl, HotPathTables, InvalidPost, Path, PathChoice,
+    PostRequest, Refusal, SliceEffect,
 };
 use railyard_core::credit::{Charge, LedgerConfig};
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, ReclaimEvent, RetireReason};
@@ -99,7 +99,7 @@ pub struct ry_hotpath_config {
 }
 
 impl ry_hotpath_config {
-    fn to_core(self, route_devices: &[u16]) -> Result<StackConfig> {
+    fn to_core(self, route_devices: &[u16]) -> Result<HotPathConfig> {
         let cc = self.cc.to_core()?;
         let rail = if self.rail_enabled != 0 {
             let spec = DeviceSpec::new(self.nominal_bps);
@@ -108,7 +108,7 @@ impl ry_hotpath_config {
             None
         };
         let credit = (self.credit_enabled != 0).then_some(LedgerConfig::from(self.credit));
-        Ok(StackConfig {
+        Ok(HotPathConfig {
             tokens: self.tokens as usize,
             slices: self.slices as usize,
             endpoints: EndpointConfig {
@@ -440,13 +440,13 @@ pub struct ry_hotpath_stats {
 #[derive(Default)]
 struct Padded(AtomicU64);
 
-pub(crate) struct HotPath {
-    stack: Stack<()>,
+pub(crate) struct HotPathHandle {
+    stack: HotPathTables<()>,
     /// Per endpoint slot: (generation, cookie), written at open; read by
     /// reclaim under the same lock, so a reopened slot never lends its
     /// cookie to an older generation's event.
     cookies: Mutex<Vec<(u32, u64)>>,
-    control: Mutex<StackControl>,
+    control: Mutex<HotPathControl>,
     /// Per slice index: the `ry_task` handle bits its evidence goes to (0 = none).
     tasks: Box<[AtomicU64]>,
     posts: Padded,
@@ -459,7 +459,7 @@ pub(crate) struct HotPath {
     faults: AtomicU64,
 }
 
-impl HotPath {
+impl HotPathHandle {
     /// The hot path's token pool.
     pub(crate) fn tokens(&self) -> &railyard_core::token::TokenPool {
         &self.stack.tokens
@@ -467,9 +467,9 @@ impl HotPath {
 }
 
 // Behind an `Arc`: a token cache over the hot path's pool keeps it alive.
-static HOTPATHS: Registry<Arc<HotPath>> = Registry::new(8, "hot path");
+static HOTPATHS: Registry<Arc<HotPathHandle>> = Registry::new(8, "hot path");
 
-pub(crate) fn hotpath(h: ry_hotpath) -> Result<crate::handle::Pinned<Arc<HotPath>>> {
+pub(crate) fn hotpath(h: ry_hotpath) -> Result<crate::handle::Pinned<Arc<HotPathHandle>>> {
     HOTPATHS.get(h.bits)
 }
 
@@ -486,7 +486,7 @@ pub unsafe extern "C" fn ry_hotpath_config_default(out: *mut ry_hotpath_config) 
     // SAFETY: caller contract: `out` is valid for writes.
     unsafe {
         ret(out, "out", || {
-            let d = StackConfig::default();
+            let d = HotPathConfig::default();
             Ok(ry_hotpath_config {
                 cc: ry_cc_config::from(&d.cc),
                 rail: ry_rail_config::from(&railyard_core::rail::RailConfig::default()),
@@ -532,8 +532,8 @@ pub unsafe extern "C" fn ry_hotpath_create(
         ret(out, "out", || {
             let routes = in_slice(route_devices, n_routes, "route_devices")?;
             let sc = in_ref(cfg, "cfg")?.to_core(routes)?;
-            let (stack, control) = Stack::<()>::new(&sc).map_err(stack_error)?;
-            let bits = HOTPATHS.insert(Arc::new(HotPath {
+            let (stack, control) = HotPathTables::<()>::new(&sc).map_err(stack_error)?;
+            let bits = HOTPATHS.insert(Arc::new(HotPathHandle {
                 stack,
                 cookies: Mutex::new(vec![(0, 0); sc.endpoints.capacity as usize]),
                 control: Mutex::new(control),
@@ -552,8 +552,8 @@ pub unsafe extern "C" fn ry_hotpath_create(
     }
 }
 
-fn stack_error(e: railyard_core::completion::StackError) -> Error {
-    use railyard_core::completion::StackError as E;
+fn stack_error(e: railyard_core::completion::HotPathError) -> Error {
+    use railyard_core::completion::HotPathError as E;
     match e {
         E::Tokens(t) => t.into(),
         E::Slices(s) => s.into(),
@@ -773,7 +773,7 @@ fn invalid_error(e: InvalidPost) -> Error {
     }
 }
 
-fn record_evidence(h: &HotPath, slice: SliceRef, o: Option<Observation>) {
+fn record_evidence(h: &HotPathHandle, slice: SliceRef, o: Option<Observation>) {
     let Some(o) = o else { return };
     let Some(t) = h.tasks.get(slice.index as usize) else {
         return;
@@ -784,7 +784,7 @@ fn record_evidence(h: &HotPath, slice: SliceRef, o: Option<Observation>) {
     }
 }
 
-fn task_of(h: &HotPath, slice: SliceRef) -> Option<ry_task> {
+fn task_of(h: &HotPathHandle, slice: SliceRef) -> Option<ry_task> {
     let bits = h.tasks.get(slice.index as usize)?.load(Ordering::Acquire);
     (bits != 0).then_some(ry_task { bits })
 }
@@ -925,7 +925,7 @@ unsafe fn post(
             path: choice,
             now: r.now_ns,
         };
-        let owner = h.stack.owner();
+        let owner = h.stack.hot_path();
         let index_of = |p: &Path| paths.iter().position(|x| x == p).unwrap_or(0) as u32;
         let mut o = ry_post_result::default();
         let posted = via!(h, cache, src => owner.post_via(src, req));
@@ -1026,7 +1026,7 @@ fn unposted(
     now_ns: u64,
 ) -> Result<()> {
     let h = hotpath(hp)?;
-    let owner = h.stack.owner();
+    let owner = h.stack.hot_path();
     let (_, rel) = via!(h, cache, src => owner.unposted_via(src, wr_id, now_ns))?;
     h.unposted.fetch_add(1, Ordering::Relaxed);
     if rel.faults().count() != 0 {
@@ -1105,7 +1105,7 @@ fn complete(
 ) -> Result<ry_completion> {
     {
         let h = hotpath(hp)?;
-        let owner = h.stack.owner();
+        let owner = h.stack.hot_path();
         let done =
             via!(h, cache, src => owner.complete_via(src, wr_id, status, vendor_err, now_ns));
         let d = match done {
@@ -1258,7 +1258,7 @@ pub unsafe extern "C" fn ry_hotpath_new_generation(
 }
 
 fn credit_control<T>(
-    h: &HotPath,
+    h: &HotPathHandle,
     f: impl FnOnce(
         &railyard_core::credit::SenderLedger,
         &mut railyard_core::credit::SenderControl,

@@ -41,7 +41,7 @@ use railyard_core::token::{TokenCacheOver, TokenPool, TokenRecord};
 
 use crate::error::{guard, ret, ret_opt, Error, Result, RyStatus};
 use crate::handle::Registry;
-use crate::hotpath::{ry_hotpath, HotPath};
+use crate::hotpath::{ry_hotpath, HotPathHandle};
 
 /// Largest `capacity` a token cache may have (free tokens it holds at most).
 pub const RY_TOKEN_CACHE_MAX_CAPACITY: u32 = 256;
@@ -60,7 +60,7 @@ pub(crate) enum PoolRef {
     #[cfg(feature = "layers")]
     Pool(Arc<TokenPool>),
     /// A hot path's own pool.
-    HotPath(Arc<HotPath>),
+    HotPath(Arc<HotPathHandle>),
 }
 
 impl Deref for PoolRef {

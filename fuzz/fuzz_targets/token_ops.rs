@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use railyard_core::classify::wc;
-use railyard_core::completion::{Owner, PostRequest, SliceEffect};
+use railyard_core::completion::{HotPath, PostRequest, SliceEffect};
 use railyard_core::endpoint::{
     EndpointConfig, EndpointHandle, EndpointTable, ReclaimEvent, RetireReason,
 };
@@ -58,7 +58,7 @@ fuzz_target!(|ops: Vec<Op>| {
     })
     .unwrap();
     let local = eps.register();
-    let owner = Owner::new(&tokens, &slices, &eps).with_max_retries(2);
+    let owner = HotPath::new(&tokens, &slices, &eps).with_max_retries(2);
 
     // Shadow model.
     let mut live: Vec<(WrId, TokenRecord)> = Vec::new();

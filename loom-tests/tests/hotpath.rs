@@ -1,4 +1,4 @@
-//! loom: the composed hot path (`completion::Owner` with the CC and rail
+//! loom: the composed hot path (`completion::HotPath` with the CC and rail
 //! layers on) — a post and its completion on one thread, retire and reclaim
 //! of the endpoint on another.
 //!
@@ -13,7 +13,7 @@ use loom::sync::Arc;
 use loom::thread;
 use railyard_core::cc::{CcConfig, Controller, Mode, Monitor};
 use railyard_core::classify::wc;
-use railyard_core::completion::{Layers, Owner, Path, PostRequest, Refusal};
+use railyard_core::completion::{HotPath, Layers, Path, PostRequest, Refusal};
 use railyard_core::endpoint::{
     EndpointConfig, EndpointError, EndpointTable, ReclaimEvent, RetireReason,
 };
@@ -53,8 +53,8 @@ impl World {
         }
     }
 
-    fn owner(&self) -> Owner<'_, (), Layers<(), &Selector, &Controller>> {
-        Owner::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
+    fn owner(&self) -> HotPath<'_, (), Layers<(), &Selector, &Controller>> {
+        HotPath::new(&self.tokens, &self.slices, &self.eps).with_layers(Layers {
             credit: (),
             rail: &self.rails,
             cc: &self.cc,

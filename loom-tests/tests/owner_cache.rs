@@ -1,4 +1,4 @@
-//! loom: the composed hot path (`completion::Owner`) claiming and
+//! loom: the composed hot path (`completion::HotPath`) claiming and
 //! completing through per-thread token caches — a poster's cache on one
 //! thread, a poller's cache on another (the dedicated-poller model), on a
 //! pool the poster drains.
@@ -22,7 +22,7 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use railyard_core::classify::wc;
-use railyard_core::completion::{Owner, PostRequest, Refusal};
+use railyard_core::completion::{HotPath, PostRequest, Refusal};
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable};
 use railyard_core::slice::SliceTable;
 use railyard_core::token::{TokenError, TokenPool};
@@ -61,8 +61,8 @@ impl World {
         }
     }
 
-    fn owner(&self) -> Owner<'_> {
-        Owner::new(&self.tokens, &self.slices, &self.eps)
+    fn owner(&self) -> HotPath<'_> {
+        HotPath::new(&self.tokens, &self.slices, &self.eps)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The preload's process-wide state and its two hot paths.
 //!
-//! One [`Stack`] (token pool, slice and endpoint tables, the congestion
+//! One [`HotPathTables`] (token pool, slice and endpoint tables, the congestion
 //! controller) serves every context the process opens: the same composed
 //! hot path the engine runs, with the application's QPs as endpoints.
 //!
@@ -33,7 +33,7 @@ use std::sync::{Mutex, MutexGuard};
 use railyard_core::cc::{Controller, PollerStatus, SoftwareProvider};
 use railyard_core::classify::{classify_event, event_action, wc, EventAction};
 use railyard_core::completion::{
-    Path, PostOrder, PostRequest, Refusal, Stack, StackConfig, StackControl,
+    HotPathConfig, HotPathControl, HotPathTables, Path, PostOrder, PostRequest, Refusal,
 };
 use railyard_core::endpoint::{
     EndpointConfig, EndpointError, EndpointHandle, ReclaimEvent, RetireReason,
@@ -49,7 +49,7 @@ use crate::stats::PreloadStats;
 
 /// The composed hot path over the preload's stack.
 type HotOwner<'a> =
-    railyard_core::completion::Owner<'a, u32, railyard_core::completion::StackLayers<'a>>;
+    railyard_core::completion::HotPath<'a, u32, railyard_core::completion::HotPathLayers<'a>>;
 
 /// The provider's `post_send`.
 pub type PostSendFn =
@@ -239,8 +239,8 @@ struct Globals {
 /// The preload's state (one per process; see the module docs).
 pub struct State {
     pub(crate) cfg: PreloadConfig,
-    pub(crate) stack: Stack<u32>,
-    control: Mutex<StackControl>,
+    pub(crate) stack: HotPathTables<u32>,
+    control: Mutex<HotPathControl>,
     key: u64,
     /// The application's `wr_id` of every posted token.
     cookies: TokenCookies,
@@ -307,7 +307,7 @@ impl State {
         let devices = devices.max(1);
         let qps = cfg.qps as usize;
         let depth = cfg.qp_depth;
-        let sc = StackConfig {
+        let sc = HotPathConfig {
             tokens: cfg.tokens as usize,
             slices: qps * depth as usize,
             endpoints: EndpointConfig {
@@ -323,7 +323,7 @@ impl State {
             rail: None,
             credit: None,
         };
-        let (stack, control) = Stack::<u32>::new(&sc).map_err(|e| e.to_string())?;
+        let (stack, control) = HotPathTables::<u32>::new(&sc).map_err(|e| e.to_string())?;
         let order_err = |e| format!("{e:?}");
         let slots = (0..qps)
             .map(|i| {
@@ -777,7 +777,7 @@ impl State {
         {
             let (l, _) = self.cq_lock(s.send_cq.load(Ordering::Relaxed));
             let _g = lock(l);
-            let owner = self.stack.owner();
+            let owner = self.stack.hot_path();
             for w in s.order.drain() {
                 if owner.complete_covered(w, wc::WR_FLUSH_ERR, now).is_ok() {
                     self.g.flushed_at_teardown.fetch_add(1, Ordering::Relaxed);
@@ -853,7 +853,7 @@ impl State {
             // SAFETY: `wr` is a valid chain, `bad` writable (caller contract).
             return unsafe { self.hold(s, &mut side, wr, bad, None) };
         }
-        let owner = self.stack.owner();
+        let owner = self.stack.hot_path();
         let mut cur = wr;
         while !cur.is_null() {
             let first = cur;
@@ -1124,7 +1124,7 @@ impl State {
         if s.phase.load(Ordering::Acquire) != ACTIVE {
             return;
         }
-        let owner = self.stack.owner();
+        let owner = self.stack.hot_path();
         let Some(mut q) = side.queue.take() else {
             return;
         };
@@ -1252,7 +1252,7 @@ impl State {
         }
         if k > 0 {
             let now = now_ns();
-            let owner = self.stack.owner();
+            let owner = self.stack.hot_path();
             for i in 0..k as usize {
                 // SAFETY: the provider wrote `k` entries (caller contract).
                 let w = unsafe { &mut *wcs.add(i) };

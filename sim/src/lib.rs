@@ -5,10 +5,10 @@
 //! a `core::credit` ledger granted by a `core::credit` allocator, is placed
 //! by the `core::rail` selector, admitted by the `core::cc` controller and
 //! posted through
-//! [`Owner::post`](railyard_core::completion::Owner::post) (token pool,
+//! [`HotPath::post`](railyard_core::completion::HotPath::post) (token pool,
 //! slice table, endpoint table); every completion, including injected
 //! error statuses, comes back through
-//! [`Owner::complete`](railyard_core::completion::Owner::complete) and
+//! [`HotPath::complete`](railyard_core::completion::HotPath::complete) and
 //! `classify`.
 //!
 //! | module | role |

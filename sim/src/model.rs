@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 
 use railyard_core::completion::{
-    CreditDemand, Layers, Owner, Path, PathChoice, PostRequest, Refusal, SliceEffect,
+    CreditDemand, HotPath, Layers, Path, PathChoice, PostRequest, Refusal, SliceEffect,
 };
 use railyard_core::credit::Charge;
 use railyard_core::endpoint::{
@@ -982,7 +982,7 @@ impl Sim {
             let s = &mut self.senders[si];
             let (cc, rail) = self.stack.layers(sender);
             let owner =
-                Owner::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
+                HotPath::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
             // A single candidate (the topology rule) is charged without a
             // rail decision.
             let choice = match paths.as_slice() {
@@ -1095,7 +1095,7 @@ impl Sim {
         let credit = self.credit.as_ref().map(|cp| cp.ledger(sender));
         let (cc, rail) = self.stack.layers(sender);
         let owner =
-            Owner::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
+            HotPath::new(&s.tokens, &s.slices, &s.eps).with_layers(Layers { credit, rail, cc });
         let done = owner
             .complete_via(&mut s.cache, wr_id, u32::from(status), 0, now)
             .expect("every CQE names a live token exactly once");

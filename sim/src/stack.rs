@@ -3,7 +3,7 @@
 //! (`core::rail`) per sender host.
 //!
 //! The simulator's [`Sim`](crate::model::Sim) posts and completes every
-//! work request through the composed hot path (`core::completion::Owner`)
+//! work request through the composed hot path (`core::completion::HotPath`)
 //! with these layers — the same composition, admission order and WC
 //! mapping the engine and the C ABI use — and reports to the stack what
 //! happened ([`Stack::on_posted`], [`Stack::on_refusal`],

@@ -1,5 +1,5 @@
 //! Each injected fault alone: the WC statuses it produces come back
-//! through `Owner::complete`, retries go to new attempts, and nothing is
+//! through `HotPath::complete`, retries go to new attempts, and nothing is
 //! leaked.
 
 use railyard_sim::model::{

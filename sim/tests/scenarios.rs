@@ -186,7 +186,7 @@ fn the_real_core_layers_are_exercised() {
     assert!(r.credit.grants > 0 && r.credit.usage_reports > 0 && r.credit.stalls > 0);
     assert_eq!(r.credit.errors, 0);
     assert_eq!(r.leaks.credit, 0);
-    // every completion came back through Owner::complete exactly once.
+    // every completion came back through HotPath::complete exactly once.
     let done: u64 = r.counters.wc.iter().sum();
     assert!(done > 0);
     assert_eq!(r.leaks.tokens, 0);

@@ -13,7 +13,7 @@
 use railyard_core::cc::{CcConfig, Mode};
 use railyard_core::classify::wc;
 use railyard_core::completion::{
-    CcLayer, Layers, Owner, Path, PostRequest, RailLayer, Refusal, SliceEffect,
+    CcLayer, HotPath, Layers, Path, PostRequest, RailLayer, Refusal, SliceEffect,
 };
 use railyard_core::endpoint::{EndpointConfig, EndpointHandle, EndpointTable, RetireReason};
 use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
@@ -143,7 +143,7 @@ fn run<R: RailLayer, C: CcLayer>(
     route_of: impl Fn(usize) -> u32,
     reopen: &mut dyn FnMut(usize) -> EndpointHandle,
 ) -> Vec<Seen> {
-    let owner = Owner::new(&t.tokens, &t.slices, &t.eps)
+    let owner = HotPath::new(&t.tokens, &t.slices, &t.eps)
         .with_max_retries(3)
         .with_layers(Layers {
             credit: (),

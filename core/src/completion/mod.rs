@@ -11,7 +11,7 @@
 //! a posted attempt, or maps a WC status to a slice outcome
 //! ([`classify::wc_outcome`](crate::classify::wc_outcome) is that mapping).
 //!
-//! ## Admission: [`Owner::post`]
+//! ## Admission: [`HotPath::post`]
 //!
 //! One fixed order for every caller; a refusal at any step gives back
 //! everything taken before it, in reverse, and returns one typed
@@ -64,7 +64,7 @@
 //! backpressure and token exhaustion stop the post (they are backpressure,
 //! not a broken path).
 //!
-//! ## Completion: [`Owner::complete`]
+//! ## Completion: [`HotPath::complete`]
 //!
 //! `complete(wr_id, status, vendor_err, now)` hands the token's record back
 //! exactly once (a duplicate, stale, forged or out-of-range `wr_id` gets the
@@ -81,12 +81,12 @@
 //! 3. mutate slice status, retry count or retry only if it is;
 //! 4. otherwise treat the completion as a resource-release event only.
 //!
-//! [`Owner::unposted`] gives back a `bad_wr` tail the same way, without
+//! [`HotPath::unposted`] gives back a `bad_wr` tail the same way, without
 //! feedback and without touching the slice.
 //!
 //! With selective signaling ([`SignalPolicy`], [`PostOrder`]) a CQE also
 //! covers the requests posted before it on its QP:
-//! [`Owner::complete_covered`] completes each of them, in posting order,
+//! [`HotPath::complete_covered`] completes each of them, in posting order,
 //! before the CQE's own — as success after a successful CQE, as a derived
 //! flush (`WR_FLUSH_ERR`) after any error — with the same exactly-once
 //! token hand-back.
@@ -103,7 +103,7 @@
 //! ```
 //! use railyard_core::cc::{CcConfig, Controller, Mode};
 //! use railyard_core::classify::wc;
-//! use railyard_core::completion::{Layers, Owner, Path, PostRequest, SliceEffect};
+//! use railyard_core::completion::{Layers, HotPath, Path, PostRequest, SliceEffect};
 //! use railyard_core::endpoint::{EndpointConfig, EndpointTable};
 //! use railyard_core::rail::{DeviceSpec, RailConfig, Selector};
 //! use railyard_core::slice::{SliceState, SliceTable};
@@ -115,7 +115,7 @@
 //! let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
 //! let (cc, _monitor) = Controller::new(&cfg, 2, &[0, 1]).unwrap(); // route r on device r
 //! let rails = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
-//! let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers {
+//! let owner = HotPath::new(&tokens, &slices, &eps).with_layers(Layers {
 //!     credit: (),   // receiver credit off
 //!     rail: &rails,
 //!     cc: &cc,
@@ -145,7 +145,7 @@
 //! `benches/examples/hotpath_icount.rs`; refs at N = 200 000 minus refs at
 //! N = 0, divided by N).
 //!
-//! | layers (arm) | hand-composed | `Owner` | overhead |
+//! | layers (arm) | hand-composed | `HotPath` | overhead |
 //! |---|---|---|---|
 //! | no CC layer, rail + credit off (`hand_nocc` / `composed_nocc`) | 346 | 356 | +2.9 % |
 //! | CC enforce, rail + credit off (`composed_enforce`) | 540 | 548 | +1.5 % |
@@ -166,13 +166,13 @@ use core::fmt;
 
 mod layer;
 mod order;
-mod stack;
+mod tables;
 
 pub use layer::{CcLayer, CcRefusal, CreditDemand, CreditLayer, CreditRefusal, RailLayer};
 pub use order::{
     BadOrderCapacity, BadSignalInterval, Covered, PostOrder, SignalPolicy, MAX_SIGNAL_INTERVAL,
 };
-pub use stack::{Stack, StackConfig, StackControl, StackError, StackLayers};
+pub use tables::{HotPathConfig, HotPathControl, HotPathError, HotPathLayers, HotPathTables};
 
 use crate::cc::{AcquireError, Avoidance, Deferral, DomainKind, Settlement};
 pub use crate::classify::WcOutcome;
@@ -342,7 +342,7 @@ impl<'p> PostRequest<'p> {
     ///
     /// ```
     /// use railyard_core::classify::wc;
-    /// use railyard_core::completion::{CreditDemand, Layers, Owner, PostRequest, Refusal};
+    /// use railyard_core::completion::{CreditDemand, Layers, HotPath, PostRequest, Refusal};
     /// use railyard_core::credit::*;
     /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
     /// use railyard_core::slice::SliceTable;
@@ -358,7 +358,7 @@ impl<'p> PostRequest<'p> {
     /// let tokens: TokenPool = TokenPool::new(8).unwrap();
     /// let slices = SliceTable::new(8).unwrap();
     /// let eps = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps)
+    /// let owner = HotPath::new(&tokens, &slices, &eps)
     ///     .with_layers(Layers { credit: &ledger, rail: (), cc: () });
     /// let ep = eps.open(()).unwrap();
     /// let demand = CreditDemand { entry: ledger.entry(0, 0).unwrap(), charge: Charge::direct_write(8192) };
@@ -609,7 +609,7 @@ impl Faults {
     /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
     /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
     /// assert_eq!(done.faults().count(), 0);
@@ -654,7 +654,7 @@ impl Released {
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     /// let cfg = CcConfig { mode: Mode::Enforce, ..CcConfig::default() };
     /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers { credit: (), rail: (), cc: &cc });
+    /// let owner = HotPath::new(&tokens, &slices, &eps).with_layers(Layers { credit: (), rail: (), cc: &cc });
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 4096, 0)).unwrap();
     /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
     /// // No snapshot, and no permit, when the controller is compiled out.
@@ -685,7 +685,7 @@ impl Released {
     /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps); // credit off
+    /// let owner = HotPath::new(&tokens, &slices, &eps); // credit off
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
     /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
     /// assert_eq!(done.released.credit(), None); // nothing was held
@@ -713,7 +713,7 @@ impl Released {
     /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
     /// let (_, released) = owner.unposted(p.wr_id, 1).unwrap();
     /// assert_eq!(released.faults(), Faults::default());
@@ -751,7 +751,7 @@ impl Completed {
     /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let path = Path { device: 0, qp: 1, route: 0, endpoint: eps.open(()).unwrap() };
     /// let p = owner.post(PostRequest::on(slices.open(0).unwrap(), path, 64, 0)).unwrap();
     /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
@@ -778,7 +778,7 @@ impl Completed {
     /// # let tokens: TokenPool = TokenPool::new(8).unwrap();
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), eps.open(()).unwrap(), 0, 64, 0)).unwrap();
     /// let done = owner.complete(p.wr_id, wc::REM_ACCESS_ERR, 0, 1).unwrap();
     /// assert_eq!(done.faults().count(), 0); // an error WC still releases cleanly
@@ -790,7 +790,7 @@ impl Completed {
 }
 
 /// Why `r` is not its slice's current attempt (a refused post). Cold, and
-/// it borrows only the slice table, never the whole [`Owner`].
+/// it borrows only the slice table, never the whole [`HotPath`].
 #[cold]
 fn why_not_current(slices: &SliceTable, r: SliceRef) -> SliceError {
     match slices.status(r.index) {
@@ -879,8 +879,8 @@ mod sealed {
     pub trait Sealed {}
 }
 
-/// Where [`Owner::post_via`] claims a token and [`Owner::complete_via`] /
-/// [`Owner::unposted_via`] return it: the owner's pool directly (`()`), a
+/// Where [`HotPath::post_via`] claims a token and [`HotPath::complete_via`] /
+/// [`HotPath::unposted_via`] return it: the owner's pool directly (`()`), a
 /// thread's [`TokenCache`] over that pool (or a [`TokenCacheOver`] any
 /// pointer to it), or `Option` of one (`None`: the pool). Sealed; static
 /// dispatch.
@@ -1023,7 +1023,7 @@ impl<T: TokenSource> TokenSource for Option<T> {
 /// ([`token_cache`](Self::token_cache), then the `*_via` methods):
 /// the same admission, release and errors, but a claim and a completion
 /// touch no shared cache line until the cache runs dry or full.
-pub struct Owner<'a, R: Send + Sync + 'static = (), L = Layers> {
+pub struct HotPath<'a, R: Send + Sync + 'static = (), L = Layers> {
     tokens: &'a TokenPool,
     slices: &'a SliceTable,
     endpoints: &'a EndpointTable<R>,
@@ -1031,16 +1031,16 @@ pub struct Owner<'a, R: Send + Sync + 'static = (), L = Layers> {
     layers: L,
 }
 
-impl<R: Send + Sync + 'static, L: Copy> Clone for Owner<'_, R, L> {
+impl<R: Send + Sync + 'static, L: Copy> Clone for HotPath<'_, R, L> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<R: Send + Sync + 'static, L: Copy> Copy for Owner<'_, R, L> {}
+impl<R: Send + Sync + 'static, L: Copy> Copy for HotPath<'_, R, L> {}
 
-impl<R: Send + Sync + 'static, L> fmt::Debug for Owner<'_, R, L> {
+impl<R: Send + Sync + 'static, L> fmt::Debug for HotPath<'_, R, L> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Owner")
+        f.debug_struct("HotPath")
             .field("max_retries", &self.max_retries)
             .finish()
     }
@@ -1049,7 +1049,7 @@ impl<R: Send + Sync + 'static, L> fmt::Debug for Owner<'_, R, L> {
 /// Default retry budget per slice.
 pub const DEFAULT_MAX_RETRIES: u16 = 8;
 
-impl<'a, R: Send + Sync + 'static> Owner<'a, R> {
+impl<'a, R: Send + Sync + 'static> HotPath<'a, R> {
     /// Composes the three ownership tables with every policy layer off, and
     /// [`DEFAULT_MAX_RETRIES`].
     ///
@@ -1063,7 +1063,7 @@ impl<'a, R: Send + Sync + 'static> Owner<'a, R> {
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps); // every policy layer off
+    /// let owner = HotPath::new(&tokens, &slices, &eps); // every policy layer off
     /// let ep = eps.open(()).unwrap();
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 4096, 0)).unwrap();
     /// assert_eq!(owner.tokens().in_use(), 1);
@@ -1085,7 +1085,7 @@ impl<'a, R: Send + Sync + 'static> Owner<'a, R> {
     }
 }
 
-impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
+impl<'a, R: Send + Sync + 'static, L> HotPath<'a, R, L> {
     /// The same tables with `layers` as the policy layers.
     ///
     /// ```
@@ -1100,7 +1100,7 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
     /// let rails = Selector::new(&[DeviceSpec::new(100_000_000_000); 2], RailConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps)
+    /// let owner = HotPath::new(&tokens, &slices, &eps)
     ///     .with_layers(Layers { credit: (), rail: &rails, cc: () }); // rail on, CC and credit off
     /// let paths = [0u16, 1].map(|d| Path { device: d, qp: 0, route: u32::from(d), endpoint: eps.open(()).unwrap() });
     /// let p = owner.post(PostRequest::pick(slices.open(0).unwrap(), &paths, 65536, 0)).unwrap();
@@ -1108,8 +1108,8 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// owner.complete(p.wr_id, wc::SUCCESS, 0, 1_000).unwrap();
     /// assert_eq!(rails.nic_inflight(usize::from(p.path.device)), Some(0));
     /// ```
-    pub fn with_layers<M>(self, layers: M) -> Owner<'a, R, M> {
-        Owner {
+    pub fn with_layers<M>(self, layers: M) -> HotPath<'a, R, M> {
+        HotPath {
             tokens: self.tokens,
             slices: self.slices,
             endpoints: self.endpoints,
@@ -1130,7 +1130,7 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps).with_max_retries(0);
+    /// let owner = HotPath::new(&tokens, &slices, &eps).with_max_retries(0);
     /// let ep = eps.open(()).unwrap();
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
     /// // A retryable error (a flush) with no retry left fails the slice.
@@ -1154,7 +1154,7 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let layers: &Layers = owner.layers();
     /// assert_eq!(*layers, Layers::default()); // all `()`: off
     /// ```
@@ -1163,7 +1163,7 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     }
 
     /// A per-thread cache of free tokens over this owner's pool, for
-    /// [`post_via`](Owner::post_via) / [`complete_via`](Owner::complete_via)
+    /// [`post_via`](HotPath::post_via) / [`complete_via`](HotPath::complete_via)
     /// (see [`TokenCache`] for its bounds: at most `N` free tokens hidden
     /// per cache, returned when any claim starves, when the thread idles
     /// ([`TokenCache::idle`]) and when dropped). Allocates nothing.
@@ -1178,7 +1178,7 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let mut cache = owner.token_cache::<4>(); // one per worker thread
     /// let ep = eps.open(()).unwrap();
     /// let p = owner.post_via(&mut cache, PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
@@ -1204,7 +1204,7 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// assert!(core::ptr::eq(owner.tokens(), &tokens));
     /// ```
     pub fn tokens(&self) -> &'a TokenPool {
@@ -1212,7 +1212,7 @@ impl<'a, R: Send + Sync + 'static, L> Owner<'a, R, L> {
     }
 }
 
-impl<'a, R, Cr, Ra, Cc> Owner<'a, R, Layers<Cr, Ra, Cc>>
+impl<'a, R, Cr, Ra, Cc> HotPath<'a, R, Layers<Cr, Ra, Cc>>
 where
     R: Send + Sync + 'static,
     Cr: CreditLayer,
@@ -1243,7 +1243,7 @@ where
     /// let cfg = CcConfig { mode: Mode::Enforce, min_window_bytes: 65536,
     ///     initial_window_bytes: Some(65536), ..CcConfig::default() };
     /// let (cc, _monitor) = Controller::new(&cfg, 1, &[0]).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps).with_layers(Layers { credit: (), rail: (), cc: &cc });
+    /// let owner = HotPath::new(&tokens, &slices, &eps).with_layers(Layers { credit: (), rail: (), cc: &cc });
     /// let ep = eps.open(()).unwrap();
     /// let posted = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 65536, 0)).unwrap();
     /// // ibv_post_send with wr.wr_id = posted.wr_id
@@ -1271,7 +1271,7 @@ where
     ///
     /// ```
     /// use railyard_core::classify::wc;
-    /// use railyard_core::completion::{Owner, PostRequest};
+    /// use railyard_core::completion::{HotPath, PostRequest};
     /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
     /// use railyard_core::slice::SliceTable;
     /// use railyard_core::token::TokenPool;
@@ -1279,7 +1279,7 @@ where
     /// let tokens: TokenPool = TokenPool::new(64).unwrap();
     /// let slices = SliceTable::new(8).unwrap();
     /// let eps = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let ep = eps.open(()).unwrap();
     /// // One cache per thread: the poster's and the poller's.
     /// let mut poster = owner.token_cache::<16>();
@@ -1500,7 +1500,7 @@ where
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let ep = eps.open(()).unwrap();
     /// let s = slices.open(0).unwrap();
     /// let p = owner.post(PostRequest::new(s, ep, 0, 4096, 0)).unwrap();
@@ -1526,7 +1526,7 @@ where
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let mut cache = owner.token_cache::<4>();
     /// let ep = eps.open(()).unwrap();
     /// let p = owner.post_via(&mut cache, PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
@@ -1565,7 +1565,7 @@ where
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps).with_max_retries(1);
+    /// let owner = HotPath::new(&tokens, &slices, &eps).with_max_retries(1);
     /// let ep = eps.open(()).unwrap();
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 4096, 0)).unwrap();
     /// // A retryable error: the slice gets a new attempt to re-enqueue.
@@ -1603,7 +1603,7 @@ where
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let mut poster = owner.token_cache::<4>();
     /// let mut poller = owner.token_cache::<4>();
     /// let ep = eps.open(()).unwrap();
@@ -1661,7 +1661,7 @@ where
     ///
     /// ```
     /// use railyard_core::classify::wc;
-    /// use railyard_core::completion::{Owner, PostOrder, PostRequest, SliceEffect};
+    /// use railyard_core::completion::{HotPath, PostOrder, PostRequest, SliceEffect};
     /// use railyard_core::endpoint::{EndpointConfig, EndpointTable};
     /// use railyard_core::slice::{SliceState, SliceTable};
     /// use railyard_core::token::TokenPool;
@@ -1669,7 +1669,7 @@ where
     /// let tokens: TokenPool = TokenPool::new(4).unwrap();
     /// let slices = SliceTable::new(4).unwrap();
     /// let eps = EndpointTable::new(EndpointConfig::default()).unwrap();
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let ep = eps.open(()).unwrap();
     /// let order = PostOrder::new(4).unwrap();
     /// let a = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 4096, 0)).unwrap();
@@ -1706,7 +1706,7 @@ where
     /// # let slices = SliceTable::new(8).unwrap();
     /// # let eps: EndpointTable<()> = EndpointTable::new(EndpointConfig::default()).unwrap();
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let mut poller = owner.token_cache::<4>();
     /// let ep = eps.open(()).unwrap();
     /// let order = PostOrder::new(4).unwrap();
@@ -1786,7 +1786,7 @@ where
     /// use railyard_core::endpoint::RetireReason;
     /// use railyard_core::evidence::{Observed, Reason};
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let ep = eps.open(()).unwrap();
     /// eps.retire(ep, RetireReason::QpFatal, 0).unwrap();
     /// let refusal = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 5)).unwrap_err();
@@ -1823,7 +1823,7 @@ where
     ///
     /// use railyard_core::evidence::{Observed, Reason};
     ///
-    /// let owner = Owner::new(&tokens, &slices, &eps);
+    /// let owner = HotPath::new(&tokens, &slices, &eps);
     /// let ep = eps.open(()).unwrap();
     /// let p = owner.post(PostRequest::new(slices.open(0).unwrap(), ep, 0, 64, 0)).unwrap();
     /// let done = owner.complete(p.wr_id, wc::RETRY_EXC_ERR, 0, 9).unwrap();

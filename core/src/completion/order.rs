@@ -2,7 +2,7 @@
 //! completion ([`SignalPolicy`]), and the per-QP, in-posting-order record
 //! of posted work requests ([`PostOrder`]) that lets one completion retire
 //! the unsignaled requests posted before it
-//! ([`Owner::complete_covered`](super::Owner::complete_covered)).
+//! ([`HotPath::complete_covered`](super::HotPath::complete_covered)).
 //!
 //! ## The rule
 //!

@@ -662,8 +662,8 @@ impl<R: Copy> TokenPool<R> {
 /// answer returns tokens (see [`idle`]).
 ///
 /// The composed hot path claims and completes through a cache with
-/// [`Owner::post_via`](crate::completion::Owner::post_via) and
-/// [`Owner::complete_via`](crate::completion::Owner::complete_via).
+/// [`HotPath::post_via`](crate::completion::HotPath::post_via) and
+/// [`HotPath::complete_via`](crate::completion::HotPath::complete_via).
 ///
 /// [`flush`]: TokenCache::flush
 /// [`idle`]: TokenCache::idle

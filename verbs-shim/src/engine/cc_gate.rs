@@ -6,8 +6,8 @@
 //!
 //! | engine event | controller call |
 //! |---|---|
-//! | a post (inside `Owner::post`) | [`CcLayer::acquire`]: `try_acquire(rec.device, rec.route, rec.bytes, now)`, permit recorded |
-//! | a completion (inside `Owner::complete`) | [`CcLayer::release`]: `release_record(rec, classify_wc(status).effect)` |
+//! | a post (inside `HotPath::post`) | [`CcLayer::acquire`]: `try_acquire(rec.device, rec.route, rec.bytes, now)`, permit recorded |
+//! | a completion (inside `HotPath::complete`) | [`CcLayer::release`]: `release_record(rec, classify_wc(status).effect)` |
 //! | refused or unposted work | [`CcLayer::release`] with `Effect::None`: accounting only |
 //! | monitor tick | [`CcGate::on_epoch`] → `Monitor::on_epoch(now, poller)` |
 //! | async event (route feedback, device quarantine, at its scope) | [`CcGate::apply_event`] → `apply_event(event, device, route)` |

@@ -1,6 +1,6 @@
 //! Where a completion lands ([`on_completed`]): the engine's side of one
 //! token the poll path completed. By then the composed hot path
-//! ([`HotPath::complete_via`]) has released every hold of the token (CC
+//! ([`EngineHotPath::complete_via`]) has released every hold of the token (CC
 //! permit, rail charge, receiver credit, QP depth, and its memory pin),
 //! classified the WC once and settled or retried the slice in the slice
 //! table; what is left is the engine's bookkeeping, all of it here, in
@@ -18,7 +18,7 @@
 
 use super::connect::retire_after_wc;
 use super::fault::TraceEvent;
-use super::hotpath::HotPath;
+use super::hotpath::EngineHotPath;
 use super::shared::Shared;
 use super::telemetry::WorkerCounters;
 use crate::WC_SUCCESS;
@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 #[inline(always)]
 pub(crate) fn on_completed(
     sh: &Shared,
-    hot: &HotPath<'_>,
+    hot: &EngineHotPath<'_>,
     c: &WorkerCounters,
     done: &Completed,
     now: u64,

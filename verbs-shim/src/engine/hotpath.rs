@@ -1,5 +1,5 @@
-//! The engine's composed hot path ([`HotPath`]): core's
-//! `railyard_core::completion::Owner` over the engine's tables and layers
+//! The engine's composed hot path ([`EngineHotPath`]): core's
+//! `railyard_core::completion::HotPath` over the engine's tables and layers
 //! (receiver credit, the rail selector, the CC gate), plus the one hold of
 //! a posted work request that core does not know: the pin on the memory
 //! region it is posted from (`memory.rs`). The pin is taken right before
@@ -12,14 +12,14 @@ use super::cc_gate::CcGate;
 use super::fabric::EpResource;
 use super::memory::MemTable;
 use railyard_core::completion::{
-    Completed, Layers, Owner, PostRequest, Posted, Refusal, TokenSource,
+    Completed, HotPath, Layers, PostRequest, Posted, Refusal, TokenSource,
 };
 use railyard_core::credit::SenderLedger;
 use railyard_core::evidence::Observation;
 use railyard_core::rail::Selector;
 use railyard_core::token::{TokenCache, TokenError, TokenRecord, WrId};
 
-/// Free tokens a worker's cache holds at most ([`HotPath::worker_tokens`]).
+/// Free tokens a worker's cache holds at most ([`EngineHotPath::worker_tokens`]).
 pub(crate) const TOKEN_CACHE: usize = 32;
 
 /// A worker thread's token source for the hot path: its own cache over the
@@ -28,8 +28,8 @@ pub(crate) const TOKEN_CACHE: usize = 32;
 pub(crate) type WorkerTokens<'a> = Option<TokenCache<'a, TokenRecord, TOKEN_CACHE>>;
 
 /// Core's composed hot path over the engine's tables and layers.
-pub(crate) type CoreOwner<'a> =
-    Owner<'a, EpResource, Layers<Option<&'a SenderLedger>, &'a Selector, &'a CcGate>>;
+pub(crate) type CoreHotPath<'a> =
+    HotPath<'a, EpResource, Layers<Option<&'a SenderLedger>, &'a Selector, &'a CcGate>>;
 
 /// What completed a token: its own CQE, or a later request's CQE on the
 /// same QP (with that CQE's status) that covers it.
@@ -42,15 +42,15 @@ pub(crate) enum Cqe {
 /// The engine's composed hot path (see the module docs). Cheap to copy;
 /// each worker holds one.
 #[derive(Clone, Copy)]
-pub(crate) struct HotPath<'a> {
-    core: CoreOwner<'a>,
+pub(crate) struct EngineHotPath<'a> {
+    core: CoreHotPath<'a>,
     mem: &'a MemTable,
 }
 
-impl<'a> HotPath<'a> {
+impl<'a> EngineHotPath<'a> {
     /// `core` with the memory pins of `mem`.
     #[inline(always)]
-    pub(crate) fn new(core: CoreOwner<'a>, mem: &'a MemTable) -> Self {
+    pub(crate) fn new(core: CoreHotPath<'a>, mem: &'a MemTable) -> Self {
         Self { core, mem }
     }
 
@@ -79,7 +79,7 @@ impl<'a> HotPath<'a> {
         self.mem.pin_post(mem as usize)
     }
 
-    /// `Owner::post_via` for a request whose region `mem` the caller
+    /// `HotPath::post_via` for a request whose region `mem` the caller
     /// [`pin`](Self::pin)ned: the token holds the pin until it ends; a
     /// refusal gives it back with everything else.
     #[inline(always)]
@@ -101,7 +101,7 @@ impl<'a> HotPath<'a> {
         }
     }
 
-    /// `Owner::unposted_via`: releases a token of a chain's unposted tail,
+    /// `HotPath::unposted_via`: releases a token of a chain's unposted tail,
     /// its memory pin with its other holds. False for a token that was not
     /// live (nothing changed).
     #[inline(always)]
@@ -121,7 +121,7 @@ impl<'a> HotPath<'a> {
         live
     }
 
-    /// `Owner::complete_via` (its own CQE) or `complete_covered_via` (a
+    /// `HotPath::complete_via` (its own CQE) or `complete_covered_via` (a
     /// later CQE that covers it): the token's every hold released, its
     /// memory pin included, the WC classified once and the slice settled
     /// or retried in core. A duplicate or stale `wr_id` is refused and
@@ -149,14 +149,14 @@ impl<'a> HotPath<'a> {
         Ok(done)
     }
 
-    /// `Owner::refusal_observation`: the evidence of a refusal, if it is a
+    /// `HotPath::refusal_observation`: the evidence of a refusal, if it is a
     /// task anomaly.
     #[inline]
     pub(crate) fn refusal_observation(&self, refusal: &Refusal, now: u64) -> Option<Observation> {
         self.core.refusal_observation(refusal, now)
     }
 
-    /// `Owner::completion_observation`: the evidence of an error
+    /// `HotPath::completion_observation`: the evidence of an error
     /// completion (`None` for a success).
     #[inline]
     pub(crate) fn completion_observation(&self, done: &Completed, now: u64) -> Option<Observation> {

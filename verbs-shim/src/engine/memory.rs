@@ -7,7 +7,7 @@
 //! * **Pins** (`railyard_core::pin`): `submit` pins a region once per slice
 //!   it queues (validation and pin under the table lock, so a slot cannot
 //!   be reused in between); the slice unpins when it settles. A worker pins
-//!   once more per posted work request, right before `Owner::post`, and
+//!   once more per posted work request, right before `HotPath::post`, and
 //!   unpins when that token ends (completion of any status, a refused post,
 //!   or the unposted `bad_wr` tail), with the token's other holds (the
 //!   engine's hot path, `hotpath.rs`); the region each token pinned is kept in `tok_mem`,

@@ -5,10 +5,10 @@
 //! ```text
 //!  submit(batch, transfers)          worker (posts shard s)                 poller (CQ of shard s)
 //!  ───────────────────────           ───────────────────────                ───────────────────────
-//!  validate ranges, cut slices  ──►  Owner::post(slice, path)               poll CQ → wr_id, status
-//!  (64 KiB, tail rule), open           endpoint, rail, CC, token → wr_id    Owner::complete(wr_id, status)
+//!  validate ranges, cut slices  ──►  HotPath::post(slice, path)               poll CQ → wr_id, status
+//!  (64 KiB, tail rule), open           endpoint, rail, CC, token → wr_id    HotPath::complete(wr_id, status)
 //!  slice attempts, queue them        ibv_post_send(chain)                     classified once, holds released
-//!                                    bad_wr tail → Owner::unposted          settle task / re-queue retry
+//!                                    bad_wr tail → HotPath::unposted          settle task / re-queue retry
 //! ```
 //!
 //! * **API**: [`Engine::new`], [`Engine::alloc_memory`] /
@@ -55,12 +55,12 @@
 //! * **Slicing** follows [`config::slice_count`]: full `slice_size` slices
 //!   and one tail slice carrying the remainder.
 //! * **Ownership**: a slice's `wr_id` is a token from the core pool; the
-//!   endpoint generation and QP depth are admitted by `Owner::post`; a
-//!   completion resolves through `Owner::complete(wr_id, ..)` only, never a
+//!   endpoint generation and QP depth are admitted by `HotPath::post`; a
+//!   completion resolves through `HotPath::complete(wr_id, ..)` only, never a
 //!   pointer; the unposted tail of a `bad_wr` chain is released with
-//!   `Owner::unposted` (and only it).
+//!   `HotPath::unposted` (and only it).
 //! * **Token caches**: each worker thread claims and returns tokens through
-//!   its own `TokenCache` (`Owner::post_via` / `complete_via` /
+//!   its own `TokenCache` (`HotPath::post_via` / `complete_via` /
 //!   `unposted_via`): a dedicated poller's completions refill its cache,
 //!   which returns whole batches that the posters' caches refill from. At
 //!   most 32 free tokens per worker are cached, only when the pool
@@ -79,7 +79,7 @@
 //!   (CQ error, async event, shutdown). Its QPs are moved to ERR when the
 //!   drain times out and destroyed only when crossbeam-epoch drops the
 //!   endpoint's resource.
-//! * **The composed hot path** (`railyard_core::completion::Owner`, the
+//! * **The composed hot path** (`railyard_core::completion::HotPath`, the
 //!   same composition the simulator and the C ABI use): every post and
 //!   every completion go through it; its layers are the rail selector and
 //!   [`CcGate`] (the RFC 4162 controller, `MC_ADAPTIVE_CC_*`, off by

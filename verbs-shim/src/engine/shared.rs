@@ -17,7 +17,7 @@ use super::credit::EngineCredit;
 use super::error::{ConfigError, EngineError};
 use super::fabric::{Dev, EpResource, Fabric};
 use super::fault;
-use super::hotpath::HotPath;
+use super::hotpath::EngineHotPath;
 use super::lifecycle::Lifecycle;
 use super::memory;
 use super::registry::Registry;
@@ -83,8 +83,8 @@ impl Shared {
     /// releases a permit, a rail charge or a post's memory pin, or maps a
     /// WC status.
     #[inline(always)]
-    pub(crate) fn hot_path(&self) -> HotPath<'_> {
-        let core = railyard_core::completion::Owner::new(
+    pub(crate) fn hot_path(&self) -> EngineHotPath<'_> {
+        let core = railyard_core::completion::HotPath::new(
             &self.tokens,
             &self.tables.slices,
             &self.endpoints,
@@ -94,7 +94,7 @@ impl Shared {
             rail: &self.rails,
             cc: &self.gate,
         });
-        HotPath::new(core, &self.mem)
+        EngineHotPath::new(core, &self.mem)
     }
 
     /// Settles slice attempt `r` (if it still is current) as `outcome`

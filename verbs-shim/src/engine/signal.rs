@@ -3,7 +3,7 @@
 //! token. The rule (what a CQE covers, what status a covered request gets,
 //! what bounds an unsignaled request's latency) is core's
 //! (`railyard_core::completion::PostOrder`, `SignalPolicy`,
-//! `Owner::complete_covered`); this file only feeds it.
+//! `HotPath::complete_covered`); this file only feeds it.
 //!
 //! There is one [`PostOrder`] per (endpoint slot, QP index), sized by
 //! `max_wr` (a recorded request occupies a send-queue slot, and the

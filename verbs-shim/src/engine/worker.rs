@@ -3,14 +3,14 @@
 //! and the listener are `control.rs`).
 //!
 //! A worker's post path, per work request, is exactly: read the slice's
-//! description → the composed hot path's `Owner::post` (`hotpath.rs`:
+//! description → the composed hot path's `HotPath::post` (`hotpath.rs`:
 //! memory pin, slice attempt, endpoint generation + QP depth, rail charge,
 //! CC permit, token = wr_id; any refusal gives back everything) →
 //! `ibv_post_send` of up to
 //! [`MAX_POST_BATCH`] requests of one QP (one open chain per (endpoint, QP)
 //! in a round, `chains.rs`). On a `bad_wr` only
-//! `wrs[posted..]` are released (`Owner::unposted`) and re-queued. Its
-//! poll path is `ibv_poll_cq` → `Owner::complete(wr_id, status,
+//! `wrs[posted..]` are released (`HotPath::unposted`) and re-queued. Its
+//! poll path is `ibv_poll_cq` → `HotPath::complete(wr_id, status,
 //! vendor_err)` (classified once, every hold released, the memory pin
 //! with them, the slice settled or retried by core's one WC mapping) →
 //! where the completion lands (`completion.rs`: task accounting or re-queue
@@ -20,7 +20,7 @@ use super::chains::OpenChains;
 use super::completion::on_completed;
 use super::config::MONITOR_TICK;
 use super::connect::{re_rail, retire, retry_route, RetryRoute};
-use super::hotpath::{Cqe, HotPath, WorkerTokens};
+use super::hotpath::{Cqe, EngineHotPath, WorkerTokens};
 use super::park::{Block, Key, Lot, Now, SliceKey, Wake};
 use super::shared::Shared;
 use super::telemetry::WorkerCounters;
@@ -52,7 +52,7 @@ pub(crate) fn worker(sh: &Shared, w: usize) {
     let local = sh.endpoints.register();
     let owner = sh.hot_path();
     // This thread's token cache: its posts claim from it, its polls return
-    // to it (`HotPath::worker_tokens`); flushed when the loop ends.
+    // to it (`EngineHotPath::worker_tokens`); flushed when the loop ends.
     let mut tokens = owner.worker_tokens(sh.fabric.topo.workers());
     let c = &sh.telemetry.workers[w];
     let mut wcs = [WorkCompletion::default(); 64];
@@ -174,7 +174,7 @@ fn has_work(sh: &Shared, post_shard: Option<usize>, poll: &[usize]) -> bool {
         || poll.iter().any(|&q| sh.fabric.cqs[q].outstanding() > 0)
 }
 
-/// One posted-to-be work request, between `Owner::post` and the doorbell.
+/// One posted-to-be work request, between `HotPath::post` and the doorbell.
 #[derive(Clone, Copy)]
 struct Pending {
     wr_id: WrId,
@@ -192,7 +192,7 @@ struct Pending {
 /// (parking is not progress: the worker's idle back-off applies).
 fn post_round(
     sh: &Shared,
-    owner: &HotPath<'_>,
+    owner: &EngineHotPath<'_>,
     tokens: &mut WorkerTokens<'_>,
     local: &railyard_core::endpoint::EndpointLocal,
     shard: usize,
@@ -533,7 +533,7 @@ fn no_usable_path(sh: &Shared, r: SliceRef, rec: &TokenRecord, now: u64) {
 /// unposted tail and re-queues its slices.
 fn flush_chain(
     sh: &Shared,
-    owner: &HotPath<'_>,
+    owner: &EngineHotPath<'_>,
     tokens: &mut WorkerTokens<'_>,
     guard: &EndpointGuard,
     chain: &mut heapless::Vec<Pending, MAX_POST_BATCH>,
@@ -686,7 +686,7 @@ fn flush_chain(
 /// covered (unsignaled) request before the CQE that covers it.
 fn poll_cq(
     sh: &Shared,
-    owner: &HotPath<'_>,
+    owner: &EngineHotPath<'_>,
     tokens: &mut WorkerTokens<'_>,
     cq: usize,
     wcs: &mut [WorkCompletion],
@@ -737,7 +737,7 @@ fn poll_cq(
 #[inline(always)]
 fn resolve(
     sh: &Shared,
-    owner: &HotPath<'_>,
+    owner: &EngineHotPath<'_>,
     tokens: &mut WorkerTokens<'_>,
     c: &WorkerCounters,
     wr_id: WrId,

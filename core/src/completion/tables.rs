@@ -1,4 +1,4 @@
-//! [`Stack`]: the composed hot path with its tables and layers owned, built
+//! [`HotPathTables`]: the composed hot path with its tables and layers owned, built
 //! from one configuration, for integrators that do not already own the
 //! tables (the C ABI is one). Layers are chosen at run time
 //! (`Option<&L>`), so one type serves every configuration.
@@ -6,7 +6,7 @@
 use alloc::vec::Vec;
 use core::fmt;
 
-use super::{Layers, Owner};
+use super::{HotPath, Layers};
 use crate::cc::{CcConfig, ConfigError as CcConfigError, Controller, Monitor};
 use crate::credit::{ConfigError as CreditConfigError, LedgerConfig, SenderControl, SenderLedger};
 use crate::endpoint::{EndpointConfig, EndpointError, EndpointTable};
@@ -14,9 +14,9 @@ use crate::rail::{ConfigError as RailConfigError, DeviceSpec, RailConfig, Select
 use crate::slice::{SliceError, SliceTable};
 use crate::token::{TokenError, TokenPool};
 
-/// How to build a [`Stack`].
+/// How to build a [`HotPathTables`].
 #[derive(Clone, Debug)]
-pub struct StackConfig {
+pub struct HotPathConfig {
     /// Token pool capacity (posted attempts in flight at once).
     pub tokens: usize,
     /// Slice table capacity.
@@ -38,9 +38,9 @@ pub struct StackConfig {
     pub credit: Option<LedgerConfig>,
 }
 
-impl Default for StackConfig {
+impl Default for HotPathConfig {
     fn default() -> Self {
-        StackConfig {
+        HotPathConfig {
             tokens: 4096,
             slices: 4096,
             endpoints: EndpointConfig::default(),
@@ -54,9 +54,9 @@ impl Default for StackConfig {
     }
 }
 
-/// Why a [`Stack`] could not be built (nothing is left allocated).
+/// Why a [`HotPathTables`] could not be built (nothing is left allocated).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StackError {
+pub enum HotPathError {
     /// Token pool capacity.
     Tokens(TokenError),
     /// Slice table capacity.
@@ -78,16 +78,16 @@ pub enum StackError {
     },
 }
 
-impl fmt::Display for StackError {
+impl fmt::Display for HotPathError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StackError::Tokens(e) => write!(f, "token pool: {e}"),
-            StackError::Slices(e) => write!(f, "slice table: {e}"),
-            StackError::Endpoints(e) => write!(f, "endpoint table: {e}"),
-            StackError::Cc(e) => write!(f, "congestion control: {e}"),
-            StackError::Rail(e) => write!(f, "rail selector: {e}"),
-            StackError::Credit(e) => write!(f, "credit ledger: {e}"),
-            StackError::RailDevices { devices, specs } => {
+            HotPathError::Tokens(e) => write!(f, "token pool: {e}"),
+            HotPathError::Slices(e) => write!(f, "slice table: {e}"),
+            HotPathError::Endpoints(e) => write!(f, "endpoint table: {e}"),
+            HotPathError::Cc(e) => write!(f, "congestion control: {e}"),
+            HotPathError::Rail(e) => write!(f, "rail selector: {e}"),
+            HotPathError::Credit(e) => write!(f, "credit ledger: {e}"),
+            HotPathError::RailDevices { devices, specs } => {
                 write!(f, "rail: {specs} device specs for {devices} devices")
             }
         }
@@ -95,35 +95,35 @@ impl fmt::Display for StackError {
 }
 
 #[cfg(feature = "std")]
-impl std::error::Error for StackError {}
+impl std::error::Error for HotPathError {}
 
 /// The composed hot path with everything it needs, owned. The data path
-/// (`&self`, any thread) goes through [`Stack::owner`]; the control-plane
+/// (`&self`, any thread) goes through [`HotPathTables::hot_path`]; the control-plane
 /// halves that need `&mut` (the CC monitor, the credit control half) are
-/// handed out separately by [`Stack::new`] as [`StackControl`], for the
+/// handed out separately by [`HotPathTables::new`] as [`HotPathControl`], for the
 /// caller's one control thread.
 ///
 /// ```
 /// use railyard_core::cc::{CcConfig, Mode, PollerStatus};
 /// use railyard_core::classify::wc;
-/// use railyard_core::completion::{Path, PostRequest, SliceEffect, Stack, StackConfig};
+/// use railyard_core::completion::{Path, PostRequest, SliceEffect, HotPathTables, HotPathConfig};
 ///
-/// let cfg = StackConfig {
+/// let cfg = HotPathConfig {
 ///     cc: CcConfig { mode: Mode::Enforce, ..CcConfig::default() },
-///     ..StackConfig::default()
+///     ..HotPathConfig::default()
 /// };
-/// let (stack, mut control) = Stack::<()>::new(&cfg).unwrap();
-/// let ep = stack.endpoints.open(()).unwrap();
+/// let (stack, mut control) = HotPathTables::<()>::new(&cfg).unwrap();
+/// let ep = tables.endpoints.open(()).unwrap();
 /// let path = Path { device: 0, qp: 0, route: 0, endpoint: ep };
-/// let owner = stack.owner();
-/// let s = stack.slices.open(0).unwrap();
+/// let owner = tables.hot_path();
+/// let s = tables.slices.open(0).unwrap();
 /// let p = owner.post(PostRequest::on(s, path, 65536, 0)).unwrap();
 /// let done = owner.complete(p.wr_id, wc::SUCCESS, 0, 1_000).unwrap();
 /// assert!(matches!(done.slice, SliceEffect::Settled(_)));
-/// control.monitor.on_epoch(&stack.cc, 2_000, PollerStatus::Progressing);
-/// assert_eq!(stack.tokens.in_use(), 0);
+/// control.monitor.on_epoch(&tables.cc, 2_000, PollerStatus::Progressing);
+/// assert_eq!(tables.tokens.in_use(), 0);
 /// ```
-pub struct Stack<R: Send + Sync + 'static = ()> {
+pub struct HotPathTables<R: Send + Sync + 'static = ()> {
     /// The posted-attempt token pool.
     pub tokens: TokenPool,
     /// Slice attempts.
@@ -139,8 +139,8 @@ pub struct Stack<R: Send + Sync + 'static = ()> {
     max_retries: u16,
 }
 
-/// The control-plane halves of a [`Stack`] (one control thread owns them).
-pub struct StackControl {
+/// The control-plane halves of a [`HotPathTables`] (one control thread owns them).
+pub struct HotPathControl {
     /// The CC monitor: run [`Monitor::on_epoch`] once per control epoch.
     pub monitor: Monitor,
     /// The credit ledger's control half (grants, usage reports, epochs), if
@@ -148,9 +148,9 @@ pub struct StackControl {
     pub credit: Option<SenderControl>,
 }
 
-impl<R: Send + Sync + 'static> fmt::Debug for Stack<R> {
+impl<R: Send + Sync + 'static> fmt::Debug for HotPathTables<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Stack")
+        f.debug_struct("HotPathTables")
             .field("tokens_in_use", &self.tokens.in_use())
             .field("cc_mode", &self.cc.mode())
             .field("rail", &self.rail.is_some())
@@ -159,55 +159,55 @@ impl<R: Send + Sync + 'static> fmt::Debug for Stack<R> {
     }
 }
 
-/// The layer types of a [`Stack`]'s owner.
-pub type StackLayers<'a> = Layers<Option<&'a SenderLedger>, Option<&'a Selector>, &'a Controller>;
+/// The layer types of a [`HotPathTables`]'s owner.
+pub type HotPathLayers<'a> = Layers<Option<&'a SenderLedger>, Option<&'a Selector>, &'a Controller>;
 
-impl<R: Send + Sync + 'static> Stack<R> {
+impl<R: Send + Sync + 'static> HotPathTables<R> {
     /// Builds every table and layer (all allocation happens here).
     ///
     /// ```
-    /// use railyard_core::completion::{Stack, StackConfig, StackError};
+    /// use railyard_core::completion::{HotPathTables, HotPathConfig, HotPathError};
     /// use railyard_core::rail::{DeviceSpec, RailConfig};
     ///
-    /// let cfg = StackConfig::default();
-    /// let (stack, control) = Stack::<()>::new(&cfg).unwrap();
+    /// let cfg = HotPathConfig::default();
+    /// let (stack, control) = HotPathTables::<()>::new(&cfg).unwrap();
     /// assert!(stack.rail.is_none() && stack.credit.is_none() && control.credit.is_none());
     /// // Two devices but one rail spec: refused before anything is used.
-    /// let bad = StackConfig {
+    /// let bad = HotPathConfig {
     ///     devices: 2,
     ///     route_devices: vec![0, 1],
     ///     rail: Some((RailConfig::default(), vec![DeviceSpec::new(100_000_000_000)])),
-    ///     ..StackConfig::default()
+    ///     ..HotPathConfig::default()
     /// };
-    /// assert!(matches!(Stack::<()>::new(&bad), Err(StackError::RailDevices { devices: 2, specs: 1 })));
+    /// assert!(matches!(HotPathTables::<()>::new(&bad), Err(HotPathError::RailDevices { devices: 2, specs: 1 })));
     /// ```
-    pub fn new(cfg: &StackConfig) -> Result<(Self, StackControl), StackError> {
-        let tokens = TokenPool::new(cfg.tokens).map_err(StackError::Tokens)?;
-        let slices = SliceTable::new(cfg.slices).map_err(StackError::Slices)?;
-        let endpoints = EndpointTable::new(cfg.endpoints).map_err(StackError::Endpoints)?;
+    pub fn new(cfg: &HotPathConfig) -> Result<(Self, HotPathControl), HotPathError> {
+        let tokens = TokenPool::new(cfg.tokens).map_err(HotPathError::Tokens)?;
+        let slices = SliceTable::new(cfg.slices).map_err(HotPathError::Slices)?;
+        let endpoints = EndpointTable::new(cfg.endpoints).map_err(HotPathError::Endpoints)?;
         let (cc, monitor) =
-            Controller::new(&cfg.cc, cfg.devices, &cfg.route_devices).map_err(StackError::Cc)?;
+            Controller::new(&cfg.cc, cfg.devices, &cfg.route_devices).map_err(HotPathError::Cc)?;
         let rail = match &cfg.rail {
             None => None,
             Some((rc, specs)) => {
                 if specs.len() != usize::from(cfg.devices) {
-                    return Err(StackError::RailDevices {
+                    return Err(HotPathError::RailDevices {
                         devices: cfg.devices,
                         specs: specs.len(),
                     });
                 }
-                Some(Selector::new(specs, *rc).map_err(StackError::Rail)?)
+                Some(Selector::new(specs, *rc).map_err(HotPathError::Rail)?)
             }
         };
         let (credit, credit_control) = match cfg.credit {
             None => (None, None),
             Some(lc) => {
-                let (l, c) = SenderLedger::new(lc).map_err(StackError::Credit)?;
+                let (l, c) = SenderLedger::new(lc).map_err(HotPathError::Credit)?;
                 (Some(l), Some(c))
             }
         };
         Ok((
-            Stack {
+            HotPathTables {
                 tokens,
                 slices,
                 endpoints,
@@ -216,7 +216,7 @@ impl<R: Send + Sync + 'static> Stack<R> {
                 credit,
                 max_retries: cfg.max_retries,
             },
-            StackControl {
+            HotPathControl {
                 monitor,
                 credit: credit_control,
             },
@@ -227,18 +227,18 @@ impl<R: Send + Sync + 'static> Stack<R> {
     ///
     /// ```
     /// use railyard_core::classify::wc;
-    /// use railyard_core::completion::{Path, PostRequest, Stack, StackConfig};
+    /// use railyard_core::completion::{Path, PostRequest, HotPathTables, HotPathConfig};
     ///
-    /// let (stack, _control) = Stack::<u32>::new(&StackConfig::default()).unwrap();
-    /// let ep = stack.endpoints.open(7).unwrap();
-    /// let owner = stack.owner(); // cheap to copy: one per worker
-    /// let p = owner.post(PostRequest::on(stack.slices.open(0).unwrap(), Path { endpoint: ep, ..Path::default() }, 64, 0)).unwrap();
+    /// let (stack, _control) = HotPathTables::<u32>::new(&HotPathConfig::default()).unwrap();
+    /// let ep = tables.endpoints.open(7).unwrap();
+    /// let owner = tables.hot_path(); // cheap to copy: one per worker
+    /// let p = owner.post(PostRequest::on(tables.slices.open(0).unwrap(), Path { endpoint: ep, ..Path::default() }, 64, 0)).unwrap();
     /// owner.complete(p.wr_id, wc::SUCCESS, 0, 1).unwrap();
-    /// assert_eq!(stack.tokens.in_use(), 0);
+    /// assert_eq!(tables.tokens.in_use(), 0);
     /// ```
     #[inline(always)]
-    pub fn owner(&self) -> Owner<'_, R, StackLayers<'_>> {
-        Owner::new(&self.tokens, &self.slices, &self.endpoints)
+    pub fn hot_path(&self) -> HotPath<'_, R, HotPathLayers<'_>> {
+        HotPath::new(&self.tokens, &self.slices, &self.endpoints)
             .with_max_retries(self.max_retries)
             .with_layers(Layers {
                 credit: self.credit.as_ref(),
