@@ -112,7 +112,7 @@ impl std::error::Error for HotPathError {}
 ///     cc: CcConfig { mode: Mode::Enforce, ..CcConfig::default() },
 ///     ..HotPathConfig::default()
 /// };
-/// let (stack, mut control) = HotPathTables::<()>::new(&cfg).unwrap();
+/// let (tables, mut control) = HotPathTables::<()>::new(&cfg).unwrap();
 /// let ep = tables.endpoints.open(()).unwrap();
 /// let path = Path { device: 0, qp: 0, route: 0, endpoint: ep };
 /// let owner = tables.hot_path();
@@ -170,8 +170,8 @@ impl<R: Send + Sync + 'static> HotPathTables<R> {
     /// use railyard_core::rail::{DeviceSpec, RailConfig};
     ///
     /// let cfg = HotPathConfig::default();
-    /// let (stack, control) = HotPathTables::<()>::new(&cfg).unwrap();
-    /// assert!(stack.rail.is_none() && stack.credit.is_none() && control.credit.is_none());
+    /// let (tables, control) = HotPathTables::<()>::new(&cfg).unwrap();
+    /// assert!(tables.rail.is_none() && tables.credit.is_none() && control.credit.is_none());
     /// // Two devices but one rail spec: refused before anything is used.
     /// let bad = HotPathConfig {
     ///     devices: 2,
@@ -223,13 +223,13 @@ impl<R: Send + Sync + 'static> HotPathTables<R> {
         ))
     }
 
-    /// The composed hot path over this stack's tables and layers.
+    /// The composed hot path over these tables and layers.
     ///
     /// ```
     /// use railyard_core::classify::wc;
     /// use railyard_core::completion::{Path, PostRequest, HotPathTables, HotPathConfig};
     ///
-    /// let (stack, _control) = HotPathTables::<u32>::new(&HotPathConfig::default()).unwrap();
+    /// let (tables, _control) = HotPathTables::<u32>::new(&HotPathConfig::default()).unwrap();
     /// let ep = tables.endpoints.open(7).unwrap();
     /// let owner = tables.hot_path(); // cheap to copy: one per worker
     /// let p = owner.post(PostRequest::on(tables.slices.open(0).unwrap(), Path { endpoint: ep, ..Path::default() }, 64, 0)).unwrap();
