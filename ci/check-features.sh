@@ -22,5 +22,6 @@ cargo test -p railyard-core --no-default-features --lib
 cargo test -p railyard-core --no-default-features --features alloc "${t[@]}"
 cargo test -p railyard-core --no-default-features --features alloc,peer-feedback "${t[@]}"
 cargo test -p railyard-core "${t[@]}"
-cargo test -p railyard-core --doc --features std,peer-feedback
+# (Core's doctests run once, in ci/test.sh's workspace test: the workspace
+# unifies std + peer-feedback into core, the same features.)
 echo "check-features: every feature combination of railyard-core checked, 4 tested, in $(( $(date +%s) - start ))s"
