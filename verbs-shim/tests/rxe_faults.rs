@@ -811,7 +811,8 @@ fn fault6_poller_stall_counts_no_route_timeout() {
 // ---------------------------------------------------------------------------
 // Scenario 7: retire racing posts, in the worker model from the environment.
 // `RAILYARD_FAULT7_ROUNDS` (default 6, at least 1) shortens it for the
-// valgrind pass in ci/rxe.sh, where every round costs ~45 s under TCG.
+// valgrind pass in ci/rxe.sh (under valgrind on TCG: 6 rounds 290 s,
+// 2 rounds 230 s; most of it is start-up).
 
 #[test]
 fn fault7_retire_races_two_posting_workers() {
