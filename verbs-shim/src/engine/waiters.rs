@@ -65,6 +65,10 @@ pub(crate) const SLOTS: usize = 64;
 struct Parker {
     epoch: Mutex<u64>,
     cv: Condvar,
+    /// Threads inside the condition variable's wait (the unit tests wait
+    /// for a waiter to be asleep before they settle its task).
+    #[cfg(all(test, not(railyard_loom)))]
+    sleeping: std::sync::atomic::AtomicU32,
 }
 
 impl Parker {
@@ -88,6 +92,12 @@ impl Parker {
     fn park(&self, seen: u64, deadline: Option<Instant>) -> bool {
         let mut g = self.epoch.lock().unwrap_or_else(|e| e.into_inner());
         while *g == seen {
+            // Raised and lowered under the mutex: a wake (which takes it)
+            // after a test saw it raised finds the thread inside the wait.
+            #[cfg(all(test, not(railyard_loom)))]
+            self.sleeping.fetch_add(1, Ordering::SeqCst);
+            #[cfg(all(test, not(railyard_loom)))]
+            let _awake = Awake(&self.sleeping);
             match deadline {
                 None => g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner()),
                 Some(d) => {
@@ -104,6 +114,17 @@ impl Parker {
             }
         }
         true
+    }
+}
+
+/// Lowers a parker's sleeping count when its thread leaves the wait.
+#[cfg(all(test, not(railyard_loom)))]
+struct Awake<'a>(&'a std::sync::atomic::AtomicU32);
+
+#[cfg(all(test, not(railyard_loom)))]
+impl Drop for Awake<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -402,6 +423,14 @@ mod tests {
         }
     }
 
+    impl Waiters {
+        /// Waiters inside a parker's wait (slots and the shared parker).
+        fn asleep(&self) -> u32 {
+            let n = |p: &Parker| p.sleeping.load(Ordering::SeqCst);
+            self.slots.iter().map(|s| n(&s.parker)).sum::<u32>() + n(&self.shared)
+        }
+    }
+
     /// Nothing left registered: no claimed slot, no overflow waiter.
     fn assert_clean(w: &Waiters) {
         assert_eq!(w.registered(), (0, 0));
@@ -509,8 +538,12 @@ mod tests {
                 std::thread::spawn(move || wait_counted(&w, &t[..], Duration::MAX, &p))
             };
             let (ja, jb) = (spawn(&a, &pa), spawn(&b, &pb));
-            until(|| a[0].waited.load(Ordering::SeqCst) == 1);
-            until(|| b[0].waited.load(Ordering::SeqCst) == 1);
+            // Both asleep (past their re-check): a waiter still between
+            // registering and its re-check could see the settlement itself
+            // and deregister before the settler reads `waited` (0 signalled,
+            // correctly; CI once caught exactly that with `waited == 1` as
+            // the only condition).
+            until(|| w.asleep() == 2);
             assert_eq!(b[0].settle(&w), 1, "B's settlement signalled one waiter");
             assert!(jb.join().unwrap());
             // Room for a (wrong) wake of A to show as a probe.
@@ -538,7 +571,7 @@ mod tests {
                     std::thread::spawn(move || wait_for(&w, &t[i..=i], Duration::MAX))
                 })
                 .collect();
-            until(|| tasks.iter().all(|t| t.waited.load(Ordering::SeqCst) == 1));
+            until(|| w.asleep() == 2);
             assert_eq!(w.overflow.load(Ordering::SeqCst), 1);
             assert_eq!(w.claimed.load(Ordering::SeqCst), u64::MAX);
             // The slot owner's task: the wake signals it and the overflow
