@@ -314,13 +314,13 @@ impl World {
                             Ok(_) => {
                                 let _ = x.link.on(LinkEvent::UpdateAccepted);
                             }
-                            Err(e) => assert!(!e.is_violation(), "honest receiver caused {e}"),
+                            Err(e) => assert!(!e.is_protocol_error(), "honest receiver caused {e}"),
                         }
                     }
                     Message::CreditUsage(u) => {
                         let r = self.alloc.on_usage(s as u32, &u.to_usage());
                         assert!(
-                            !matches!(r, Err(AllocError::Violation(_))),
+                            !matches!(r, Err(AllocError::Violation(_) | AllocError::Decreasing(_))),
                             "honest sender caused {r:?}"
                         );
                     }

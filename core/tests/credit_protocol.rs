@@ -100,8 +100,12 @@ fn lost_update_is_covered_by_the_next_cumulative_total() {
     assert_eq!(p.ctl.metrics(&p.ledger).sequence_gaps, 1);
 }
 
+/// RFC 2849 "Rules", 5: a decreasing cumulative total rejects the update
+/// (nothing changes, a protocol error is counted) without quarantining the
+/// peer (rule 4 keeps quarantine for credit violations): dispatch goes on
+/// and the next honest update applies.
 #[test]
-fn decreasing_total_is_a_violation_and_quarantines() {
+fn decreasing_total_is_rejected_and_counted_not_quarantined() {
     let mut p = pair([1 << 20, 16, 8, 8]);
     let u1 = p.grant(Charge([8192, 2, 0, 2]));
     p.apply(&u1).unwrap();
@@ -112,20 +116,26 @@ fn decreasing_total_is_a_violation_and_quarantines() {
         p.apply(&bad),
         Err(UpdateError::Decreasing(Resource::DataBytes))
     );
-    assert_eq!(p.ctl.metrics(&p.ledger).violations, 1);
-    // Quarantined: no dispatch, and further updates are refused.
-    assert_eq!(
-        p.ledger.try_reserve(p.e(), &Charge::direct_write(1)).err(),
-        Some(ReserveError::Closed)
-    );
-    let mut later = u1;
-    later.sequence += 5;
-    assert_eq!(p.apply(&later), Err(UpdateError::Quarantined));
-    // The rejected update changed nothing.
+    let m = p.ctl.metrics(&p.ledger);
+    assert_eq!((m.protocol_errors, m.violations), (1, 0));
+    // The rejected update changed nothing: grants and availability as before.
     assert_eq!(
         p.ctl.entry_metrics(&p.ledger, 0, 0).unwrap().granted,
         [8192, 2, 0, 2]
     );
+    assert_eq!(p.avail(), Charge([8192, 2, 0, 2]));
+    // Not quarantined: dispatch still reserves, and the next honest update
+    // (the rejected one's sequence was not consumed) applies.
+    let r = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(1))
+        .unwrap();
+    r.rollback();
+    let u2 = p.grant(Charge([4096, 0, 0, 0]));
+    assert_eq!(u2.sequence, bad.sequence);
+    assert_eq!(p.apply(&u2), Ok(UpdateOutcome::Applied));
+    assert_eq!(p.avail(), Charge([12288, 2, 0, 2]));
+    assert_eq!(p.ctl.metrics(&p.ledger).protocol_errors, 1);
 }
 
 #[test]
@@ -198,6 +208,45 @@ fn receiver_usage_overflow_is_a_violation() {
         q.alloc.on_usage(0, &u),
         Err(AllocError::Violation(Resource::DataBytes))
     );
+}
+
+/// RFC 2849 rule 5 on the receiver: a usage report whose cumulative total
+/// went down is rejected and counted, changes nothing, and does not
+/// quarantine the sender; its next honest report applies.
+#[test]
+fn receiver_decreasing_usage_is_rejected_not_quarantined() {
+    let mut p = pair([1 << 20, 16, 8, 8]);
+    let u = p.grant(Charge([8192, 2, 0, 2]));
+    p.apply(&u).unwrap();
+    let c = p
+        .ledger
+        .try_reserve(p.e(), &Charge::direct_write(4096))
+        .unwrap()
+        .commit()
+        .unwrap();
+    p.ledger.release(c).unwrap();
+    let first = p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
+    assert!(matches!(
+        p.alloc.on_usage(0, &first),
+        Ok(UsageOutcome::Applied(_))
+    ));
+    let free = p.alloc.metrics().free;
+    let mut down = first;
+    down.sequence += 1;
+    down.consumed = down.consumed.with(Resource::DataBytes, 0);
+    assert_eq!(
+        p.alloc.on_usage(0, &down),
+        Err(AllocError::Decreasing(Resource::DataBytes))
+    );
+    let m = p.alloc.metrics();
+    assert_eq!((m.protocol_errors, m.violations, m.free), (1, 0, free));
+    assert!(p.alloc.conserved());
+    // Not quarantined: the receiver still grants, and the honest next
+    // report (same sequence as the rejected one) applies.
+    assert!(p.alloc.grant(0, 0, &Charge([4096, 0, 0, 0])).is_ok());
+    let next = p.ctl.usage(&p.ledger, 0, 0, Charge::ZERO).unwrap();
+    assert_eq!(next.sequence, down.sequence);
+    assert!(p.alloc.on_usage(0, &next).is_ok());
 }
 
 #[test]

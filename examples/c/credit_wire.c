@@ -284,7 +284,8 @@ int main(void) {
   CHECK(free_now.v[RY_RESOURCE_DATA_BYTES] == capacity.v[RY_RESOURCE_DATA_BYTES]);
   CHECK(free_now.v[RY_RESOURCE_REQUEST_SLOTS] == capacity.v[RY_RESOURCE_REQUEST_SLOTS]);
 
-  /* Epoch 2 grant; then a decreasing total is a violation: quarantine. */
+  /* Epoch 2 grant; then a decreasing total is rejected (RFC 2849 rule 5):
+     nothing changes, a protocol error is counted, no quarantine. */
   ry_charge add2 = {{128 * 1024, 2, 0, 2}};
   ry_credit_update u2;
   OK(ry_credit_receiver_grant(rx, 0, 0, &add2, &u2));
@@ -294,12 +295,16 @@ int main(void) {
   ry_credit_update bad = u2;
   bad.sequence += 1;
   bad.grants.v[RY_RESOURCE_DATA_BYTES] -= 1;
-  FAILS_WITH(ry_credit_apply_update(tx, 0, &bad, 6000, NULL, NULL), RY_STATUS_CREDIT_VIOLATION);
+  FAILS_WITH(ry_credit_apply_update(tx, 0, &bad, 6000, NULL, NULL), RY_STATUS_CREDIT_DECREASING);
+  expect_available(tx, 128 * 1024, 2, true);
+  /* A credit violation seen elsewhere (RFC 2849 rule 4): quarantine, and
+     dispatch is refused until a new session/epoch is bound. */
+  OK(ry_credit_quarantine(tx, 0));
   FAILS_WITH(ry_credit_reserve_commit(tx, 0, 0, &write64k, &none, NULL), RY_STATUS_CREDIT_CLOSED);
 
   ry_credit_metrics m;
   OK(ry_credit_metrics_get(tx, &m));
-  CHECK(m.duplicate_updates >= 1 && m.stale_updates >= 2 && m.violations == 1);
+  CHECK(m.duplicate_updates >= 1 && m.stale_updates >= 2 && m.protocol_errors == 1);
   CHECK(m.epoch_resets == 1 && m.fenced_ops >= 1 && m.stalls >= 1);
 
   OK(ry_token_pool_destroy(pool));

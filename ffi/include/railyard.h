@@ -269,8 +269,8 @@ enum ry_status
   RY_STATUS_CREDIT_EPOCH_MISMATCH = -61,
   // Credit: the peer is quarantined after a violation.
   RY_STATUS_CREDIT_QUARANTINED = -62,
-  // Credit: protocol violation (a cumulative total decreased or
-  // overflowed, or usage exceeds grants); the peer is quarantined.
+  // Credit: protocol violation (a cumulative total overflowed, or usage
+  // exceeds grants); the peer is quarantined.
   RY_STATUS_CREDIT_VIOLATION = -63,
   // Credit release: the record / committed charge holds no credit.
   RY_STATUS_CREDIT_NOT_HELD = -64,
@@ -294,6 +294,10 @@ enum ry_status
   RY_STATUS_CREDIT_EMPTY_CHARGE = -71,
   // Credit: session, epoch or sequence 0 (reserved, never valid).
   RY_STATUS_CREDIT_ZERO_ID = -72,
+  // Credit update or usage report rejected: a cumulative total decreased
+  // (RFC 2849 rule 5). Nothing changed; counted in `protocol_errors`;
+  // the peer is not quarantined and its next honest message applies.
+  RY_STATUS_CREDIT_DECREASING = -73,
   // Wire: fewer bytes than the header or body requires.
   RY_STATUS_WIRE_TRUNCATED = -80,
   // Wire: bytes after the stated body.
@@ -1786,6 +1790,9 @@ typedef struct {
   uint64_t refused_ops;
   // Protocol violations (peer quarantined).
   uint64_t violations;
+  // Updates rejected for a decreasing cumulative total (nothing changed;
+  // the peer was not quarantined).
+  uint64_t protocol_errors;
 } ry_credit_metrics;
 
 // Receiver allocator configuration.
@@ -2201,6 +2208,9 @@ typedef struct {
   uint64_t epoch_resets;
   // Sender + receiver: protocol violations.
   uint64_t violations;
+  // Sender + receiver: updates and usage reports rejected for a
+  // decreasing cumulative total (nothing changed; no quarantine).
+  uint64_t protocol_errors;
   // Connections that fell back to legacy dispatch (optional mode).
   uint64_t legacy_fallbacks;
   // Connections refused by the negotiation.
@@ -3020,8 +3030,9 @@ ry_status ry_credit_bind(ry_credit_sender sender,
 // Applies a receiver update for `peer` (identity from the endpoint, never
 // the payload): session and epoch must match, an older or equal sequence
 // is a no-op, a gap is applied and counted, every cumulative total must be
-// non-decreasing (else `RY_STATUS_CREDIT_VIOLATION` and the peer is
-// quarantined). `*outcome_out` and `*missed_out` are optional.
+// non-decreasing (else `RY_STATUS_CREDIT_DECREASING`: the update is
+// rejected, nothing changes, `protocol_errors` counts it, the peer is
+// not quarantined). `*outcome_out` and `*missed_out` are optional.
 //
 // Thread-safety: control path (internal mutex).
 //

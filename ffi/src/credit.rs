@@ -391,12 +391,15 @@ pub struct ry_credit_metrics {
     pub refused_ops: u64,
     /// Protocol violations (peer quarantined).
     pub violations: u64,
+    /// Updates rejected for a decreasing cumulative total (nothing changed;
+    /// the peer was not quarantined).
+    pub protocol_errors: u64,
 }
 
 mirror_struct!(ry_credit_metrics <= CreditMetrics {
     granted, consumed, available, returned, fenced_inflight, stalls, updates_applied,
     duplicate_updates, stale_updates, sequence_gaps, epoch_resets, fenced_ops, refused_ops,
-    violations; stall_ns, legacy_fallbacks
+    violations, protocol_errors; stall_ns, legacy_fallbacks
 });
 
 // -------------------------------------------------------------- receiver
@@ -567,8 +570,9 @@ mod layer {
     /// Applies a receiver update for `peer` (identity from the endpoint, never
     /// the payload): session and epoch must match, an older or equal sequence
     /// is a no-op, a gap is applied and counted, every cumulative total must be
-    /// non-decreasing (else `RY_STATUS_CREDIT_VIOLATION` and the peer is
-    /// quarantined). `*outcome_out` and `*missed_out` are optional.
+    /// non-decreasing (else `RY_STATUS_CREDIT_DECREASING`: the update is
+    /// rejected, nothing changes, `protocol_errors` counts it, the peer is
+    /// not quarantined). `*outcome_out` and `*missed_out` are optional.
     ///
     /// Thread-safety: control path (internal mutex).
     ///

@@ -76,6 +76,9 @@ pub struct ry_engine_credit_stats {
     pub epoch_resets: u64,
     /// Sender + receiver: protocol violations.
     pub violations: u64,
+    /// Sender + receiver: updates and usage reports rejected for a
+    /// decreasing cumulative total (nothing changed; no quarantine).
+    pub protocol_errors: u64,
     /// Connections that fell back to legacy dispatch (optional mode).
     pub legacy_fallbacks: u64,
     /// Connections refused by the negotiation.
@@ -259,6 +262,7 @@ mod imp {
                     sequence_gaps: s.sender.sequence_gaps,
                     epoch_resets: s.sender.epoch_resets,
                     violations: s.sender.violations + s.receiver.violations,
+                    protocol_errors: s.sender.protocol_errors + s.receiver.protocol_errors,
                     legacy_fallbacks: s.legacy_fallbacks,
                     refused: s.refused,
                     frames_sent: s.frames_sent,

@@ -145,8 +145,8 @@ pub enum RyStatus {
     CreditEpochMismatch = -61,
     /// Credit: the peer is quarantined after a violation.
     CreditQuarantined = -62,
-    /// Credit: protocol violation (a cumulative total decreased or
-    /// overflowed, or usage exceeds grants); the peer is quarantined.
+    /// Credit: protocol violation (a cumulative total overflowed, or usage
+    /// exceeds grants); the peer is quarantined.
     CreditViolation = -63,
     /// Credit release: the record / committed charge holds no credit.
     CreditNotHeld = -64,
@@ -170,6 +170,10 @@ pub enum RyStatus {
     CreditEmptyCharge = -71,
     /// Credit: session, epoch or sequence 0 (reserved, never valid).
     CreditZeroId = -72,
+    /// Credit update or usage report rejected: a cumulative total decreased
+    /// (RFC 2849 rule 5). Nothing changed; counted in `protocol_errors`;
+    /// the peer is not quarantined and its next honest message applies.
+    CreditDecreasing = -73,
 
     /// Wire: fewer bytes than the header or body requires.
     WireTruncated = -80,
@@ -435,7 +439,8 @@ status_of! {
         E::SessionMismatch => S::CreditSessionMismatch,
         E::EpochMismatch { .. } => S::CreditEpochMismatch,
         E::Quarantined => S::CreditQuarantined,
-        E::Decreasing(_) | E::Overflow(_) => S::CreditViolation,
+        E::Decreasing(_) => S::CreditDecreasing,
+        E::Overflow(_) => S::CreditViolation,
         E::ForeignLedger => S::CreditForeignEntry,
         E::Zero(_) => S::CreditZeroId,
     }
@@ -458,6 +463,7 @@ status_of! {
         E::PeerNotOpen => S::CreditPeerNotOpen,
         E::Stale => S::CreditStale,
         E::Violation(_) => S::CreditViolation,
+        E::Decreasing(_) => S::CreditDecreasing,
         E::NothingFencing => S::CreditNothingFencing,
         E::EpochMismatch { .. } => S::CreditEpochMismatch,
         E::Zero(_) => S::CreditZeroId,

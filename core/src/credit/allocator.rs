@@ -128,9 +128,13 @@ pub enum AllocError {
     /// Usage for another session or epoch (e.g. an old completion after a
     /// new epoch): ignored, counted. Its capacity is in the fencing bucket.
     Stale,
-    /// Violation: totals decreased or exceed what was granted/consumed. The
-    /// peer is quarantined.
+    /// Violation: totals exceed what was granted/consumed (RFC 2849 rule
+    /// 4). The peer is quarantined.
     Violation(Resource),
+    /// Rejected: a cumulative usage total decreased (RFC 2849 rule 5). The
+    /// report changed nothing and is counted in
+    /// [`AllocatorMetrics::protocol_errors`]; the peer is not quarantined.
+    Decreasing(Resource),
     /// A receiver-local consumption report larger than what is outstanding
     /// (refused, counted).
     OverRelease(Resource),
@@ -162,6 +166,12 @@ impl fmt::Display for AllocError {
             AllocError::PeerNotOpen => f.write_str("allocator: peer session not open"),
             AllocError::Stale => f.write_str("allocator: usage for an old session or epoch"),
             AllocError::Violation(r) => write!(f, "allocator: protocol violation on {r}"),
+            AllocError::Decreasing(r) => {
+                write!(
+                    f,
+                    "allocator: usage report rejected: cumulative {r} decreased"
+                )
+            }
             AllocError::OverRelease(r) => {
                 write!(f, "allocator: release of {r} exceeds outstanding")
             }
@@ -226,8 +236,11 @@ pub struct AllocatorMetrics {
     pub duplicate_usage: u64,
     /// Epoch resets and disconnects fenced.
     pub epoch_resets: u64,
-    /// Protocol violations.
+    /// Protocol violations (peer quarantined).
     pub violations: u64,
+    /// Usage reports rejected for a decreasing cumulative total (nothing
+    /// changed; the peer was not quarantined).
+    pub protocol_errors: u64,
 }
 
 /// Outcome of a usage report.
@@ -646,10 +659,13 @@ impl ReceiverAllocator {
                 get(&u.released, k, s.released[k]),
                 get(&u.returned, k, s.returned[k]),
             );
-            let bad = c < s.consumed[k]
-                || rel < s.released[k]
-                || ret < s.returned[k]
-                || rel > c
+            // Rule 5: a total that went down rejects the report (nothing
+            // changed yet), counted; not a quarantine.
+            if c < s.consumed[k] || rel < s.released[k] || ret < s.returned[k] {
+                self.m.protocol_errors = self.m.protocol_errors.saturating_add(1);
+                return Err(AllocError::Decreasing(r));
+            }
+            let bad = rel > c
                 || c.checked_add(ret).map_or(true, |t| t > s.granted[k])
                 || (self.cfg.capacity[k] == 0 && (c | rel | ret) != 0);
             // Capacity may come back at most once: returned + released (for

@@ -1384,6 +1384,7 @@ struct Counters {
     epoch_resets: u64,
     fenced_inflight: [u64; RESOURCES],
     violations: u64,
+    protocol_errors: u64,
     legacy_fallbacks: u64,
     returned: [u64; RESOURCES],
 }
@@ -1424,7 +1425,11 @@ pub enum UpdateError {
     },
     /// The peer is quarantined after a violation.
     Quarantined,
-    /// Violation: a cumulative total decreased. The peer is quarantined.
+    /// Rejected: a cumulative total decreased (RFC 2849 "Rules", 5). The
+    /// update changed nothing and is counted as a protocol error
+    /// ([`CreditMetrics::protocol_errors`]); the peer is not quarantined
+    /// (quarantine is rule 4's answer to a credit violation) and its next
+    /// honest update applies.
     Decreasing(Resource),
     /// Violation: checked arithmetic overflowed. The peer is quarantined.
     Overflow(Resource),
@@ -1463,10 +1468,25 @@ impl UpdateError {
     ///
     /// ```
     /// use railyard_core::credit::{Resource, UpdateError};
-    /// assert!(UpdateError::Decreasing(Resource::DataBytes).is_violation()); // the peer is quarantined
+    /// assert!(UpdateError::Overflow(Resource::DataBytes).is_violation()); // the peer is quarantined
+    /// assert!(!UpdateError::Decreasing(Resource::DataBytes).is_violation()); // rejected, counted
     /// assert!(!UpdateError::SessionMismatch.is_violation()); // stale: ignored, counted
     /// ```
     pub const fn is_violation(&self) -> bool {
+        matches!(self, UpdateError::Overflow(_))
+    }
+
+    /// Whether the update broke the protocol: a violation, or a decreasing
+    /// total (rejected and counted, the peer not quarantined). An honest
+    /// receiver never causes one; a stale or duplicate update is not one.
+    ///
+    /// ```
+    /// use railyard_core::credit::{Resource, UpdateError};
+    /// assert!(UpdateError::Decreasing(Resource::DataBytes).is_protocol_error());
+    /// assert!(UpdateError::Overflow(Resource::DataBytes).is_protocol_error());
+    /// assert!(!UpdateError::SessionMismatch.is_protocol_error());
+    /// ```
+    pub const fn is_protocol_error(&self) -> bool {
         matches!(self, UpdateError::Decreasing(_) | UpdateError::Overflow(_))
     }
 }
@@ -1506,6 +1526,9 @@ pub struct CreditMetrics {
     pub refused_ops: u64,
     /// Protocol violations (peer quarantined).
     pub violations: u64,
+    /// Updates rejected for a decreasing cumulative total (RFC 2849 rule
+    /// 5): each changed nothing; the peer was not quarantined.
+    pub protocol_errors: u64,
     /// Dispatches that fell back to legacy (reported by the caller).
     pub legacy_fallbacks: u64,
 }
@@ -1645,8 +1668,9 @@ impl SenderControl {
     /// context, never from the payload). Rules (RFC 2849):
     /// session and epoch must match; an older or equal sequence is a no-op;
     /// a gap is applied and counted; every cumulative total must be
-    /// non-decreasing (else: violation, peer quarantined); arithmetic is
-    /// checked. A newer update reopens a stale peer. Session, epoch and
+    /// non-decreasing (else: the update is rejected and counted as a
+    /// protocol error, nothing changes, the peer stays as it was); arithmetic
+    /// is checked (an overflow is a violation: the peer is quarantined). A newer update reopens a stale peer. Session, epoch and
     /// sequence 0 are reserved and refused ([`UpdateError::Zero`]).
     ///
     /// ```
@@ -1665,10 +1689,16 @@ impl SenderControl {
     /// let more = CreditUpdate { sequence: 3, grants: Totals::all([16384, 4, 0, 4]), ..u };
     /// assert_eq!(ctl.apply_update(&ledger, 0, &more, 2), Ok(UpdateOutcome::AppliedAfterGap { missed: 1 }));
     /// assert_eq!(ledger.available(e).unwrap().0.get(Resource::DataBytes), 16384);
-    /// // A total that goes down is a violation: the peer is quarantined.
+    /// // A total that goes down is rejected (RFC 2849 rule 5): nothing
+    /// // changes, a protocol error is counted, the peer stays active.
     /// let down = CreditUpdate { sequence: 4, grants: Totals::all([1, 4, 0, 4]), ..u };
     /// assert_eq!(ctl.apply_update(&ledger, 0, &down, 3), Err(UpdateError::Decreasing(Resource::DataBytes)));
-    /// assert!(!ctl.is_active(0));
+    /// assert!(ctl.is_active(0));
+    /// assert_eq!(ledger.available(e).unwrap().0.get(Resource::DataBytes), 16384);
+    /// assert_eq!((ctl.metrics(&ledger).protocol_errors, ctl.metrics(&ledger).violations), (1, 0));
+    /// // Its sequence was not consumed: the honest update 4 still applies.
+    /// let next = CreditUpdate { sequence: 4, grants: Totals::all([20480, 4, 0, 4]), ..u };
+    /// assert_eq!(ctl.apply_update(&ledger, 0, &next, 4), Ok(UpdateOutcome::Applied));
     /// ```
     pub fn apply_update(
         &mut self,
@@ -1718,7 +1748,8 @@ impl SenderControl {
         };
         for r in u.grants.present.iter() {
             if u.grants.values[r.index()] < ec.grant[r.index()] {
-                self.violation(l, peer);
+                // Rule 5: reject; nothing above changed any state.
+                self.counters.protocol_errors = self.counters.protocol_errors.saturating_add(1);
                 return Err(UpdateError::Decreasing(r));
             }
         }
@@ -2189,6 +2220,7 @@ impl SenderControl {
             epoch_resets: c.epoch_resets,
             fenced_inflight: c.fenced_inflight,
             violations: c.violations,
+            protocol_errors: c.protocol_errors,
             legacy_fallbacks: c.legacy_fallbacks,
             ..Default::default()
         };
