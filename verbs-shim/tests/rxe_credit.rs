@@ -107,6 +107,7 @@ fn check_receiver(s: &CreditStats, who: &str) {
         );
     }
     assert_eq!(s.receiver.violations, 0, "{who}: violations: {s:?}");
+    assert_eq!(s.receiver.protocol_errors, 0, "{who}: protocol errors: {s:?}");
 }
 
 /// Every sender reservation released, no violation, no malformed frame.
@@ -114,6 +115,7 @@ fn check_sender_end(e: &Engine, who: &str) {
     let s = e.credit_stats().expect("credit on");
     assert!(s.sender_idle(), "{who}: sender reservations held: {s:?}");
     assert_eq!(s.sender.violations, 0, "{who}: violations: {s:?}");
+    assert_eq!(s.sender.protocol_errors, 0, "{who}: protocol errors: {s:?}");
     assert_eq!(s.malformed, 0, "{who}: malformed frames: {s:?}");
     assert_eq!(s.sender.refused_ops, 0, "{who}: refused ops: {s:?}");
 }
