@@ -58,6 +58,11 @@ bash -n scripts/bench-signal.sh
 bash -n scripts/bench-preload.sh scripts/fault-preload.sh scripts/preload-check.sh
 python3 scripts/bench_preload.py selftest
 python3 -m py_compile scripts/mooncake_rw.py
+# scripts/bench-lat.sh (issue #34's latency benchmark, never run here): its
+# syntax, its Python's, and its report's arithmetic on synthetic records.
+bash -n scripts/bench-lat.sh
+python3 -m py_compile python/bench/sync_lat.py
+python3 scripts/bench_lat.py selftest
 
 step "C ABI (ci/ffi.sh)"
 # Header freshness, C11/C++17 compiles, the C and C++ examples (-Wall

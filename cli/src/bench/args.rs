@@ -16,6 +16,8 @@ pub const DEFAULT_PORT: u16 = 18515;
 pub const MAX_TASKS: u64 = 1 << 14;
 /// `-a`: perftest's sweep, 2 B to 8 MiB in powers of two.
 pub const SWEEP: std::ops::RangeInclusive<u32> = 1..=23;
+/// `--lat` without `-n` or `-D`: iterations per size (perftest's default).
+pub const LAT_ITERS: u64 = 1000;
 /// Largest buffer a client may ask for.
 pub const MAX_BUFFER: u64 = 16 << 30;
 
@@ -89,7 +91,7 @@ pub fn fmt_size(b: u64) -> String {
     format!("{b} B")
 }
 
-/// RDMA WRITE/READ bandwidth benchmark over the railyard engine, with perftest's and Mooncake's flags.
+/// RDMA WRITE/READ bandwidth and latency benchmark over the railyard engine, with perftest's and Mooncake's flags.
 ///
 /// Without PEER this is the server: it waits on --port for one client,
 /// registers the memory the client asks for and exits when the client is
@@ -97,7 +99,10 @@ pub fn fmt_size(b: u64) -> String {
 /// threads each keep --depth batches of --batch_size transfers of --size
 /// bytes in flight for --duration seconds (or --iters transfers), then it
 /// prints a perftest-style table with the batch latency and CPU time (or
-/// --json). Flags that shape the load are the client's; the server takes
+/// --json). With --lat it is perftest's latency test instead: one transfer
+/// in flight, -n round trips per size (1000), and the table
+/// gives t_min, t_max, t_typical (P50), t_avg, P99 and P99.9 in µs. Flags
+/// that shape the load are the client's; the server takes
 /// only -p, --listen, -d, -x, -q, --json and --quiet.
 ///
 /// Engine settings without a flag come from the MC_* environment
@@ -109,6 +114,7 @@ pub fn fmt_size(b: u64) -> String {
   railyard bench -d rxe0 -x 1                      # server
   railyard bench -d rxe0 -x 1 -s 64K -D 5 HOST     # client: 64 KiB WRITEs for 5 s
   railyard bench -d rxe0 -a --report_gbits HOST    # sweep 2 B .. 8 MiB
+  railyard bench -d rxe0 --lat -s 8 --op read HOST # ib_read_lat's shape: 1000 round trips of 8 B
   railyard bench --device_name=rxe0 --threads=8 --batch_size=128 --block_size=65536 --operation=read HOST")]
 pub struct BenchArgs {
     /// The server, HOST or HOST:PORT; without it, run as the server
@@ -148,7 +154,13 @@ pub struct BenchArgs {
     /// Sweep sizes 2 B ..= 8 MiB in powers of two (each for --iters, or --duration [default 1 s])
     #[arg(short, long)]
     pub all: bool,
-    /// Transfers per thread (per size with -a) instead of a duration
+    /// Latency test (perftest's ib_write_lat / ib_read_lat): one transfer in flight, each round trip timed (P50/P99/P99.9/max µs)
+    #[arg(long = "lat", visible_alias = "latency", conflicts_with_all = ["threads", "batch_size", "depth"])]
+    pub lat: bool,
+    /// How a submitter waits for its batch: sleep until it settles, or busy-poll it (perftest's way, a core spinning)
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = WaitMode::Block)]
+    pub wait: WaitMode,
+    /// Transfers per thread (per size with -a) instead of a duration [default with --lat: 1000]
     #[arg(short = 'n', long, value_name = "N", value_parser = int_in(1, 1 << 40), conflicts_with = "duration")]
     pub iters: Option<u64>,
     /// Seconds to run (per size with -a) [default: 5; 1 with -a]
@@ -186,6 +198,21 @@ pub struct BenchArgs {
     pub metrics: Option<std::path::PathBuf>,
 }
 
+/// How a submitter waits for its batch (`--wait`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitMode {
+    /// Sleep until the batch's last task settles (`Engine::wait_batch`):
+    /// the cores stay with the workers.
+    Block,
+    /// Busy-poll `Engine::batch_done` (perftest's latency tests spin on
+    /// their CQ the same way): no wake-up in the round trip, one core
+    /// spinning. In a 2-vCPU Soft-RoCE guest it measured slower than
+    /// `block` (the spinner takes a vCPU from the engine's workers and the
+    /// kernel doing the NIC's work).
+    Poll,
+}
+
 /// How long each size runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -213,6 +240,10 @@ pub struct Plan {
     pub depth: u64,
     /// Buffer on each side.
     pub buffer: u64,
+    /// `--lat`: one transfer in flight, each one's round trip recorded.
+    pub latency: bool,
+    /// How each submitter waits for its batch.
+    pub wait: WaitMode,
 }
 
 impl Plan {
@@ -266,9 +297,18 @@ impl BenchArgs {
         let stop = match (self.iters, self.duration) {
             (Some(n), _) => Stop::Transfers(n),
             (None, Some(d)) => Stop::Seconds(d),
+            // perftest's latency tests: 1000 iterations per size.
+            (None, None) if self.lat => Stop::Transfers(LAT_ITERS),
             (None, None) => Stop::Seconds(if self.all { 1 } else { 5 }),
         };
-        let tasks = self.threads * self.depth * self.batch_size;
+        // --lat is one thread with one batch of one transfer in flight
+        // (clap refuses --threads, --batch_size and --depth beside it).
+        let (threads, batch, depth) = if self.lat {
+            (1, 1, 1)
+        } else {
+            (self.threads, self.batch_size, self.depth)
+        };
+        let tasks = threads * depth * batch;
         if tasks > MAX_TASKS {
             return Err(BenchError::TooManyInFlight {
                 threads: self.threads,
@@ -280,10 +320,12 @@ impl BenchArgs {
             peer: peer_addr(peer.trim(), self.port as u16),
             sizes,
             stop,
-            threads: self.threads,
-            batch: self.batch_size,
-            depth: self.depth,
+            threads,
+            batch,
+            depth,
             buffer: self.buffer_size,
+            latency: self.lat,
+            wait: self.wait,
         };
         if plan.slots(max) == 0 {
             return Err(BenchError::BufferTooSmall {
@@ -293,9 +335,9 @@ impl BenchArgs {
                 size: max,
             });
         }
-        if self.verify && plan.slots(max) < self.depth * self.batch_size {
+        if self.verify && plan.slots(max) < depth * batch {
             return Err(BenchError::VerifyDoesNotFit {
-                needed: self.threads * self.depth * self.batch_size * max,
+                needed: threads * depth * batch * max,
                 buffer: self.buffer_size,
             });
         }
@@ -429,6 +471,41 @@ mod tests {
             let e = parse(args).unwrap().plan().expect_err(args).to_string();
             assert!(e.contains(want), "{args}: {e}");
         }
+    }
+
+    #[test]
+    fn lat_is_one_transfer_in_flight() {
+        let p = parse("--lat -s 8 h").unwrap().plan().unwrap().unwrap();
+        assert!(p.latency);
+        assert_eq!((p.threads, p.batch, p.depth), (1, 1, 1));
+        assert_eq!(
+            (p.sizes.clone(), p.stop),
+            (vec![8], Stop::Transfers(LAT_ITERS))
+        );
+        assert_eq!(p.wait, WaitMode::Block);
+        let p = parse("--lat -a -D 2 --wait poll h")
+            .unwrap()
+            .plan()
+            .unwrap()
+            .unwrap();
+        assert_eq!((p.sizes.len(), p.stop), (23, Stop::Seconds(2)));
+        assert_eq!(p.wait, WaitMode::Poll);
+        // The bandwidth test keeps its shape.
+        let p = parse("--threads 2 h").unwrap().plan().unwrap().unwrap();
+        assert!(!p.latency);
+        assert_eq!((p.threads, p.wait), (2, WaitMode::Block));
+        for bad in [
+            "--lat --threads 2 h",
+            "--lat --batch_size 4 h",
+            "--lat --depth 2 h",
+        ] {
+            let e = parse(bad).expect_err(bad).to_string();
+            assert!(e.contains("cannot be used with"), "{bad}: {e}");
+        }
+        assert!(parse("--wait spin h")
+            .expect_err("spin")
+            .to_string()
+            .contains("invalid value 'spin'"));
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub enum Msg {
     /// Client → server: the run is over.
     Done {
         /// What the client measured.
-        report: Report,
+        report: Box<Report>,
     },
 }
 

@@ -1,4 +1,4 @@
-//! `railyard bench`: an RDMA WRITE/READ bandwidth benchmark over the
+//! `railyard bench`: an RDMA WRITE/READ bandwidth and latency benchmark over the
 //! railyard engine that speaks perftest's flags (`ib_write_bw -d rxe0 -x 1
 //! -s 64K -D 5 HOST`) and Mooncake `transfer_engine_bench`'s
 //! (`--threads`, `--batch_size`, `--block_size`, `--operation`,
@@ -19,6 +19,14 @@
 //! latency p50/p99/p99.9 (HDR histogram, nearest rank: the same
 //! definition as the simulator's `report::percentile`) and the process's
 //! CPU seconds (user + system, getrusage), also as `--json`.
+//!
+//! `--lat` is perftest's latency test (`ib_write_lat` / `ib_read_lat`):
+//! one thread, one transfer in flight, `-n` round trips per size (1000 by
+//! default), each timed from submit until its completion is seen (the
+//! submitter sleeps in `Engine::wait_batch`; `--wait poll` busy-polls
+//! `Engine::batch_done` instead, as perftest spins on its CQ). The table is
+//! perftest's (`t_min t_max
+//! t_typical t_avg 99% 99.9%`, µs) with the CPU µs per transfer.
 //!
 //! Without the `verbs` feature only the argument checks run (and the
 //! tests of the report); the run itself says the build has no RDMA.

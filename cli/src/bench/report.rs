@@ -7,9 +7,15 @@ use serde::{Deserialize, Serialize};
 
 use super::args::{fmt_size, BenchArgs, Op};
 
-/// Batch latency percentiles, µs.
+/// Latency percentiles, µs (recorded in ns).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
+    /// Smallest (absent in reports of older builds: 0).
+    #[serde(default)]
+    pub min: f64,
+    /// Mean (absent in reports of older builds: 0).
+    #[serde(default)]
+    pub mean: f64,
     /// Median.
     pub p50: f64,
     /// 99th percentile.
@@ -21,24 +27,27 @@ pub struct Latency {
 }
 
 impl Latency {
-    /// The nearest-rank percentiles of `h` (µs samples).
+    /// The nearest-rank percentiles of `h` (ns samples), in µs.
     pub fn of(h: &hdrhistogram::Histogram<u64>) -> Latency {
         if h.is_empty() {
             return Latency::default();
         }
+        let us = |ns: u64| ns as f64 / 1e3;
         Latency {
-            p50: h.value_at_quantile(0.50) as f64,
-            p99: h.value_at_quantile(0.99) as f64,
-            p99_9: h.value_at_quantile(0.999) as f64,
-            max: h.max() as f64,
+            min: us(h.min()),
+            mean: h.mean() / 1e3,
+            p50: us(h.value_at_quantile(0.50)),
+            p99: us(h.value_at_quantile(0.99)),
+            p99_9: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
         }
     }
 }
 
-/// The histogram every thread records batch latencies into (µs, 1 µs to
-/// one hour, 3 significant digits).
+/// The histogram every thread records latencies into (ns, 1 ns to one
+/// hour, 3 significant digits).
 pub fn histogram() -> hdrhistogram::Histogram<u64> {
-    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds")
 }
 
 /// One size's result.
@@ -60,7 +69,8 @@ pub struct SizeResult {
     pub bw_average_gbit_per_s: f64,
     /// Transfers per second, millions.
     pub msg_rate_mops: f64,
-    /// Batch latency: from submit until every transfer of the batch is complete.
+    /// Batch latency: from submit until every transfer of the batch is
+    /// complete (with `--lat`, a batch is one transfer: its round trip).
     pub batch_latency_us: Latency,
     /// Process CPU time in user mode during the run (engine workers included), s.
     pub cpu_user_s: f64,
@@ -68,6 +78,10 @@ pub struct SizeResult {
     pub cpu_sys_s: f64,
     /// (user + system) CPU seconds per GiB moved.
     pub cpu_s_per_gib: f64,
+    /// (user + system) CPU µs per transfer (absent in reports of older
+    /// builds: 0).
+    #[serde(default)]
+    pub cpu_us_per_transfer: f64,
     /// Work requests posted.
     pub posts: u64,
     /// `ibv_post_send` calls.
@@ -116,14 +130,26 @@ pub struct Report {
     pub buffer_bytes: u64,
     /// Whether every block was verified.
     pub verified: bool,
+    /// `--lat`: one transfer in flight, the table is perftest's latency
+    /// table (absent in reports of older builds: `false`).
+    #[serde(default)]
+    pub latency_mode: bool,
+    /// How the submitters waited: `block` or `poll` (absent in reports of
+    /// older builds: empty).
+    #[serde(default)]
+    pub wait: String,
     /// One entry per size.
     pub results: Vec<SizeResult>,
 }
 
 /// The perftest-style table (`#bytes #iterations BW peak BW average
-/// MsgRate`, then the batch latency and CPU seconds).
+/// MsgRate`, then the batch latency and CPU seconds), or with `--lat`
+/// [`lat_table`].
 pub fn table(r: &Report, gbits: bool) -> String {
     use std::fmt::Write as _;
+    if r.latency_mode {
+        return lat_table(r);
+    }
     let rule = "-".repeat(132);
     let (unit, bw) = if gbits {
         (
@@ -163,12 +189,53 @@ pub fn table(r: &Report, gbits: bool) -> String {
     s
 }
 
+/// perftest's latency table (`ib_write_lat`: `#bytes #iterations t_min
+/// t_max t_typical t_avg 99% 99.9%`, t_typical being the median), then
+/// the CPU µs per transfer.
+pub fn lat_table(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let rule = "-".repeat(132);
+    let mut s = String::new();
+    let _ = writeln!(s, "{rule}");
+    let _ = writeln!(
+        s,
+        " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    99% percentile[usec]   99.9% percentile[usec]   CPU/transfer[usec]"
+    );
+    for x in &r.results {
+        let l = &x.batch_latency_us;
+        let _ = writeln!(
+            s,
+            " {:<6} {:<11} {:<14.2} {:<12.2} {:<16.2} {:<14.2} {:<22.2} {:<24.2} {:.2}",
+            x.bytes,
+            x.iterations,
+            l.min,
+            l.max,
+            l.p50,
+            l.mean,
+            l.p99,
+            l.p99_9,
+            x.cpu_us_per_transfer
+        );
+    }
+    let _ = writeln!(s, "{rule}");
+    let _ = writeln!(
+        s,
+        " latency: one transfer in flight, submit until its completion is seen ({}); CPU: user + system of the whole process",
+        if r.wait == "block" { "sleeping until it settles" } else { "busy-polling the batch" }
+    );
+    s
+}
+
 /// The header perftest prints before its table.
 pub fn header(r: &Report, role: &str) -> String {
     let rule = "-".repeat(132);
     format!(
         "{rule}\n{:^132}\n {role}: device {}  peer {}  threads {}  batch {}  depth {}  QPs/endpoint {}  slice {}  workers {} ({})  CC {}  buffer {}{}\n",
-        format!("{} BW Test (railyard bench)", if r.op == "read" { Op::Read.perftest_name() } else { Op::Write.perftest_name() }),
+        format!(
+            "{} {} Test (railyard bench)",
+            if r.op == "read" { Op::Read.perftest_name() } else { Op::Write.perftest_name() },
+            if r.latency_mode { "Latency" } else { "BW" }
+        ),
         r.device,
         r.peer,
         r.threads,
@@ -261,8 +328,10 @@ mod tests {
                 "p{p}"
             );
         }
+        // Recorded in ns, reported in µs.
         let l = Latency::of(&h);
-        assert_eq!((l.p50, l.max), (1000.0, 2000.0));
+        assert_eq!((l.min, l.p50, l.max), (0.001, 1.0, 2.0));
+        assert!((l.mean - 1.0005).abs() < 1e-3, "{}", l.mean);
     }
 
     #[test]
@@ -282,6 +351,7 @@ mod tests {
                     p99: 20.0,
                     p99_9: 30.0,
                     max: 40.0,
+                    ..Latency::default()
                 },
                 cpu_user_s: 1.0,
                 cpu_sys_s: 0.5,
@@ -307,12 +377,58 @@ mod tests {
             g.contains("BW average[Gb/sec]") && g.contains("0.84"),
             "{g}"
         );
-        let m = Msg::Done { report: r.clone() };
+        let m = Msg::Done {
+            report: Box::new(r.clone()),
+        };
         let back: Msg = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
         assert_eq!(back, m);
         let j: serde_json::Value = serde_json::to_value(&r).unwrap();
         assert_eq!(j["results"][0]["batch_latency_us"]["p99_9"], 30.0);
         assert_eq!(j["results"][0]["cpu_user_s"], 1.0);
+    }
+
+    #[test]
+    fn lat_table_has_perftest_lat_columns() {
+        let r = Report {
+            op: "read".into(),
+            latency_mode: true,
+            wait: "poll".into(),
+            results: vec![SizeResult {
+                bytes: 8,
+                iterations: 1000,
+                batch_latency_us: Latency {
+                    min: 3.25,
+                    mean: 4.5,
+                    p50: 4.0,
+                    p99: 9.0,
+                    p99_9: 12.5,
+                    max: 20.0,
+                },
+                cpu_us_per_transfer: 7.5,
+                ..SizeResult::default()
+            }],
+            ..Report::default()
+        };
+        let t = table(&r, false);
+        for col in [
+            "t_min[usec]",
+            "t_typical[usec]",
+            "99.9% percentile[usec]",
+            "CPU/transfer[usec]",
+        ] {
+            assert!(t.contains(col), "{col}: {t}");
+        }
+        assert!(!t.contains("BW average"), "{t}");
+        assert!(
+            t.contains(" 8      1000        3.25           20.00        4.00             4.50"),
+            "{t}"
+        );
+        assert!(t.contains("busy-polling"), "{t}");
+        assert!(header(&r, "client").contains("RDMA_Read Latency Test"));
+        // An older report (no new fields) still parses.
+        let old = r#"{"bytes":8,"iterations":1,"batches":1,"seconds":1.0,"bw_peak_mib_per_s":0.0,"bw_average_mib_per_s":0.0,"bw_average_gbit_per_s":0.0,"msg_rate_mops":0.0,"batch_latency_us":{"p50":1.0,"p99":1.0,"p99_9":1.0,"max":1.0},"cpu_user_s":0.0,"cpu_sys_s":0.0,"cpu_s_per_gib":0.0,"posts":0,"doorbells":0,"completions":0,"deferrals":0,"retries":0}"#;
+        let x: SizeResult = serde_json::from_str(old).unwrap();
+        assert_eq!((x.batch_latency_us.min, x.cpu_us_per_transfer), (0.0, 0.0));
     }
 
     #[test]

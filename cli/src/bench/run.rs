@@ -3,7 +3,7 @@
 //! registers the memory asked for; the client opens the server's segment
 //! and drives `--threads` submitter threads per size, then reports.
 
-use super::args::{fmt_size, BenchArgs, Op, Plan, Stop, MAX_BUFFER};
+use super::args::{fmt_size, BenchArgs, Op, Plan, Stop, WaitMode, MAX_BUFFER};
 use super::control::{recv, send, wire, Msg};
 use super::report::{
     cpu_times, header, histogram, peak_rate, print_report, table, Latency, Report, SizeResult,
@@ -50,7 +50,7 @@ fn cc_name(m: CcMode) -> &'static str {
     }
 }
 
-fn report_base(a: &BenchArgs, e: &Engine, peer: &str, buffer: u64) -> Report {
+fn report_base(a: &BenchArgs, e: &Engine, p: &Plan) -> Report {
     let c = e.config();
     Report {
         format: 1,
@@ -59,10 +59,10 @@ fn report_base(a: &BenchArgs, e: &Engine, peer: &str, buffer: u64) -> Report {
             Op::Read => "read".into(),
         },
         device: e.device().to_string(),
-        peer: peer.to_string(),
-        threads: a.threads,
-        batch_size: a.batch_size,
-        depth: a.depth,
+        peer: p.peer.clone(),
+        threads: p.threads,
+        batch_size: p.batch,
+        depth: p.depth,
         qps_per_endpoint: u64::from(c.qps_per_endpoint),
         slice_bytes: u64::from(c.slice_size),
         workers: u64::from(c.workers),
@@ -72,8 +72,13 @@ fn report_base(a: &BenchArgs, e: &Engine, peer: &str, buffer: u64) -> Report {
         },
         cc_mode: cc_name(c.cc.mode).into(),
         cc_compiled_in: railyard_core::cc::Controller::compiled_in(),
-        buffer_bytes: buffer,
+        buffer_bytes: p.buffer,
         verified: a.verify,
+        latency_mode: p.latency,
+        wait: match p.wait {
+            WaitMode::Block => "block".into(),
+            WaitMode::Poll => "poll".into(),
+        },
         results: vec![],
     }
 }
@@ -308,7 +313,7 @@ pub(super) fn client(a: &BenchArgs, p: &Plan) -> Result<(), BenchError> {
                 needed: p.buffer,
             });
         }
-        let mut rep = report_base(a, &e, &p.peer, p.buffer);
+        let mut rep = report_base(a, &e, p);
         if !a.quiet && !a.json {
             print!("{}", header(&rep, "client"));
         }
@@ -319,6 +324,7 @@ pub(super) fn client(a: &BenchArgs, p: &Plan) -> Result<(), BenchError> {
             remote: remote.addr,
             scratch: scratch.as_deref(),
             stride: max,
+            how: p.wait,
         };
         if a.verify && a.op == Op::Read {
             side.seed(p.buffer)?;
@@ -355,7 +361,7 @@ pub(super) fn client(a: &BenchArgs, p: &Plan) -> Result<(), BenchError> {
             send(
                 &mut w,
                 &Msg::Done {
-                    report: rep.clone(),
+                    report: Box::new(rep.clone()),
                 },
             )?;
             if a.quiet || a.json {
@@ -390,6 +396,8 @@ struct Side<'a> {
     scratch: Option<&'a MemoryRegion>,
     /// The largest size (each thread's scratch stride).
     stride: u64,
+    /// Sleep or busy-poll until a batch is done.
+    how: WaitMode,
 }
 
 fn pattern(off: u64, len: usize) -> Vec<u8> {
@@ -403,11 +411,31 @@ fn pattern(off: u64, len: usize) -> Vec<u8> {
 
 impl Side<'_> {
     fn wait(&self, b: BatchId) -> Result<(), BenchError> {
-        // A blocking wait (issue #18): the waiter sleeps until the task
-        // it watches settles instead of yielding and napping, leaving
-        // the cores to the workers (and, on Soft-RoCE, to the kernel
-        // doing the NIC's work).
-        if !self.e.wait_batch(b, Duration::from_secs(60))? {
+        let limit = Duration::from_secs(60);
+        let done = match self.how {
+            // A blocking wait (issue #18): the waiter sleeps until the
+            // task it watches settles instead of yielding and napping,
+            // leaving the cores to the workers (and, on Soft-RoCE, to the
+            // kernel doing the NIC's work).
+            WaitMode::Block => self.e.wait_batch(b, limit)?,
+            // No wake-up inside the round trip (perftest spins on its CQ
+            // the same way), one core spinning.
+            WaitMode::Poll => {
+                let start = Instant::now();
+                let mut spins = 0u32;
+                loop {
+                    if self.e.batch_done(b)? {
+                        break true;
+                    }
+                    spins = spins.wrapping_add(1);
+                    if spins % 4096 == 0 && start.elapsed() > limit {
+                        break false;
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+        };
+        if !done {
             return Err(BenchError::BatchTimeout);
         }
         let st = self.e.batch_status(b)?;
@@ -533,7 +561,7 @@ fn thread_run(
             return Err(BenchError::OtherThreadFailed);
         }
         side.wait(b)?;
-        let _ = hist.record((t0.elapsed().as_micros() as u64).max(1));
+        let _ = hist.record((t0.elapsed().as_nanos() as u64).max(1));
         transfers += n;
         batches += 1;
         shared.bytes.fetch_add(n * size, Ordering::Relaxed);
@@ -659,6 +687,11 @@ fn run_size(a: &BenchArgs, p: &Plan, side: &Side<'_>, size: u64) -> Result<SizeR
             0.0
         } else {
             (user + sys) / (bytes as f64 / f64::from(1u32 << 30))
+        },
+        cpu_us_per_transfer: if transfers == 0 {
+            0.0
+        } else {
+            (user + sys) * 1e6 / transfers as f64
         },
         posts,
         doorbells,
