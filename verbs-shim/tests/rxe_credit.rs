@@ -107,7 +107,10 @@ fn check_receiver(s: &CreditStats, who: &str) {
         );
     }
     assert_eq!(s.receiver.violations, 0, "{who}: violations: {s:?}");
-    assert_eq!(s.receiver.protocol_errors, 0, "{who}: protocol errors: {s:?}");
+    assert_eq!(
+        s.receiver.protocol_errors, 0,
+        "{who}: protocol errors: {s:?}"
+    );
 }
 
 /// Every sender reservation released, no violation, no malformed frame.
