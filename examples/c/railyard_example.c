@@ -402,8 +402,11 @@ static void rail(void) {
   cfg.probe_interval = 0;
   ry_rail sel;
   FAILS_WITH(ry_rail_create(nics, 0, &cfg, &sel), RY_STATUS_RAIL_CONFIG);
-  cfg.peer_accounting = 1; /* needs the peer-feedback build feature */
-#ifndef RY_EXAMPLE_PEER_FEEDBACK
+  cfg.peer_accounting = 1; /* needs the peer-feedback build feature (default) */
+#ifdef RY_EXAMPLE_PEER_FEEDBACK
+  OK(ry_rail_create(nics, 2, &cfg, &sel));
+  OK(ry_rail_destroy(sel));
+#else
   FAILS_WITH(ry_rail_create(nics, 2, &cfg, &sel), RY_STATUS_RAIL_CONFIG);
 #endif
   cfg.peer_accounting = 0;

@@ -117,9 +117,16 @@ fn is_engine_example(src: &Path) -> bool {
 }
 
 /// `-DRY_LAYERS` for an example that uses the per-layer ABI: all but the
-/// README's, which integrates through the hot path only.
-fn layers_define(src: &Path) -> Option<&'static str> {
-    (!src.file_stem().is_some_and(|s| s == "readme_example")).then_some("-DRY_LAYERS")
+/// README's, which integrates through the hot path only; with it
+/// `-DRY_EXAMPLE_PEER_FEEDBACK`: [`lib_dir`] builds the library with its
+/// default features, which compile the RFC 4534 peer ledger in (so
+/// `peer_accounting = 1` is accepted).
+fn layers_define(src: &Path) -> Vec<&'static str> {
+    if src.file_stem().is_some_and(|s| s == "readme_example") {
+        vec![]
+    } else {
+        vec!["-DRY_LAYERS", "-DRY_EXAMPLE_PEER_FEEDBACK"]
+    }
 }
 
 /// The engine example's verdict: all checks passed, or (no RDMA device

@@ -15,7 +15,7 @@
 //! | `MC_SIGNAL_INTERVAL` | [`EngineConfig::signal_interval`] | 1 (every WR signaled) | 1 ..= 1024 |
 //! | `MC_IB_TIMEOUT` | [`EngineConfig::qp_timeout`] | 14 | 1 ..= 31 (4.096 µs × 2^n) |
 //! | `MC_IB_RETRY_CNT` | [`EngineConfig::qp_retry_cnt`] | 7 | 0 ..= 7 |
-//! | `MC_RAIL_PEER_ACCOUNTING` | [`RailConfig::peer_accounting`] | `0` | `0`/`1`/`false`/`true`; `1` needs the `peer-feedback` feature |
+//! | `MC_RAIL_PEER_ACCOUNTING` | [`RailConfig::peer_accounting`] | `0` | `0`/`1`/`false`/`true`; `1` needs the `peer-feedback` feature (in the default build) |
 //! | `MC_RAIL_VARIANT` | [`RailConfig::variant`] | `V1` | `V0`, `V1`, `V2`, `V3` (RFC 4534) |
 //! | `MC_RAIL_PEER_TTL_US` | [`RailConfig::peer_ttl_ns`] | 10000 | 1 ..= 60000000 (µs) |
 //! | `MC_RAIL_TRACE` | [`RailConfig::trace`] | `0` | `0`/`1`/`false`/`true` (per-decision sample ages for TTL calibration; diagnostics only) |
@@ -897,6 +897,20 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         EngineConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    /// RFC 4534's gate as the RFC names it: the default build has the peer
+    /// ledger compiled in, off until `MC_RAIL_PEER_ACCOUNTING=1` (built
+    /// without `peer-feedback`, the variable is refused by name).
+    #[test]
+    fn peer_accounting_is_a_run_time_switch_of_the_default_build() {
+        assert!(!cfg(&[]).unwrap().rail.peer_accounting);
+        let on = cfg(&[("MC_RAIL_PEER_ACCOUNTING", "1")]);
+        if cfg!(feature = "peer-feedback") {
+            assert!(on.unwrap().rail.peer_accounting);
+        } else {
+            assert_eq!(on.unwrap_err().var, "MC_RAIL_PEER_ACCOUNTING");
+        }
     }
 
     #[test]
