@@ -117,6 +117,7 @@ static inline void ry_check_abi(void) {
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_STATS, ry_engine_credit_stats);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_CREDIT_PEER, ry_engine_credit_peer);
   RY_CHECK_LAYOUT(RY_ABI_TYPE_TOKEN_CACHE, ry_token_cache);
+  RY_CHECK_LAYOUT(RY_ABI_TYPE_ENGINE_BACKPRESSURE, ry_engine_backpressure);
   /* Every ry_abi_type value was checked, and the library knows no more. */
   CHECK(checked_ == RY_ABI_TYPE_COUNT);
   {

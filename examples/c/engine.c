@@ -118,6 +118,12 @@ static void host_checks(void) {
   e = zero;
   FAILS_WITH(ry_engine_create(&cfg, &e), RY_STATUS_ENGINE_CONFIG); /* before any device */
   CHECK(e.bits == 0);
+  {
+    ry_engine_backpressure bp;
+    bool present;
+    FAILS_WITH(ry_engine_task_backpressure(zero, 1, 0, &bp, &present), RY_STATUS_INVALID_HANDLE);
+    FAILS_WITH(ry_engine_task_backpressure(zero, 1, 0, &bp, NULL), RY_STATUS_NULL_ARGUMENT);
+  }
   cfg = good;
   cfg.workers = 1;
   cfg.worker_model = RY_ENGINE_WORKER_MODEL_DEDICATED_POLLER;
@@ -275,6 +281,15 @@ int main(void) {
   OK(ry_engine_task_anomaly_detail(a, batch, 1, &detail));
   CHECK(detail.state == RY_TASK_STATE_NORMAL);
   CHECK(!detail.has_winner || detail.winner.resolved);
+  /* No credit on this engine: nothing ever pushed back on the task. */
+  {
+    ry_engine_backpressure bp;
+    bool present = true;
+    OK(ry_engine_task_backpressure(a, batch, 0, &bp, &present));
+    CHECK(!present);
+    FAILS_WITH(ry_engine_task_backpressure(a, batch, 0, NULL, &present), RY_STATUS_NULL_ARGUMENT);
+    FAILS_WITH(ry_engine_task_backpressure(a, batch, 99, &bp, &present), RY_STATUS_ENGINE_NO_SUCH_TASK);
+  }
   OK(ry_engine_batch_status(a, batch, all, 4, &n));
   CHECK(n == 2 && all[0].state == RY_ENGINE_TASK_STATE_COMPLETED &&
         all[1].state == RY_ENGINE_TASK_STATE_COMPLETED);
@@ -330,6 +345,11 @@ int main(void) {
   OK(ry_engine_free_batch(a, batch));
   FAILS_WITH(ry_engine_free_batch(a, batch), RY_STATUS_ENGINE_NO_SUCH_BATCH);
   FAILS_WITH(ry_engine_task_status_get(a, batch, 0, &s), RY_STATUS_ENGINE_NO_SUCH_BATCH);
+  {
+    ry_engine_backpressure bp;
+    bool present;
+    FAILS_WITH(ry_engine_task_backpressure(a, batch, 0, &bp, &present), RY_STATUS_ENGINE_NO_SUCH_BATCH);
+  }
 
   /* Cancel: a batch is freed only once every task is terminal. */
   OK(ry_engine_allocate_batch(a, 1, &batch2));

@@ -51,10 +51,16 @@
 // `ry_token_*`, `ry_token_cache_create` / `_claim` / `_complete`) are
 // only in a library built with the cargo feature `layers` (declared
 // under `RY_LAYERS`); every name and value is unchanged.
-#define RY_ABI_VERSION 4
+//
+// 5: `ry_credit_metrics` and `ry_engine_credit_stats` gained
+// `protocol_errors` (RFC 2849 rule 5: a decreasing cumulative total is
+// rejected and counted, status `RY_STATUS_CREDIT_DECREASING` (-73), no
+// longer a quarantining violation); `ry_engine_task_backpressure` and
+// `ry_engine_backpressure` (ABI type 88, `RY_PRESSURE_*`).
+#define RY_ABI_VERSION 5
 
 // Number of `ry_abi_type` values.
-#define RY_ABI_TYPE_COUNT 88
+#define RY_ABI_TYPE_COUNT 89
 
 // `ry_wc_classification.reason` / `ry_signal_classification` when the
 // row carries no evidence reason (a success resolves instead).
@@ -107,6 +113,19 @@
 
 // Active (`version` says which).
 #define RY_ENGINE_CREDIT_NEGOTIATED_ACTIVE 3
+
+// `ry_engine_backpressure.source`: the receiver has not granted enough
+// credit (RFC 2849 `RECEIVER_CREDIT`).
+#define RY_PRESSURE_RECEIVER_CREDIT 1
+
+// The sender's local queue / dispatch window is full (`LOCAL_QUEUE`).
+#define RY_PRESSURE_LOCAL_QUEUE 2
+
+// Staging capacity is exhausted (`STAGING`).
+#define RY_PRESSURE_STAGING 3
+
+// The transport (QP depth, congestion control) pushes back (`TRANSPORT`).
+#define RY_PRESSURE_TRANSPORT 4
 
 // Slices of evidence one task keeps (fixed capacity, no allocation after
 // creation); more are handled by the core's eviction rules and counted in
@@ -1110,6 +1129,8 @@ enum ry_abi_type
   RY_ABI_TYPE_ENGINE_CREDIT_PEER = 86,
   // `ry_token_cache`.
   RY_ABI_TYPE_TOKEN_CACHE = 87,
+  // `ry_engine_backpressure`.
+  RY_ABI_TYPE_ENGINE_BACKPRESSURE = 88,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -2175,6 +2196,25 @@ typedef struct {
   // Bytes in flight on the route.
   uint64_t in_flight_bytes;
 } ry_engine_route_state;
+
+// The typed backpressure a task met (RFC 2849's `BackpressureInfo`;
+// `ry_engine_task_backpressure`).
+typedef struct {
+  // Suggested retry delay, µs.
+  uint64_t retry_after_us;
+  // `RY_PRESSURE_*`.
+  uint32_t source;
+  // The peer (credit peer index) the pressure concerns.
+  uint32_t peer;
+  // The QoS class.
+  uint32_t qos_class;
+  // Exhausted credit resources (`1 << RY_RESOURCE_*` bits; 0 when not
+  // resource-specific, e.g. a stale or fencing link).
+  uint32_t exhausted;
+  // Whether the caller may fall back (another node, a legacy path,
+  // recompute).
+  bool fallback_allowed;
+} ry_engine_backpressure;
 
 // Aggregate receiver-credit metrics of one engine
 // (`ry_engine_credit_stats_get`). Arrays are indexed by resource code - 1
@@ -3780,6 +3820,25 @@ ry_status ry_engine_wait_idle(ry_engine engine, uint64_t timeout_ms, bool *idle_
 // Ownership: borrows its arguments for the call only; retains nothing.
 // Thread-safety: any thread, concurrently.
 ry_status ry_engine_consume(ry_engine engine, uint32_t segment, uint64_t n);
+#endif
+
+#if defined(RY_ENGINE)
+// The last backpressure a WRITE of task `task` of `batch` met:
+// `*present_out` is false (and `*out` untouched) if it never stalled.
+// `RY_STATUS_ENGINE_NO_SUCH_BATCH` / `_NO_SUCH_TASK` as for
+// `ry_engine_task_status`. Valid until the batch is freed.
+//
+// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+// Thread-safety: any thread, concurrently.
+//
+// # Safety
+//
+// `out` and `present_out` must be valid for writes (or null: refused).
+ry_status ry_engine_task_backpressure(ry_engine engine,
+                                      uint64_t batch,
+                                      size_t task,
+                                      ry_engine_backpressure *out,
+                                      bool *present_out);
 #endif
 
 #if defined(RY_ENGINE)

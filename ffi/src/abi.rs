@@ -43,7 +43,13 @@ use crate::mirror::CEnum;
 /// `ry_token_*`, `ry_token_cache_create` / `_claim` / `_complete`) are
 /// only in a library built with the cargo feature `layers` (declared
 /// under `RY_LAYERS`); every name and value is unchanged.
-pub const RY_ABI_VERSION: u32 = 4;
+///
+/// 5: `ry_credit_metrics` and `ry_engine_credit_stats` gained
+/// `protocol_errors` (RFC 2849 rule 5: a decreasing cumulative total is
+/// rejected and counted, status `RY_STATUS_CREDIT_DECREASING` (-73), no
+/// longer a quarantining violation); `ry_engine_task_backpressure` and
+/// `ry_engine_backpressure` (ABI type 88, `RY_PRESSURE_*`).
+pub const RY_ABI_VERSION: u32 = 5;
 
 /// The ABI version the library was built with.
 ///
@@ -234,10 +240,12 @@ pub enum ry_abi_type {
     EngineCreditPeer = 86,
     /// `ry_token_cache`.
     TokenCache = 87,
+    /// `ry_engine_backpressure`.
+    EngineBackpressure = 88,
 }
 
 /// Number of `ry_abi_type` values.
-pub const RY_ABI_TYPE_COUNT: u32 = 88;
+pub const RY_ABI_TYPE_COUNT: u32 = 89;
 
 /// The size and alignment of one ABI type.
 #[repr(C)]
@@ -355,6 +363,7 @@ layouts! {
     EngineCreditStats => crate::engine_credit::ry_engine_credit_stats,
     EngineCreditPeer => crate::engine_credit::ry_engine_credit_peer,
     TokenCache => crate::token_cache::ry_token_cache,
+    EngineBackpressure => crate::engine_credit::ry_engine_backpressure,
 }
 
 /// Writes the Rust layout of type `which` (`ry_abi_type`); an unknown

@@ -8,6 +8,7 @@
 //! | `ry_engine_consume` | `Engine::consume` |
 //! | `ry_engine_credit_stats_get` | `Engine::credit_stats` (aggregates) |
 //! | `ry_engine_credit_peer_get` | `Engine::credit_stats().peers` (one segment) |
+//! | `ry_engine_task_backpressure` (`ry_engine_backpressure`) | `Engine::task_backpressure` |
 //!
 //! The types exist in every build (layout checks); the functions only in
 //! a library built with the `engine` feature.
@@ -150,6 +151,37 @@ pub struct ry_engine_credit_peer {
     pub segment: u32,
 }
 
+/// `ry_engine_backpressure.source`: the receiver has not granted enough
+/// credit (RFC 2849 `RECEIVER_CREDIT`).
+pub const RY_PRESSURE_RECEIVER_CREDIT: u32 = 1;
+/// The sender's local queue / dispatch window is full (`LOCAL_QUEUE`).
+pub const RY_PRESSURE_LOCAL_QUEUE: u32 = 2;
+/// Staging capacity is exhausted (`STAGING`).
+pub const RY_PRESSURE_STAGING: u32 = 3;
+/// The transport (QP depth, congestion control) pushes back (`TRANSPORT`).
+pub const RY_PRESSURE_TRANSPORT: u32 = 4;
+
+/// The typed backpressure a task met (RFC 2849's `BackpressureInfo`;
+/// `ry_engine_task_backpressure`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ry_engine_backpressure {
+    /// Suggested retry delay, µs.
+    pub retry_after_us: u64,
+    /// `RY_PRESSURE_*`.
+    pub source: u32,
+    /// The peer (credit peer index) the pressure concerns.
+    pub peer: u32,
+    /// The QoS class.
+    pub qos_class: u32,
+    /// Exhausted credit resources (`1 << RY_RESOURCE_*` bits; 0 when not
+    /// resource-specific, e.g. a stale or fencing link).
+    pub exhausted: u32,
+    /// Whether the caller may fall back (another node, a legacy path,
+    /// recompute).
+    pub fallback_allowed: bool,
+}
+
 #[cfg(feature = "engine")]
 pub use imp::*;
 
@@ -158,7 +190,9 @@ mod imp {
     use super::*;
     use crate::engine::{config_error, ry_engine, with_engine};
     use crate::error::{guard, ret, Error, Result, RyStatus};
-    use railyard_verbs::engine::{CreditConfig, CreditPolicy, LinkPhase, Negotiated, SegmentId};
+    use railyard_verbs::engine::{
+        BatchId, CreditConfig, CreditPolicy, LinkPhase, Negotiated, PressureSource, SegmentId,
+    };
     use std::time::Duration;
 
     impl From<&CreditConfig> for ry_engine_credit_config {
@@ -221,6 +255,55 @@ mod imp {
     #[no_mangle]
     pub extern "C" fn ry_engine_consume(engine: ry_engine, segment: u32, n: u64) -> RyStatus {
         guard(|| with_engine(engine, |e| Ok(e.consume(SegmentId(segment), n)?)))
+    }
+
+    /// The last backpressure a WRITE of task `task` of `batch` met:
+    /// `*present_out` is false (and `*out` untouched) if it never stalled.
+    /// `RY_STATUS_ENGINE_NO_SUCH_BATCH` / `_NO_SUCH_TASK` as for
+    /// `ry_engine_task_status`. Valid until the batch is freed.
+    ///
+    /// Ownership: writes plain data to the caller's out-pointers; retains nothing.
+    /// Thread-safety: any thread, concurrently.
+    ///
+    /// # Safety
+    ///
+    /// `out` and `present_out` must be valid for writes (or null: refused).
+    #[no_mangle]
+    pub unsafe extern "C" fn ry_engine_task_backpressure(
+        engine: ry_engine,
+        batch: u64,
+        task: usize,
+        out: *mut ry_engine_backpressure,
+        present_out: *mut bool,
+    ) -> RyStatus {
+        // SAFETY: caller contract: `present_out` is valid for writes. Checked first.
+        unsafe {
+            ret(present_out, "present_out", || {
+                if out.is_null() {
+                    return Err(Error::null("out"));
+                }
+                let bp = with_engine(engine, |e| Ok(e.task_backpressure(BatchId(batch), task)?))?;
+                let Some(b) = bp else {
+                    return Ok(false);
+                };
+                let v = ry_engine_backpressure {
+                    retry_after_us: b.retry_after_us,
+                    source: match b.source {
+                        PressureSource::ReceiverCredit => RY_PRESSURE_RECEIVER_CREDIT,
+                        PressureSource::LocalQueue => RY_PRESSURE_LOCAL_QUEUE,
+                        PressureSource::Staging => RY_PRESSURE_STAGING,
+                        PressureSource::Transport => RY_PRESSURE_TRANSPORT,
+                    },
+                    peer: b.peer,
+                    qos_class: b.qos_class,
+                    exhausted: u32::from(b.exhausted.bits()),
+                    fallback_allowed: b.fallback_allowed,
+                };
+                // SAFETY: checked non-null above; caller contract: valid for writes.
+                out.write(v);
+                Ok(true)
+            })
+        }
     }
 
     /// Writes the engine's aggregate receiver-credit metrics.

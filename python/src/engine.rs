@@ -8,8 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use railyard_core::evidence::{AnomalyState, Observed};
 use railyard_verbs::engine::{
-    BatchId, CcMode, Engine as RustEngine, EngineConfig, EngineError, EngineStats, Op, SegmentId,
-    TaskStatus, Transfer, WorkerModel,
+    BatchId, CcMode, Engine as RustEngine, EngineConfig, EngineError, EngineStats, Negotiated, Op,
+    SegmentId, TaskStatus, Transfer, WorkerModel,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -542,6 +542,154 @@ impl NativeEngine {
             }
         }
         Ok(out.unbind())
+    }
+
+    /// Receiver credit (RFC 2849), receiving side: the application has
+    /// consumed `slots` of what the sender on `segment` wrote, so the
+    /// engine may grant them again. `railyard.InvalidArgument` (kind
+    /// `CreditNotActive` with credit off, `CreditConsume` for more slots
+    /// than were written); nothing changes then.
+    fn consume(&self, py: Python<'_>, segment: u32, slots: u64) -> PyResult<()> {
+        self.detached(py, |c| Ok(c.engine.consume(SegmentId(segment), slots)?))
+    }
+
+    /// The receiver-credit metrics as a dict, or `None` with credit off
+    /// (`MC_RECEIVER_CREDIT=off`): `policy`, `session`, the control
+    /// plane's `frames_sent` / `frames_received` / `malformed` /
+    /// `channels_lost`, `legacy_fallbacks`, `refused`, `fences_completed`,
+    /// `consumed_slots`, `capacity` (per resource, in `RESOURCES` order);
+    /// `sender` (`updates_applied`, `duplicate_updates`, `stale_updates`,
+    /// `sequence_gaps`, `epoch_resets`, `violations`, `protocol_errors`,
+    /// `stalls`, `stall_ns`, `refused_ops`, `legacy_fallbacks`, and per
+    /// resource `granted`, `consumed`, `available`, `returned`);
+    /// `receiver` (`free`, `outstanding`, `fencing`, `returned` per
+    /// resource, `refused_grants`, `stale_usage`, `duplicate_usage`,
+    /// `epoch_resets`, `violations`, `protocol_errors`); and `peers`, one
+    /// dict per credit peer (`segment`, `negotiated` (`None`,
+    /// `"UNSUPPORTED"`, `"OPTIONAL_LEGACY"` or `"ACTIVE"`), `version`,
+    /// `phase`, `stalls`, `stall_ns`, `update_age_ms`, `granted`,
+    /// `available`, `receiver_outstanding`, `receiver_epoch`,
+    /// `receiver_consumable`).
+    fn credit_stats(&self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
+        let Some(s) = self.detached(py, |c| Ok(c.engine.credit_stats()))? else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("policy", screaming(&format!("{:?}", s.policy)))?;
+        d.set_item("session", s.session)?;
+        d.set_item("capacity", s.capacity.to_vec())?;
+        for (k, v) in [
+            ("legacy_fallbacks", s.legacy_fallbacks),
+            ("refused", s.refused),
+            ("frames_sent", s.frames_sent),
+            ("frames_received", s.frames_received),
+            ("malformed", s.malformed),
+            ("channels_lost", s.channels_lost),
+            ("fences_completed", s.fences_completed),
+            ("consumed_slots", s.consumed_slots),
+        ] {
+            d.set_item(k, v)?;
+        }
+        let m = &s.sender;
+        let tx = PyDict::new(py);
+        for (k, v) in [
+            ("updates_applied", m.updates_applied),
+            ("duplicate_updates", m.duplicate_updates),
+            ("stale_updates", m.stale_updates),
+            ("sequence_gaps", m.sequence_gaps),
+            ("epoch_resets", m.epoch_resets),
+            ("violations", m.violations),
+            ("protocol_errors", m.protocol_errors),
+            ("stalls", m.stalls),
+            ("stall_ns", m.stall_ns),
+            ("refused_ops", m.refused_ops),
+            ("legacy_fallbacks", m.legacy_fallbacks),
+        ] {
+            tx.set_item(k, v)?;
+        }
+        for (k, v) in [
+            ("granted", m.granted),
+            ("consumed", m.consumed),
+            ("available", m.available),
+            ("returned", m.returned),
+        ] {
+            tx.set_item(k, v.to_vec())?;
+        }
+        d.set_item("sender", tx)?;
+        let r = &s.receiver;
+        let rx = PyDict::new(py);
+        for (k, v) in [
+            ("free", r.free),
+            ("outstanding", r.outstanding),
+            ("fencing", r.fencing),
+            ("returned", r.returned),
+        ] {
+            rx.set_item(k, v.to_vec())?;
+        }
+        for (k, v) in [
+            ("refused_grants", r.refused_grants),
+            ("stale_usage", r.stale_usage),
+            ("duplicate_usage", r.duplicate_usage),
+            ("epoch_resets", r.epoch_resets),
+            ("violations", r.violations),
+            ("protocol_errors", r.protocol_errors),
+        ] {
+            rx.set_item(k, v)?;
+        }
+        d.set_item("receiver", rx)?;
+        let peers = PyList::empty(py);
+        for p in &s.peers {
+            let x = PyDict::new(py);
+            x.set_item("segment", p.segment)?;
+            let (neg, version) = match p.negotiated {
+                None => (None, None),
+                Some(Negotiated::Unsupported) => (Some("UNSUPPORTED"), None),
+                Some(Negotiated::OptionalLegacy) => (Some("OPTIONAL_LEGACY"), None),
+                Some(Negotiated::Active(v)) => (Some("ACTIVE"), Some(v)),
+            };
+            x.set_item("negotiated", neg)?;
+            x.set_item("version", version)?;
+            x.set_item("phase", screaming(&format!("{:?}", p.phase)))?;
+            x.set_item("stalls", p.stalls)?;
+            x.set_item("stall_ns", p.stall_ns)?;
+            x.set_item("update_age_ms", p.update_age_ms)?;
+            x.set_item("granted", p.sender.granted.to_vec())?;
+            x.set_item("available", p.sender.available.to_vec())?;
+            x.set_item("receiver_outstanding", p.receiver_outstanding.to_vec())?;
+            x.set_item("receiver_epoch", p.receiver_epoch)?;
+            x.set_item("receiver_consumable", p.receiver_consumable)?;
+            peers.append(x)?;
+        }
+        d.set_item("peers", peers)?;
+        Ok(Some(d.unbind()))
+    }
+
+    /// The last backpressure a WRITE of task `task` of `batch` met (RFC
+    /// 2849's typed `BackpressureInfo`) as a dict, or `None` if it never
+    /// stalled: `source` (`"RECEIVER_CREDIT"`, ...), `peer`, `qos_class`,
+    /// `exhausted` (resource names, e.g. `["DATA_BYTES"]`),
+    /// `retry_after_us`, `fallback_allowed`. Valid until the batch is freed.
+    fn task_backpressure(
+        &self,
+        py: Python<'_>,
+        batch: u64,
+        task: usize,
+    ) -> PyResult<Option<Py<PyDict>>> {
+        let Some(b) = self.detached(py, |c| {
+            Ok(c.engine.task_backpressure(BatchId(batch), task)?)
+        })?
+        else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item("source", b.source.to_string())?;
+        d.set_item("peer", b.peer)?;
+        d.set_item("qos_class", b.qos_class)?;
+        let ex: Vec<String> = b.exhausted.iter().map(|r| r.to_string()).collect();
+        d.set_item("exhausted", ex)?;
+        d.set_item("retry_after_us", b.retry_after_us)?;
+        d.set_item("fallback_allowed", b.fallback_allowed)?;
+        Ok(Some(d.unbind()))
     }
 
     /// The counters and leak gauges as a dict, one key per field of the

@@ -334,3 +334,67 @@ def test_two_engines_stay_independent_across_many_batches(pair, rng):
         bbuf[:n] = data
         b.write_sync(bseg, baddr, aaddr, n)
         assert abuf[:n] == data
+
+
+def _until(what, cond, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_receiver_credit_from_python(rng):
+    """RFC 2849 from Python: with 4 consumer slots granted, the fifth WRITE
+    stalls with a typed backpressure (source RECEIVER_CREDIT, CONSUMER_SLOTS
+    exhausted) until the receiver's application consumes what was written;
+    credit_stats shows the negotiated, violation-free link on both sides."""
+    cfg = railyard.Config({"MC_RECEIVER_CREDIT": "required", "MC_RECEIVER_CREDIT_CONSUMERS": "4"})
+    a = railyard.Engine(cfg, device=DEVICE)
+    b = railyard.Engine(cfg, device=DEVICE)
+    abuf, bbuf = bytearray(MiB), bytearray(MiB)
+    aaddr, baddr = a.register(abuf), b.register(bbuf)
+    seg = a.connect(b.listen_addr)
+    data = random_bytes(rng, 5 * 4096)
+    abuf[: len(data)] = data
+    first = a.allocate_batch(4)
+    a.submit(first, [("write", aaddr + i * 4096, 4096, seg, baddr + i * 4096) for i in range(4)])
+    assert [s.state for s in a.wait(first)] == ["COMPLETED"] * 4
+    assert a.task_backpressure(first, 0) is None
+    a.free_batch(first)
+    fifth = a.allocate_batch(1)
+    a.submit(fifth, [("write", aaddr + 4 * 4096, 4096, seg, baddr + 4 * 4096)])
+    _until("the fifth WRITE's credit stall", lambda: a.task_backpressure(fifth, 0) is not None)
+    bp = a.task_backpressure(fifth, 0)
+    assert bp["source"] == "RECEIVER_CREDIT", bp
+    assert "CONSUMER_SLOTS" in bp["exhausted"], bp
+    assert bp["retry_after_us"] > 0 and isinstance(bp["fallback_allowed"], bool), bp
+    assert a.task_status(fifth, 0).state != "COMPLETED"
+    # The receiver's application consumed the four blocks: it says so.
+    def consumable():
+        peers = b.credit_stats()["peers"]
+        return peers and peers[0]["receiver_consumable"] == 4
+    _until("the sender's usage report", consumable)
+    rseg = b.credit_stats()["peers"][0]["segment"]
+    with pytest.raises(railyard.InvalidArgument):
+        b.consume(rseg, 5)  # more than was written: refused, nothing changes
+    b.consume(rseg, 4)
+    assert [s.state for s in a.wait(fifth)] == ["COMPLETED"]
+    a.free_batch(fifth)
+    assert bytes(bbuf[: len(data)]) == data
+    tx, rx = a.credit_stats(), b.credit_stats()
+    assert tx["policy"] == "REQUIRED" and tx["peers"][0]["negotiated"] == "ACTIVE", tx
+    assert tx["peers"][0]["version"] >= 1 and tx["peers"][0]["stalls"] >= 1, tx
+    assert tx["sender"]["updates_applied"] >= 1 and tx["frames_received"] >= 1, tx
+    for side in (tx["sender"], rx["receiver"]):
+        assert side["violations"] == 0 and side["protocol_errors"] == 0, side
+    assert rx["consumed_slots"] == 4 and len(rx["capacity"]) == 4, rx
+    assert_idle(a, "sender")
+    assert_idle(b, "receiver")
+    a.close()
+    b.close()
+    # Credit off: no stats, and consume is a typed refusal.
+    c = railyard.Engine(railyard.Config({"MC_RECEIVER_CREDIT": "off"}), device=DEVICE)
+    assert c.credit_stats() is None
+    with pytest.raises(railyard.InvalidArgument):
+        c.consume(0, 1)
+    c.close()
