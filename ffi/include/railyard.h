@@ -3823,7 +3823,8 @@ ry_status ry_engine_consume(ry_engine engine, uint32_t segment, uint64_t n);
 #endif
 
 #if defined(RY_ENGINE)
-// The last backpressure a WRITE of task `task` of `batch` met:
+// The last backpressure a post of task `task` of `batch` met (any
+// source: receiver credit, the CC window, a full QP, no free token):
 // `*present_out` is false (and `*out` untouched) if it never stalled.
 // `RY_STATUS_ENGINE_NO_SUCH_BATCH` / `_NO_SUCH_TASK` as for
 // `ry_engine_task_status`. Valid until the batch is freed.

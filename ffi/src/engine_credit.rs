@@ -257,7 +257,8 @@ mod imp {
         guard(|| with_engine(engine, |e| Ok(e.consume(SegmentId(segment), n)?)))
     }
 
-    /// The last backpressure a WRITE of task `task` of `batch` met:
+    /// The last backpressure a post of task `task` of `batch` met (any
+    /// source: receiver credit, the CC window, a full QP, no free token):
     /// `*present_out` is false (and `*out` untouched) if it never stalled.
     /// `RY_STATUS_ENGINE_NO_SUCH_BATCH` / `_NO_SUCH_TASK` as for
     /// `ry_engine_task_status`. Valid until the batch is freed.

@@ -664,9 +664,11 @@ impl NativeEngine {
         Ok(Some(d.unbind()))
     }
 
-    /// The last backpressure a WRITE of task `task` of `batch` met (RFC
-    /// 2849's typed `BackpressureInfo`) as a dict, or `None` if it never
-    /// stalled: `source` (`"RECEIVER_CREDIT"`, ...), `peer`, `qos_class`,
+    /// The last backpressure a post of task `task` of `batch` met (RFC
+    /// 2849's typed `BackpressureInfo`) as a dict, or `None` if nothing
+    /// pushed back: `source` (`"RECEIVER_CREDIT"`; `"TRANSPORT"` for the CC
+    /// window, a quarantined path or a full QP; `"LOCAL_QUEUE"` for no free
+    /// token), `peer`, `qos_class`,
     /// `exhausted` (resource names, e.g. `["DATA_BYTES"]`),
     /// `retry_after_us`, `fallback_allowed`. Valid until the batch is freed.
     fn task_backpressure(

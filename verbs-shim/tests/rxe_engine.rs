@@ -614,6 +614,7 @@ fn engine_cc_enforce_defers_completes_and_reports_anomalies() {
     let data = pattern(77, LEN);
     p.a_mem.write_at(0, &data).unwrap();
     let mut seen = Vec::new();
+    let mut deferred_tasks = 0;
     for (round, op) in [Op::Write, Op::Read, Op::Write].into_iter().enumerate() {
         if op == Op::Read {
             p.a_mem.write_at(0, &vec![0u8; LEN]).unwrap();
@@ -658,6 +659,16 @@ fn engine_cc_enforce_defers_completes_and_reports_anomalies() {
                 railyard_core::evidence::Reason::ByteWindow,
                 "{d:?}"
             );
+            // A deferred task also shows its typed backpressure (RFC
+            // 2849's BackpressureInfo, here from the CC window).
+            let bp = p.a.task_backpressure(b, 0).unwrap();
+            let bp = bp.expect("a deferred task shows its backpressure");
+            assert_eq!(
+                (bp.source, bp.fallback_allowed),
+                (railyard_verbs::engine::PressureSource::Transport, true),
+                "{bp:?}"
+            );
+            deferred_tasks += 1;
         }
         p.a.free_batch(b).unwrap();
     }
@@ -670,6 +681,7 @@ fn engine_cc_enforce_defers_completes_and_reports_anomalies() {
         s.deferrals
     );
     assert!(s.deferrals > 0, "a 256 KiB window must defer 8 MiB: {s:?}");
+    assert!(deferred_tasks > 0, "no task recorded its deferral: {s:?}");
     assert!(s.gate.admitted >= 3 * 128, "{s:?}");
     assert!(
         s.gate.epochs > 0,

@@ -482,6 +482,44 @@ impl Refusal {
         }
     }
 
+    /// The typed backpressure (RFC 2849 `BackpressureInfo`) this refusal
+    /// is, for a post to `peer` in QoS class `class`; `None` for a refusal
+    /// that is not backpressure. One source per thing that pushed back:
+    /// receiver credit is the refusal's own info (`RECEIVER_CREDIT`, the
+    /// exhausted resources); a CC deferral (`BYTE_WINDOW`), an avoided
+    /// quarantined path and a full QP or saturated endpoint are
+    /// `TRANSPORT`; no free token is `LOCAL_QUEUE` (the sender's own
+    /// dispatch window). Outside credit the retry hint is 0 (retry on the
+    /// next release) and only a congested or quarantined path allows a
+    /// fallback (another path or node may not be congested).
+    ///
+    /// ```
+    /// use railyard_core::completion::{Path, Refusal};
+    /// use railyard_core::credit::PressureSource;
+    /// use railyard_core::endpoint::EndpointError;
+    /// use railyard_core::token::TokenError;
+    ///
+    /// let b = Refusal::Token(TokenError::Exhausted).backpressure_info(3, 0).unwrap();
+    /// assert_eq!((b.source, b.peer, b.fallback_allowed), (PressureSource::LocalQueue, 3, false));
+    /// let full = Refusal::Endpoint { path: Path::default(), error: EndpointError::QpFull };
+    /// assert_eq!(full.backpressure_info(3, 0).unwrap().source, PressureSource::Transport);
+    /// assert!(Refusal::NoUsablePath.backpressure_info(3, 0).is_none()); // not backpressure
+    /// ```
+    pub const fn backpressure_info(&self, peer: u32, class: u32) -> Option<BackpressureInfo> {
+        use crate::credit::PressureSource as S;
+        let (source, fallback) = match self {
+            Refusal::Backpressure(b) => return Some(*b),
+            Refusal::Deferred { .. } | Refusal::Avoided { .. } => (S::Transport, true),
+            Refusal::Endpoint {
+                error: EndpointError::QpFull | EndpointError::Saturated,
+                ..
+            } => (S::Transport, false),
+            Refusal::Token(TokenError::Exhausted) => (S::LocalQueue, false),
+            _ => return None,
+        };
+        Some(BackpressureInfo::other(source, peer, class, 0, fallback))
+    }
+
     /// Whether this is backpressure (try again later, unchanged): a full
     /// window, a full QP, credit, or no token.
     ///

@@ -1215,10 +1215,15 @@ impl Engine {
             .and_then(|p| p.negotiated)
     }
 
-    /// The last receiver-credit backpressure a WRITE of task `task` of
-    /// `batch` met (source, peer, exhausted resources, retry hint), or
-    /// `None` if it never stalled for credit. Valid during the task's
-    /// lifetime, like [`task_status`](Self::task_status).
+    /// The last backpressure a post of task `task` of `batch` met (RFC
+    /// 2849's typed `BackpressureInfo`: source, peer, exhausted
+    /// resources, retry hint, whether a fallback is allowed), or `None` if
+    /// nothing ever pushed back. Every source the engine has: receiver
+    /// credit (`RECEIVER_CREDIT`), the CC window or a quarantined path and
+    /// a full QP (`TRANSPORT`), no free token (`LOCAL_QUEUE`); see
+    /// [`Refusal::backpressure_info`](railyard_core::completion::Refusal::backpressure_info).
+    /// Valid during the task's lifetime, like
+    /// [`task_status`](Self::task_status).
     ///
     /// ```no_run
     /// # use railyard_verbs::engine::{Engine, EngineConfig};

@@ -138,6 +138,27 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner()) = Some(c.backpressure(b));
     }
 
+    /// Records the typed backpressure slice `r`'s post met on its task (any
+    /// source: [`Refusal::backpressure_info`](railyard_core::completion::Refusal::backpressure_info));
+    /// receiver credit also counts the peer's stall and carries the
+    /// refresh as its retry hint ([`Self::credit_stalled`]).
+    pub(crate) fn note_backpressure(
+        &self,
+        r: SliceRef,
+        b: railyard_core::credit::BackpressureInfo,
+        now: u64,
+    ) {
+        if b.source == railyard_core::credit::PressureSource::ReceiverCredit {
+            return self.credit_stalled(r, b, now);
+        }
+        *self
+            .tables
+            .task_of(r.index)
+            .backpressure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(b);
+    }
+
     /// Whether endpoint `h` accepts posts.
     pub(crate) fn is_active(&self, h: EndpointHandle) -> bool {
         matches!(self.endpoints.state(h), Ok(s) if s.phase == Phase::Active)

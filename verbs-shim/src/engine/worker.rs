@@ -301,9 +301,10 @@ fn post_round(
                     if let Some(o) = owner.refusal_observation(&refusal, now) {
                         sh.tables.note_if_current(r, || o);
                     }
-                    // Its task shows the peer's typed credit backpressure.
-                    if let Refusal::Backpressure(b) = refusal {
-                        sh.credit_stalled(r, b, now);
+                    // Its task shows the typed backpressure (credit: the
+                    // peer's, counted as a stall).
+                    if let Some(b) = refusal.backpressure_info(peer, 0) {
+                        sh.note_backpressure(r, b, now);
                     }
                 }
                 handled -= 1;
@@ -389,6 +390,9 @@ fn post_round(
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
                     sh.tables.note_if_current(r, || o);
                 }
+                if let Some(b) = refusal.backpressure_info(peer, 0) {
+                    sh.note_backpressure(r, b, now);
+                }
                 let key = match deferral.domain {
                     DomainKind::Route => Key::Route(dp.route),
                     DomainKind::Device => Key::Device(dp.device),
@@ -406,6 +410,9 @@ fn post_round(
                 c.avoids.fetch_add(1, Ordering::Relaxed);
                 if let Some(o) = owner.refusal_observation(&refusal, now) {
                     sh.tables.note_if_current(r, || o);
+                }
+                if let Some(b) = refusal.backpressure_info(peer, 0) {
+                    sh.note_backpressure(r, b, now);
                 }
                 // Another rail if there is one; else wait for the cooldown.
                 if re_rail(sh, r) {
@@ -425,14 +432,17 @@ fn post_round(
             _ if refusal.is_backpressure() => {
                 c.backpressure.fetch_add(1, Ordering::Relaxed);
                 let stamp = Wake::Release(stamp);
+                // Its task shows the typed backpressure, whatever pushed
+                // back (credit, a full QP, no token); RFC 2849 credit also
+                // counts the stall.
+                if let Some(b) = refusal.backpressure_info(peer, 0) {
+                    sh.note_backpressure(r, b, now);
+                }
                 let (key, wake) = match refusal {
                     Refusal::Backpressure(b) => {
-                        // RFC 2849: the stall is counted and its task shows
-                        // the typed backpressure (and the evidence).
                         if let Some(o) = owner.refusal_observation(&refusal, now) {
                             sh.tables.note_if_current(r, || o);
                         }
-                        sh.credit_stalled(r, b, now);
                         let (bucket, seq) = sh.fabric.credit_seq_of(b.peer);
                         // A grant unparks us; its retry time bounds the
                         // wait (and a grant racing this refusal).
