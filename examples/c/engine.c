@@ -281,12 +281,16 @@ int main(void) {
   OK(ry_engine_task_anomaly_detail(a, batch, 1, &detail));
   CHECK(detail.state == RY_TASK_STATE_NORMAL);
   CHECK(!detail.has_winner || detail.winner.resolved);
-  /* No credit on this engine: nothing ever pushed back on the task. */
+  /* Typed backpressure: credit is off here, so never RECEIVER_CREDIT; a
+   * task the CC window deferred (its evidence says BYTE_WINDOW) shows
+   * TRANSPORT, with a fallback allowed. */
   {
     ry_engine_backpressure bp;
     bool present = true;
-    OK(ry_engine_task_backpressure(a, batch, 0, &bp, &present));
-    CHECK(!present);
+    OK(ry_engine_task_backpressure(a, batch, 1, &bp, &present));
+    CHECK(!present || bp.source == RY_PRESSURE_TRANSPORT || bp.source == RY_PRESSURE_LOCAL_QUEUE);
+    if (detail.has_winner && detail.winner.reason == RY_REASON_BYTE_WINDOW)
+      CHECK(present && bp.source == RY_PRESSURE_TRANSPORT && bp.fallback_allowed);
     FAILS_WITH(ry_engine_task_backpressure(a, batch, 0, NULL, &present), RY_STATUS_NULL_ARGUMENT);
     FAILS_WITH(ry_engine_task_backpressure(a, batch, 99, &bp, &present), RY_STATUS_ENGINE_NO_SUCH_TASK);
   }
