@@ -157,30 +157,17 @@ def run_arm(a, targets, x, tip):
     logs = os.path.join(a.logs, name)
     spec["log"] = logs + "-target.log"
     rec = dict(x)
-    for attempt in (1, 2, 3):
-        info = targets.start(spec)
-        if "error" in info:
-            rec["error"] = info["error"]
-            targets.stop(True, 5)
-            continue
-        argv = [s.replace("{SEGMENT}", info.get("segment", "")) for s in init]
-        if x["arm"] == "perftest":
-            time.sleep(0.2)
-        p = bp.Proc(argv, env, logs + "-initiator.log")
-        p.wait(a.timeout)
-        t = targets.stop(sigterm, 15)
-        res = parse(p.text()) if p.rc == 0 else None
-        if res:
-            rec.update(res)
-            rec.pop("error", None)
-            cpu = p.cpu[0] + p.cpu[1] + t["cpu_user_s"] + t["cpu_sys_s"]
-            rec["cpu_initiator_s"] = p.cpu[0] + p.cpu[1]
-            rec["cpu_target_s"] = t["cpu_user_s"] + t["cpu_sys_s"]
-            rec["cpu_us_per_transfer"] = cpu * 1e6 / res["iters"] if res["iters"] else None
-            rec["attempts"] = attempt
-            return rec
-        rec["error"] = f"initiator exit {p.rc}:\n{p.tail()}\n--- target (exit {t['rc']}):\n{t['tail']}"
-        time.sleep(1)
+    res, p, t, n, error = bp.attempt(targets, spec, init, env, logs, sigterm, a.timeout, parse,
+                                     settle=0.2 if x["arm"] == "perftest" else 0.0)
+    if error:
+        rec["error"] = error
+        return rec
+    rec.update(res)
+    cpu = p.cpu[0] + p.cpu[1] + t["cpu_user_s"] + t["cpu_sys_s"]
+    rec["cpu_initiator_s"] = p.cpu[0] + p.cpu[1]
+    rec["cpu_target_s"] = t["cpu_user_s"] + t["cpu_sys_s"]
+    rec["cpu_us_per_transfer"] = cpu * 1e6 / res["iters"] if res["iters"] else None
+    rec["attempts"] = n
     return rec
 
 

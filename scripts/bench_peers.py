@@ -462,39 +462,54 @@ def railyard_build_mismatch(arm, res):
     return None
 
 
+def attempt(targets, spec, init, env, logs, sigterm, timeout, parse, settle=0.0, check=None):
+    """Up to 3 attempts of one arm: start the target (spec), run the
+    initiator (init, `{SEGMENT}` replaced by what the target announced),
+    stop the target, parse the initiator's output. Returns (result,
+    initiator Proc, target stop info, attempt, error): result None and an
+    error when every attempt failed, or at once when `check(result)` names
+    what is wrong (the wrong binary or mode: a retry would not help)."""
+    error = None
+    for n in (1, 2, 3):
+        info = targets.start(spec)
+        if "error" in info:
+            error = info["error"]
+            targets.stop(True, 5)
+            continue
+        argv = [s.replace("{SEGMENT}", info.get("segment", "")) for s in init]
+        if settle:
+            time.sleep(settle)
+        p = Proc(argv, env, logs + "-initiator.log")
+        p.wait(timeout)
+        t = targets.stop(sigterm, 15)
+        res = parse(p.text()) if p.rc == 0 else None
+        wrong = check(res) if check else None
+        if wrong:
+            return None, p, t, n, wrong
+        if res:
+            return res, p, t, n, None
+        error = f"initiator exit {p.rc}:\n{p.tail()}\n--- target (exit {t['rc']}):\n{t['tail']}"
+        # perftest sometimes cannot calibrate its clock under TCG: retry.
+        time.sleep(1)
+    return None, None, None, 3, error
+
+
 def run_arm(a, targets, x, tip):
     spec, init, env, parse, logs, sigterm = arm_cmds(a, x, tip)
     spec["log"] = logs + "-target.log"
     rec = dict(x)
-    for attempt in (1, 2, 3):
-        info = targets.start(spec)
-        if "error" in info:
-            rec["error"] = info["error"]
-            targets.stop(True, 5)
-            continue
-        argv = [s.replace("{SEGMENT}", info.get("segment", "")) for s in init]
-        if x["arm"] == "perftest":
-            time.sleep(0.2)
-        p = Proc(argv, env, logs + "-initiator.log")
-        p.wait(a.secs + 120)
-        t = targets.stop(sigterm, 15)
-        res = parse(p.text()) if p.rc == 0 else None
-        wrong = railyard_build_mismatch(x["arm"], res)
-        if wrong:
-            rec["error"] = wrong  # the wrong binary or mode: a retry would not help
-            return rec
-        if res:
-            rec.update(res)
-            rec.pop("error", None)
-            cpu = p.cpu[0] + p.cpu[1] + t["cpu_user_s"] + t["cpu_sys_s"]
-            rec["cpu_initiator_s"] = p.cpu[0] + p.cpu[1]
-            rec["cpu_target_s"] = t["cpu_user_s"] + t["cpu_sys_s"]
-            rec["cpu_s_per_gib"] = cpu / (res["bytes_moved"] / (1 << 30)) if res["bytes_moved"] else None
-            rec["attempts"] = attempt
-            return rec
-        rec["error"] = f"initiator exit {p.rc}:\n{p.tail()}\n--- target (exit {t['rc']}):\n{t['tail']}"
-        # perftest sometimes cannot calibrate its clock under TCG: retry.
-        time.sleep(1)
+    res, p, t, n, error = attempt(targets, spec, init, env, logs, sigterm, a.secs + 120, parse,
+                                  settle=0.2 if x["arm"] == "perftest" else 0.0,
+                                  check=lambda r: railyard_build_mismatch(x["arm"], r))
+    if error:
+        rec["error"] = error
+        return rec
+    rec.update(res)
+    cpu = p.cpu[0] + p.cpu[1] + t["cpu_user_s"] + t["cpu_sys_s"]
+    rec["cpu_initiator_s"] = p.cpu[0] + p.cpu[1]
+    rec["cpu_target_s"] = t["cpu_user_s"] + t["cpu_sys_s"]
+    rec["cpu_s_per_gib"] = cpu / (res["bytes_moved"] / (1 << 30)) if res["bytes_moved"] else None
+    rec["attempts"] = n
     return rec
 
 
