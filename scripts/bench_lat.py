@@ -35,9 +35,7 @@ Only the standard library: the guest runs the host's python3.
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_peers as bp  # noqa: E402  (Proc, targets, the --two agent)
@@ -172,40 +170,17 @@ def run_arm(a, targets, x, tip):
 
 
 def cmd_run(a):
-    os.makedirs(a.logs, exist_ok=True)
-    targets = bp.RemoteTargets(a.agent) if a.agent else bp.LocalTargets()
-    rounds = plan(a)
-    total = sum(len(r) for r in rounds)
-    done = failed = 0
-    t0 = time.monotonic()
-    with open(a.raw, "a") as out:
-        out.write(json.dumps({"config": {k: v for k, v in vars(a).items() if k != "func"},
-                              "uname": os.uname().release}) + "\n")
-        for rnd in rounds:
-            for x in rnd:
-                done += 1
-                rec = run_arm(a, targets, x, a.target_ip)
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
-                head = (f"[{done}/{total} {time.monotonic() - t0:5.0f}s] round {x['round']} {x['op']:<5} "
-                        f"{fmt_size(x['size']):>5} {x['arm']:<17}")
-                if "error" in rec:
-                    failed += 1
-                    print(f"{head} FAILED: {rec['error']}", flush=True)
-                else:
-                    print(f"{head} p50 {rec['p50']:9.2f} us  p99 {rec['p99']:9.2f} us  "
-                          f"CPU {rec['cpu_us_per_transfer']:8.1f} us/transfer", flush=True)
-        out.write(json.dumps({"summary": {"arms": total, "failed": failed,
-                                          "elapsed_s": round(time.monotonic() - t0, 1)}}) + "\n")
-    if isinstance(targets, bp.RemoteTargets):
-        targets.close()
-    print(f"bench-lat: {total - failed}/{total} arms produced a result", flush=True)
-    return 0 if failed < total else 1
+    def label(x):
+        return f"{x['op']:<5} {fmt_size(x['size']):>5} {x['arm']:<17}"
+
+    def result(rec):
+        return (f"p50 {rec['p50']:9.2f} us  p99 {rec['p99']:9.2f} us  "
+                f"CPU {rec['cpu_us_per_transfer']:8.1f} us/transfer")
+
+    return bp.run_rounds(a, plan(a), run_arm, label, result, "bench-lat")
 
 
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
+med = bp.med
 
 
 def analyse(records):

@@ -513,39 +513,50 @@ def run_arm(a, targets, x, tip):
     return rec
 
 
-def cmd_run(a):
+def run_rounds(a, rounds, run_arm, label, result, name):
+    """Runs every arm of `rounds` (run_arm(a, targets, x, target_ip) ->
+    record), one JSON record per arm to a.raw after the run's config, and
+    a progress line per arm (`label(x)` names it, `result(rec)` says what
+    it measured); targets local, or on the --two agent. Exit code 0 unless
+    every arm failed."""
     os.makedirs(a.logs, exist_ok=True)
     targets = RemoteTargets(a.agent) if a.agent else LocalTargets()
-    tip = a.target_ip
-    rounds = plan(a)
     total = sum(len(r) for r in rounds)
-    done = 0
+    done = failed = 0
     t0 = time.monotonic()
-    failed = 0
     with open(a.raw, "a") as out:
         out.write(json.dumps({"config": {k: v for k, v in vars(a).items() if k != "func"},
                               "uname": os.uname().release}) + "\n")
         for rnd in rounds:
             for x in rnd:
                 done += 1
-                rec = run_arm(a, targets, x, tip)
+                rec = run_arm(a, targets, x, a.target_ip)
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
-                thr = "-" if x["threads"] is None else x["threads"]
-                head = (f"[{done}/{total} {time.monotonic() - t0:5.0f}s] round {x['round']} {x['op']:<5} "
-                        f"{fmt_size(x['size']):>4} thr {thr:<2} {x['arm']:<17}")
+                head = f"[{done}/{total} {time.monotonic() - t0:5.0f}s] round {x['round']} {label(x)}"
                 if "error" in rec:
                     failed += 1
                     print(f"{head} FAILED: {rec['error']}", flush=True)
                 else:
-                    print(f"{head} {rec['mib_per_s']:9.2f} MiB/s {rec['mops']:8.4f} Mops "
-                          f"{rec['cpu_s_per_gib']:7.2f} CPU s/GiB", flush=True)
+                    print(f"{head} {result(rec)}", flush=True)
         out.write(json.dumps({"summary": {"arms": total, "failed": failed,
                                           "elapsed_s": round(time.monotonic() - t0, 1)}}) + "\n")
     if isinstance(targets, RemoteTargets):
         targets.close()
-    print(f"bench-peers: {total - failed}/{total} arms produced a result", flush=True)
+    print(f"{name}: {total - failed}/{total} arms produced a result", flush=True)
     return 0 if failed < total else 1
+
+
+def cmd_run(a):
+    def label(x):
+        thr = "-" if x["threads"] is None else x["threads"]
+        return f"{x['op']:<5} {fmt_size(x['size']):>4} thr {thr:<2} {x['arm']:<17}"
+
+    def result(rec):
+        return (f"{rec['mib_per_s']:9.2f} MiB/s {rec['mops']:8.4f} Mops "
+                f"{rec['cpu_s_per_gib']:7.2f} CPU s/GiB")
+
+    return run_rounds(a, plan(a), run_arm, label, result, "bench-peers")
 
 
 # --------------------------------------------------------------------------
