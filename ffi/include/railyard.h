@@ -57,7 +57,12 @@
 // rejected and counted, status `RY_STATUS_CREDIT_DECREASING` (-73), no
 // longer a quarantining violation); `ry_engine_task_backpressure` and
 // `ry_engine_backpressure` (ABI type 88, `RY_PRESSURE_*`).
-#define RY_ABI_VERSION 5
+//
+// 6: `ry_engine_stats` gained `evictions` at its end (its size changed;
+// every earlier field keeps its offset): a full endpoint store evicts its
+// least recently used idle segment instead of refusing with
+// `RY_STATUS_ENDPOINT_TABLE_FULL` (RFC 3136 `StoreEviction`).
+#define RY_ABI_VERSION 6
 
 // Number of `ry_abi_type` values.
 #define RY_ABI_TYPE_COUNT 89
@@ -2176,6 +2181,10 @@ typedef struct {
   uint16_t rails;
   // Reserved, zero (explicit: the struct has no implicit padding).
   uint8_t reserved2[6];
+  // Segments the endpoint store evicted (idle, least recently used) to
+  // open another connection when every endpoint slot was taken; the
+  // next transfer to an evicted segment reconnects it (ABI 6).
+  uint64_t evictions;
 } ry_engine_stats;
 
 // One CC route domain (local device × peer NIC) of an engine, as

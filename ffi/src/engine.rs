@@ -357,6 +357,10 @@ pub struct ry_engine_stats {
     pub rails: u16,
     /// Reserved, zero (explicit: the struct has no implicit padding).
     pub reserved2: [u8; 6],
+    /// Segments the endpoint store evicted (idle, least recently used) to
+    /// open another connection when every endpoint slot was taken; the
+    /// next transfer to an evicted segment reconnects it (ABI 6).
+    pub evictions: u64,
 }
 
 /// One CC route domain (local device × peer NIC) of an engine, as
@@ -654,6 +658,7 @@ mod imp {
                 async_events,
                 retired,
                 reclaimed,
+                evictions,
                 force_flushes,
                 gate,
                 rails,
@@ -740,6 +745,7 @@ mod imp {
                 rail_charged_bytes,
                 rails,
                 reserved2: [0; 6],
+                evictions,
             }
         }
     }
@@ -1696,12 +1702,17 @@ mod layout_tests {
     #[test]
     fn the_abi3_prefix_of_ry_engine_stats_is_unchanged() {
         // ABI 3: 28 u64 counters, `gate_enabled`, 3 reserved bytes,
-        // `tokens_cached`; ABI 4 appends after them.
+        // `tokens_cached`; ABI 4 and 6 append after them.
         assert_eq!(offset_of!(ry_engine_stats, gate_enabled), 28 * 8);
         assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
         assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
         assert_eq!(offset_of!(ry_engine_stats, parks), 29 * 8);
-        assert_eq!(size_of::<ry_engine_stats>(), (29 + 16 + 2 * 8 + 1) * 8);
+        // ABI 6 appends `evictions` after ABI 4's last word.
+        assert_eq!(
+            offset_of!(ry_engine_stats, evictions),
+            (29 + 16 + 2 * 8 + 1) * 8
+        );
+        assert_eq!(size_of::<ry_engine_stats>(), (29 + 16 + 2 * 8 + 2) * 8);
         assert_eq!(align_of::<ry_engine_stats>(), 8);
     }
 }

@@ -122,6 +122,7 @@ class EngineStats(TypedDict):
     async_events: int
     retired: int
     reclaimed: int
+    evictions: int
     force_flushes: int
     gate_enabled: bool
     gate_admitted: int

@@ -1144,3 +1144,129 @@ fn engine_token_caches_starve_recover_and_flush_at_shutdown() {
         "after shutdown every token is back in the pool: {s:?}"
     );
 }
+
+/// RFC 3136 `StoreEviction`: an initiator whose endpoint store holds two
+/// segments opens five (to two target engines) while one of them moves
+/// data all along. Every open beyond the store evicts the least recently
+/// used idle segment through the one retire API instead of failing with
+/// `TableFull`; a transfer to an evicted segment reconnects it (the
+/// target retires its stale side) and completes with its bytes intact;
+/// the busy segment's transfers all complete; at the end nothing is held
+/// on any engine.
+#[test]
+fn engine_store_evicts_the_least_recently_used_idle_segment() {
+    const TEST: &str = "engine_store_evicts_the_least_recently_used_idle_segment";
+    const LEN: usize = 64 << 10;
+    const SEGS: usize = 5; // the busy one and four more
+    const ROUNDS: usize = 3;
+    let Some(p) = pair_with(TEST, SEGS * LEN, SEGS * LEN, |c| {
+        c.max_endpoints = 2 * c.rails() as u32;
+    }) else {
+        return;
+    };
+    let c = Engine::new(config()).expect("third engine");
+    let c_mem = c.alloc_memory(SEGS * LEN).expect("alloc on c");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let busy_runs = std::thread::scope(|s| {
+        // Segment 0 (to b) stays busy: WRITEs back to back from region 0.
+        let busy = s.spawn(|| {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let w = Transfer {
+                    op: Op::Write,
+                    local: p.a_mem.addr(),
+                    len: LEN as u64,
+                    segment: p.seg,
+                    remote_offset: p.b_mem.addr(),
+                };
+                assert_eq!(run(&p.a, w), TaskState::Completed, "busy WRITE {n}");
+                n += 1;
+            }
+            n
+        });
+        // Segments 1..SEGS alternate between b and c.
+        let mut segs: Vec<SegmentId> = Vec::new();
+        for round in 0..ROUNDS {
+            for k in 1..SEGS {
+                let (peer, mem) = if k % 2 == 1 {
+                    (&p.b, &p.b_mem)
+                } else {
+                    (&c, &c_mem)
+                };
+                if round == 0 {
+                    let seg = p.a.open_segment(peer.listen_addr()).unwrap_or_else(|e| {
+                        panic!(
+                            "opening segment {k} with a full store: {e} {:?}",
+                            p.a.stats()
+                        )
+                    });
+                    segs.push(seg);
+                }
+                let seg = segs[k - 1];
+                let data = pattern((round * SEGS + k) as u64, LEN);
+                p.a_mem.write_at(k * LEN, &data).unwrap();
+                let w = Transfer {
+                    op: Op::Write,
+                    local: p.a_mem.addr() + (k * LEN) as u64,
+                    len: LEN as u64,
+                    segment: seg,
+                    remote_offset: mem.addr() + (k * LEN) as u64,
+                };
+                assert_eq!(
+                    run(&p.a, w),
+                    TaskState::Completed,
+                    "round {round}, segment {k}: WRITE {:?}",
+                    p.a.stats()
+                );
+                let mut got = vec![0u8; LEN];
+                mem.read_at(k * LEN, &mut got).unwrap();
+                assert!(
+                    got == data,
+                    "round {round}, segment {k}: target holds other bytes"
+                );
+                p.a_mem.write_at(k * LEN, &vec![0u8; LEN]).unwrap();
+                let r = Transfer { op: Op::Read, ..w };
+                assert_eq!(
+                    run(&p.a, r),
+                    TaskState::Completed,
+                    "round {round}, segment {k}: READ"
+                );
+                p.a_mem.read_at(k * LEN, &mut got).unwrap();
+                assert!(
+                    got == data,
+                    "round {round}, segment {k}: read back other bytes"
+                );
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.join().expect("busy thread")
+    });
+    let s = p.a.stats();
+    // Two slots' worth of segments, five in use: round 0 evicts on each of
+    // its last three opens, and every later round reconnects (and evicts
+    // for) segments that were evicted.
+    assert!(s.evictions >= 3 + 2, "{s:?}");
+    assert!(s.evictions <= s.retired, "{s:?}");
+    assert!(busy_runs > 0, "the busy segment moved nothing");
+    let evicted =
+        p.a.segments()
+            .iter()
+            .filter(|&&g| p.a.segment_info(g).unwrap().evicted)
+            .count();
+    // Two segments hold the two slots; the rest are evicted.
+    assert_eq!(evicted, SEGS - 2, "{s:?}");
+    let reconnects: u32 =
+        p.a.segments()
+            .iter()
+            .map(|&g| p.a.segment_info(g).unwrap().reconnects)
+            .sum();
+    assert!(reconnects >= 2, "{reconnects} reconnects: {s:?}");
+    say!(
+        "{TEST}: {} evictions, {reconnects} reconnects, {busy_runs} busy WRITEs, live endpoints {}",
+        s.evictions,
+        s.endpoints_live
+    );
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target b");
+    assert_quiescent(&c, "target c");
+}

@@ -200,6 +200,30 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
     /// assert_eq!(table.open("qps of peer B"), Err(EndpointError::TableFull));
     /// ```
     pub fn open(&self, resource: R) -> Result<EndpointHandle, EndpointError> {
+        self.open_or_return(resource).map_err(|(e, _)| e)
+    }
+
+    /// [`open`](Self::open) that hands the resource back when every slot
+    /// is taken, so the caller can free a slot (evict an idle endpoint
+    /// through [`retire`](Self::retire), let it drain and reclaim it) and
+    /// try again with the same resource.
+    ///
+    /// ```
+    /// use railyard_core::endpoint::{EndpointConfig, EndpointError, EndpointTable, RetireReason};
+    ///
+    /// let table = EndpointTable::new(EndpointConfig { capacity: 1, ..EndpointConfig::default() }).unwrap();
+    /// let a = table.open("qps of peer A").unwrap();
+    /// let Err((EndpointError::TableFull, back)) = table.open_or_return("qps of peer B") else {
+    ///     unreachable!()
+    /// };
+    /// // Evict A (idle: nothing outstanding), reclaim its slot, open B there.
+    /// table.retire(a, RetireReason::StoreEviction, 0).unwrap();
+    /// let guard = table.register().pin();
+    /// assert_eq!(table.poll_reclaim(1, &guard, |_| {}), Ok(1));
+    /// let b = table.open_or_return(back).unwrap();
+    /// assert_eq!((b.slot, b.generation), (a.slot, a.generation + 1));
+    /// ```
+    pub fn open_or_return(&self, resource: R) -> Result<EndpointHandle, (EndpointError, R)> {
         for (i, slot) in self.slots.iter().enumerate() {
             let w = Word(slot.word.load(Ordering::Acquire));
             if w.phase() != Phase::Free {
@@ -225,7 +249,7 @@ impl<R: Send + Sync + 'static> EndpointTable<R> {
                 generation,
             });
         }
-        Err(EndpointError::TableFull)
+        Err((EndpointError::TableFull, resource))
     }
 
     /// Admits one post on QP `qp` of endpoint `h`: checks the generation and

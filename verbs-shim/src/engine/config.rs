@@ -5,6 +5,7 @@
 //! | `MC_SLICE_SIZE` | [`EngineConfig::slice_size`] | 65536 | 1 ..= 1 GiB (bytes) |
 //! | `MC_NUM_QP_PER_EP` | [`EngineConfig::qps_per_endpoint`] | 2 | 1 ..= 64 |
 //! | `MC_MAX_WR` | [`EngineConfig::max_wr`] | 256 | 1 ..= 32768 |
+//! | `MC_MAX_EP_PER_CTX` | [`EngineConfig::max_endpoints`] | 64 | 1 ..= 65536 (a full store evicts its least recently used idle segment) |
 //! | `MC_WORKERS_PER_CTX` | [`EngineConfig::workers`] | 2 | 1 ..= 64 (≥ 2 with a dedicated poller) |
 //! | `MC_RDMA_DEDICATED_POLLER` | [`EngineConfig::worker_model`] | `0` (shared) | `0`/`1`/`false`/`true` |
 //! | `MC_GID_INDEX` | [`EngineConfig::gid_index`] | 1 | 0 ..= 255 |
@@ -136,7 +137,10 @@ pub struct EngineConfig {
     /// Where the handshake listener binds (`:0` picks a free port).
     pub listen: SocketAddr,
     /// Endpoint slots (initiated plus accepted connections; a segment
-    /// takes one per rail). Also the CC route domains per device.
+    /// takes one per rail). Also the CC route domains per device. When
+    /// every slot is taken, opening a connection evicts the least recently
+    /// used idle segment this engine opened (RFC 3136 `StoreEviction`);
+    /// the next transfer to it reconnects it.
     pub max_endpoints: u32,
     /// Slices that may exist at once (across all batches).
     pub max_slices: u32,
@@ -312,6 +316,9 @@ impl EngineConfig {
         }
         if let Some(v) = var("MC_MAX_WR") {
             c.max_wr = num("MC_MAX_WR", &v, 1, 32768, "an integer in 1..=32768")?;
+        }
+        if let Some(v) = var("MC_MAX_EP_PER_CTX") {
+            c.max_endpoints = num("MC_MAX_EP_PER_CTX", &v, 1, 65536, "an integer in 1..=65536")?;
         }
         if let Some(v) = var("MC_WORKERS_PER_CTX") {
             c.workers = num("MC_WORKERS_PER_CTX", &v, 1, 64, "an integer in 1..=64")?;
@@ -931,9 +938,11 @@ mod tests {
             ("MC_GID_INDEX", "0"),
             ("MC_RDMA_DEVICE", "mlx5_0"),
             ("MC_SIGNAL_INTERVAL", "16"),
+            ("MC_MAX_EP_PER_CTX", "3"),
         ])
         .unwrap();
         assert_eq!(c.signal_interval, 16);
+        assert_eq!(c.max_endpoints, 3);
         assert_eq!(c.slice_size, 4096);
         assert_eq!(c.qps_per_endpoint, 4);
         assert_eq!(c.max_wr, 64);
@@ -954,6 +963,8 @@ mod tests {
             ("MC_NUM_QP_PER_EP", "65"),
             ("MC_MAX_WR", "-1"),
             ("MC_MAX_WR", "99999"),
+            ("MC_MAX_EP_PER_CTX", "0"),
+            ("MC_MAX_EP_PER_CTX", "65537"),
             ("MC_WORKERS_PER_CTX", "0"),
             ("MC_WORKERS_PER_CTX", "x"),
             ("MC_RDMA_DEDICATED_POLLER", "yes"),

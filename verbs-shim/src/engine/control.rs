@@ -8,6 +8,7 @@ use super::config::MONITOR_TICK;
 use super::connect::{accept_peer, retire};
 use super::fault::TraceEvent;
 use super::observe::HealthWatch;
+use super::reclaim;
 use super::shared::Shared;
 use super::worker;
 use crate::handshake::{serve, ListenLimits};
@@ -16,7 +17,7 @@ use railyard_core::cc::PollerStatus;
 use railyard_core::classify::{
     classify_event, event_action, EventAction, EventClassification, FailureScope,
 };
-use railyard_core::endpoint::{EndpointGuard, EndpointHandle, ReclaimEvent, RetireReason};
+use railyard_core::endpoint::{EndpointHandle, RetireReason};
 use railyard_core::evidence::{Observation, Observed};
 use railyard_core::slice::Outcome;
 use railyard_core::token::TokenRecord;
@@ -86,24 +87,12 @@ pub(crate) fn spawn_all(
     }
 }
 
-/// Moves the QPs of endpoint `h` to ERR (forced flush).
-fn flush_endpoint(sh: &Shared, h: EndpointHandle, guard: &EndpointGuard) {
-    if let Ok(res) = sh.endpoints.resource(h, guard) {
-        for qp in &res.qps {
-            if let Err(e) = qp.to_error_shared() {
-                tracing::debug!(target: "railyard::qp", qpn = qp.qpn(), error = %e,
-                    "moving the QP to ERR failed");
-            }
-        }
-    }
-}
-
 /// Moves every live endpoint's QPs to ERR (shutdown).
 pub(crate) fn flush_all(sh: &Shared) {
     let local = sh.endpoints.register();
     let guard = local.pin();
     for h in sh.registry.qp_endpoints() {
-        flush_endpoint(sh, h, &guard);
+        reclaim::flush_endpoint(sh, h, &guard);
     }
 }
 
@@ -128,38 +117,7 @@ fn monitor(sh: &Shared) {
         sh.gate.on_epoch(now, poller);
         sh.fault.trace(&sh.gate, TraceEvent::Epoch(poller));
         health.tick(sh);
-        {
-            let guard = local.pin();
-            let mut events = Vec::new();
-            let _ = sh.endpoints.poll_reclaim(now, &guard, |e| events.push(e));
-            for e in events {
-                match e {
-                    ReclaimEvent::ForceFlush {
-                        handle,
-                        outstanding,
-                    } => {
-                        tracing::warn!(target: "railyard::endpoint", slot = handle.slot,
-                            generation = handle.generation, outstanding,
-                            "drain timed out: forcing a flush (QPs to ERR)");
-                        sh.telemetry.force_flushes.fetch_add(1, Ordering::Relaxed);
-                        flush_endpoint(sh, handle, &guard);
-                    }
-                    ReclaimEvent::Reclaimed { handle, .. }
-                    | ReclaimEvent::Abandoned { handle, .. } => {
-                        if let ReclaimEvent::Abandoned { outstanding, .. } = e {
-                            tracing::warn!(target: "railyard::endpoint", slot = handle.slot,
-                                generation = handle.generation, outstanding,
-                                "endpoint abandoned undrained: reclaimed anyway");
-                        } else {
-                            tracing::info!(target: "railyard::endpoint", slot = handle.slot,
-                                generation = handle.generation, "endpoint reclaimed");
-                        }
-                        sh.telemetry.reclaimed.fetch_add(1, Ordering::Relaxed);
-                        sh.registry.forget_endpoint(handle);
-                    }
-                }
-            }
-        }
+        reclaim::reclaim_pass(sh, now, &local.pin());
         if tick % 4 == 0 {
             expire_tasks(sh, now, poller);
         }

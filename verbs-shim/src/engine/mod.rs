@@ -43,7 +43,9 @@
 //!   - the paths, functions of the shared state: `observe.rs` (stats,
 //!     logging targets, the health watch, [`Engine::snapshot`]),
 //!     `submit.rs` (validate → reserve → describe → enqueue), `connect/`
-//!     (handshake sides; `reconnect.rs`: retire, reconnect, retries),
+//!     (handshake sides; `reconnect.rs`: retire, reconnect, retries;
+//!     `evict.rs`: the endpoint store's eviction of the least recently
+//!     used idle segment), `reclaim.rs` (reclaim passes, forced flush),
 //!     `completion.rs` (where a completion lands), `worker.rs` (post and
 //!     poll), `control.rs` (monitor, async events, credit, listener);
 //!   - this file, the façade: [`Engine`] and the public re-exports, and
@@ -168,6 +170,7 @@ mod memory;
 mod observe;
 mod park;
 mod rail_diag;
+mod reclaim;
 mod registry;
 mod shared;
 mod signal;

@@ -10,6 +10,7 @@ use crate::wire::{PeerDescriptor, SegmentDescriptor};
 use railyard_core::endpoint::EndpointHandle;
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LockResult, Mutex, RwLock, RwLockReadGuard};
 
 /// A CC route domain's key: (local device, peer NIC GID, peer NIC LID).
@@ -53,6 +54,25 @@ pub(crate) struct SegmentEntry {
     /// and not reconnected since: retries failing on it are teardown, not
     /// a path failure.
     pub(crate) closed: bool,
+    /// Its endpoints were evicted from the endpoint store (RFC 3136
+    /// `StoreEviction`) to make room for another connection: the next
+    /// transfer to it reconnects it.
+    pub(crate) evicted: bool,
+    /// The reconnect after an eviction failed: retries fail
+    /// (`NO_USABLE_PATH`) instead of reconnecting in a loop; the next
+    /// submit to the segment tries once more.
+    pub(crate) evict_reconnect_failed: bool,
+    /// When a transfer was last submitted to it (engine clock, ns): the
+    /// store evicts the least recently used idle segment first.
+    pub(crate) last_used: AtomicU64,
+}
+
+impl SegmentEntry {
+    /// Notes a submit to the segment at `now` (a relaxed store: an
+    /// eviction order, not a synchronisation).
+    pub(crate) fn touch(&self, now: u64) {
+        self.last_used.store(now, Ordering::Relaxed);
+    }
 }
 
 /// A segment's connection state, for one of its rails
@@ -76,6 +96,10 @@ pub struct SegmentInfo {
     pub route: u32,
     /// Reconnects that replaced the segment's endpoints so far.
     pub reconnects: u32,
+    /// Whether the endpoint store evicted the segment's endpoints (idle,
+    /// least recently used, to make room for another connection); the
+    /// next transfer to it reconnects it.
+    pub evicted: bool,
 }
 
 /// Whether `peer`'s rail-0 QP (GID, QP number, initial PSN) is among
@@ -154,7 +178,12 @@ impl Registry {
 
     /// Records a new segment over `rails` (`peer`: the address this engine
     /// dialed, which it can reconnect).
-    pub(crate) fn record(&self, rails: Vec<RailEntry>, peer: Option<SocketAddr>) -> SegmentId {
+    pub(crate) fn record(
+        &self,
+        rails: Vec<RailEntry>,
+        peer: Option<SocketAddr>,
+        now: u64,
+    ) -> SegmentId {
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         segs.push(SegmentEntry {
             rails,
@@ -162,6 +191,9 @@ impl Registry {
             reconnecting: false,
             reconnects: 0,
             closed: false,
+            evicted: false,
+            evict_reconnect_failed: false,
+            last_used: AtomicU64::new(now),
         });
         SegmentId(segs.len() as u32 - 1)
     }
@@ -237,14 +269,16 @@ impl Registry {
         Some((i as u32, e.rails.iter().map(|r| r.handle).collect()))
     }
 
-    /// Marks `seg` closed and returns its endpoints, one per rail.
-    pub(crate) fn close(&self, seg: SegmentId) -> Result<Vec<EndpointHandle>, EngineError> {
+    /// Marks `seg` closed and returns its endpoints, one per rail, and
+    /// whether the endpoint store had evicted it (its endpoints are
+    /// retired already).
+    pub(crate) fn close(&self, seg: SegmentId) -> Result<(Vec<EndpointHandle>, bool), EngineError> {
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         let e = segs
             .get_mut(seg.0 as usize)
             .ok_or(EngineError::NoSuchSegment(seg))?;
         e.closed = true;
-        Ok(e.rails.iter().map(|r| r.handle).collect())
+        Ok((e.rails.iter().map(|r| r.handle).collect(), e.evicted))
     }
 
     /// Number of rails of `seg` (local device `i` ↔ peer NIC `i`).
@@ -318,7 +352,84 @@ impl Registry {
             peer: e.peer,
             route: x.route,
             reconnects: e.reconnects,
+            evicted: e.evicted,
         })
+    }
+
+    /// The segments the endpoint store may evict, least recently used
+    /// first, each with when it was last used and its endpoints: open, not being reconnected, not
+    /// already evicted, and opened by this engine (it can reconnect them
+    /// on the next transfer). A segment a peer opened to us is the
+    /// peer's to evict: one-sided traffic on it leaves no trace here, so
+    /// it can never be known idle, and evicting it would break the
+    /// peer's WRITEs without a word.
+    pub(crate) fn eviction_candidates(&self) -> Vec<(usize, u64, Vec<EndpointHandle>)> {
+        let segs = self.segments.read().unwrap_or_else(|e| e.into_inner());
+        let mut v: Vec<(u64, usize, Vec<EndpointHandle>)> = segs
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                e.peer.is_some()
+                    && !e.closed
+                    && !e.reconnecting
+                    && !e.evicted
+                    && !e.rails.is_empty()
+            })
+            .map(|(i, e)| {
+                let hs = e.rails.iter().map(|r| r.handle).collect();
+                (e.last_used.load(Ordering::Relaxed), i, hs)
+            })
+            .collect();
+        v.sort_unstable_by_key(|&(t, i, _)| (t, i));
+        v.into_iter().map(|(t, i, hs)| (i, t, hs)).collect()
+    }
+
+    /// Marks `seg` evicted if it still is the candidate
+    /// [`eviction_candidates`](Self::eviction_candidates) listed (same
+    /// endpoints, still open, not reconnecting) and was not used since
+    /// `seen` (ns). True if this call marked it; the caller then retires
+    /// its endpoints.
+    pub(crate) fn mark_evicted(&self, seg: usize, handles: &[EndpointHandle], seen: u64) -> bool {
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = segs.get_mut(seg) else {
+            return false;
+        };
+        let same = e.rails.iter().map(|r| r.handle).eq(handles.iter().copied());
+        if !same
+            || e.closed
+            || e.reconnecting
+            || e.evicted
+            || e.last_used.load(Ordering::Relaxed) > seen
+        {
+            return false;
+        }
+        e.evicted = true;
+        e.evict_reconnect_failed = false;
+        true
+    }
+
+    /// Starts the reconnect of an evicted segment (marks it reconnecting)
+    /// unless one is under way; `fresh` (a new submit) also tries again
+    /// after a failed one. Returns whether this call started it, and
+    /// whether the segment is (still) waiting for one: `(started,
+    /// waiting)`.
+    pub(crate) fn begin_evicted_reconnect(&self, seg: usize, fresh: bool) -> (bool, bool) {
+        let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+        let Some(e) = segs.get_mut(seg) else {
+            return (false, false);
+        };
+        if !e.evicted || e.peer.is_none() || e.closed {
+            return (false, false);
+        }
+        if e.reconnecting {
+            return (false, true);
+        }
+        if e.evict_reconnect_failed && !fresh {
+            return (false, false);
+        }
+        e.reconnecting = true;
+        e.evict_reconnect_failed = false;
+        (true, true)
     }
 
     /// The segment, device and route of the rail whose endpoint is `h`,
@@ -352,6 +463,8 @@ impl Registry {
         let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = segs.get_mut(seg) {
             e.reconnecting = false;
+            // Ended without publishing: a failed reconnect.
+            e.evict_reconnect_failed = e.evicted;
         }
     }
 
@@ -389,6 +502,8 @@ impl Registry {
         e.rails = rails;
         e.reconnects += 1;
         e.closed = false;
+        e.evicted = false;
+        e.evict_reconnect_failed = false;
         if auto {
             e.reconnecting = false;
         }
@@ -425,5 +540,83 @@ mod tests {
             credit: None,
         };
         assert!(!repeats(known, &two));
+    }
+
+    fn rail(slot: u32) -> RailEntry {
+        RailEntry {
+            dev: 0,
+            handle: EndpointHandle {
+                slot,
+                generation: 1,
+            },
+            remote: vec![],
+            shards: vec![0],
+            qpns: vec![100 + slot],
+            peer_qpn: 200 + slot,
+            peer_psn: 0,
+            peer_gid: [0; 16],
+            route: 0,
+        }
+    }
+
+    #[test]
+    fn eviction_takes_the_least_recently_used_segment_this_engine_opened() {
+        let r = Registry::default();
+        let peer = Some("127.0.0.1:1".parse().unwrap());
+        let a = r.record(vec![rail(0)], peer, 10).0 as usize;
+        let b = r.record(vec![rail(1)], peer, 20).0 as usize;
+        let passive = r.record(vec![rail(2)], None, 5).0 as usize;
+        let closed = r.record(vec![rail(3)], peer, 1);
+        let c = r.record(vec![rail(4)], peer, 30).0 as usize;
+        r.close(closed).unwrap();
+        r.read_segments().unwrap()[a].touch(40);
+        let order: Vec<usize> = r.eviction_candidates().iter().map(|x| x.0).collect();
+        // Least recently used first; never the peer's segment, never a closed one.
+        assert_eq!(order, [b, c, a]);
+        assert!(!order.contains(&passive));
+        let (_, seen, hs) = r.eviction_candidates().remove(0);
+        assert_eq!(seen, 20);
+        // Used since the candidates were listed: not evicted.
+        r.read_segments().unwrap()[b].touch(45);
+        assert!(!r.mark_evicted(b, &hs, seen));
+        // Other endpoints than listed (reconnected meanwhile): not evicted.
+        assert!(!r.mark_evicted(b, &[rail(9).handle], 45));
+        assert!(r.mark_evicted(b, &hs, 45));
+        assert!(!r.mark_evicted(b, &hs, 45), "evicted once");
+        assert!(
+            r.segment_info(SegmentId(b as u32), 0, |_| false)
+                .unwrap()
+                .evicted
+        );
+        let order: Vec<usize> = r.eviction_candidates().iter().map(|x| x.0).collect();
+        assert_eq!(order, [c, a]);
+        // A segment never evicted has no evicted reconnect.
+        assert_eq!(r.begin_evicted_reconnect(c, true), (false, false));
+        assert_eq!(r.begin_evicted_reconnect(passive, true), (false, false));
+    }
+
+    #[test]
+    fn an_evicted_segment_reconnects_once_per_submit_until_published() {
+        let r = Registry::default();
+        let peer = Some("127.0.0.1:1".parse().unwrap());
+        let s = r.record(vec![rail(0)], peer, 10).0 as usize;
+        assert!(r.mark_evicted(s, &[rail(0).handle], 10));
+        assert_eq!(r.begin_evicted_reconnect(s, false), (true, true), "started");
+        assert_eq!(
+            r.begin_evicted_reconnect(s, true),
+            (false, true),
+            "under way: wait"
+        );
+        // The reconnect failed (ended without publishing): a queued retry
+        // gets no path, a new submit tries again.
+        r.end_reconnect(s);
+        assert_eq!(r.begin_evicted_reconnect(s, false), (false, false));
+        assert_eq!(r.begin_evicted_reconnect(s, true), (true, true));
+        r.publish(s, vec![rail(5)], true).unwrap();
+        let info = r.segment_info(SegmentId(s as u32), 0, |_| true).unwrap();
+        assert!(!info.evicted && !info.reconnecting && info.reconnects == 1);
+        assert_eq!(r.begin_evicted_reconnect(s, true), (false, false));
+        // Usable again: a candidate once more.
+        assert_eq!(r.eviction_candidates()[0].0, s);
     }
 }

@@ -64,6 +64,9 @@ pub struct EngineStats {
     pub retired: u64,
     /// Endpoints reclaimed after draining.
     pub reclaimed: u64,
+    /// Segments the endpoint store evicted (idle, least recently used) to
+    /// open another connection when every endpoint slot was taken.
+    pub evictions: u64,
     /// Forced flushes (drain timeout).
     pub force_flushes: u64,
     /// The post gate's counters (CC permits admitted / released, in-flight

@@ -16,9 +16,10 @@
 //! [`Tables`](super::tables::Tables)'.
 
 use super::config::slice_count;
+use super::connect::reconnect_evicted;
 use super::error::EngineError;
 use super::memory::{self, MemEntry, SubmitPins};
-use super::registry::SegmentEntry;
+use super::registry::{RailEntry, SegmentEntry};
 use super::shared::Shared;
 use super::tables::TaskEntry;
 use super::types::{ep_word, BatchId, Op, SegmentId, Transfer, MAX_RAILS, SLICES_PER_QP_RUN};
@@ -65,7 +66,12 @@ pub(crate) fn submit(
     transfers: &[Transfer],
 ) -> Result<(), EngineError> {
     let mut pins = SubmitPins::new(&sh.mem);
-    let plans = validate(sh, transfers, &mut pins)?;
+    let (plans, evicted) = validate(sh, transfers, &mut pins)?;
+    // Segments the endpoint store evicted: reconnect them; their slices
+    // wait for it in their queues.
+    for seg in evicted {
+        reconnect_evicted(sh, seg as usize, true);
+    }
     sh.tables.with_batch_mut(batch, |b| {
         if b.tasks.len() + transfers.len() > b.capacity {
             return Err(EngineError::BatchFull {
@@ -95,13 +101,15 @@ pub(crate) fn submit(
 }
 
 /// Step 1: validates every transfer and pins its memory once per slice
-/// (under the table lock: the region found is the one pinned).
+/// (under the table lock: the region found is the one pinned). Also
+/// returns the evicted segments among the transfers' (to reconnect).
 fn validate(
     sh: &Shared,
     transfers: &[Transfer],
     pins: &mut SubmitPins<'_>,
-) -> Result<Vec<Plan>, EngineError> {
+) -> Result<(Vec<Plan>, Vec<u32>), EngineError> {
     let mut plans = Vec::with_capacity(transfers.len());
+    let mut evicted = Vec::new();
     let segs = sh
         .registry
         .read_segments()
@@ -113,21 +121,25 @@ fn validate(
     // is a snapshot either way (a rail may retire right after it).
     let mut last: Option<Rc<RailSet>> = None;
     for t in transfers {
-        let p = plan(sh, &segs, &regions, t, &mut last)?;
+        let p = plan(sh, &segs, &regions, t, &mut last, &mut evicted)?;
         pins.pin(p.mem, slice_count(t.len, sh.cfg.slice_size), t.local, t.len)?;
         plans.push(p);
     }
-    Ok(plans)
+    Ok((plans, evicted))
 }
 
 /// Where one transfer's bytes are (local region, remote region) and
-/// which rails of its segment are active.
+/// which rails of its segment are active. A segment the endpoint store
+/// evicted has none: its rails are planned as they were (the attempts
+/// wait for the reconnect and move to the new endpoints) and it is added
+/// to `evicted`.
 fn plan(
     sh: &Shared,
     segs: &[SegmentEntry],
     regions: &[Option<Arc<MemEntry>>],
     t: &Transfer,
     last: &mut Option<Rc<RailSet>>,
+    evicted: &mut Vec<u32>,
 ) -> Result<Plan, EngineError> {
     if t.len == 0 {
         return Err(EngineError::ZeroLength);
@@ -145,21 +157,28 @@ fn plan(
     let rails = match last {
         Some(set) if set.seg == t.segment.0 => Rc::clone(set),
         _ => {
-            let choices: Vec<RailChoice> = seg
+            // Least recently used first, for the endpoint store's eviction.
+            seg.touch(sh.now());
+            let choice = |r: &RailEntry| RailChoice {
+                dev: r.dev,
+                handle: r.handle,
+                shards: r.shards.clone(),
+                route: r.route,
+            };
+            let mut choices: Vec<RailChoice> = seg
                 .rails
                 .iter()
                 .filter(
                     |r| matches!(sh.endpoints.state(r.handle), Ok(s) if s.phase == Phase::Active),
                 )
-                .map(|r| RailChoice {
-                    dev: r.dev,
-                    handle: r.handle,
-                    shards: r.shards.clone(),
-                    route: r.route,
-                })
+                .map(choice)
                 .collect();
             if choices.is_empty() {
-                return Err(EngineError::SegmentClosed(t.segment));
+                if !(seg.evicted && seg.peer.is_some() && !seg.closed) {
+                    return Err(EngineError::SegmentClosed(t.segment));
+                }
+                choices = seg.rails.iter().map(choice).collect();
+                evicted.push(t.segment.0);
             }
             let keys = choices.iter().map(|r| (r.dev, r.route)).collect();
             let set = Rc::new(RailSet {

@@ -1,6 +1,6 @@
 //! The engine's counters ([`Telemetry`]): one cache line of counters per
 //! worker ([`WorkerCounters`]), the control paths' counts (async events,
-//! retired, reclaimed and force-flushed endpoints, the handshake
+//! retired, reclaimed, evicted and force-flushed endpoints, the handshake
 //! listener's outcomes) and the rail selector's decision trace. What they
 //! add up to is [`EngineStats`]; the workers' completion, unposted and
 //! token-return counts are also the release stamp parked slices wait on.
@@ -46,6 +46,7 @@ pub(crate) struct Telemetry {
     pub(crate) async_events: AtomicU64,
     pub(crate) retired: AtomicU64,
     pub(crate) reclaimed: AtomicU64,
+    pub(crate) evictions: AtomicU64,
     pub(crate) force_flushes: AtomicU64,
     /// The handshake listener's outcomes.
     pub(crate) handshakes: HandshakeCounters,
@@ -62,6 +63,7 @@ impl Telemetry {
             async_events: AtomicU64::new(0),
             retired: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
             force_flushes: AtomicU64::new(0),
             handshakes: HandshakeCounters::default(),
             rail_trace: RailTrace::new(trace),
@@ -97,6 +99,7 @@ impl Telemetry {
         s.async_events = self.async_events.load(Ordering::Relaxed);
         s.retired = self.retired.load(Ordering::Relaxed);
         s.reclaimed = self.reclaimed.load(Ordering::Relaxed);
+        s.evictions = self.evictions.load(Ordering::Relaxed);
         s.force_flushes = self.force_flushes.load(Ordering::Relaxed);
         s.handshakes = self.handshakes.snapshot();
         for (w, c) in self.workers.iter().enumerate() {

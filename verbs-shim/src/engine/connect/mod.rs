@@ -4,7 +4,8 @@
 //! a connection the peer replaced, and reconnect.
 //!
 //! Reconnect, and where a retry of a retired endpoint's slice goes, are in
-//! [`reconnect`](mod@reconnect).
+//! [`reconnect`](mod@reconnect); the endpoint store's eviction of an idle
+//! segment when every slot is taken in [`evict`](mod@evict).
 
 use super::config::CreditPolicy;
 use super::credit::{self, Negotiated};
@@ -23,8 +24,11 @@ use railyard_core::slice::SliceRef;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::Ordering;
 
+mod evict;
 mod reconnect;
-pub(crate) use reconnect::{reconnect, retire, retire_after_wc, retire_all, retry_route};
+pub(crate) use reconnect::{
+    reconnect, reconnect_evicted, retire, retire_after_wc, retire_all, retry_route,
+};
 
 /// What a retry whose endpoint was retired does.
 pub(crate) enum RetryRoute {
@@ -102,7 +106,7 @@ pub(crate) fn connect(
     peer: Option<SocketAddr>,
 ) -> Result<SegmentId, EngineError> {
     let est = establish(sh, hs, Side::Initiator, None)?;
-    let seg = sh.registry.record(est.rails, peer);
+    let seg = sh.registry.record(est.rails, peer, sh.now());
     attach_credit(sh, seg, est.credit, est.hs, None)?;
     Ok(seg)
 }
@@ -124,7 +128,7 @@ pub(crate) fn accept_peer(
     let old = est
         .replaces
         .and_then(|q| retire_replaced(sh, q, &est.rails));
-    let seg = sh.registry.record(est.rails, None);
+    let seg = sh.registry.record(est.rails, None, sh.now());
     attach_credit(sh, seg, est.credit, est.hs, old)
 }
 
@@ -222,10 +226,14 @@ pub(crate) fn establish(
         };
         let remote = nic.segments.clone();
         let qpns: Vec<u32> = qps.iter().map(|q| q.qpn()).collect();
-        let handle = match sh.endpoints.open(EpResource {
-            qps,
-            remote: remote.clone(),
-        }) {
+        // A full store evicts its least recently used idle segment.
+        let handle = match evict::open_endpoint(
+            sh,
+            EpResource {
+                qps,
+                remote: remote.clone(),
+            },
+        ) {
             Ok(h) => h,
             Err(e) => {
                 // Nothing was posted on the rails opened so far: retire
@@ -233,7 +241,7 @@ pub(crate) fn establish(
                 for r in &entry {
                     retire(sh, r.handle, RetireReason::Shutdown);
                 }
-                return Err(EngineError::Endpoint(e));
+                return Err(e);
             }
         };
         sh.registry.map_qpns(dev, &qpns, handle);
@@ -392,7 +400,11 @@ pub(crate) fn open_segment(
 
 /// Marks `seg` closed and retires its endpoints, one per rail.
 pub(crate) fn close_segment(sh: &Shared, seg: SegmentId) -> Result<(), EngineError> {
-    let hs = sh.registry.close(seg)?;
+    let (hs, evicted) = sh.registry.close(seg)?;
+    if evicted {
+        // Its endpoints were retired when the store evicted it.
+        return Ok(());
+    }
     let mut first_err = None;
     for h in hs {
         match sh.endpoints.retire(h, RetireReason::Shutdown, sh.now()) {

@@ -131,7 +131,18 @@ pub(crate) fn retry_route(sh: &Shared, r: SliceRef) -> RetryRoute {
         if e.reconnecting {
             return RetryRoute::Wait;
         }
-        teardown
+        if e.evicted && !e.closed {
+            Err(m.segment.load(Ordering::Relaxed) as usize)
+        } else {
+            Ok(teardown)
+        }
+    };
+    // Evicted from the endpoint store while this attempt was queued:
+    // reconnect it (once; a failed reconnect is no path).
+    let teardown = match teardown {
+        Ok(t) => t,
+        Err(seg) if reconnect_evicted(sh, seg, false) => return RetryRoute::Wait,
+        Err(_) => false,
     };
     if !teardown && re_rail(sh, r) {
         return RetryRoute::Moved;
@@ -151,9 +162,35 @@ pub(crate) fn after_retire(sh: &Shared, h: EndpointHandle, reason: RetireReason)
         return None;
     }
     let seg = sh.registry.begin_reconnect(h)?;
+    spawn_reconnect(sh, seg).then_some(seg)
+}
+
+/// Makes an evicted segment usable again: starts its reconnect in the
+/// background unless one is under way (`fresh`, a new submit: also
+/// after a failed one). True while the segment waits for a reconnect
+/// (retries wait for it); false if it is not evicted, or its last
+/// reconnect failed and this is no new submit.
+pub(crate) fn reconnect_evicted(sh: &Shared, seg: usize, fresh: bool) -> bool {
+    if sh.lifecycle.draining.load(Ordering::Acquire) || sh.lifecycle.stop.load(Ordering::Acquire) {
+        return false;
+    }
+    match sh.registry.begin_evicted_reconnect(seg, fresh) {
+        (true, _) => {
+            tracing::info!(target: "railyard::reconnect", segment = seg,
+                "evicted segment used again: reconnecting");
+            spawn_reconnect(sh, seg)
+        }
+        (false, waiting) => waiting,
+    }
+}
+
+/// Runs one automatic reconnect of `seg` (already marked reconnecting)
+/// on a background thread. False (the mark ended) if the engine is
+/// going away or no thread could be spawned.
+fn spawn_reconnect(sh: &Shared, seg: usize) -> bool {
     let Some(me) = sh.me.get().and_then(|w| w.upgrade()) else {
         sh.registry.end_reconnect(seg);
-        return None;
+        return false;
     };
     let spawned = std::thread::Builder::new()
         .name("railyard-reconnect".into())
@@ -170,12 +207,12 @@ pub(crate) fn after_retire(sh: &Shared, h: EndpointHandle, reason: RetireReason)
     match spawned {
         Ok(t) => {
             sh.lifecycle.keep_reconnect(Some(t));
-            Some(seg)
+            true
         }
         Err(_) => {
             sh.lifecycle.keep_reconnect(None);
             sh.registry.end_reconnect(seg);
-            None
+            false
         }
     }
 }
