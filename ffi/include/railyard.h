@@ -58,10 +58,12 @@
 // longer a quarantining violation); `ry_engine_task_backpressure` and
 // `ry_engine_backpressure` (ABI type 88, `RY_PRESSURE_*`).
 //
-// 6: `ry_engine_stats` gained `evictions` at its end (its size changed;
-// every earlier field keeps its offset): a full endpoint store evicts its
-// least recently used idle segment instead of refusing with
-// `RY_STATUS_ENDPOINT_TABLE_FULL` (RFC 3136 `StoreEviction`).
+// 6: `ry_engine_stats` gained `evictions` and `fetch_retries` at its end
+// (its size changed; every earlier field keeps its offset): a full
+// endpoint store evicts its least recently used idle segment instead of
+// refusing with `RY_STATUS_ENDPOINT_TABLE_FULL` (RFC 3136
+// `StoreEviction`), and a descriptor fetch that failed in transport is
+// retried once (RFC 4162).
 #define RY_ABI_VERSION 6
 
 // Number of `ry_abi_type` values.
@@ -2185,6 +2187,9 @@ typedef struct {
   // open another connection when every endpoint slot was taken; the
   // next transfer to an evicted segment reconnects it (ABI 6).
   uint64_t evictions;
+  // Descriptor fetches (connect and descriptor exchange of an open or a
+  // reconnect) retried once after a transport failure (ABI 6).
+  uint64_t fetch_retries;
 } ry_engine_stats;
 
 // One CC route domain (local device × peer NIC) of an engine, as

@@ -50,10 +50,12 @@ use crate::mirror::CEnum;
 /// longer a quarantining violation); `ry_engine_task_backpressure` and
 /// `ry_engine_backpressure` (ABI type 88, `RY_PRESSURE_*`).
 ///
-/// 6: `ry_engine_stats` gained `evictions` at its end (its size changed;
-/// every earlier field keeps its offset): a full endpoint store evicts its
-/// least recently used idle segment instead of refusing with
-/// `RY_STATUS_ENDPOINT_TABLE_FULL` (RFC 3136 `StoreEviction`).
+/// 6: `ry_engine_stats` gained `evictions` and `fetch_retries` at its end
+/// (its size changed; every earlier field keeps its offset): a full
+/// endpoint store evicts its least recently used idle segment instead of
+/// refusing with `RY_STATUS_ENDPOINT_TABLE_FULL` (RFC 3136
+/// `StoreEviction`), and a descriptor fetch that failed in transport is
+/// retried once (RFC 4162).
 pub const RY_ABI_VERSION: u32 = 6;
 
 /// The ABI version the library was built with.

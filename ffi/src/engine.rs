@@ -361,6 +361,9 @@ pub struct ry_engine_stats {
     /// open another connection when every endpoint slot was taken; the
     /// next transfer to an evicted segment reconnects it (ABI 6).
     pub evictions: u64,
+    /// Descriptor fetches (connect and descriptor exchange of an open or a
+    /// reconnect) retried once after a transport failure (ABI 6).
+    pub fetch_retries: u64,
 }
 
 /// One CC route domain (local device × peer NIC) of an engine, as
@@ -659,6 +662,7 @@ mod imp {
                 retired,
                 reclaimed,
                 evictions,
+                fetch_retries,
                 force_flushes,
                 gate,
                 rails,
@@ -746,6 +750,7 @@ mod imp {
                 rails,
                 reserved2: [0; 6],
                 evictions,
+                fetch_retries,
             }
         }
     }
@@ -1707,12 +1712,12 @@ mod layout_tests {
         assert_eq!(offset_of!(ry_engine_stats, reserved), 28 * 8 + 1);
         assert_eq!(offset_of!(ry_engine_stats, tokens_cached), 28 * 8 + 4);
         assert_eq!(offset_of!(ry_engine_stats, parks), 29 * 8);
-        // ABI 6 appends `evictions` after ABI 4's last word.
+        // ABI 6 appends `evictions` and `fetch_retries` after ABI 4's last word.
         assert_eq!(
             offset_of!(ry_engine_stats, evictions),
             (29 + 16 + 2 * 8 + 1) * 8
         );
-        assert_eq!(size_of::<ry_engine_stats>(), (29 + 16 + 2 * 8 + 2) * 8);
+        assert_eq!(size_of::<ry_engine_stats>(), (29 + 16 + 2 * 8 + 3) * 8);
         assert_eq!(align_of::<ry_engine_stats>(), 8);
     }
 }

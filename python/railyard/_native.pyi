@@ -123,6 +123,7 @@ class EngineStats(TypedDict):
     retired: int
     reclaimed: int
     evictions: int
+    fetch_retries: int
     force_flushes: int
     gate_enabled: bool
     gate_admitted: int

@@ -143,6 +143,48 @@ impl std::error::Error for HandshakeError {
     }
 }
 
+/// The stages of fetching the peer's descriptor: up to the barrier nothing
+/// either side built is kept (the target records a connection only after
+/// it), so a transport failure in one of them can be retried on a new
+/// connection ([`HandshakeError::is_descriptor_fetch_transport`]).
+const CONNECTING: &str = "connecting";
+const CONFIGURING: &str = "configuring the socket";
+const SENDING_DESCRIPTOR: &str = "sending the descriptor";
+const READING_LENGTH: &str = "reading the descriptor length";
+const READING_DESCRIPTOR: &str = "reading the descriptor";
+
+impl HandshakeError {
+    /// Whether this is a transport failure (closed, timed out, a socket
+    /// error) while connecting or exchanging descriptors: the read-only
+    /// descriptor fetch RFC 4162 retries once on a new connection. A
+    /// malformed or replayed descriptor, an address that does not resolve
+    /// and anything from the barrier on are not.
+    ///
+    /// ```
+    /// use railyard_verbs::handshake::HandshakeError;
+    ///
+    /// assert!(HandshakeError::ConnectionClosed { during: "reading the descriptor" }
+    ///     .is_descriptor_fetch_transport());
+    /// assert!(!HandshakeError::ConnectionClosed { during: "waiting for the barrier" }
+    ///     .is_descriptor_fetch_transport());
+    /// ```
+    pub fn is_descriptor_fetch_transport(&self) -> bool {
+        let during = match self {
+            Self::ConnectionClosed { during } | Self::Timeout { during } => *during,
+            Self::Io { during, .. } => *during,
+            _ => return false,
+        };
+        [
+            CONNECTING,
+            CONFIGURING,
+            SENDING_DESCRIPTOR,
+            READING_LENGTH,
+            READING_DESCRIPTOR,
+        ]
+        .contains(&during)
+    }
+}
+
 fn io_err(during: &'static str, e: io::Error) -> HandshakeError {
     match e.kind() {
         io::ErrorKind::UnexpectedEof
@@ -180,7 +222,7 @@ impl Handshake {
             }
         }
         Err(io_err(
-            "connecting",
+            CONNECTING,
             last.unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address")),
         ))
     }
@@ -209,7 +251,7 @@ impl Handshake {
             }),
             Err(e) => {
                 let _ = stream.shutdown(Shutdown::Both);
-                Err(io_err("configuring the socket", e))
+                Err(io_err(CONFIGURING, e))
             }
         }
     }
@@ -341,16 +383,16 @@ impl Handshake {
 
     fn send<D: Descriptor>(&mut self, d: &D) -> Result<(), HandshakeError> {
         let frame = d.to_frame().map_err(HandshakeError::Encode)?;
-        self.write_all(&frame, "sending the descriptor")
+        self.write_all(&frame, SENDING_DESCRIPTOR)
     }
 
     fn recv<D: Descriptor>(&mut self) -> Result<D, HandshakeError> {
         let mut prefix = [0u8; 4];
-        self.read_exact(&mut prefix, "reading the descriptor length")?;
+        self.read_exact(&mut prefix, READING_LENGTH)?;
         // Bound the length before allocating or waiting for the body.
         let len = wire::check_len(u32::from_le_bytes(prefix)).map_err(HandshakeError::Decode)?;
         let mut body = vec![0u8; len];
-        self.read_exact(&mut body, "reading the descriptor")?;
+        self.read_exact(&mut body, READING_DESCRIPTOR)?;
         D::from_payload(&body).map_err(HandshakeError::Decode)
     }
 }

@@ -1270,3 +1270,103 @@ fn engine_store_evicts_the_least_recently_used_idle_segment() {
     assert_quiescent(&p.b, "target b");
     assert_quiescent(&c, "target c");
 }
+
+/// A TCP relay in front of `to`: hangs up on its first `hang_up`
+/// connections at once, relays the later ones both ways. Returns its
+/// address and the number of connections it accepted.
+fn flaky_relay(
+    to: std::net::SocketAddr,
+    hang_up: usize,
+) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let n = seen.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(c) = c else { return };
+            if n.fetch_add(1, SeqCst) < hang_up {
+                let _ = c.shutdown(Shutdown::Both);
+                continue;
+            }
+            let Ok(up) = TcpStream::connect(to) else {
+                continue;
+            };
+            let pipe = |mut from: TcpStream, mut to: TcpStream| {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut to);
+                    let _ = to.shutdown(Shutdown::Both);
+                    let _ = from.shutdown(Shutdown::Both);
+                });
+            };
+            pipe(c.try_clone().unwrap(), up.try_clone().unwrap());
+            pipe(up, c);
+        }
+    });
+    (addr, seen)
+}
+
+/// RFC 4162 non-WC table, "read-only GetSegmentDesc RPC service failure:
+/// discard the failed connection and retry at most once; return the
+/// existing metadata error after the second failure". The descriptor
+/// fetch of `open_segment` (connect + descriptor exchange) through a relay
+/// that hangs up once succeeds on the second connection, counted once,
+/// and the segment carries data; through one that hangs up twice it
+/// fails typed after exactly two connections; a refused connect is also
+/// retried once. Nothing is left held.
+#[test]
+fn engine_descriptor_fetch_is_retried_once_after_a_transport_failure() {
+    const TEST: &str = "engine_descriptor_fetch_is_retried_once_after_a_transport_failure";
+    const LEN: usize = 64 << 10;
+    let Some(p) = pair(TEST, LEN, LEN) else {
+        return;
+    };
+    use std::sync::atomic::Ordering::SeqCst;
+    let retries = |e: &Engine| e.stats().fetch_retries;
+    let r0 = retries(&p.a);
+    // Hangs up once: the retry succeeds.
+    let (addr, seen) = flaky_relay(p.b.listen_addr(), 1);
+    let seg =
+        p.a.open_segment(addr)
+            .expect("open through a relay that hangs up once");
+    assert_eq!(seen.load(SeqCst), 2, "one retry, on a new connection");
+    assert_eq!(retries(&p.a) - r0, 1);
+    let data = pattern(7, LEN);
+    p.a_mem.write_at(0, &data).unwrap();
+    let w = Transfer {
+        op: Op::Write,
+        local: p.a_mem.addr(),
+        len: LEN as u64,
+        segment: seg,
+        remote_offset: p.b_mem.addr(),
+    };
+    assert_eq!(run(&p.a, w), TaskState::Completed);
+    let mut got = vec![0u8; LEN];
+    p.b_mem.read_at(0, &mut got).unwrap();
+    assert!(got == data, "WRITE over the retried segment");
+    // Hangs up twice: the second failure is returned, no third attempt.
+    let (addr, seen) = flaky_relay(p.b.listen_addr(), 2);
+    match p.a.open_segment(addr) {
+        Err(EngineError::Handshake(e)) => {
+            assert!(e.is_descriptor_fetch_transport(), "{e}")
+        }
+        other => panic!("expected a handshake transport error, got {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(seen.load(SeqCst), 2, "retried at most once");
+    assert_eq!(retries(&p.a) - r0, 2);
+    // Nobody listening: connect refused, retried once, typed error.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = gone.local_addr().unwrap();
+    drop(gone);
+    assert!(matches!(
+        p.a.open_segment(dead),
+        Err(EngineError::Handshake(_))
+    ));
+    assert_eq!(retries(&p.a) - r0, 3);
+    say!("{TEST}: 3 fetches retried once each, the first succeeded on its retry");
+    assert_quiescent(&p.a, "initiator");
+    assert_quiescent(&p.b, "target");
+}

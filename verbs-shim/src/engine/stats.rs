@@ -67,6 +67,10 @@ pub struct EngineStats {
     /// Segments the endpoint store evicted (idle, least recently used) to
     /// open another connection when every endpoint slot was taken.
     pub evictions: u64,
+    /// Descriptor fetches (connect and descriptor exchange of an open or a
+    /// reconnect) retried once after a transport failure (RFC 4162: a
+    /// read-only metadata RPC is retried at most once).
+    pub fetch_retries: u64,
     /// Forced flushes (drain timeout).
     pub force_flushes: u64,
     /// The post gate's counters (CC permits admitted / released, in-flight

@@ -47,6 +47,7 @@ pub(crate) struct Telemetry {
     pub(crate) retired: AtomicU64,
     pub(crate) reclaimed: AtomicU64,
     pub(crate) evictions: AtomicU64,
+    pub(crate) fetch_retries: AtomicU64,
     pub(crate) force_flushes: AtomicU64,
     /// The handshake listener's outcomes.
     pub(crate) handshakes: HandshakeCounters,
@@ -64,6 +65,7 @@ impl Telemetry {
             retired: AtomicU64::new(0),
             reclaimed: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            fetch_retries: AtomicU64::new(0),
             force_flushes: AtomicU64::new(0),
             handshakes: HandshakeCounters::default(),
             rail_trace: RailTrace::new(trace),
@@ -100,6 +102,7 @@ impl Telemetry {
         s.retired = self.retired.load(Ordering::Relaxed);
         s.reclaimed = self.reclaimed.load(Ordering::Relaxed);
         s.evictions = self.evictions.load(Ordering::Relaxed);
+        s.fetch_retries = self.fetch_retries.load(Ordering::Relaxed);
         s.force_flushes = self.force_flushes.load(Ordering::Relaxed);
         s.handshakes = self.handshakes.snapshot();
         for (w, c) in self.workers.iter().enumerate() {

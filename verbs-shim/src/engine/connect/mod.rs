@@ -381,13 +381,12 @@ pub(crate) fn open_segment(
             source,
         })?
         .collect();
-    let r = Handshake::connect(&addrs[..], sh.cfg.handshake_timeout)
-        .map_err(EngineError::from)
-        .and_then(|hs| {
-            // The address that answered (the one to dial again on reconnect).
-            let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
-            Ok((connect(sh, hs, dialed)?, dialed))
-        });
+    let r = fetch_retried_once(sh, || {
+        let hs = Handshake::connect(&addrs[..], sh.cfg.handshake_timeout)?;
+        // The address that answered (the one to dial again on reconnect).
+        let dialed = hs.stream().peer_addr().ok().or(addrs.first().copied());
+        Ok((connect(sh, hs, dialed)?, dialed))
+    });
     match &r {
         Ok((seg, peer)) => tracing::info!(target: "railyard::handshake", ?peer,
             segment = seg.0, rails = sh.registry.segment_rails(*seg).unwrap_or(0),
@@ -396,6 +395,35 @@ pub(crate) fn open_segment(
             reason = %e, "opening a segment failed"),
     }
     r.map(|(seg, _)| seg)
+}
+
+/// Runs `attempt` (connect, fetch the peer's descriptor, establish) and,
+/// if it failed in a transport error of the read-only descriptor fetch
+/// ([`HandshakeError::is_descriptor_fetch_transport`]), once more on a new
+/// connection, as core's classification of a read-only metadata RPC
+/// failure says (RFC 4162 non-WC table: `RetryReadOnlyOnce`; the
+/// congestion window is not touched). The failed attempt built nothing
+/// that is kept (its QPs are destroyed with it). The second failure is
+/// returned as it is. Counted in `EngineStats::fetch_retries`.
+pub(crate) fn fetch_retried_once<T>(
+    sh: &Shared,
+    mut attempt: impl FnMut() -> Result<T, EngineError>,
+) -> Result<T, EngineError> {
+    use railyard_core::classify::{classify_signal, ObjectHandling, Signal};
+    let first = attempt();
+    match &first {
+        Err(EngineError::Handshake(e))
+            if e.is_descriptor_fetch_transport()
+                && classify_signal(Signal::ReadOnlyRpcFailure).handling
+                    == ObjectHandling::RetryReadOnlyOnce =>
+        {
+            sh.telemetry.fetch_retries.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(target: "railyard::handshake", reason = %e,
+                "fetching the peer's descriptor failed: retrying once on a new connection");
+            attempt()
+        }
+        _ => first,
+    }
 }
 
 /// Marks `seg` closed and retires its endpoints, one per rail.

@@ -269,10 +269,12 @@ fn replace_endpoints(
             log_retired(sh, h, RetireReason::Shutdown);
         }
     }
-    let hs = crate::handshake::Handshake::connect(peer, sh.cfg.handshake_timeout)?;
     // The peer retires its side of the old connection (named by its
     // rail-0 QP number) once the new one is up.
-    let est = establish(sh, hs, Side::Initiator, replaces)?;
+    let est = fetch_retried_once(sh, || {
+        let hs = crate::handshake::Handshake::connect(peer, sh.cfg.handshake_timeout)?;
+        establish(sh, hs, Side::Initiator, replaces)
+    })?;
     let new = est.rails;
     // The new generations first, then the endpoints become visible: no
     // post on a new endpoint is admitted on an old generation.
