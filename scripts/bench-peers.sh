@@ -108,7 +108,7 @@ fi
 
 if [[ $report_only == 1 ]]; then
   python3 "$py" report --raw "$res/raw.jsonl" --json "$res/results.json" \
-    --host-note "$(cat "$res/host-note.txt" 2>/dev/null)" | tee "$res/table.txt"
+    --host-note "$(cat "$res/host-note.txt" 2>/dev/null)" --identity "$res/identity.json" | tee "$res/table.txt"
   exit "${PIPESTATUS[0]}"
 fi
 if [[ $dry == 1 ]]; then
@@ -152,6 +152,11 @@ mc=$("$venv/bin/python" -c 'import mooncake, os; print(os.path.join(os.path.dirn
 [[ -x "$mc" ]] || chmod +x "$mc"
 echo "bench-peers: Mooncake $("$venv/bin/python" -m pip show "${MOONCAKE_WHEEL%%==*}" | sed -n 's/^Version: //p') at $mc" >&2
 
+# Source and binary identities (RFC 4162's benchmark protocol), from the host.
+python3 "$py" identity --out "$res/identity.json" railyard="$out/bin/railyard" \
+  railyard-nocc="$out/bin/railyard-nocc" transfer_engine_bench="$mc" \
+  ib_write_bw="$(command -v ib_write_bw || true)" ib_read_bw="$(command -v ib_read_bw || true)" >&2
+
 rm -rf "$res/logs" "$res/raw.jsonl"
 mkdir -p "$res/logs"
 secs=$(sed -n 's/.* arms, \([0-9]*\) s each.*/\1/p' "$res/plan.txt")
@@ -187,5 +192,6 @@ note="load average $load_before before, $(cut -d' ' -f1-3 /proc/loadavg) after (
 echo "bench-peers: guest exit $rc; $note" >&2
 echo "$note" > "$res/host-note.txt"
 [[ -s "$res/raw.jsonl" ]] || { echo "bench-peers: no results" >&2; exit 1; }
-python3 "$py" report --raw "$res/raw.jsonl" --json "$res/results.json" --host-note "$note" | tee "$res/table.txt"
+python3 "$py" report --raw "$res/raw.jsonl" --json "$res/results.json" --host-note "$note" \
+  --identity "$res/identity.json" | tee "$res/table.txt"
 exit "$rc"

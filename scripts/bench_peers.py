@@ -13,6 +13,9 @@ device, alternating arms, N rounds. A benchmark, not a test.
                                              and stops the target processes
                                              the runner asks for
   bench_peers.py report --raw F --json OUT   the table (stdout) and OUT
+                        [--identity F]
+  bench_peers.py identity --out F NAME=PATH...  source commit and each
+                                             binary's sha256 / build-id
   bench_peers.py selftest                    the report's arithmetic on
                                              synthetic records
 
@@ -112,6 +115,9 @@ def add_plan_args(p):
     p.add_argument("--depth", type=int, default=1, help="railyard batches in flight per thread (Mooncake's bench: 1)")
     p.add_argument("--buffer", type=parse_size, default=64 << 20)
     p.add_argument("--no-perftest", action="store_true")
+    p.add_argument("--verify-iters", type=int, default=256,
+                   help="after the rounds, every railyard arm runs each op/size once more with --verify "
+                        "for this many transfers (payload correctness, RFC 4162's benchmark protocol); 0: skip")
     p.add_argument("--no-mooncake", action="store_true")
     p.add_argument("--variants", type=variants, default={},
                    help="extra railyard arms, 'MODE~NAME:K=V,K=V;...' (MODE off/observe/enforce/nocc): arm "
@@ -148,6 +154,12 @@ def plan(a):
                 if with_perftest and r % 2 == 1:
                     arms.append(pt)
         rounds.append(arms)
+    # Payload correctness: each railyard arm once per op/size with --verify
+    # (one thread), after the timed rounds so it never shares their clock.
+    ry = [x for x in point_arms if x.startswith("railyard")]
+    if getattr(a, "verify_iters", 0) > 0 and ry:
+        rounds.append([{"round": "verify", "arm": arm, "op": op, "size": size, "threads": 1, "verify": True}
+                       for op in a.ops for size in a.sizes for arm in ry])
     return rounds
 
 
@@ -155,7 +167,10 @@ def cmd_plan(a):
     rounds = plan(a)
     n = sum(len(r) for r in rounds)
     per_arm = a.secs + 9  # measured: start-up, connection and teardown under TCG add ~6-9 s
-    print(f"bench-peers plan: {a.rounds} round(s) x {len(rounds[0])} arms = {n} arms, {a.secs} s each "
+    nv = sum(1 for r in rounds for x in r if x.get("verify"))
+    if nv:
+        print(f"bench-peers plan: + {nv} payload checks (railyard --verify, {a.verify_iters} transfers each)")
+    print(f"bench-peers plan: {a.rounds} round(s) x {len(rounds[0])} arms = {n - nv} arms, {a.secs} s each "
           f"(~{n * per_arm // 60} min with start-up); QPs/endpoint {a.qps}, batch {a.batch}, "
           f"railyard depth {a.depth}, buffer {a.buffer >> 20} MiB")
     for rnd in rounds:
@@ -377,8 +392,9 @@ def arm_cmds(a, x, tip):
         env = {**a.ry_env, **a.variants.get(x["arm"], {}), "MC_ADAPTIVE_CC_MODE": mode}
         target = {"argv": [binary, "bench", "-d", dev, "-x", gid, "--listen", tip, "-p", str(RY_PORT), "--quiet"],
                   "env": env, "ready": {"kind": "none"}}
-        init = [binary, "bench", "-d", dev, "-x", gid, "-q", qps, "-s", str(size), "--op", op,
-                "-D", secs, "--threads", str(thr), "--batch_size", str(a.batch), "--depth", str(a.depth),
+        stop = ["-n", str(a.verify_iters), "--verify"] if x.get("verify") else ["-D", secs]
+        init = [binary, "bench", "-d", dev, "-x", gid, "-q", qps, "-s", str(size), "--op", op] + stop + [
+                "--threads", str(thr), "--batch_size", str(a.batch), "--depth", str(a.depth),
                 "--buffer_size", str(a.buffer), "--json", "--quiet"] + a.ry_args.split() + [f"{tip}:{RY_PORT}"]
         return target, init, env, parse_railyard, logs, False
     if x["arm"] == "mooncake":
@@ -409,11 +425,14 @@ def parse_railyard(text):
     if not doc or not doc.get("results"):
         return None
     r = doc["results"][0]
+    lat = r.get("batch_latency_us") or {}
     return {"bytes_moved": r["iterations"] * r["bytes"], "seconds": r["seconds"],
             "mib_per_s": r["bw_average_mib_per_s"], "mops": r["msg_rate_mops"],
             "own_cpu_s_per_gib": r["cpu_s_per_gib"], "deferrals": r.get("deferrals", 0),
             "cc_mode": doc.get("cc_mode"), "cc_compiled_in": doc.get("cc_compiled_in"),
-            "qps_per_endpoint": doc.get("qps_per_endpoint")}
+            "qps_per_endpoint": doc.get("qps_per_endpoint"),
+            "batch_lat_p50_us": lat.get("p50"), "batch_lat_p99_us": lat.get("p99"),
+            "peak_inflight_bytes": r.get("peak_inflight_bytes"), "verified": doc.get("verified", False)}
 
 
 def parse_mooncake(batch, size):
@@ -509,6 +528,11 @@ def run_arm(a, targets, x, tip):
     rec["cpu_initiator_s"] = p.cpu[0] + p.cpu[1]
     rec["cpu_target_s"] = t["cpu_user_s"] + t["cpu_sys_s"]
     rec["cpu_s_per_gib"] = cpu / (res["bytes_moved"] / (1 << 30)) if res["bytes_moved"] else None
+    gib = res["bytes_moved"] / (1 << 30)
+    rec["cpu_initiator_s_per_gib"] = rec["cpu_initiator_s"] / gib if gib else None
+    rec["cpu_target_s_per_gib"] = rec["cpu_target_s"] / gib if gib else None
+    transfers = res["bytes_moved"] // x["size"] if x["size"] else 0
+    rec["cpu_us_per_transfer"] = cpu * 1e6 / transfers if transfers else None
     rec["attempts"] = n
     return rec
 
@@ -570,6 +594,7 @@ def med(xs):
 
 def analyse(records):
     """Medians per (op, size, threads, arm) and medians of per-round ratios."""
+    records = [r for r in records if not r.get("verify")]
     ok = [r for r in records if "error" not in r and "mib_per_s" in r]
     by = {}
     for r in ok:
@@ -613,8 +638,14 @@ def analyse(records):
                "mib_per_s": med([x["mib_per_s"] for x in got]),
                "mops": med([x["mops"] for x in got]),
                "cpu_s_per_gib": med([x.get("cpu_s_per_gib") for x in got]),
+               "cpu_initiator_s_per_gib": med([x.get("cpu_initiator_s_per_gib") for x in got]),
+               "cpu_target_s_per_gib": med([x.get("cpu_target_s_per_gib") for x in got]),
+               "cpu_us_per_transfer": med([x.get("cpu_us_per_transfer") for x in got]),
                "mib_per_s_per_round": [x["mib_per_s"] if x else None for x in recs]}
         if arm.startswith("railyard"):
+            out["batch_lat_p50_us"] = med([x.get("batch_lat_p50_us") for x in got])
+            out["batch_lat_p99_us"] = med([x.get("batch_lat_p99_us") for x in got])
+            out["peak_inflight_bytes"] = max((x.get("peak_inflight_bytes") or 0 for x in got), default=None)
             out["own_client_cpu_s_per_gib"] = med([x.get("own_cpu_s_per_gib") for x in got])
             out["deferrals"] = med([x.get("deferrals") for x in got])
             out["cc_compiled_in"] = [x.get("cc_compiled_in") for x in got]
@@ -664,6 +695,91 @@ def goals(rows):
     return checked, short
 
 
+def protocol_table(rows, records):
+    """RFC 4162's benchmark protocol beside the throughput table: per
+    railyard row the batch latency tails and the peak bytes in flight, then
+    the payload checks (the --verify pass)."""
+    lines = [f"{'op':<5} {'size':>4} {'thr':>3}  {'arm':<21} {'batch P50 us':>12} {'batch P99 us':>12} "
+             f"{'peak in-flight KiB':>18}"]
+    lines.append("-" * len(lines[0]))
+    for r in rows:
+        if not r["arm"].startswith("railyard"):
+            continue
+        peak = r.get("peak_inflight_bytes")
+        lines.append(f"{r['op']:<5} {fmt_size(r['size']):>4} {r['threads']!s:>3}  {r['arm']:<21} "
+                     f"{fmt_num(r.get('batch_lat_p50_us'), '12.0f')} {fmt_num(r.get('batch_lat_p99_us'), '12.0f')} "
+                     f"{fmt_num(None if peak is None else peak / 1024, '18.0f')}")
+    lines.append("Batch latency: submit to completion of one batch (medians over rounds); peak in-flight: the most "
+                 "bytes submitted and not completed at once in any round. Mooncake's and perftest's tools report "
+                 "neither.")
+    checks = [r for r in records if r.get("verify")]
+    if checks:
+        good = [r for r in checks if "error" not in r and r.get("verified")]
+        lines.append(f"payload verified (railyard bench --verify after the rounds, every block read back and "
+                     f"compared): {len(good)}/{len(checks)} arm x op x size checks passed")
+        for r in checks:
+            if r not in good:
+                why = (r.get("error") or "not verified").splitlines()[0]
+                lines.append(f"  FAILED check: {r['arm']} {r['op']} {fmt_size(r['size'])}: {why}")
+        lines.append("Mooncake's transfer_engine_bench and perftest do not check payload.")
+    else:
+        lines.append("payload: not checked in this run (--verify-iters 0)")
+    return "\n".join(lines)
+
+
+def identity_lines(ident):
+    """The source and binary identities the run used."""
+    if not ident:
+        return ["identity: not recorded"]
+    out = [f"source: {ident.get('source', '?')}"]
+    for name, b in sorted(ident.get("binaries", {}).items()):
+        if b is None:
+            out.append(f"  {name}: missing")
+            continue
+        out.append(f"  {name}: sha256 {b['sha256'][:16]} build-id {b.get('build_id') or '-'} ({b['path']})")
+    return out
+
+
+def file_identity(path):
+    """sha256 and GNU build-id of one binary (None if it is missing)."""
+    import hashlib
+    if not path or not os.path.isfile(path):
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    bid = None
+    try:
+        out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True, timeout=30).stdout
+        m = re.search(r"Build ID:\s*([0-9a-f]+)", out)
+        bid = m.group(1) if m else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"path": path, "sha256": h.hexdigest(), "build_id": bid}
+
+
+def cmd_identity(a):
+    """Writes the source and binary identities to a.out (host side)."""
+    src = "unknown"
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        src = head + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    bins = {}
+    for kv in a.bins:
+        name, _, path = kv.partition("=")
+        bins[name] = file_identity(path)
+    with open(a.out, "w") as f:
+        json.dump({"source": src, "binaries": bins}, f, indent=1)
+    for line in identity_lines({"source": src, "binaries": bins}):
+        print(line)
+    return 0
+
+
 def fmt_ratio(v, digits=2):
     return "-" if v is None else f"{v:.{digits}f}"
 
@@ -675,6 +791,7 @@ def fmt_num(v, spec):
 def table(rows, cfg):
     lines = []
     hdr = (f"{'op':<5} {'size':>4} {'thr':>3}  {'arm':<21} {'MiB/s':>9} {'Mops':>8} {'CPU s/GiB':>9}"
+           f" {'init+tgt':>11} {'CPU us/xfer':>11}"
            f"  {'xMooncake':>9} {'xperftest':>9} {'x CC off':>8}  rounds")
     lines.append(hdr)
     lines.append("-" * len(hdr))
@@ -688,9 +805,10 @@ def table(rows, cfg):
         mops = fmt_num(r["mops"], "8.4f") if r["size"] < 65536 else f"{'':8}"
         ok = (f"{r['rounds']}" + (f" ({r['failed_rounds']} failed)" if r["failed_rounds"] else "")
               + (f" ({r['not_run_rounds']} not run)" if r.get("not_run_rounds") else ""))
+        split = (f"{fmt_num(r.get('cpu_initiator_s_per_gib'), '.1f')}+{fmt_num(r.get('cpu_target_s_per_gib'), '.1f')}")
         lines.append(
             f"{r['op']:<5} {fmt_size(r['size']):>4} {thr:>3}  {r['arm']:<21} {fmt_num(r['mib_per_s'], '9.2f')} "
-            f"{mops} {fmt_num(r['cpu_s_per_gib'], '9.2f')}  "
+            f"{mops} {fmt_num(r['cpu_s_per_gib'], '9.2f')} {split:>11} {fmt_num(r.get('cpu_us_per_transfer'), '11.1f')}  "
             f"{fmt_ratio(r.get('vs_mooncake', {}).get('median')):>9} "
             f"{fmt_ratio(r.get('vs_perftest', {}).get('median')):>9} "
             f"{fmt_ratio(r.get('vs_off', {}).get('median')):>8}  {ok}")
@@ -700,7 +818,8 @@ def table(rows, cfg):
     lines.append("perftest has no submitter threads: each op/size runs once per round (its row shows thr -) "
                  f"with -q {cfg.get('qps')} like railyard, and every thread count is compared with it.")
     lines.append("CPU s/GiB: user+sys of initiator and target over each process's whole life (wait4), "
-                 "per GiB moved; Mops shown for blocks < 64 KiB.")
+                 "per GiB moved (init+tgt: the two sides apart); CPU us/xfer: the same CPU per transfer; "
+                 "Mops shown for blocks < 64 KiB.")
     return "\n".join(lines)
 
 
@@ -734,6 +853,15 @@ def cmd_report(a):
         print(f"host: {a.host_note}")
     print(table(rows, cfg))
     print()
+    print(protocol_table(rows, records))
+    print()
+    ident = None
+    if getattr(a, "identity", None) and os.path.isfile(a.identity):
+        with open(a.identity) as f:
+            ident = json.load(f)
+    for line in identity_lines(ident):
+        print(line)
+    print()
     print(f"goals (railyard-off and -enforce >= {GOAL_VS_MC}x Mooncake; enforce >= {GOAL_ENF_OFF}x off; "
           f"railyard-off >= {GOAL_VS_PT}x perftest): {checked - len(short)}/{checked} met")
     for s in short:
@@ -743,7 +871,9 @@ def cmd_report(a):
         first = r["error"].splitlines()[0] if r["error"] else ""
         print(f"  failed arm: round {r['round']} {r['op']} {fmt_size(r['size'])} threads {r['threads']} "
               f"{r['arm']}: {first}")
-    doc = {"config": cfg, "summary": summary, "host": a.host_note, "rows": rows, "goals": {"checked": checked, "short": short},
+    doc = {"config": cfg, "summary": summary, "host": a.host_note, "rows": rows, "identity": ident,
+           "payload_checks": [r for r in records if r.get("verify")],
+           "goals": {"checked": checked, "short": short},
            "failed_arms": failed, "records": records}
     if a.json:
         os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
@@ -818,6 +948,35 @@ def cmd_selftest(_a):
         raise AssertionError(f"variants({bad!r}) accepted")
     assert railyard_build_mismatch("railyard-off~nap", dict(ry, cc_compiled_in=True)) is None
     assert listening(0) in (True, False)
+    # The protocol record: latency tails and peak in-flight from the JSON,
+    # payload checks kept out of the throughput medians.
+    ry2 = parse_railyard('{"cc_mode":"off","verified":true,"results":[{"bytes":4096,"iterations":10,'
+                         '"seconds":1.0,"bw_average_mib_per_s":1.5,"msg_rate_mops":0.1,"cpu_s_per_gib":3.0,'
+                         '"batch_latency_us":{"p50":7.0,"p99":9.0,"p99_9":9.5,"max":10.0},'
+                         '"peak_inflight_bytes":524288}]}')
+    assert (ry2["batch_lat_p50_us"], ry2["batch_lat_p99_us"], ry2["peak_inflight_bytes"], ry2["verified"]) == (
+        7.0, 9.0, 524288, True), ry2
+    lat = [dict(r, batch_lat_p50_us=10.0 * r["round"], batch_lat_p99_us=100.0, peak_inflight_bytes=1024 * r["round"])
+           for r in recs if r["arm"] == "railyard-off"]
+    checks = [{"round": "verify", "verify": True, "arm": "railyard-off", "op": "write", "size": 65536,
+               "threads": 1, "mib_per_s": 1e6, "mops": 1.0, "verified": True, "bytes_moved": 1},
+              {"round": "verify", "verify": True, "arm": "railyard-enforce", "op": "write", "size": 65536,
+               "threads": 1, "error": "verify failed at 0"}]
+    lrows = {r["arm"]: r for r in analyse(lat + checks)}
+    assert lrows["railyard-off"]["mib_per_s"] == 152.0, "a payload check leaked into the medians"
+    assert (lrows["railyard-off"]["batch_lat_p50_us"], lrows["railyard-off"]["peak_inflight_bytes"]) == (20.0, 3072)
+    pt_text = protocol_table(list(lrows.values()), lat + checks)
+    assert "1/2 arm x op x size checks passed" in pt_text and "FAILED check: railyard-enforce" in pt_text, pt_text
+    assert "payload: not checked" in protocol_table(list(lrows.values()), lat)
+    cpu = [dict(r, cpu_initiator_s_per_gib=1.0 * r["round"], cpu_target_s_per_gib=2.0, cpu_us_per_transfer=5.0)
+           for r in recs if r["arm"] == "railyard-off"]
+    crow = analyse(cpu)[0]
+    assert (crow["cpu_initiator_s_per_gib"], crow["cpu_target_s_per_gib"], crow["cpu_us_per_transfer"]) == (
+        2.0, 2.0, 5.0), crow
+    assert "2.0+2.0" in table([crow], {}) and "5.0" in table([crow], {})
+    assert identity_lines(None) == ["identity: not recorded"]
+    me = file_identity(sys.executable)
+    assert me and len(me["sha256"]) == 64 and file_identity("/nonexistent") is None, me
     print("bench_peers selftest: ok")
     return 0
 
@@ -851,7 +1010,12 @@ def main():
     p.add_argument("--raw", required=True)
     p.add_argument("--json")
     p.add_argument("--host-note", default="")
+    p.add_argument("--identity", help="the JSON `identity` wrote (source and binary identities)")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("identity")
+    p.add_argument("--out", required=True)
+    p.add_argument("bins", nargs="*", help="NAME=PATH of each binary the run uses")
+    p.set_defaults(func=cmd_identity)
     p = sub.add_parser("selftest")
     p.set_defaults(func=cmd_selftest)
     a = ap.parse_args()

@@ -92,6 +92,11 @@ pub struct SizeResult {
     pub deferrals: u64,
     /// Slices retried.
     pub retries: u64,
+    /// The most bytes submitted and not yet completed at once, over every
+    /// thread (the offered window the run actually held; absent in reports
+    /// of older builds: 0).
+    #[serde(default)]
+    pub peak_inflight_bytes: u64,
 }
 
 /// What the client ran on and measured; printed by both sides.

@@ -500,6 +500,23 @@ impl Side<'_> {
 struct Shared {
     bytes: AtomicU64,
     abort: AtomicBool,
+    /// Bytes submitted and not yet completed, over every thread.
+    inflight: AtomicU64,
+    /// The most `inflight` ever held.
+    peak_inflight: AtomicU64,
+}
+
+impl Shared {
+    /// `n` bytes were submitted.
+    fn submitted(&self, n: u64) {
+        let now = self.inflight.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak_inflight.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// `n` bytes completed.
+    fn completed(&self, n: u64) {
+        self.inflight.fetch_sub(n, Ordering::Relaxed);
+    }
 }
 
 fn thread_run(
@@ -554,6 +571,7 @@ fn thread_run(
         }
         let n = left.min(p.batch);
         inflight.push_back((submit(slot, n)?, slot, n, Instant::now()));
+        shared.submitted(n * size);
         left -= n;
     }
     while let Some((b, slot, n, t0)) = inflight.pop_front() {
@@ -562,6 +580,7 @@ fn thread_run(
         }
         side.wait(b)?;
         let _ = hist.record((t0.elapsed().as_nanos() as u64).max(1));
+        shared.completed(n * size);
         transfers += n;
         batches += 1;
         shared.bytes.fetch_add(n * size, Ordering::Relaxed);
@@ -573,6 +592,7 @@ fn thread_run(
         if more(left) {
             let n = left.min(p.batch);
             inflight.push_back((submit(slot, n)?, slot, n, Instant::now()));
+            shared.submitted(n * size);
             left -= n;
         }
     }
@@ -594,6 +614,8 @@ fn run_size(a: &BenchArgs, p: &Plan, side: &Side<'_>, size: u64) -> Result<SizeR
     let shared = Shared {
         bytes: AtomicU64::new(0),
         abort: AtomicBool::new(false),
+        inflight: AtomicU64::new(0),
+        peak_inflight: AtomicU64::new(0),
     };
     let before = e.stats();
     let cpu0 = cpu_times();
@@ -698,5 +720,6 @@ fn run_size(a: &BenchArgs, p: &Plan, side: &Side<'_>, size: u64) -> Result<SizeR
         completions,
         deferrals,
         retries,
+        peak_inflight_bytes: shared.peak_inflight.load(Ordering::Relaxed),
     })
 }
